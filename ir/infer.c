@@ -1,0 +1,651 @@
+/* ir/infer.c — shape and dtype inference: one function per op, in the
+ * order of ops.h.  Each checks its operands and attributes, normalises the
+ * attributes (negative axes, defaults made explicit) and sets the result
+ * types.  Errors are located at the node's source. */
+#include "ir.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef bool InferFn(Graph *g, Node *n, Diag *d);
+
+#define TS(t, buf) type_str((t), (buf), sizeof(buf))
+#define IN(i) (&n->in[(i)]->ty)
+#define OUT(i) (&n->out[(i)]->ty)
+
+static bool fail(Diag *d, Node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool fail(Diag *d, Node *n, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    error_at(d, n->loc, "%s: %s", op_name(n->op), msg);
+    return false;
+}
+
+int ir_norm_axis(int64_t axis, int rank) {
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return -1;
+    return (int)axis;
+}
+
+static bool need_float(Diag *d, Node *n, int i) {
+    char b[160];
+    if (!dtype_is_float[IN(i)->dt]) return fail(d, n, "operand %d must be a floating-point tensor, not %s", i + 1, TS(IN(i), b));
+    return true;
+}
+
+static bool need_int(Diag *d, Node *n, int i) {
+    char b[160];
+    if (dtype_is_float[IN(i)->dt]) return fail(d, n, "operand %d must be an integer tensor, not %s", i + 1, TS(IN(i), b));
+    return true;
+}
+
+static bool need_scalar(Diag *d, Node *n, int i) {
+    char b[160];
+    if (IN(i)->shape.rank != 0) return fail(d, n, "operand %d must be a scalar, not %s", i + 1, TS(IN(i), b));
+    return true;
+}
+
+static bool need_same(Diag *d, Node *n, int i, int j) {
+    char a[160], b[160];
+    if (!type_eq(IN(i), IN(j)))
+        return fail(d, n, "operands %d and %d must have the same type: %s vs %s", i + 1, j + 1, TS(IN(i), a), TS(IN(j), b));
+    return true;
+}
+
+/* Normalises a single-axis attribute `key` (default dflt) against rank. */
+static bool norm_axis_attr(Graph *g, Node *n, Diag *d, const char *key, int64_t dflt, int rank) {
+    int64_t ax = ir_int(n, key, dflt);
+    int a = ir_norm_axis(ax, rank);
+    if (a < 0) return fail(d, n, "%s %lld is out of range for a tensor of rank %d", key, (long long)ax, rank);
+    ir_set_int(g, n, key, a);
+    return true;
+}
+
+/* ---- sources ---- */
+
+static bool infer_source(Graph *g, Node *n, Diag *d) {
+    (void)g;
+    if (n->op != OP_constant && n->op != OP_iota && !ir_source_name(n)) return fail(d, n, "a name attribute is required");
+    if (n->op == OP_param || n->op == OP_state) {
+        const char *init = ir_str(n, "init", "zeros");
+        static const char *const inits[] = {"zeros", "ones", "normal", "uniform", "constant"};
+        bool ok = false;
+        for (size_t i = 0; i < sizeof inits / sizeof inits[0]; i++) ok |= strcmp(init, inits[i]) == 0;
+        if (!ok) return fail(d, n, "unknown initialiser '%s' (expected zeros, ones, normal, uniform or constant)", init);
+        if (!dtype_is_float[OUT(0)->dt] && n->op == OP_param) return fail(d, n, "parameters must be floating point");
+    }
+    if (n->op == OP_constant && !ir_attr(n, "value")) return fail(d, n, "a value attribute is required");
+    if (n->op == OP_iota && OUT(0)->shape.rank > 0) return norm_axis_attr(g, n, d, "axis", 0, OUT(0)->shape.rank);
+    for (int i = 0; i < OUT(0)->shape.rank; i++)
+        if (OUT(0)->shape.d[i] <= 0) return fail(d, n, "dimension %d is %lld; dimensions must be positive", i, (long long)OUT(0)->shape.d[i]);
+    return true;
+}
+
+/* ---- pointwise ---- */
+
+static bool infer_unary(Graph *g, Node *n, Diag *d) {
+    (void)g;
+    if (n->op != OP_neg && n->op != OP_abs && n->op != OP_sign && !need_float(d, n, 0)) return false;
+    *OUT(0) = *IN(0);
+    if (n->op == OP_gelu) {
+        int64_t ap = ir_int(n, "approx", 0);
+        if (ap != 0 && ap != 1) return fail(d, n, "approx must be 0 (erf) or 1 (tanh)");
+        ir_set_int(g, n, "approx", ap);
+    }
+    return true;
+}
+
+static bool infer_cast(Graph *g, Node *n, Diag *d) {
+    (void)g;
+    DType dt;
+    const char *s = ir_str(n, "dtype", NULL);
+    if (!s || !dtype_parse(s, &dt)) return fail(d, n, "needs a dtype attribute naming a dtype, got '%s'", s ? s : "(none)");
+    *OUT(0) = *IN(0);
+    OUT(0)->dt = dt;
+    return true;
+}
+
+static bool infer_binary(Graph *g, Node *n, Diag *d) {
+    (void)g;
+    char a[160], b[160];
+    if (IN(0)->dt != IN(1)->dt) return fail(d, n, "operand dtypes differ: %s vs %s", TS(IN(0), a), TS(IN(1), b));
+    Shape s;
+    if (!shape_broadcast(&IN(0)->shape, &IN(1)->shape, &s))
+        return fail(d, n, "shapes do not broadcast: %s vs %s", TS(IN(0), a), TS(IN(1), b));
+    OUT(0)->dt = IN(0)->dt;
+    OUT(0)->shape = s;
+    return true;
+}
+
+static bool infer_pw_grad(Graph *g, Node *n, Diag *d) {
+    if (!need_same(d, n, 0, 1) || !need_float(d, n, 0)) return false;
+    *OUT(0) = *IN(0);
+    if (n->op == OP_gelu_grad) ir_set_int(g, n, "approx", ir_int(n, "approx", 0));
+    return true;
+}
+
+/* ---- reductions ---- */
+
+/* Normalises {axes} (default: every axis) and {keepdim}; computes the
+ * reduced shape of x into out. */
+static bool reduce_shape(Graph *g, Node *n, Diag *d, const Shape *x, Shape *out) {
+    const Attr *at = ir_attr(n, "axes");
+    int64_t axes[IR_MAX_RANK];
+    int na = 0;
+    bool mark[IR_MAX_RANK] = {0};
+    if (!at) {
+        for (int i = 0; i < x->rank; i++) axes[na++] = i;
+    } else {
+        if (at->kind == ATTR_INT) {
+            int a = ir_norm_axis(at->i, x->rank);
+            if (a < 0) return fail(d, n, "axis %lld is out of range for rank %d", (long long)at->i, x->rank);
+            axes[na++] = a;
+        } else if (at->kind == ATTR_INTS) {
+            if (at->n > x->rank) return fail(d, n, "more axes than the tensor has dimensions");
+            for (int i = 0; i < at->n; i++) {
+                int a = ir_norm_axis(at->v[i], x->rank);
+                if (a < 0) return fail(d, n, "axis %lld is out of range for rank %d", (long long)at->v[i], x->rank);
+                axes[na++] = a;
+            }
+        } else {
+            return fail(d, n, "axes must be a list of integers");
+        }
+    }
+    for (int i = 0; i < na; i++) {
+        if (mark[axes[i]]) return fail(d, n, "axis %lld is listed twice", (long long)axes[i]);
+        mark[axes[i]] = true;
+    }
+    na = 0;
+    for (int i = 0; i < x->rank; i++)
+        if (mark[i]) axes[na++] = i;
+    ir_set_ints(g, n, "axes", na, axes);
+    int64_t keep = ir_int(n, "keepdim", 0);
+    ir_set_int(g, n, "keepdim", keep ? 1 : 0);
+    Shape s = {0};
+    for (int i = 0; i < x->rank; i++) {
+        if (!mark[i]) s.d[s.rank++] = x->d[i];
+        else if (keep) s.d[s.rank++] = 1;
+    }
+    *out = s;
+    return true;
+}
+
+static bool infer_reduce(Graph *g, Node *n, Diag *d) {
+    if (n->op != OP_sum && !need_float(d, n, 0)) return false;
+    OUT(0)->dt = IN(0)->dt;
+    return reduce_shape(g, n, d, &IN(0)->shape, &OUT(0)->shape);
+}
+
+static bool infer_max_grad(Graph *g, Node *n, Diag *d) {
+    char a[160], b[160];
+    Shape r;
+    if (!reduce_shape(g, n, d, &IN(1)->shape, &r)) return false;
+    if (!shape_eq(&r, &IN(0)->shape) || !shape_eq(&r, &IN(2)->shape))
+        return fail(d, n, "dy %s and y %s must have the reduced shape of x", TS(IN(0), a), TS(IN(2), b));
+    *OUT(0) = *IN(1);
+    return true;
+}
+
+/* ---- shape ops ---- */
+
+static bool infer_reshape(Graph *g, Node *n, Diag *d) {
+    const Attr *at = ir_attr(n, "shape");
+    char a[160];
+    if (!at || at->kind != ATTR_INTS) return fail(d, n, "needs a shape attribute (a list of integers)");
+    if (at->n > IR_MAX_RANK) return fail(d, n, "rank %d exceeds the maximum of %d", at->n, IR_MAX_RANK);
+    int64_t dims[IR_MAX_RANK], known = 1;
+    int infer_at = -1;
+    for (int i = 0; i < at->n; i++) {
+        dims[i] = at->v[i];
+        if (dims[i] == -1) {
+            if (infer_at >= 0) return fail(d, n, "only one dimension may be -1");
+            infer_at = i;
+        } else if (dims[i] <= 0) {
+            return fail(d, n, "dimension %d is %lld; dimensions must be positive", i, (long long)dims[i]);
+        } else {
+            known *= dims[i];
+        }
+    }
+    int64_t total = shape_numel(&IN(0)->shape);
+    if (infer_at >= 0) {
+        if (known == 0 || total % known) return fail(d, n, "cannot infer the -1 dimension: %lld elements do not divide into %lld", (long long)total, (long long)known);
+        dims[infer_at] = total / known;
+        known = total;
+    }
+    Shape s = shape_make(at->n, dims);
+    if (known != total) {
+        char b[160];
+        return fail(d, n, "cannot reshape %s (%lld elements) to %s (%lld elements)", TS(IN(0), a), (long long)total,
+                    shape_str(&s, b, sizeof b), (long long)known);
+    }
+    ir_set_ints(g, n, "shape", at->n, dims);
+    OUT(0)->dt = IN(0)->dt;
+    OUT(0)->shape = s;
+    return true;
+}
+
+static bool infer_permute(Graph *g, Node *n, Diag *d) {
+    (void)g;
+    const Attr *at = ir_attr(n, "perm");
+    int r = IN(0)->shape.rank;
+    if (!at || at->kind != ATTR_INTS) return fail(d, n, "needs a perm attribute (a list of integers)");
+    if (at->n != r) return fail(d, n, "perm has %d entries but the operand has rank %d", at->n, r);
+    bool seen[IR_MAX_RANK] = {0};
+    int64_t p[IR_MAX_RANK];
+    Shape s = {0};
+    s.rank = r;
+    for (int i = 0; i < r; i++) {
+        int a = ir_norm_axis(at->v[i], r);
+        if (a < 0 || seen[a]) return fail(d, n, "perm is not a permutation of 0..%d", r - 1);
+        seen[a] = true;
+        p[i] = a;
+        s.d[i] = IN(0)->shape.d[a];
+    }
+    ir_set_ints(g, n, "perm", r, p);
+    OUT(0)->dt = IN(0)->dt;
+    OUT(0)->shape = s;
+    return true;
+}
+
+static bool infer_broadcast(Graph *g, Node *n, Diag *d) {
+    (void)g;
+    const Attr *at = ir_attr(n, "shape");
+    char a[160], b[160];
+    if (!at || at->kind != ATTR_INTS || at->n > IR_MAX_RANK) return fail(d, n, "needs a shape attribute (a list of integers)");
+    Shape s = shape_make(at->n, at->v), r;
+    if (!shape_broadcast(&IN(0)->shape, &s, &r) || !shape_eq(&r, &s))
+        return fail(d, n, "cannot broadcast %s to %s", TS(IN(0), a), shape_str(&s, b, sizeof b));
+    OUT(0)->dt = IN(0)->dt;
+    OUT(0)->shape = s;
+    return true;
+}
+
+static bool infer_slice(Graph *g, Node *n, Diag *d) {
+    int r = IN(0)->shape.rank;
+    if (r == 0) return fail(d, n, "cannot slice a scalar");
+    if (!norm_axis_attr(g, n, d, "axis", 0, r)) return false;
+    int ax = (int)ir_int(n, "axis", 0);
+    int64_t dim = IN(0)->shape.d[ax];
+    int64_t st = ir_int(n, "start", 0), en = ir_int(n, "end", dim);
+    if (st < 0) st += dim;
+    if (en < 0) en += dim;
+    if (st < 0 || en > dim || st >= en)
+        return fail(d, n, "range %lld:%lld is empty or outside 0:%lld of axis %d", (long long)ir_int(n, "start", 0),
+                    (long long)ir_int(n, "end", dim), (long long)dim, ax);
+    ir_set_int(g, n, "start", st);
+    ir_set_int(g, n, "end", en);
+    *OUT(0) = *IN(0);
+    OUT(0)->shape.d[ax] = en - st;
+    return true;
+}
+
+static bool infer_pad(Graph *g, Node *n, Diag *d) {
+    int r = IN(0)->shape.rank;
+    if (r == 0) return fail(d, n, "cannot pad a scalar");
+    if (!norm_axis_attr(g, n, d, "axis", 0, r)) return false;
+    int ax = (int)ir_int(n, "axis", 0);
+    int64_t lo = ir_int(n, "lo", 0), hi = ir_int(n, "hi", 0);
+    if (lo < 0 || hi < 0) return fail(d, n, "padding must not be negative");
+    ir_set_int(g, n, "lo", lo);
+    ir_set_int(g, n, "hi", hi);
+    *OUT(0) = *IN(0);
+    OUT(0)->shape.d[ax] += lo + hi;
+    return true;
+}
+
+static bool infer_concat(Graph *g, Node *n, Diag *d) {
+    char a[160], b[160];
+    int r = IN(0)->shape.rank;
+    if (r == 0) return fail(d, n, "cannot concatenate scalars");
+    if (!norm_axis_attr(g, n, d, "axis", 0, r)) return false;
+    int ax = (int)ir_int(n, "axis", 0);
+    Type t = *IN(0);
+    for (int i = 1; i < n->nin; i++) {
+        bool ok = IN(i)->dt == t.dt && IN(i)->shape.rank == r;
+        for (int k = 0; ok && k < r; k++) ok = k == ax || IN(i)->shape.d[k] == IN(0)->shape.d[k];
+        if (!ok) return fail(d, n, "operand %d %s does not fit operand 1 %s along axis %d", i + 1, TS(IN(i), a), TS(IN(0), b), ax);
+        t.shape.d[ax] += IN(i)->shape.d[ax];
+    }
+    *OUT(0) = t;
+    return true;
+}
+
+/* ---- matmul ---- */
+
+static bool infer_matmul(Graph *g, Node *n, Diag *d) {
+    char a[160], b[160];
+    const Type *A = IN(0), *B = IN(1);
+    if (!need_float(d, n, 0) || !need_float(d, n, 1)) return false;
+    if (A->dt != B->dt) return fail(d, n, "operand dtypes differ: %s vs %s", TS(A, a), TS(B, b));
+    if (A->shape.rank < 2 || B->shape.rank < 2) return fail(d, n, "operands must have rank >= 2: %s, %s", TS(A, a), TS(B, b));
+    int64_t ta = ir_int(n, "ta", 0) ? 1 : 0, tb = ir_int(n, "tb", 0) ? 1 : 0;
+    ir_set_int(g, n, "ta", ta);
+    ir_set_int(g, n, "tb", tb);
+    int ra = A->shape.rank, rb = B->shape.rank;
+    int64_t M = A->shape.d[ra - 2 + ta], K = A->shape.d[ra - 1 - ta];
+    int64_t K2 = B->shape.d[rb - 2 + tb], N = B->shape.d[rb - 1 - tb];
+    if (K != K2)
+        return fail(d, n, "inner dimensions do not match: %s%s has K=%lld, %s%s has K=%lld", TS(A, a), ta ? " (transposed)" : "",
+                    (long long)K, TS(B, b), tb ? " (transposed)" : "", (long long)K2);
+    Shape ba = shape_make(ra - 2, A->shape.d), bb = shape_make(rb - 2, B->shape.d), bs;
+    if (!shape_broadcast(&ba, &bb, &bs)) return fail(d, n, "batch dimensions do not broadcast: %s vs %s", TS(A, a), TS(B, b));
+    if (bs.rank + 2 > IR_MAX_RANK) return fail(d, n, "result rank too large");
+    bs.d[bs.rank++] = M;
+    bs.d[bs.rank++] = N;
+    OUT(0)->dt = A->dt;
+    OUT(0)->shape = bs;
+    return true;
+}
+
+/* ---- neural-network ops ---- */
+
+static bool infer_embedding(Graph *g, Node *n, Diag *d) {
+    (void)g;
+    char a[160];
+    if (IN(0)->shape.rank != 2) return fail(d, n, "the table must be [rows, dim], not %s", TS(IN(0), a));
+    if (!need_float(d, n, 0) || !need_int(d, n, 1)) return false;
+    if (IN(1)->shape.rank + 1 > IR_MAX_RANK) return fail(d, n, "index rank too large");
+    Shape s = IN(1)->shape;
+    s.d[s.rank++] = IN(0)->shape.d[1];
+    OUT(0)->dt = IN(0)->dt;
+    OUT(0)->shape = s;
+    return true;
+}
+
+static bool infer_embedding_grad(Graph *g, Node *n, Diag *d) {
+    (void)g;
+    char a[160], b[160];
+    if (!need_float(d, n, 0) || !need_int(d, n, 1)) return false;
+    const Shape *dy = &IN(0)->shape, *ix = &IN(1)->shape;
+    bool ok = dy->rank == ix->rank + 1;
+    for (int i = 0; ok && i < ix->rank; i++) ok = dy->d[i] == ix->d[i];
+    if (!ok) return fail(d, n, "dy %s does not match the indices %s", TS(IN(0), a), TS(IN(1), b));
+    int64_t rows = ir_int(n, "rows", 0);
+    if (rows <= 0) return fail(d, n, "needs rows > 0");
+    OUT(0)->dt = IN(0)->dt;
+    OUT(0)->shape.rank = 2;
+    OUT(0)->shape.d[0] = rows;
+    OUT(0)->shape.d[1] = dy->d[dy->rank - 1];
+    return true;
+}
+
+static bool infer_softmax(Graph *g, Node *n, Diag *d) {
+    if (!need_float(d, n, 0)) return false;
+    if (IN(0)->shape.rank == 0) return fail(d, n, "needs a tensor of rank >= 1");
+    if (n->op == OP_softmax_grad && !need_same(d, n, 0, 1)) return false;
+    if (!norm_axis_attr(g, n, d, "axis", -1, IN(0)->shape.rank)) return false;
+    *OUT(0) = *IN(0);
+    return true;
+}
+
+/* x [...,C] and per-row statistics [...] in f32. */
+static Type row_stats(const Type *x) {
+    Type t = {DT_f32, x->shape};
+    t.shape.rank--;
+    return t;
+}
+
+static bool check_gain(Diag *d, Node *n, int i, int64_t C, DType dt) {
+    char a[160];
+    if (IN(i)->shape.rank != 1 || IN(i)->shape.d[0] != C || IN(i)->dt != dt)
+        return fail(d, n, "operand %d must be %s[%lld], not %s", i + 1, dtype_name[dt], (long long)C, TS(IN(i), a));
+    return true;
+}
+
+static bool check_stats(Diag *d, Node *n, int i, const Type *x) {
+    char a[160], b[160];
+    Type t = row_stats(x);
+    if (!type_eq(IN(i), &t)) return fail(d, n, "operand %d must be %s, not %s", i + 1, TS(&t, a), TS(IN(i), b));
+    return true;
+}
+
+static bool norm_eps(Graph *g, Node *n, Diag *d, double dflt) {
+    double eps = ir_float(n, "eps", dflt);
+    if (!(eps >= 0)) return fail(d, n, "eps must be >= 0");
+    ir_set_float(g, n, "eps", eps);
+    return true;
+}
+
+static bool infer_layer_norm(Graph *g, Node *n, Diag *d) {
+    if (!need_float(d, n, 0)) return false;
+    if (IN(0)->shape.rank < 1) return fail(d, n, "needs a tensor of rank >= 1");
+    int64_t C = IN(0)->shape.d[IN(0)->shape.rank - 1];
+    if (!check_gain(d, n, 1, C, IN(1)->dt) || !check_gain(d, n, 2, C, IN(1)->dt)) return false;
+    if (!norm_eps(g, n, d, 1e-5)) return false;
+    *OUT(0) = *IN(0);
+    *OUT(1) = *OUT(2) = row_stats(IN(0));
+    return true;
+}
+
+static bool infer_layer_norm_grad(Graph *g, Node *n, Diag *d) {
+    (void)g;
+    if (!need_same(d, n, 0, 1) || !need_float(d, n, 0)) return false;
+    int64_t C = IN(1)->shape.d[IN(1)->shape.rank - 1];
+    if (!check_gain(d, n, 2, C, IN(2)->dt) || !check_stats(d, n, 3, IN(1)) || !check_stats(d, n, 4, IN(1))) return false;
+    *OUT(0) = *IN(1);
+    *OUT(1) = *OUT(2) = *IN(2);
+    return true;
+}
+
+static bool infer_rms_norm(Graph *g, Node *n, Diag *d) {
+    if (!need_float(d, n, 0)) return false;
+    if (IN(0)->shape.rank < 1) return fail(d, n, "needs a tensor of rank >= 1");
+    int64_t C = IN(0)->shape.d[IN(0)->shape.rank - 1];
+    if (!check_gain(d, n, 1, C, IN(1)->dt)) return false;
+    if (!norm_eps(g, n, d, 1e-6)) return false;
+    *OUT(0) = *IN(0);
+    *OUT(1) = row_stats(IN(0));
+    return true;
+}
+
+static bool infer_rms_norm_grad(Graph *g, Node *n, Diag *d) {
+    (void)g;
+    if (!need_same(d, n, 0, 1) || !need_float(d, n, 0)) return false;
+    int64_t C = IN(1)->shape.d[IN(1)->shape.rank - 1];
+    if (!check_gain(d, n, 2, C, IN(2)->dt) || !check_stats(d, n, 3, IN(1))) return false;
+    *OUT(0) = *IN(1);
+    *OUT(1) = *IN(2);
+    return true;
+}
+
+static bool infer_rope(Graph *g, Node *n, Diag *d) {
+    char a[160];
+    if (!need_float(d, n, 0)) return false;
+    const Shape *s = &IN(0)->shape;
+    if (s->rank < 2 || s->d[s->rank - 1] % 2) return fail(d, n, "needs [..., T, D] with an even D, not %s", TS(IN(0), a));
+    double theta = ir_float(n, "theta", 10000.0);
+    if (!(theta > 0)) return fail(d, n, "theta must be > 0");
+    ir_set_float(g, n, "theta", theta);
+    ir_set_int(g, n, "inverse", ir_int(n, "inverse", 0) ? 1 : 0);
+    *OUT(0) = *IN(0);
+    return true;
+}
+
+/* q [B,H,T,D], k and v [B,Hkv,S,D]. */
+static bool check_qkv(Graph *g, Node *n, Diag *d, int q) {
+    char a[160], b[160], c[160];
+    const Type *Q = IN(q), *K = IN(q + 1), *V = IN(q + 2);
+    for (int i = 0; i < 3; i++)
+        if (!need_float(d, n, q + i)) return false;
+    if (Q->shape.rank != 4 || K->shape.rank != 4 || !type_eq(K, V) || Q->dt != K->dt)
+        return fail(d, n, "needs q [B,H,T,D] and k, v [B,Hkv,S,D] of one dtype; got %s, %s, %s", TS(Q, a), TS(K, b), TS(V, c));
+    if (Q->shape.d[0] != K->shape.d[0] || Q->shape.d[3] != K->shape.d[3])
+        return fail(d, n, "batch or head dimension differ: q %s, k %s", TS(Q, a), TS(K, b));
+    if (Q->shape.d[1] % K->shape.d[1])
+        return fail(d, n, "query heads (%lld) must be a multiple of key/value heads (%lld)", (long long)Q->shape.d[1],
+                    (long long)K->shape.d[1]);
+    int64_t causal = ir_int(n, "causal", 1) ? 1 : 0;
+    if (causal && Q->shape.d[2] != K->shape.d[2])
+        return fail(d, n, "causal attention needs as many keys (%lld) as queries (%lld)", (long long)K->shape.d[2], (long long)Q->shape.d[2]);
+    ir_set_int(g, n, "causal", causal);
+    ir_set_float(g, n, "scale", ir_float(n, "scale", 1.0 / sqrt((double)Q->shape.d[3])));
+    return true;
+}
+
+static bool infer_attention(Graph *g, Node *n, Diag *d) {
+    if (!check_qkv(g, n, d, 0)) return false;
+    *OUT(0) = *IN(0);
+    OUT(1)->dt = DT_f32;
+    OUT(1)->shape = shape_make(3, IN(0)->shape.d);
+    return true;
+}
+
+static bool infer_attention_grad(Graph *g, Node *n, Diag *d) {
+    char a[160], b[160];
+    if (!check_qkv(g, n, d, 1)) return false;
+    if (!need_same(d, n, 0, 1) || !need_same(d, n, 0, 4)) return false;
+    Type lse = {DT_f32, shape_make(3, IN(1)->shape.d)};
+    if (!type_eq(IN(5), &lse)) return fail(d, n, "lse must be %s, not %s", TS(&lse, a), TS(IN(5), b));
+    *OUT(0) = *IN(1);
+    *OUT(1) = *IN(2);
+    *OUT(2) = *IN(3);
+    return true;
+}
+
+static bool infer_dropout(Graph *g, Node *n, Diag *d) {
+    if (!need_float(d, n, 0) || !need_int(d, n, 1) || !need_scalar(d, n, 1)) return false;
+    double p = ir_float(n, "p", 0.0);
+    if (!(p >= 0 && p < 1)) return fail(d, n, "p must be in [0, 1), not %g", p);
+    ir_set_float(g, n, "p", p);
+    ir_set_int(g, n, "stream", ir_int(n, "stream", 0));
+    *OUT(0) = *IN(0);
+    return true;
+}
+
+static bool check_ce(Graph *g, Node *n, Diag *d, int lg) {
+    char a[160], b[160];
+    const Type *L = IN(lg), *T = IN(lg + 1);
+    if (!need_float(d, n, lg) || !need_int(d, n, lg + 1)) return false;
+    bool ok = L->shape.rank == T->shape.rank + 1;
+    for (int i = 0; ok && i < T->shape.rank; i++) ok = L->shape.d[i] == T->shape.d[i];
+    if (!ok) return fail(d, n, "logits %s must be targets %s with one more (class) dimension", TS(L, a), TS(T, b));
+    ir_set_int(g, n, "ignore_index", ir_int(n, "ignore_index", -100));
+    return true;
+}
+
+static bool infer_cross_entropy(Graph *g, Node *n, Diag *d) {
+    if (!check_ce(g, n, d, 0)) return false;
+    OUT(0)->dt = DT_f32;
+    OUT(0)->shape.rank = 0;
+    *OUT(1) = (Type){DT_f32, IN(1)->shape};
+    return true;
+}
+
+static bool infer_cross_entropy_grad(Graph *g, Node *n, Diag *d) {
+    char a[160], b[160];
+    if (!need_scalar(d, n, 0) || !check_ce(g, n, d, 1)) return false;
+    Type lse = {DT_f32, IN(2)->shape};
+    if (!type_eq(IN(3), &lse)) return fail(d, n, "lse must be %s, not %s", TS(&lse, a), TS(IN(3), b));
+    *OUT(0) = *IN(1);
+    return true;
+}
+
+/* ---- optimizer ---- */
+
+static bool infer_global_norm(Graph *g, Node *n, Diag *d) {
+    (void)g;
+    for (int i = 0; i < n->nin; i++)
+        if (!need_float(d, n, i)) return false;
+    *OUT(0) = (Type){DT_f32, {0}};
+    return true;
+}
+
+static bool infer_clip_coef(Graph *g, Node *n, Diag *d) {
+    if (!need_scalar(d, n, 0) || !need_float(d, n, 0)) return false;
+    double m = ir_float(n, "max_norm", 1.0);
+    if (!(m > 0)) return fail(d, n, "max_norm must be > 0");
+    ir_set_float(g, n, "max_norm", m);
+    *OUT(0) = (Type){DT_f32, {0}};
+    return true;
+}
+
+static bool check_opt_scalars(Diag *d, Node *n, int from) {
+    for (int i = from; i < n->nin; i++)
+        if (!need_scalar(d, n, i)) return false;
+    return true;
+}
+
+static bool infer_adamw(Graph *g, Node *n, Diag *d) {
+    if (!need_float(d, n, 0) || !need_same(d, n, 2, 3) || !check_opt_scalars(d, n, 4)) return false;
+    char a[160], b[160];
+    if (!shape_eq(&IN(0)->shape, &IN(1)->shape) || !shape_eq(&IN(0)->shape, &IN(2)->shape))
+        return fail(d, n, "w %s, g and moments %s must have one shape", TS(IN(0), a), TS(IN(2), b));
+    if (!need_int(d, n, 5)) return false;
+    ir_set_float(g, n, "beta1", ir_float(n, "beta1", 0.9));
+    ir_set_float(g, n, "beta2", ir_float(n, "beta2", 0.999));
+    ir_set_float(g, n, "eps", ir_float(n, "eps", 1e-8));
+    ir_set_float(g, n, "wd", ir_float(n, "wd", 0.0));
+    *OUT(0) = *IN(0);
+    *OUT(1) = *IN(2);
+    *OUT(2) = *IN(3);
+    return true;
+}
+
+static bool infer_sgd(Graph *g, Node *n, Diag *d) {
+    char a[160], b[160];
+    if (!need_float(d, n, 0) || !check_opt_scalars(d, n, 3)) return false;
+    if (!shape_eq(&IN(0)->shape, &IN(1)->shape) || !shape_eq(&IN(0)->shape, &IN(2)->shape))
+        return fail(d, n, "w %s, g and buf %s must have one shape", TS(IN(0), a), TS(IN(2), b));
+    ir_set_float(g, n, "momentum", ir_float(n, "momentum", 0.0));
+    ir_set_float(g, n, "wd", ir_float(n, "wd", 0.0));
+    ir_set_int(g, n, "nesterov", ir_int(n, "nesterov", 0) ? 1 : 0);
+    *OUT(0) = *IN(0);
+    *OUT(1) = *IN(2);
+    return true;
+}
+
+/* ---- the column ---- */
+
+static InferFn *const infer_fn[OP__COUNT] = {
+    [OP_input] = infer_source, [OP_param] = infer_source, [OP_state] = infer_source,
+    [OP_constant] = infer_source, [OP_iota] = infer_source,
+
+    [OP_neg] = infer_unary, [OP_exp] = infer_unary, [OP_log] = infer_unary, [OP_sqrt] = infer_unary,
+    [OP_rsqrt] = infer_unary, [OP_tanh] = infer_unary, [OP_sigmoid] = infer_unary, [OP_relu] = infer_unary,
+    [OP_gelu] = infer_unary, [OP_silu] = infer_unary, [OP_abs] = infer_unary, [OP_sign] = infer_unary,
+    [OP_cast] = infer_cast,
+
+    [OP_add] = infer_binary, [OP_sub] = infer_binary, [OP_mul] = infer_binary, [OP_div] = infer_binary,
+    [OP_maximum] = infer_binary, [OP_minimum] = infer_binary, [OP_ge] = infer_binary,
+
+    [OP_tanh_grad] = infer_pw_grad, [OP_sigmoid_grad] = infer_pw_grad, [OP_relu_grad] = infer_pw_grad,
+    [OP_gelu_grad] = infer_pw_grad, [OP_silu_grad] = infer_pw_grad,
+
+    [OP_sum] = infer_reduce, [OP_mean] = infer_reduce, [OP_max] = infer_reduce, [OP_max_grad] = infer_max_grad,
+
+    [OP_reshape] = infer_reshape, [OP_permute] = infer_permute, [OP_broadcast] = infer_broadcast,
+    [OP_slice] = infer_slice, [OP_pad] = infer_pad, [OP_concat] = infer_concat,
+
+    [OP_matmul] = infer_matmul,
+
+    [OP_embedding] = infer_embedding, [OP_embedding_grad] = infer_embedding_grad,
+    [OP_softmax] = infer_softmax, [OP_softmax_grad] = infer_softmax,
+    [OP_layer_norm] = infer_layer_norm, [OP_layer_norm_grad] = infer_layer_norm_grad,
+    [OP_rms_norm] = infer_rms_norm, [OP_rms_norm_grad] = infer_rms_norm_grad,
+    [OP_rope] = infer_rope,
+    [OP_attention] = infer_attention, [OP_attention_grad] = infer_attention_grad,
+    [OP_dropout] = infer_dropout,
+    [OP_cross_entropy] = infer_cross_entropy, [OP_cross_entropy_grad] = infer_cross_entropy_grad,
+
+    [OP_global_norm] = infer_global_norm, [OP_clip_coef] = infer_clip_coef,
+    [OP_adamw] = infer_adamw, [OP_sgd] = infer_sgd,
+};
+
+bool ir_infer(Graph *g, Node *n, Diag *d) {
+    const OpInfo *oi = &op_info[n->op];
+    if (n->nin < oi->min_in || (oi->max_in >= 0 && n->nin > oi->max_in)) {
+        if (oi->min_in == oi->max_in)
+            error_at(d, n->loc, "%s takes %d operand%s, not %d", oi->name, oi->min_in, oi->min_in == 1 ? "" : "s", n->nin);
+        else
+            error_at(d, n->loc, "%s takes at least %d operands, not %d", oi->name, oi->min_in, n->nin);
+        return false;
+    }
+    for (int i = 0; i < n->nin; i++)
+        if (!n->in[i]) die("ir_infer: operand %d of %s is NULL", i, oi->name);
+    if (!infer_fn[n->op]) die("no shape inference for op %s", oi->name);
+    return infer_fn[n->op](g, n, d);
+}

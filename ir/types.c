@@ -1,0 +1,194 @@
+/* ir/types.c — dtypes, shapes, the op property table, the train keys. */
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *const dtype_name[DT__COUNT] = {
+#define X(n, b, f) #n,
+    DTYPES(X)
+#undef X
+};
+const int dtype_size[DT__COUNT] = {
+#define X(n, b, f) b,
+    DTYPES(X)
+#undef X
+};
+const bool dtype_is_float[DT__COUNT] = {
+#define X(n, b, f) f,
+    DTYPES(X)
+#undef X
+};
+
+bool dtype_parse(const char *s, DType *out) {
+    for (int i = 0; i < DT__COUNT; i++)
+        if (strcmp(s, dtype_name[i]) == 0) {
+            *out = (DType)i;
+            return true;
+        }
+    return false;
+}
+
+int64_t shape_numel(const Shape *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++) n *= s->d[i];
+    return n;
+}
+
+bool shape_eq(const Shape *a, const Shape *b) {
+    if (a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->d[i] != b->d[i]) return false;
+    return true;
+}
+
+bool type_eq(const Type *a, const Type *b) { return a->dt == b->dt && shape_eq(&a->shape, &b->shape); }
+
+bool shape_broadcast(const Shape *a, const Shape *b, Shape *out) {
+    Shape r = {0};
+    r.rank = a->rank > b->rank ? a->rank : b->rank;
+    for (int i = 0; i < r.rank; i++) {
+        int ia = a->rank - r.rank + i, ib = b->rank - r.rank + i;
+        int64_t da = ia >= 0 ? a->d[ia] : 1, db = ib >= 0 ? b->d[ib] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        r.d[i] = da == 1 ? db : da;
+    }
+    *out = r;
+    return true;
+}
+
+Shape shape_make(int rank, const int64_t *d) {
+    Shape s = {0};
+    s.rank = rank;
+    for (int i = 0; i < rank; i++) s.d[i] = d[i];
+    return s;
+}
+
+char *shape_str(const Shape *s, char *buf, size_t n) {
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, n - k, "[");
+    for (int i = 0; i < s->rank && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)s->d[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+char *type_str(const Type *t, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "%s", dtype_name[t->dt]);
+    if (k < n) shape_str(&t->shape, buf + k, n - k);
+    return buf;
+}
+
+/* ---- the op table ---- */
+
+const OpInfo op_info[OP__COUNT] = {
+#define OP(name, mi, ma, no, fl) [OP_##name] = {#name, mi, ma, no, fl},
+#include "ops.h"
+#undef OP
+};
+
+bool op_lookup(const char *name, Op *out) {
+    for (int i = 0; i < OP__COUNT; i++)
+        if (strcmp(op_info[i].name, name) == 0) {
+            *out = (Op)i;
+            return true;
+        }
+    return false;
+}
+
+/* ---- train keys ---- */
+
+const TrainKeyInfo train_keys[] = {
+#define X(name, kind, def, allowed) {#name, kind, def, allowed, offsetof(TrainConfig, name)},
+    TRAIN_KEYS(X)
+#undef X
+};
+const int ntrain_keys = (int)(sizeof train_keys / sizeof train_keys[0]);
+
+const TrainKeyInfo *train_key_lookup(const char *name) {
+    for (int i = 0; i < ntrain_keys; i++)
+        if (strcmp(train_keys[i].name, name) == 0) return &train_keys[i];
+    return NULL;
+}
+
+static bool allowed_has(const char *allowed, const char *v) {
+    size_t n = strlen(v);
+    for (const char *p = allowed; *p;) {
+        const char *e = strchr(p, ' ');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, v, n) == 0) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
+static bool set_key(TrainConfig *tc, Arena *a, const TrainKeyInfo *k, const char *value, char *err, size_t errn) {
+    char *p = (char *)tc + k->offset;
+    char *end;
+    switch (k->kind) {
+    case TK_INT: {
+        long long v = strtoll(value, &end, 10);
+        if (*value == 0 || *end) {
+            /* accept integral floats such as 1e6 */
+            double dv = strtod(value, &end);
+            if (*value == 0 || *end || dv != (double)(long long)dv) {
+                snprintf(err, errn, "train key '%s' takes an integer, not '%s'", k->name, value);
+                return false;
+            }
+            v = (long long)dv;
+        }
+        *(int64_t *)p = v;
+        return true;
+    }
+    case TK_FLOAT: {
+        double v = strtod(value, &end);
+        if (*value == 0 || *end) {
+            snprintf(err, errn, "train key '%s' takes a number, not '%s'", k->name, value);
+            return false;
+        }
+        *(double *)p = v;
+        return true;
+    }
+    case TK_ENUM:
+        if (!allowed_has(k->allowed, value)) {
+            snprintf(err, errn, "train key '%s' takes one of: %s; not '%s'", k->name, k->allowed, value);
+            return false;
+        }
+        *(const char **)p = a ? arena_strdup(a, value) : value; /* a == NULL: static defaults */
+        return true;
+    case TK_STR:
+        *(const char **)p = a ? arena_strdup(a, value) : value;
+        return true;
+    }
+    return false;
+}
+
+void train_defaults(TrainConfig *tc) {
+    char err[256];
+    memset(tc, 0, sizeof *tc);
+    for (int i = 0; i < ntrain_keys; i++)
+        if (!set_key(tc, NULL, &train_keys[i], train_keys[i].def, err, sizeof err)) die("bad default: %s", err);
+}
+
+bool train_set(TrainConfig *tc, Arena *a, const char *key, const char *value, char *err, size_t errn) {
+    const TrainKeyInfo *k = train_key_lookup(key);
+    if (!k) {
+        snprintf(err, errn, "unknown train key '%s'", key);
+        return false;
+    }
+    return set_key(tc, a, k, value, err, errn);
+}
+
+bool train_is_default(const TrainConfig *tc, const TrainKeyInfo *k) {
+    TrainConfig d;
+    train_defaults(&d);
+    const char *p = (const char *)tc + k->offset, *q = (const char *)&d + k->offset;
+    switch (k->kind) {
+    case TK_INT: return *(const int64_t *)p == *(const int64_t *)q;
+    case TK_FLOAT: return *(const double *)p == *(const double *)q;
+    case TK_ENUM:
+    case TK_STR: return strcmp(*(const char *const *)p, *(const char *const *)q) == 0;
+    }
+    return true;
+}

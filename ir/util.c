@@ -1,0 +1,283 @@
+/* ir/util.c — arena, growable buffers, diagnostics, fatal errors. */
+#include "ir.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- checked allocation ---- */
+
+void *xmalloc_(size_t n, const char *file, int line) {
+    void *p = malloc(n ? n : 1);
+    if (!p) die_(file, line, "out of memory (malloc of %zu bytes)", n);
+    return p;
+}
+
+void *xcalloc_(size_t n, size_t sz, const char *file, int line) {
+    void *p = calloc(n ? n : 1, sz ? sz : 1);
+    if (!p) die_(file, line, "out of memory (calloc of %zu x %zu bytes)", n, sz);
+    return p;
+}
+
+void *xrealloc_(void *p, size_t n, const char *file, int line) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) die_(file, line, "out of memory (realloc to %zu bytes)", n);
+    return q;
+}
+
+_Noreturn void die_(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, "trainc: internal error at %s:%d: ", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+/* ---- arena: a chain of blocks, freed at once ---- */
+
+typedef struct Block { struct Block *next; size_t used, cap; _Alignas(16) unsigned char data[]; } Block;
+struct Arena { Block *head; size_t total; };
+
+Arena *arena_new(void) { return xcalloc(1, sizeof(Arena)); }
+
+void arena_free(Arena *a) {
+    if (!a) return;
+    for (Block *b = a->head, *next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+    free(a);
+}
+
+void *arena_alloc(Arena *a, size_t n) {
+    n = (n + 15) & ~(size_t)15;
+    Block *b = a->head;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > 65536 ? n : 65536;
+        b = xmalloc(sizeof(Block) + cap);
+        b->used = 0;
+        b->cap = cap;
+        b->next = a->head;
+        a->head = b;
+    }
+    void *p = b->data + b->used;
+    b->used += n;
+    a->total += n;
+    memset(p, 0, n);
+    return p;
+}
+
+char *arena_strndup(Arena *a, const char *s, size_t n) {
+    char *p = arena_alloc(a, n + 1);
+    memcpy(p, s, n);
+    p[n] = 0;
+    return p;
+}
+
+char *arena_strdup(Arena *a, const char *s) { return s ? arena_strndup(a, s, strlen(s)) : NULL; }
+
+char *arena_printf(Arena *a, const char *fmt, ...) {
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *p = arena_alloc(a, (size_t)n + 1);
+    vsnprintf(p, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    return p;
+}
+
+size_t arena_used(const Arena *a) { return a->total; }
+
+/* ---- string buffer ---- */
+
+static void sb_reserve(StrBuf *b, size_t extra) {
+    if (b->len + extra + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1) cap *= 2;
+    b->s = xrealloc(b->s, cap);
+    b->cap = cap;
+}
+
+void sb_putc(StrBuf *b, char c) {
+    sb_reserve(b, 1);
+    b->s[b->len++] = c;
+    b->s[b->len] = 0;
+}
+
+void sb_puts(StrBuf *b, const char *s) {
+    size_t n = strlen(s);
+    sb_reserve(b, n);
+    memcpy(b->s + b->len, s, n + 1);
+    b->len += n;
+}
+
+void sb_vprintf(StrBuf *b, const char *fmt, va_list ap) {
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    sb_reserve(b, (size_t)n);
+    vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    b->len += (size_t)n;
+}
+
+void sb_printf(StrBuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    sb_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+void sb_free(StrBuf *b) {
+    free(b->s);
+    b->s = NULL;
+    b->len = b->cap = 0;
+}
+
+char *sb_take(StrBuf *b) {
+    char *s = b->s;
+    if (!s) s = xcalloc(1, 1);
+    b->s = NULL;
+    b->len = b->cap = 0;
+    return s;
+}
+
+char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    StrBuf b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        sb_reserve(&b, n);
+        memcpy(b.s + b.len, chunk, n);
+        b.len += n;
+        b.s[b.len] = 0;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        sb_free(&b);
+        errno = EIO;
+        return NULL;
+    }
+    if (len) *len = b.len;
+    return sb_take(&b);
+}
+
+void fmt_double(char buf[32], double v) {
+    if (v != v) { strcpy(buf, "nan"); return; }
+    if (v == 1.0 / 0.0) { strcpy(buf, "inf"); return; }
+    if (v == -1.0 / 0.0) { strcpy(buf, "-inf"); return; }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, 32, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    /* Keep a float looking like a float: "2" -> "2.0" (so the IR parser
+     * knows the attribute is a float, not an int). */
+    if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
+}
+
+/* ---- diagnostics ---- */
+
+void diag_init(Diag *d, FILE *out) {
+    memset(d, 0, sizeof *d);
+    d->out = out ? out : stderr;
+}
+
+void diag_free(Diag *d) {
+    for (SrcFile *f = d->files, *next; f; f = next) {
+        next = f->next;
+        free((char *)f->name);
+        free((char *)f->text);
+        free(f);
+    }
+    d->files = NULL;
+}
+
+void diag_add_source(Diag *d, const char *name, const char *text, size_t len) {
+    SrcFile *f = xcalloc(1, sizeof *f);
+    size_t nl = strlen(name);
+    char *nm = xmalloc(nl + 1);
+    memcpy(nm, name, nl + 1);
+    char *tx = xmalloc(len + 1);
+    memcpy(tx, text, len);
+    tx[len] = 0;
+    f->name = nm;
+    f->text = tx;
+    f->len = len;
+    f->next = d->files;
+    d->files = f;
+}
+
+static const SrcFile *find_source(Diag *d, const char *name) {
+    if (!name) return NULL;
+    for (SrcFile *f = d->files; f; f = f->next)
+        if (strcmp(f->name, name) == 0) return f;
+    return NULL;
+}
+
+/* Prints the source line of loc and a caret under its column. */
+static void print_caret(Diag *d, SrcLoc loc) {
+    const SrcFile *f = find_source(d, loc.file);
+    if (!f || loc.line <= 0) return;
+    const char *p = f->text, *end = f->text + f->len;
+    for (int l = 1; l < loc.line && p < end; p++)
+        if (*p == '\n') l++;
+    if (p >= end && loc.line > 1) return;
+    const char *e = p;
+    while (e < end && *e != '\n') e++;
+    fprintf(d->out, "%.*s\n", (int)(e - p), p);
+    /* keep tabs so the caret lines up */
+    for (int c = 1; c < loc.col && p + c - 1 < e; c++) fputc(p[c - 1] == '\t' ? '\t' : ' ', d->out);
+    fputs("^\n", d->out);
+}
+
+void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list ap) {
+    bool is_error = strcmp(kind, "error") == 0;
+    int limit = d->max_errors ? d->max_errors : 20;
+    if (is_error) {
+        d->nerrors++;
+        if (d->nerrors > limit) {
+            if (d->nerrors == limit + 1) fprintf(d->out, "trainc: too many errors, stopping here\n");
+            return;
+        }
+    } else if (strcmp(kind, "warning") == 0) {
+        d->nwarnings++;
+    }
+    if (loc.file && loc.line > 0)
+        fprintf(d->out, "%s:%d:%d: %s: ", loc.file, loc.line, loc.col, kind);
+    else if (loc.file)
+        fprintf(d->out, "%s: %s: ", loc.file, kind);
+    else
+        fprintf(d->out, "trainc: %s: ", kind);
+    vfprintf(d->out, fmt, ap);
+    fputc('\n', d->out);
+    print_caret(d, loc);
+}
+
+void error_at(Diag *d, SrcLoc loc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    verror_at(d, loc, "error", fmt, ap);
+    va_end(ap);
+}
+
+void warning_at(Diag *d, SrcLoc loc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    verror_at(d, loc, "warning", fmt, ap);
+    va_end(ap);
+}
+
+void note_at(Diag *d, SrcLoc loc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    verror_at(d, loc, "note", fmt, ap);
+    va_end(ap);
+}

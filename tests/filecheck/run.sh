@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs the RUN: lines of a FileCheck test file, the way LLVM's lit does.
+#   run.sh FILE TRAINC FILECHECK SCRATCHDIR
+# In a RUN line: %s is FILE, %S its folder, %trainc the driver, %t a scratch
+# path unique to FILE; FileCheck is LLVM's FileCheck.  A RUN line ending in
+# '\' continues on the next RUN line.  Every RUN line must succeed.
+set -u
+file=$1 trainc=$2 filecheck=$3 scratch=$4
+mkdir -p "$scratch"
+dir=$(cd "$(dirname "$file")" && pwd)
+base=$(basename "$file")
+t="$scratch/$base.tmp"
+status=0
+n=0
+cmd=""
+while IFS= read -r line; do
+  case "$line" in
+    *RUN:*) ;;
+    *) continue ;;
+  esac
+  part=${line#*RUN:}
+  case "$part" in
+    *\\) cmd="$cmd${part%\\} "; continue ;;
+  esac
+  cmd="$cmd$part"
+  n=$((n + 1))
+  run=$(printf '%s' "$cmd" | sed -e "s|%trainc|$trainc|g" -e "s|%s|$file|g" -e "s|%S|$dir|g" -e "s|%t|$t|g" -e "s|FileCheck|$filecheck|g")
+  cmd=""
+  echo "RUN[$n]: $run"
+  if ! bash -c "set -o pipefail; $run"; then
+    echo "FAILED: RUN line $n of $file"
+    status=1
+  fi
+done < "$file"
+if [ "$n" -eq 0 ]; then
+  echo "no RUN: lines in $file"
+  exit 1
+fi
+exit $status
