@@ -304,11 +304,7 @@ Graph *ir_clone(Graph *g) {
     Graph *c = ir_graph_new(g->name);
     Arena *a = c->arena;
     c->train = g->train;
-    /* strings of the train config live in g's arena: copy them */
-#define X(name, kind, def, allowed) \
-    if (kind == TK_ENUM || kind == TK_STR) *(const char **)&c->train.name = arena_strdup(a, *(const char **)&g->train.name);
-    TRAIN_KEYS(X)
-#undef X
+    train_copy_strings(&c->train, a); /* its strings lived in g's arena */
     c->is_training = g->is_training;
     Value **vmap = xcalloc((size_t)g->nvalues + 1, sizeof(Value *));
     Node **nmap = xcalloc((size_t)g->nextnode + 1, sizeof(Node *));

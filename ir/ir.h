@@ -274,6 +274,7 @@ const TrainKeyInfo *train_key_lookup(const char *name);
  * for an unknown key or a bad value.  Strings are copied into a. */
 bool train_set(TrainConfig *tc, Arena *a, const char *key, const char *value, char *err, size_t errn);
 bool train_is_default(const TrainConfig *tc, const TrainKeyInfo *k);
+void train_copy_strings(TrainConfig *tc, Arena *a);   /* re-homes enum/string values into a */
 
 typedef struct Graph {
     Arena       *arena;

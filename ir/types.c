@@ -192,3 +192,11 @@ bool train_is_default(const TrainConfig *tc, const TrainKeyInfo *k) {
     }
     return true;
 }
+
+void train_copy_strings(TrainConfig *tc, Arena *a) {
+    for (int i = 0; i < ntrain_keys; i++) {
+        if (train_keys[i].kind != TK_ENUM && train_keys[i].kind != TK_STR) continue;
+        const char **p = (const char **)(void *)((char *)tc + train_keys[i].offset);
+        *p = arena_strdup(a, *p);
+    }
+}
