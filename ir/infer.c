@@ -207,6 +207,7 @@ static bool infer_reshape(Graph *g, Node *n, Diag *d) {
         } else if (dims[i] <= 0) {
             return fail(d, n, "dimension %d is %lld; dimensions must be positive", i, (long long)dims[i]);
         } else {
+            if (known > INT64_MAX / dims[i]) return fail(d, n, "the shape has too many elements");
             known *= dims[i];
         }
     }
@@ -290,6 +291,7 @@ static bool infer_pad(Graph *g, Node *n, Diag *d) {
     int ax = (int)ir_int(n, "axis", 0);
     int64_t lo = ir_int(n, "lo", 0), hi = ir_int(n, "hi", 0);
     if (lo < 0 || hi < 0) return fail(d, n, "padding must not be negative");
+    if (lo > INT64_MAX / 4 || hi > INT64_MAX / 4 - lo - IN(0)->shape.d[ax]) return fail(d, n, "padding is too large");
     ir_set_int(g, n, "lo", lo);
     ir_set_int(g, n, "hi", hi);
     *OUT(0) = *IN(0);
@@ -308,6 +310,7 @@ static bool infer_concat(Graph *g, Node *n, Diag *d) {
         bool ok = IN(i)->dt == t.dt && IN(i)->shape.rank == r;
         for (int k = 0; ok && k < r; k++) ok = k == ax || IN(i)->shape.d[k] == IN(0)->shape.d[k];
         if (!ok) return fail(d, n, "operand %d %s does not fit operand 1 %s along axis %d", i + 1, TS(IN(i), a), TS(IN(0), b), ax);
+        if (t.shape.d[ax] > INT64_MAX / 2 - IN(i)->shape.d[ax]) return fail(d, n, "the result is too large");
         t.shape.d[ax] += IN(i)->shape.d[ax];
     }
     *OUT(0) = t;

@@ -151,7 +151,8 @@ int64_t ir_int(const Node *n, const char *key, int64_t dflt) {
     const Attr *a = ir_attr(n, key);
     if (!a) return dflt;
     if (a->kind == ATTR_INT) return a->i;
-    if (a->kind == ATTR_FLOAT) return (int64_t)a->f;
+    if (a->kind == ATTR_FLOAT) /* clamped: converting an out-of-range double is undefined */
+        return a->f != a->f ? 0 : a->f >= 9.2e18 ? INT64_MAX : a->f <= -9.2e18 ? INT64_MIN : (int64_t)a->f;
     return dflt;
 }
 

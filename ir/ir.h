@@ -427,6 +427,8 @@ bool    interp_run_phase(Interp *it, int phase, Diag *d);
 double  interp_step(Interp *it, int accum, void (*feed)(void *ctx, Interp *it, int micro), void *ctx, Diag *d);
 /* Scalar output by name after a run. */
 double  interp_result(Interp *it, const char *name);
+/* Whether the interpreter implements op (the op-table completeness test). */
+bool    interp_supports(Op op);
 
 /* ===================================================================== */
 /* passes/ — one file per pass; pm.c is the pass manager                  */

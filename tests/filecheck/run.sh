@@ -4,7 +4,14 @@
 # In a RUN line: %s is FILE, %S its folder, %trainc the driver, %t a scratch
 # path unique to FILE; FileCheck is LLVM's FileCheck.  A RUN line ending in
 # '\' continues on the next RUN line.  Every RUN line must succeed.
+#
+# `not CMD...` succeeds when CMD exits with a failure status (1..127), as
+# LLVM's `not` does; a crash (a signal, or a sanitizer report, which is made
+# to abort) fails the test either way.
 set -u
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}abort_on_error=1"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}halt_on_error=1:abort_on_error=1:print_stacktrace=1"
+prelude='not() { "$@"; local s=$?; [ $s -ne 0 ] && [ $s -lt 128 ]; }; set -o pipefail;'
 file=$1 trainc=$2 filecheck=$3 scratch=$4
 mkdir -p "$scratch"
 dir=$(cd "$(dirname "$file")" && pwd)
@@ -27,7 +34,7 @@ while IFS= read -r line; do
   run=$(printf '%s' "$cmd" | sed -e "s|%trainc|$trainc|g" -e "s|%s|$file|g" -e "s|%S|$dir|g" -e "s|%t|$t|g" -e "s|FileCheck|$filecheck|g")
   cmd=""
   echo "RUN[$n]: $run"
-  if ! bash -c "set -o pipefail; $run"; then
+  if ! bash -c "$prelude $run"; then
     echo "FAILED: RUN line $n of $file"
     status=1
   fi

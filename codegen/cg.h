@@ -1,0 +1,186 @@
+/* codegen/cg.h — the kernel IR: what lowering produces and the emitters read.
+ *
+ * A Program is the compiled form of a training step: one arena, a set of
+ * buffers with fixed offsets in it, and four schedules (TRN_RUN_MICRO,
+ * UPDATE, EVAL, SAMPLE: see runtime/trainc_rt.h), each a list of kernels.
+ *
+ *   lower.c    graph -> kernels: generic fusion of pointwise chains and
+ *              reductions into loop kernels, GEMMs, template kernels, views
+ *   memplan.c  liveness over each schedule -> offsets in one arena; report
+ *   emit_c.c   kernels -> C11 + OpenMP + OpenBLAS (the CPU backend)
+ *
+ * Both emitters (C and CUDA) read the same Program; only how loops are
+ * parallelised and how templates are spelled differ.
+ */
+#ifndef TRAINC_CG_H
+#define TRAINC_CG_H
+
+#include "ir.h"
+#include "trainc_rt.h"
+
+#define CG_ALIGN 256          /* every buffer starts on a 256-byte boundary */
+
+/* ---- buffers ---- */
+
+typedef enum {
+    BK_PARAM,                 /* parameter (persistent) */
+    BK_STATE,                 /* optimizer / accumulator state (persistent) */
+    BK_INPUT,                 /* fed by the runtime (persistent) */
+    BK_TEMP,                  /* lives within one run of one schedule */
+} BufKind;
+
+typedef enum {                /* for the memory report */
+    MC_PARAM, MC_GRAD, MC_OPTSTATE, MC_INPUT, MC_ACT, MC_TEMP, MC_WORKSPACE, MC__COUNT
+} MemCat;
+
+typedef struct Buf {
+    int         id;
+    BufKind     kind;
+    DType       dt;
+    Shape       shape;
+    int64_t     bytes;
+    int64_t     offset;       /* in the arena; -1 until planned */
+    const char *name;         /* source name for persistent buffers; a value hint otherwise */
+    Value      *value;        /* the value it holds (first one, for temporaries) */
+    int         sched;        /* TrnRun of a temporary; -1 for persistent */
+    int         first, last;  /* live range in kernel positions of its schedule */
+    int         share;        /* in-place: occupies the buffer with this id (-1: none) */
+    MemCat      cat;
+    bool        output;       /* read by the runtime after the run */
+} Buf;
+
+/* A strided view of a buffer: element (i0..ir-1) is at
+ * buf + (off + sum ik*stride[k]) elements. */
+typedef struct View {
+    int     buf;              /* -1: not a buffer (inlined) */
+    int64_t off;
+    int     rank;
+    int64_t shape[IR_MAX_RANK];
+    int64_t stride[IR_MAX_RANK];
+} View;
+
+/* ---- kernels ---- */
+
+typedef enum {
+    KK_LOOP,                  /* fused pointwise chain, or a reduction with its prologue and epilogue */
+    KK_GEMM,                  /* matrix product through the BLAS */
+    KK_TMPL,                  /* a template kernel for one op (norms, softmax, attention, ...) */
+    KK_COPY,                  /* dst view <- src view (materialises views; commits updates) */
+    KK_FILL,                  /* dst buffer <- a constant */
+} KernKind;
+
+typedef struct GemmInfo {
+    View    a, b, c;          /* operand views (a, b as the matmul sees them, before ta/tb) */
+    int     ta, tb;
+    int64_t M, N, K;
+    int     nbatch;           /* batch dims looped over (after folding into M) */
+    int64_t bshape[IR_MAX_RANK];
+    int64_t bsa[IR_MAX_RANK], bsb[IR_MAX_RANK], bsc[IR_MAX_RANK]; /* element strides per batch dim */
+    int64_t lda, ldb, ldc;
+    View    bias;             /* epilogue: c = a·b + bias (row vector); bias.buf < 0 if none */
+    Node   *bias_node;        /* the add it absorbed */
+} GemmInfo;
+
+typedef struct Kernel {
+    int         id;           /* position in the schedule, after ordering */
+    int         order;        /* first graph node index (priority when ordering) */
+    KernKind    kind;
+    char       *name;         /* k12_layer_norm_gpt2_model_L31 */
+    SrcLoc      loc;
+    Node      **nodes;        /* the graph nodes it computes, in order */
+    int         nnodes, capnodes;
+    /* KK_LOOP */
+    Shape       space;        /* iteration space: the output shape, or the reduced tensor's shape */
+    Node       *red;          /* the reduction node, or NULL */
+    Shape       rspace;       /* the reduction's result shape */
+    /* KK_GEMM */
+    GemmInfo    gemm;
+    /* KK_COPY / KK_FILL */
+    View        src, dst;
+    double      fill;
+    /* dependencies (kernels of the same schedule whose results it reads) */
+    int        *deps;
+    int         ndeps, capdeps;
+    bool        scheduled;
+    /* buffers read and written (filled by memplan for liveness) */
+    int        *reads, nreads, capreads;
+    int        *writes, nwrites, capwrites;
+    bool        ce_fused;     /* KK_TMPL cross_entropy: forward + backward in one pass */
+    Node       *ce_grad;      /* the cross_entropy_grad node it absorbed */
+} Kernel;
+
+/* How a value is available to kernels. */
+typedef enum { VS_NONE, VS_BUF, VS_VIEW, VS_INLINE } ValState;
+typedef struct ValInfo {
+    ValState st;
+    View     view;            /* VS_BUF (contiguous view of its buffer) / VS_VIEW */
+    Kernel  *kern;            /* producing kernel (loop kernels: where it is computed) */
+    bool     post;            /* computed after the reduction of its loop kernel (epilogue) */
+    bool     inl;             /* computed inside loop kernel `kern` (even when also stored) */
+    bool     grad;            /* a parameter's gradient (for the memory report) */
+} ValInfo;
+
+typedef struct Sched {
+    TrnRun      which;
+    Graph      *g;            /* the graph it was lowered from */
+    int         phase;        /* the phase of g it runs (-1: every node) */
+    Kernel    **k;
+    int         nk, capk;
+    ValInfo    *vi;           /* indexed by value id of g */
+    Value      *loss;         /* graph outputs read by the runtime */
+} Sched;
+
+typedef struct Program {
+    Arena      *arena;
+    const char *name;         /* model name */
+    const char *source;       /* .model path */
+    Graph      *train;        /* training graph (phases MICRO and STEP) */
+    Graph      *fwd;          /* forward graph (eval) */
+    Graph      *sample;       /* forward graph pruned to the logits (NULL: not a language model) */
+    Sched       sched[TRN_RUN__COUNT];
+    Buf        *bufs;
+    int         nbufs, capbufs;
+    int64_t     persistent_bytes;
+    int64_t     arena_bytes;
+    int64_t     peak[TRN_RUN__COUNT];              /* bytes of temporaries at the peak of each schedule */
+    int64_t     cat_bytes[MC__COUNT];              /* the report: by category at the overall peak */
+    int64_t     vocab;
+    bool        fuse;                              /* generic fusion on (--no-fuse turns it off) */
+    TrainConfig tc;
+} Program;
+
+/* lower.c */
+typedef struct CgOptions {
+    bool        fuse;         /* generic fusion */
+    const char *target;       /* "cpu" or "cuda" */
+} CgOptions;
+/* Builds the program from a training graph (after the training pipeline), the
+ * forward graph (eval) and the sampling graph (may be NULL).  Reports errors
+ * through d.  The graphs must stay alive as long as the program. */
+Program *cg_lower(Graph *train, Graph *fwd, Graph *sample, const char *source, const CgOptions *o, Diag *d);
+void     cg_free(Program *p);
+Buf     *cg_buf(Program *p, int id);
+const char *cg_kind_name(KernKind k);
+/* Prints the schedule (--emit=kernels). */
+void     cg_print_kernels(FILE *f, Program *p);
+
+/* memplan.c */
+bool     cg_plan_memory(Program *p, Diag *d);
+void     cg_print_report(FILE *f, Program *p);
+const char *cg_memcat_name(MemCat c);
+
+/* emit_c.c */
+/* Writes the C source of the program (kernels, schedules and the TrnModel
+ * descriptor named trn_model_<name>) to f.  main: also emit main(). */
+bool     cg_emit_c(FILE *f, Program *p, bool main, Diag *d);
+
+/* util */
+void     view_contig(View *v, int buf, const Shape *s);
+bool     view_is_contig(const View *v);
+/* Transforms a view as a view op would; false when not representable. */
+bool     view_permute(View *v, const int64_t *perm);
+bool     view_slice(View *v, int axis, int64_t start, int64_t end);
+bool     view_broadcast(View *v, const Shape *to);
+bool     view_reshape(View *v, const Shape *to);
+
+#endif

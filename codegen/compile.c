@@ -1,0 +1,291 @@
+/* codegen/compile.c — `trainc compile`: from a .model file to a training
+ * executable (or to a library another C program links).
+ *
+ *   forward graph ──training pipeline──▶ training graph ─┐
+ *        ├── (dropout off) ──────────▶ eval graph ───────┼─ cg_lower ─ memory plan ─ emit C ─ cc
+ *        └── pruned to the logits ───▶ sampling graph ───┘
+ */
+#include "cg.h"
+#include "compile.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef TRAINC_RUNTIME_DIR
+#define TRAINC_RUNTIME_DIR "runtime"
+#endif
+#ifndef TRAINC_RT_LIB
+#define TRAINC_RT_LIB "libtrainc_rt.a"
+#endif
+
+const char *cg_runtime_dir(void) {
+    const char *e = getenv("TRAINC_RUNTIME_DIR");
+    return e && *e ? e : TRAINC_RUNTIME_DIR;
+}
+
+const char *cg_runtime_lib(void) {
+    const char *e = getenv("TRAINC_RT_LIB");
+    return e && *e ? e : TRAINC_RT_LIB;
+}
+
+/* The eval graph: the forward graph with dropout switched off. */
+static Graph *make_eval(Graph *fwd, Diag *d) {
+    Graph *g = ir_clone(fwd);
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = g->nodes[i];
+        if (n->op == OP_dropout) ir_replace_all_uses(g, n->out[0], n->in[0]);
+    }
+    const char *passes[] = {"dce"};
+    PassOptions po = {0};
+    PMOptions pm = {0};
+    if (!pm_run(g, passes, 1, &po, &pm, d)) {
+        ir_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* The sampling graph: the eval graph computing only the logits that feed
+ * the cross_entropy of the loss.  NULL when the loss is not of that form. */
+static Graph *make_sample(Graph *eval, Diag *d) {
+    Value *loss = ir_output(eval, "loss");
+    if (!loss || loss->def->op != OP_cross_entropy) return NULL;
+    Value *logits = loss->def->in[0];
+    if (logits->ty.shape.rank < 2) return NULL;
+    Graph *g = ir_clone(eval);
+    Value *nl = ir_output(g, "loss")->def->in[0];
+    g->noutputs = 0;
+    ir_add_output(g, "logits", nl);
+    const char *passes[] = {"dce"};
+    PassOptions po = {0};
+    PMOptions pm = {0};
+    if (!pm_run(g, passes, 1, &po, &pm, d)) {
+        ir_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static int run_cmd(char *const argv[], bool verbose) {
+    if (verbose) {
+        for (int i = 0; argv[i]; i++) fprintf(stderr, "%s%s", i ? " " : "", argv[i]);
+        fputc('\n', stderr);
+    }
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        execvp(argv[0], argv);
+        fprintf(stderr, "trainc: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) < 0) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static bool write_text(const char *path, const char *text, Diag *d) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        error_at(d, NOLOC, "cannot write %s: %s", tmp, strerror(errno));
+        return false;
+    }
+    fputs(text, f);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        error_at(d, NOLOC, "cannot write %s: %s", path, strerror(errno));
+        remove(tmp);
+        return false;
+    }
+    return true;
+}
+
+static bool copy_file(const char *from, const char *to, Diag *d) {
+    size_t n;
+    char *text = read_file(from, &n);
+    if (!text) {
+        error_at(d, NOLOC, "cannot read %s: %s", from, strerror(errno));
+        return false;
+    }
+    FILE *f = fopen(to, "wb");
+    bool ok = f && fwrite(text, 1, n, f) == n;
+    if (f && fclose(f) != 0) ok = false;
+    free(text);
+    if (!ok) error_at(d, NOLOC, "cannot write %s: %s", to, strerror(errno));
+    return ok;
+}
+
+bool cg_apply_sets(Graph *g, const char *const *sets, Diag *d) {
+    for (int i = 0; sets && sets[i]; i++) {
+        const char *eq = strchr(sets[i], '=');
+        char key[128], err[256];
+        if (!eq || eq == sets[i] || (size_t)(eq - sets[i]) >= sizeof key) {
+            error_at(d, NOLOC, "--set takes KEY=VALUE, not '%s'", sets[i]);
+            return false;
+        }
+        memcpy(key, sets[i], (size_t)(eq - sets[i]));
+        key[eq - sets[i]] = 0;
+        if (!train_set(&g->train, g->arena, key, eq + 1, err, sizeof err)) {
+            error_at(d, NOLOC, "--set %s: %s", sets[i], err);
+            return false;
+        }
+    }
+    return true;
+}
+
+Program *cg_build(const CompileOptions *o, Graph **train_out, Graph **fwd_out, Graph **sample_out, Diag *d) {
+    Graph *fwd = fe_load_file(o->model, o->defs, o->ndefs, d);
+    if (!fwd) return NULL;
+    if (!cg_apply_sets(fwd, o->sets, d)) {
+        ir_graph_free(fwd);
+        return NULL;
+    }
+    Graph *eval = make_eval(fwd, d);
+    Graph *sample = eval ? make_sample(eval, d) : NULL;
+    Graph *train = ir_clone(fwd);
+    const char *names[64];
+    int n = pm_training_pipeline(train, &o->po, names, 64);
+    if (!eval || !pm_run(train, names, n, &o->po, &o->pm, d)) {
+        ir_graph_free(fwd);
+        ir_graph_free(eval);
+        ir_graph_free(sample);
+        ir_graph_free(train);
+        return NULL;
+    }
+    ir_graph_free(fwd);
+    CgOptions co = {o->fuse, o->target ? o->target : "cpu"};
+    Program *p = cg_lower(train, eval, sample, o->model, &co, d);
+    if (!p) {
+        ir_graph_free(eval);
+        ir_graph_free(sample);
+        ir_graph_free(train);
+        return NULL;
+    }
+    *train_out = train;
+    *fwd_out = eval;
+    *sample_out = sample;
+    return p;
+}
+
+int cg_compile(const CompileOptions *o, Diag *d) {
+    Graph *train = NULL, *eval = NULL, *sample = NULL;
+    Program *p = cg_build(o, &train, &eval, &sample, d);
+    if (!p) return 1;
+    int rc = 0;
+    if (o->report) cg_print_report(stdout, p);
+    if (o->emit && strcmp(o->emit, "kernels") == 0) {
+        cg_print_kernels(stdout, p);
+        goto done;
+    }
+    if (o->report && !o->out && !o->emit) goto done;
+
+    const char *out = o->out ? o->out : p->name;
+    bool lib = o->emit && strcmp(o->emit, "lib") == 0;
+    bool only_c = o->emit && strcmp(o->emit, "c") == 0;
+    if (o->emit && !lib && !only_c) {
+        error_at(d, NOLOC, "unknown --emit=%s (expected kernels, c or lib)", o->emit);
+        rc = 2;
+        goto done;
+    }
+    /* the generated source */
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *mf = open_memstream(&text, &tlen);
+    if (!mf) die("open_memstream failed");
+    bool ok = cg_emit_c(mf, p, !lib, d);
+    fclose(mf);
+    if (!ok) {
+        free(text);
+        rc = 1;
+        goto done;
+    }
+    char cpath[4096];
+    snprintf(cpath, sizeof cpath, "%s.c", out);
+    if (!write_text(cpath, text, d)) {
+        free(text);
+        rc = 1;
+        goto done;
+    }
+    free(text);
+    if (only_c) goto done;
+
+    const char *rt = cg_runtime_dir();
+    if (lib) {
+        /* NAME.h, NAME.c, and the runtime (static library and headers) beside them */
+        char hpath[4096], dir[4096];
+        snprintf(hpath, sizeof hpath, "%s.h", out);
+        StrBuf id = {0}, h = {0};
+        for (const char *c = p->name; *c; c++)
+            sb_putc(&id, (char)((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ? *c : '_'));
+        sb_printf(&h,
+                  "/* Generated by trainc: the %s model as a library.  Link %s.c with libtrainc_rt.a,\n"
+                  " * OpenBLAS and OpenMP; see docs/runtime.md for the API (trn_create, trn_step, ...). */\n"
+                  "#ifndef TRAINC_MODEL_%s_H\n#define TRAINC_MODEL_%s_H\n#include \"trainc_rt.h\"\n"
+                  "extern const TrnModel trn_model_%s;\n#endif\n",
+                  id.s, out, id.s, id.s, id.s);
+        ok = write_text(hpath, h.s, d);
+        sb_free(&h);
+        sb_free(&id);
+        snprintf(dir, sizeof dir, "%s", out);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        else strcpy(dir, ".");
+        static const char *const headers[] = {"trainc_rt.h", "trainc_kernels.h", "philox.h"};
+        for (size_t i = 0; ok && i < sizeof headers / sizeof headers[0]; i++) {
+            char from[4096], to[4096];
+            snprintf(from, sizeof from, "%s/%s", rt, headers[i]);
+            snprintf(to, sizeof to, "%s/%s", dir, headers[i]);
+            ok = copy_file(from, to, d);
+        }
+        if (ok) {
+            char to[4096];
+            snprintf(to, sizeof to, "%s/libtrainc_rt.a", dir);
+            ok = copy_file(cg_runtime_lib(), to, d);
+        }
+        rc = ok ? 0 : 1;
+        goto done;
+    }
+
+    /* build the executable */
+    {
+        char inc[4096], blas_inc[] = "-I/usr/include/x86_64-linux-gnu";
+        snprintf(inc, sizeof inc, "-I%s", rt);
+        const char *cc = o->cc ? o->cc : getenv("CC") ? getenv("CC") : "cc";
+        const char *argv[64];
+        int a = 0;
+        argv[a++] = cc;
+        argv[a++] = "-std=c11";
+        argv[a++] = o->opt ? o->opt : "-O2";
+        argv[a++] = "-fopenmp";
+        argv[a++] = "-D_GNU_SOURCE";
+        if (o->blas) argv[a++] = "-DTRN_HAVE_BLAS";
+        if (o->native) argv[a++] = "-march=native";
+        argv[a++] = inc;
+        argv[a++] = blas_inc;
+        argv[a++] = cpath;
+        argv[a++] = cg_runtime_lib();
+        if (o->blas) argv[a++] = "-lopenblas";
+        argv[a++] = "-lm";
+        argv[a++] = "-lpthread";
+        argv[a++] = "-ldl";
+        argv[a++] = "-o";
+        argv[a++] = out;
+        argv[a] = NULL;
+        int st = run_cmd((char *const *)argv, o->verbose);
+        if (st != 0) {
+            error_at(d, NOLOC, "the C compiler failed on %s (status %d)", cpath, st);
+            rc = 1;
+        }
+        if (!o->keep && st == 0) remove(cpath);
+    }
+done:
+    cg_free(p);
+    ir_graph_free(train);
+    ir_graph_free(eval);
+    ir_graph_free(sample);
+    return rc;
+}

@@ -1,0 +1,38 @@
+/* codegen/compile.h — the entry point of `trainc compile` for the driver. */
+#ifndef TRAINC_COMPILE_H
+#define TRAINC_COMPILE_H
+
+#include "ir.h"
+
+typedef struct Program Program;
+
+typedef struct CompileOptions {
+    const char   *model;        /* the .model file */
+    const Define *defs;         /* -D overrides */
+    int           ndefs;
+    const char   *out;          /* -o: executable, or prefix of NAME.c / NAME.h */
+    const char   *emit;         /* NULL (executable), "kernels", "c", "lib" */
+    const char   *target;       /* "cpu" (default) or "cuda" */
+    bool          keep;         /* keep the generated C next to the executable */
+    bool          report;       /* print the memory plan */
+    bool          fuse;         /* generic fusion (--no-fuse turns it off) */
+    bool          blas;         /* GEMMs through OpenBLAS (default on) */
+    bool          native;       /* -march=native: the output then depends on this machine */
+    bool          verbose;      /* print the C compiler's command line */
+    const char   *cc;           /* C compiler (default: $CC or cc) */
+    const char   *opt;          /* optimisation flag (default -O2) */
+    const char *const *sets;    /* train-section overrides "key=value" (--set), NULL-terminated */
+    PassOptions   po;
+    PMOptions     pm;
+} CompileOptions;
+
+/* Compiles as asked; returns the exit status (0 ok, 1 error, 2 usage). */
+int         cg_compile(const CompileOptions *o, Diag *d);
+/* Loads the model and lowers it (used by cg_compile and by tests). */
+Program    *cg_build(const CompileOptions *o, Graph **train, Graph **fwd, Graph **sample, Diag *d);
+/* Applies "key=value" train-section overrides to g->train. */
+bool        cg_apply_sets(Graph *g, const char *const *sets, Diag *d);
+const char *cg_runtime_dir(void);
+const char *cg_runtime_lib(void);
+
+#endif

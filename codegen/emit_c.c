@@ -1,0 +1,1155 @@
+/* codegen/emit_c.c — the C backend: kernels as C11 with OpenMP over the
+ * outer loops and plain inner loops the C compiler can vectorise, template
+ * kernels from runtime/trainc_kernels.h, GEMMs through the BLAS, and the
+ * TrnModel descriptor the runtime reads.
+ *
+ * Every kernel is a function named after its ops and .model line, preceded
+ * by a comment giving each buffer's shape, dtype and arena offset.  Output
+ * depends only on the program: same model, same bytes.
+ */
+#include "cg.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Emit {
+    FILE    *f;
+    Program *p;
+    Sched   *s;
+    Diag    *d;
+    bool     ok;
+} Emit;
+
+/* ---- text helpers ---- */
+
+/* A C string literal for any text (identifiers from the .model never reach
+ * generated code unescaped). */
+static void c_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p >= 32 && *p < 127 && *p != '?') fputc(*p, f);
+        else fprintf(f, "\\%03o", *p);
+    }
+    fputc('"', f);
+}
+
+/* Text safe inside a C comment. */
+static void c_comment_text(FILE *f, const char *s) {
+    for (const char *p = s; *p; p++) {
+        if (p[0] == '*' && p[1] == '/') {
+            fputs("* /", f);
+            p++;
+        } else if (*p == '\n' || *p == '\r') {
+            fputc(' ', f);
+        } else {
+            fputc(*p, f);
+        }
+    }
+}
+
+static void c_ident(StrBuf *b, const char *s) {
+    for (const char *p = s; *p; p++)
+        sb_putc(b, (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ? *p : '_'));
+}
+
+static const char *storage_type(DType dt) {
+    switch (dt) {
+    case DT_f32: return "float";
+    case DT_f64: return "double";
+    case DT_bf16:
+    case DT_f16: return "uint16_t";
+    case DT_i32: return "int32_t";
+    case DT_i64: return "int64_t";
+    case DT_u8: return "uint8_t";
+    default: unreachable();
+    }
+}
+
+static const char *compute_type(DType dt) { return dtype_is_float[dt] ? "double" : "int64_t"; }
+
+/* Rounds a compute-type expression to dt's precision (per-op rounding). */
+static const char *round_fn(DType dt) {
+    switch (dt) {
+    case DT_f32: return "trn_r_f32";
+    case DT_bf16: return "trn_r_bf16";
+    case DT_f16: return "trn_r_f16";
+    default: return "";
+    }
+}
+
+static void load_expr(StrBuf *b, DType dt, const char *ptr, const char *idx) {
+    switch (dt) {
+    case DT_f32:
+    case DT_f64: sb_printf(b, "(double)%s[%s]", ptr, idx); break;
+    case DT_bf16: sb_printf(b, "(double)trn_bf16_to_f32(%s[%s])", ptr, idx); break;
+    case DT_f16: sb_printf(b, "(double)trn_f16_to_f32(%s[%s])", ptr, idx); break;
+    default: sb_printf(b, "(int64_t)%s[%s]", ptr, idx); break;
+    }
+}
+
+static void store_stmt(FILE *f, DType dt, const char *ptr, const char *idx, const char *val) {
+    switch (dt) {
+    case DT_f32: fprintf(f, "%s[%s] = (float)%s;\n", ptr, idx, val); break;
+    case DT_f64: fprintf(f, "%s[%s] = %s;\n", ptr, idx, val); break;
+    case DT_bf16: fprintf(f, "%s[%s] = trn_f32_to_bf16((float)%s);\n", ptr, idx, val); break;
+    case DT_f16: fprintf(f, "%s[%s] = trn_f32_to_f16((float)%s);\n", ptr, idx, val); break;
+    default: fprintf(f, "%s[%s] = (%s)%s;\n", ptr, idx, storage_type(dt), val); break;
+    }
+}
+
+static void indent(FILE *f, int n) {
+    for (int i = 0; i < n; i++) fputs("    ", f);
+}
+
+static void describe_buf(FILE *f, Program *p, int id, const char *role) {
+    Buf *b = &p->bufs[id];
+    char ts[160];
+    Type t = {b->dt, b->shape};
+    static const char *const kinds[] = {"param", "state", "input", "temp"};
+    fprintf(f, " *   b%-4d %-6s %-5s %-24s offset %-10lld ", id, role, kinds[b->kind], type_str(&t, ts, sizeof ts),
+            (long long)b->offset);
+    if (b->name) c_comment_text(f, b->name);
+    fputc('\n', f);
+}
+
+static void kernel_header(Emit *e, Kernel *k) {
+    FILE *f = e->f;
+    fprintf(f, "/* %s: %s", k->name, cg_kind_name(k->kind));
+    fputs(" [", f);
+    for (int i = 0; i < k->nnodes; i++) fprintf(f, "%s%s", i ? " " : "", op_name(k->nodes[i]->op));
+    fputs("]", f);
+    if (k->loc.file) {
+        fputs("  from ", f);
+        c_comment_text(f, k->loc.file);
+        fprintf(f, ":%d", k->loc.line);
+    }
+    fputc('\n', f);
+    for (int i = 0; i < k->nreads; i++) describe_buf(f, e->p, k->reads[i], "read");
+    for (int i = 0; i < k->nwrites; i++) describe_buf(f, e->p, k->writes[i], "write");
+    fputs(" */\n", f);
+    fprintf(f, "static void %s(unsigned char *A)\n{\n", k->name);
+}
+
+/* A pointer variable to a buffer's data. */
+static void buf_ptr(Emit *e, int id, const char *var, bool writable) {
+    Buf *b = &e->p->bufs[id];
+    fprintf(e->f, "    %s%s *%s = (%s%s *)(A + %lld);\n", writable ? "" : "const ", storage_type(b->dt), var,
+            writable ? "" : "const ", storage_type(b->dt), (long long)b->offset);
+}
+
+/* ===================================================================== */
+/* loop kernels                                                          */
+/* ===================================================================== */
+
+#define MAXACC 256
+
+typedef struct Acc {
+    int     buf;              /* -1: virtual (iota / linear index) */
+    int64_t off;
+    int64_t st[IR_MAX_RANK];  /* element strides over the space dims */
+    DType   dt;
+    bool    store;
+    bool    post;             /* indexed by kept dims only */
+    int     id;               /* variable number */
+} Acc;
+
+typedef struct Loop {
+    Emit    *e;
+    Kernel  *k;
+    int      rank;
+    bool     reduced[IR_MAX_RANK];
+    Acc      acc[MAXACC];
+    int      nacc;
+    /* collapsed loops */
+    int      nl;
+    int64_t  lsize[IR_MAX_RANK];
+    bool     lred[IR_MAX_RANK];
+    int64_t  lst[MAXACC][IR_MAX_RANK];
+} Loop;
+
+static bool in_kernel(Sched *s, Kernel *k, Value *v) {
+    ValInfo *vi = &s->vi[v->id];
+    return vi->inl && vi->kern == k;
+}
+
+/* Strides over the space dims of a view of a value of shape `vs` used by a
+ * node whose iteration is `post` (reduced shape) or not. */
+static bool map_view(Loop *L, View v, const Shape *vs, bool post, const Shape *opspace, int64_t *st, int64_t *off) {
+    Kernel *k = L->k;
+    (void)vs;
+    if (!view_broadcast(&v, opspace)) return false;
+    *off = v.off;
+    if (!post) {
+        for (int i = 0; i < L->rank; i++) st[i] = v.stride[i];
+        return true;
+    }
+    /* opspace is the reduction's result shape: map its dims onto the space */
+    bool keep = ir_int(k->red, "keepdim", 0);
+    int j = 0;
+    for (int i = 0; i < L->rank; i++) {
+        if (L->reduced[i]) {
+            st[i] = 0;
+            if (keep) j++;
+        } else {
+            st[i] = v.stride[j++];
+        }
+    }
+    return true;
+}
+
+static int add_acc(Loop *L, Acc a) {
+    for (int i = 0; i < L->nacc; i++) {
+        Acc *b = &L->acc[i];
+        if (b->buf == a.buf && b->off == a.off && b->store == a.store && b->dt == a.dt && b->post == a.post &&
+            memcmp(b->st, a.st, sizeof a.st) == 0 && a.buf >= 0)
+            return i;
+    }
+    if (L->nacc == MAXACC) die("too many accesses in one loop kernel");
+    a.id = L->nacc;
+    L->acc[L->nacc++] = a;
+    return a.id;
+}
+
+/* The shape an operand is seen in by node m (broadcast target). */
+static Shape operand_space(Loop *L, Node *m, int j) {
+    Kernel *k = L->k;
+    if (m == k->red) return k->space;
+    if (m->op == OP_max_grad && j != 1) {
+        /* dy, y: the reduced shape with unit dims put back */
+        Shape s = m->in[1]->ty.shape;
+        return s;
+    }
+    return m->out[0]->ty.shape;
+}
+
+/* For max_grad's reduced operands: a view of the reduced value with unit
+ * dims at the reduced axes (so it broadcasts over them). */
+static View unreduce_view(Node *m, View v) {
+    if (ir_int(m, "keepdim", 0)) return v;
+    const Attr *ax = ir_attr(m, "axes");
+    int rank = m->in[1]->ty.shape.rank;
+    View r = v;
+    r.rank = rank;
+    int j = 0;
+    for (int i = 0; i < rank; i++) {
+        bool red = false;
+        for (int a = 0; a < ax->n; a++) red |= ax->v[a] == i;
+        if (red) {
+            r.shape[i] = 1;
+            r.stride[i] = 0;
+        } else {
+            r.shape[i] = v.shape[j];
+            r.stride[i] = v.stride[j];
+            j++;
+        }
+    }
+    return r;
+}
+
+static bool node_post(Loop *L, Node *m) {
+    Kernel *k = L->k;
+    if (!k->red || m == k->red) return false;
+    /* nodes after the reduction run in the reduced space */
+    for (int i = 0; i < k->nnodes; i++) {
+        if (k->nodes[i] == m) return false;
+        if (k->nodes[i] == k->red) return true;
+    }
+    return false;
+}
+
+/* index expression of access a over the collapsed loops */
+static void idx_expr(Loop *L, int a, char *buf, size_t n) {
+    size_t k = (size_t)snprintf(buf, n, "%lld", (long long)L->acc[a].off);
+    bool any = L->acc[a].off != 0;
+    if (!any) k = 0, buf[0] = 0;
+    for (int i = 0; i < L->nl; i++) {
+        int64_t s = L->lst[a][i];
+        if (!s) continue;
+        if (s == 1) k += (size_t)snprintf(buf + k, n - k, "%si%d", any ? " + " : "", i);
+        else k += (size_t)snprintf(buf + k, n - k, "%si%d * %lld", any ? " + " : "", i, (long long)s);
+        any = true;
+    }
+    if (!any) snprintf(buf, n, "0");
+}
+
+static void collapse(Loop *L) {
+    /* loop order: kept dims, then reduced dims */
+    int order[IR_MAX_RANK], no = 0;
+    for (int i = 0; i < L->rank; i++)
+        if (!L->reduced[i]) order[no++] = i;
+    for (int i = 0; i < L->rank; i++)
+        if (L->reduced[i]) order[no++] = i;
+    L->nl = 0;
+    for (int oi = 0; oi < no; oi++) {
+        int d = order[oi];
+        int64_t size = L->k->space.d[d];
+        if (size == 1) continue; /* nothing to loop over */
+        bool red = L->reduced[d];
+        /* merge with the previous loop when every access agrees */
+        if (L->nl > 0 && L->lred[L->nl - 1] == red) {
+            bool ok = true;
+            for (int a = 0; a < L->nacc && ok; a++) ok = L->lst[a][L->nl - 1] == L->acc[a].st[d] * size;
+            if (ok) {
+                L->lsize[L->nl - 1] *= size;
+                for (int a = 0; a < L->nacc; a++) L->lst[a][L->nl - 1] = L->acc[a].st[d];
+                continue;
+            }
+        }
+        L->lsize[L->nl] = size;
+        L->lred[L->nl] = red;
+        for (int a = 0; a < L->nacc; a++) L->lst[a][L->nl] = L->acc[a].st[d];
+        L->nl++;
+    }
+}
+
+static void vname(char *buf, size_t n, Value *v) { snprintf(buf, n, "v%d", v->id); }
+
+/* The expression of one pointwise node (operands already named). */
+static void node_expr(StrBuf *b, Node *m, char ops[][48], DType dt) {
+    bool fl = dtype_is_float[dt];
+    const char *a = ops[0], *c = m->nin > 1 ? ops[1] : "", *y = m->nin > 2 ? ops[2] : "";
+    switch (m->op) {
+    case OP_neg: sb_printf(b, "-(%s)", a); break;
+    case OP_exp: sb_printf(b, "exp(%s)", a); break;
+    case OP_log: sb_printf(b, "log(%s)", a); break;
+    case OP_sqrt: sb_printf(b, "sqrt(%s)", a); break;
+    case OP_rsqrt: sb_printf(b, "1.0 / sqrt(%s)", a); break;
+    case OP_tanh: sb_printf(b, "tanh(%s)", a); break;
+    case OP_sigmoid: sb_printf(b, "trn_sigmoid(%s)", a); break;
+    case OP_relu: sb_printf(b, "(%s > 0 ? %s : 0)", a, a); break;
+    case OP_gelu: sb_printf(b, "trn_gelu(%s, %d)", a, (int)ir_int(m, "approx", 0)); break;
+    case OP_silu: sb_printf(b, "trn_silu(%s)", a); break;
+    case OP_abs: sb_printf(b, fl ? "fabs(%s)" : "llabs(%s)", a); break;
+    case OP_sign: sb_printf(b, fl ? "trn_sign(%s)" : "(%s > 0 ? 1 : %s < 0 ? -1 : 0)", a, a); break;
+    case OP_cast:
+        if (fl) sb_printf(b, "(double)(%s)", a);
+        else sb_printf(b, "(int64_t)(%s)", a);
+        break;
+    case OP_add: sb_printf(b, "%s + %s", a, c); break;
+    case OP_sub: sb_printf(b, "%s - %s", a, c); break;
+    case OP_mul: sb_printf(b, "%s * %s", a, c); break;
+    case OP_div: sb_printf(b, "%s / %s", a, c); break;
+    case OP_maximum: sb_printf(b, fl ? "fmax(%s, %s)" : "(%s > %s ? %s : %s)", a, c, a, c); break;
+    case OP_minimum: sb_printf(b, fl ? "fmin(%s, %s)" : "(%s < %s ? %s : %s)", a, c, a, c); break;
+    case OP_ge: sb_printf(b, "(%s >= %s ? 1 : 0)", a, c); break;
+    case OP_tanh_grad: sb_printf(b, "%s * (1.0 - %s * %s)", a, c, c); break;
+    case OP_sigmoid_grad: sb_printf(b, "%s * %s * (1.0 - %s)", a, c, c); break;
+    case OP_relu_grad: sb_printf(b, "(%s > 0 ? %s : 0)", c, a); break;
+    case OP_gelu_grad: sb_printf(b, "trn_gelu_grad(%s, %s, %d)", a, c, (int)ir_int(m, "approx", 0)); break;
+    case OP_silu_grad: sb_printf(b, "trn_silu_grad(%s, %s)", a, c); break;
+    case OP_max_grad: sb_printf(b, "(%s == %s ? %s : 0)", c, y, a); break;
+    case OP_clip_coef: {
+        char mx[32];
+        fmt_double(mx, ir_float(m, "max_norm", 1.0));
+        sb_printf(b, "fmin(1.0, %s / (%s + 1e-6))", mx, a);
+        break;
+    }
+    default: die("node_expr: %s is not a loop op", op_name(m->op));
+    }
+}
+
+typedef struct LoopCtx {
+    Loop *L;
+    int (*opacc)[8];
+    int *resacc;
+    int *linacc;
+} LoopCtx;
+
+/* Names operand j of node i: an expression defined in this kernel, a
+ * literal, or a load emitted at this depth. */
+static void loop_operand(LoopCtx *c, int i, int j, int depth, char out[48]) {
+    Loop *L = c->L;
+    Kernel *k = L->k;
+    Sched *s = L->e->s;
+    FILE *f = L->e->f;
+    Node *m = k->nodes[i];
+    Value *x = m->in[j];
+    if (in_kernel(s, k, x)) {
+        vname(out, 48, x);
+        return;
+    }
+    ValInfo *xi = &s->vi[x->id];
+    if (xi->st == VS_INLINE && !xi->kern && x->def->op == OP_constant) {
+        char lit[32];
+        fmt_double(lit, ir_float(x->def, "value", 0));
+        if (dtype_is_float[x->ty.dt] && x->ty.dt != DT_f64) snprintf(out, 48, "%s(%s)", round_fn(x->ty.dt), lit);
+        else if (dtype_is_float[x->ty.dt]) snprintf(out, 48, "%s", lit);
+        else snprintf(out, 48, "(int64_t)%s", lit);
+        return;
+    }
+    int a = c->opacc[i][j];
+    char idx[256];
+    idx_expr(L, a, idx, sizeof idx);
+    StrBuf lb = {0};
+    if (L->acc[a].buf < 0) {
+        /* iota: the coordinate along its axis */
+        Node *io = x->def;
+        int ax = (int)ir_int(io, "axis", 0);
+        int64_t inner = 1;
+        for (int d = ax + 1; d < x->ty.shape.rank; d++) inner *= x->ty.shape.d[d];
+        sb_printf(&lb, "%s((%s) / %lld %% %lld)", dtype_is_float[x->ty.dt] ? "(double)" : "", idx, (long long)inner,
+                  (long long)(x->ty.shape.rank ? x->ty.shape.d[ax] : 1));
+    } else {
+        char ptr[32];
+        snprintf(ptr, sizeof ptr, "b%d", L->acc[a].buf);
+        load_expr(&lb, x->ty.dt, ptr, idx);
+    }
+    indent(f, depth);
+    fprintf(f, "const %s l%d_%d = %s;\n", compute_type(x->ty.dt), i, j, lb.s);
+    sb_free(&lb);
+    snprintf(out, 48, "l%d_%d", i, j);
+}
+
+static void emit_loop_store(LoopCtx *c, int i, int depth) {
+    Loop *L = c->L;
+    if (c->resacc[i] < 0) return;
+    Node *m = L->k->nodes[i];
+    char idx[256], ptr[32], yn[32];
+    idx_expr(L, c->resacc[i], idx, sizeof idx);
+    snprintf(ptr, sizeof ptr, "b%d", L->acc[c->resacc[i]].buf);
+    vname(yn, sizeof yn, m->out[0]);
+    indent(L->e->f, depth);
+    store_stmt(L->e->f, m->out[0]->ty.dt, ptr, idx, yn);
+}
+
+/* One pointwise node of a loop kernel: operands, its value, its store. */
+static void emit_loop_node(LoopCtx *c, int i, int depth) {
+    Loop *L = c->L;
+    FILE *f = L->e->f;
+    Node *m = L->k->nodes[i];
+    char ops[8][48];
+    for (int j = 0; j < m->nin && j < 8; j++) loop_operand(c, i, j, depth, ops[j]);
+    Value *y = m->out[0];
+    DType dt = y->ty.dt;
+    char yn[32];
+    vname(yn, sizeof yn, y);
+    StrBuf xb = {0};
+    if (m->op == OP_iota) {
+        char idx[256];
+        idx_expr(L, c->linacc[i], idx, sizeof idx);
+        int ax = (int)ir_int(m, "axis", 0);
+        int64_t inner = 1;
+        for (int d = ax + 1; d < y->ty.shape.rank; d++) inner *= y->ty.shape.d[d];
+        sb_printf(&xb, "((%s) / %lld %% %lld)", idx, (long long)inner, (long long)(y->ty.shape.rank ? y->ty.shape.d[ax] : 1));
+    } else if (m->op == OP_dropout) {
+        char idx[256], pl[32], inv[32];
+        idx_expr(L, c->linacc[i], idx, sizeof idx);
+        double pr = ir_float(m, "p", 0);
+        fmt_double(pl, pr);
+        fmt_double(inv, 1.0 - pr);
+        sb_printf(&xb, "(rng_keep((uint32_t)%s, %lluull, (uint64_t)(%s), (float)%s) ? %s / %s : 0.0)", ops[1],
+                  (unsigned long long)ir_int(m, "stream", 0), idx, pl, ops[0], inv);
+    } else {
+        node_expr(&xb, m, ops, dt);
+    }
+    indent(f, depth);
+    if (dtype_is_float[dt]) fprintf(f, "const double %s = %s(%s);  /* %s */\n", yn, round_fn(dt), xb.s, op_name(m->op));
+    else fprintf(f, "const int64_t %s = (int64_t)(%s)(%s);  /* %s */\n", yn, storage_type(dt), xb.s, op_name(m->op));
+    sb_free(&xb);
+    emit_loop_store(c, i, depth);
+}
+
+static void emit_loop(Emit *e, Kernel *k) {
+    Sched *s = e->s;
+    Loop *L = xcalloc(1, sizeof(Loop));
+    L->e = e;
+    L->k = k;
+    L->rank = k->space.rank;
+    if (k->red) {
+        const Attr *ax = ir_attr(k->red, "axes");
+        for (int i = 0; i < ax->n; i++) L->reduced[ax->v[i]] = true;
+    }
+    /* accesses: loads of operands computed elsewhere, stores of stored
+     * results, virtual accesses for iota and dropout's element index */
+    int (*opacc)[8] = xcalloc((size_t)k->nnodes, sizeof *opacc);
+    int *resacc = xcalloc((size_t)k->nnodes, sizeof(int));
+    int *linacc = xcalloc((size_t)k->nnodes, sizeof(int));
+    for (int i = 0; i < k->nnodes; i++) {
+        Node *m = k->nodes[i];
+        bool post = node_post(L, m);
+        resacc[i] = linacc[i] = -1;
+        if (m->op == OP_iota) {
+            /* a materialised iota: the kernel computes it over its own shape */
+            Acc a = {0};
+            a.buf = -1;
+            View v;
+            view_contig(&v, -1, &m->out[0]->ty.shape);
+            for (int d = 0; d < L->rank; d++) a.st[d] = v.stride[d];
+            linacc[i] = add_acc(L, a);
+        }
+        for (int j = 0; j < m->nin && j < 8; j++) {
+            Value *x = m->in[j];
+            opacc[i][j] = -1;
+            if (in_kernel(s, k, x)) continue;
+            ValInfo *xi = &s->vi[x->id];
+            Shape osp = operand_space(L, m, j);
+            Acc a = {0};
+            a.post = post;
+            a.dt = x->ty.dt;
+            if (xi->st == VS_INLINE && !xi->kern) {
+                if (x->def->op == OP_constant) continue;
+                /* inline iota: virtual contiguous view of its own shape */
+                View v;
+                view_contig(&v, -1, &x->ty.shape);
+                if (!map_view(L, v, &x->ty.shape, post, &osp, a.st, &a.off)) die("iota view");
+                a.buf = -1;
+                opacc[i][j] = add_acc(L, a);
+                continue;
+            }
+            View v = xi->view;
+            if (m->op == OP_max_grad && j != 1) v = unreduce_view(m, v);
+            a.buf = v.buf;
+            if (!map_view(L, v, &x->ty.shape, post, &osp, a.st, &a.off))
+                die("kernel %s: operand %d of %s does not broadcast to the loop space", k->name, j, op_name(m->op));
+            opacc[i][j] = add_acc(L, a);
+        }
+        if (m->op == OP_dropout) {
+            Acc a = {0};
+            a.buf = -1;
+            a.post = post;
+            View v;
+            view_contig(&v, -1, &m->out[0]->ty.shape);
+            Shape osp = m->out[0]->ty.shape;
+            map_view(L, v, &m->out[0]->ty.shape, post, &osp, a.st, &a.off);
+            linacc[i] = add_acc(L, a);
+        }
+        Value *y = m->out[0];
+        ValInfo *yi = &s->vi[y->id];
+        if ((yi->st == VS_BUF || yi->st == VS_VIEW) && yi->kern == k) {
+            Acc a = {0};
+            a.store = true;
+            a.post = post || m == k->red;
+            a.dt = y->ty.dt;
+            a.buf = yi->view.buf;
+            Shape osp = y->ty.shape;
+            if (!map_view(L, yi->view, &y->ty.shape, a.post, &osp, a.st, &a.off)) die("store view");
+            resacc[i] = add_acc(L, a);
+        }
+    }
+    collapse(L);
+
+    kernel_header(e, k);
+    FILE *f = e->f;
+    /* buffer pointers: one per distinct buffer */
+    int bufs[MAXACC], nb = 0;
+    bool wrote[MAXACC] = {0};
+    for (int a = 0; a < L->nacc; a++) {
+        if (L->acc[a].buf < 0) continue;
+        int j = 0;
+        while (j < nb && bufs[j] != L->acc[a].buf) j++;
+        if (j == nb) bufs[nb++] = L->acc[a].buf;
+        wrote[j] |= L->acc[a].store;
+    }
+    for (int j = 0; j < nb; j++) {
+        char var[32];
+        snprintf(var, sizeof var, "b%d", bufs[j]);
+        buf_ptr(e, bufs[j], var, wrote[j]);
+    }
+    /* scalars read once (all-zero strides): dropout seeds, learning rates */
+    int64_t total = shape_numel(&k->space);
+    int kept = 0;
+    for (int i = 0; i < L->nl; i++) kept += !L->lred[i];
+    int depth = 1;
+    /* outer (kept) loops */
+    bool par = total >= 32768 && kept > 0;
+    if (par) {
+        int c = kept;
+        if (!k->red && kept > 1) c = kept - 1; /* leave the innermost loop to the vectoriser */
+        if (c > 1) fprintf(f, "    #pragma omp parallel for collapse(%d) schedule(static)\n", c);
+        else fprintf(f, "    #pragma omp parallel for schedule(static)\n");
+    }
+    for (int i = 0; i < L->nl; i++) {
+        if (L->lred[i]) continue;
+        indent(f, depth);
+        fprintf(f, "for (int64_t i%d = 0; i%d < %lld; i%d++) {\n", i, i, (long long)L->lsize[i], i);
+        depth++;
+    }
+    const char *racc = NULL;
+    char accdecl[64];
+    if (k->red) {
+        Op ro = k->red->op;
+        bool fl = dtype_is_float[k->red->out[0]->ty.dt];
+        indent(f, depth);
+        snprintf(accdecl, sizeof accdecl, "acc");
+        if (ro == OP_max) fprintf(f, "%s acc = %s;\n", fl ? "double" : "int64_t", fl ? "-INFINITY" : "INT64_MIN");
+        else fprintf(f, "%s acc = 0;\n", fl ? "double" : "int64_t");
+        racc = accdecl;
+        for (int i = 0; i < L->nl; i++) {
+            if (!L->lred[i]) continue;
+            indent(f, depth);
+            fprintf(f, "for (int64_t i%d = 0; i%d < %lld; i%d++) {\n", i, i, (long long)L->lsize[i], i);
+            depth++;
+        }
+    }
+    /* body: prologue nodes inside every loop, the reduction's accumulation,
+     * then (after the reduction loops close) the reduced value and the
+     * epilogue nodes */
+    LoopCtx c = {L, opacc, resacc, linacc};
+    int i = 0;
+    for (; i < k->nnodes && k->nodes[i] != k->red; i++) emit_loop_node(&c, i, depth);
+    if (k->red) {
+        Node *m = k->red;
+        char in0[48];
+        loop_operand(&c, i, 0, depth, in0);
+        indent(f, depth);
+        if (m->op == OP_max) fprintf(f, "if (%s > acc) acc = %s;\n", in0, in0);
+        else fprintf(f, "acc += %s;\n", in0);
+        for (int q = 0; q < L->nl; q++)
+            if (L->lred[q]) {
+                depth--;
+                indent(f, depth);
+                fputs("}\n", f);
+            }
+        DType rdt = m->out[0]->ty.dt;
+        char rn[32];
+        vname(rn, sizeof rn, m->out[0]);
+        int64_t cnt = shape_numel(&k->space) / (shape_numel(&k->rspace) ? shape_numel(&k->rspace) : 1);
+        indent(f, depth);
+        if (m->op == OP_mean) fprintf(f, "const double %s = %s(%s / %lld.0);\n", rn, round_fn(rdt), racc, (long long)cnt);
+        else fprintf(f, "const %s %s = %s(%s);\n", compute_type(rdt), rn, round_fn(rdt), racc);
+        emit_loop_store(&c, i, depth);
+        for (i++; i < k->nnodes; i++) emit_loop_node(&c, i, depth);
+    }
+    while (depth > 1) {
+        depth--;
+        indent(f, depth);
+        fputs("}\n", f);
+    }
+    fputs("}\n\n", f);
+    free(opacc);
+    free(resacc);
+    free(linacc);
+    free(L);
+}
+
+/* ===================================================================== */
+/* copies, fills, GEMMs, templates                                       */
+/* ===================================================================== */
+
+static void emit_copy(Emit *e, Kernel *k) {
+    FILE *f = e->f;
+    kernel_header(e, k);
+    const Buf *sb = &e->p->bufs[k->src.buf], *db = &e->p->bufs[k->dst.buf];
+    if (sb->dt != db->dt) die("copy between dtypes");
+    buf_ptr(e, k->src.buf, "src", false);
+    buf_ptr(e, k->dst.buf, "dst", true);
+    int r = k->dst.rank;
+    int64_t total = 1;
+    for (int i = 0; i < r; i++) total *= k->dst.shape[i];
+    if (total >= 32768 && r > 1) fprintf(f, "    #pragma omp parallel for schedule(static)\n");
+    int depth = 1;
+    for (int i = 0; i < r; i++) {
+        indent(f, depth++);
+        fprintf(f, "for (int64_t i%d = 0; i%d < %lld; i%d++) {\n", i, i, (long long)k->dst.shape[i], i);
+    }
+    indent(f, depth);
+    fprintf(f, "dst[%lld", (long long)k->dst.off);
+    for (int i = 0; i < r; i++)
+        if (k->dst.stride[i]) fprintf(f, " + i%d * %lld", i, (long long)k->dst.stride[i]);
+    fprintf(f, "] = src[%lld", (long long)k->src.off);
+    for (int i = 0; i < r; i++)
+        if (k->src.stride[i]) fprintf(f, " + i%d * %lld", i, (long long)k->src.stride[i]);
+    fputs("];\n", f);
+    while (depth > 1) {
+        indent(f, --depth);
+        fputs("}\n", f);
+    }
+    fputs("}\n\n", f);
+}
+
+static void emit_fill(Emit *e, Kernel *k) {
+    FILE *f = e->f;
+    kernel_header(e, k);
+    const Buf *b = &e->p->bufs[k->dst.buf];
+    int64_t n = shape_numel(&b->shape);
+    if (k->fill == 0.0 && view_is_contig(&k->dst)) {
+        fprintf(f, "    memset(A + %lld, 0, %lld);\n}\n\n", (long long)b->offset, (long long)b->bytes);
+        return;
+    }
+    buf_ptr(e, k->dst.buf, "dst", true);
+    char lit[32];
+    fmt_double(lit, k->fill);
+    fprintf(f, "    for (int64_t i = 0; i < %lld; i++) ", (long long)n);
+    store_stmt(f, b->dt, "dst", "i", lit);
+    fputs("}\n\n", f);
+}
+
+static void emit_gemm(Emit *e, Kernel *k) {
+    FILE *f = e->f;
+    GemmInfo *gi = &k->gemm;
+    DType dt = e->p->bufs[gi->c.buf].dt;
+    if (dt != DT_f32 && dt != DT_f64) {
+        error_at(e->d, k->loc, "the C backend does not support matmul in %s yet", dtype_name[dt]);
+        e->ok = false;
+        return;
+    }
+    const char *T = storage_type(dt), *fn = dt == DT_f32 ? "tk_gemm_f32" : "tk_gemm_f64";
+    kernel_header(e, k);
+    buf_ptr(e, gi->a.buf, "a", false);
+    buf_ptr(e, gi->b.buf, "b", false);
+    buf_ptr(e, gi->c.buf, "c", true);
+    int ta, tb;
+    int64_t lda, ldb;
+    /* layouts of the operand views */
+    {
+        const View *v = &gi->a;
+        int r = v->rank;
+        if ((v->stride[r - 1] == 1 || v->shape[r - 1] == 1) && v->stride[r - 2] >= v->shape[r - 1] && v->stride[r - 2] > 0) ta = 0, lda = v->stride[r - 2];
+        else ta = 1, lda = v->stride[r - 1];
+        v = &gi->b;
+        r = v->rank;
+        if ((v->stride[r - 1] == 1 || v->shape[r - 1] == 1) && v->stride[r - 2] >= v->shape[r - 1] && v->stride[r - 2] > 0) tb = 0, ldb = v->stride[r - 2];
+        else tb = 1, ldb = v->stride[r - 1];
+    }
+    ta ^= gi->ta;
+    tb ^= gi->tb;
+    int64_t ldc = gi->N;
+    fprintf(f, "    /* C[%lld,%lld] = %sA%s . %sB%s%s */\n", (long long)gi->M, (long long)gi->N, ta ? "(" : "", ta ? ")^T" : "",
+            tb ? "(" : "", tb ? ")^T" : "", gi->bias.buf >= 0 ? " + bias" : "");
+    if (gi->bias.buf >= 0) {
+        buf_ptr(e, gi->bias.buf, "bias", false);
+        int64_t rows = shape_numel(&e->p->bufs[gi->c.buf].shape) / gi->N;
+        if (dt == DT_f32) fprintf(f, "    tk_bias_rows_f32(c, %lld, %lld, %lld, bias + %lld);\n", (long long)rows, (long long)gi->N, (long long)ldc, (long long)gi->bias.off);
+        else fprintf(f, "    for (int64_t r = 0; r < %lld; r++) memcpy(c + r * %lld, bias + %lld, sizeof(double) * %lld);\n", (long long)rows, (long long)ldc, (long long)gi->bias.off, (long long)gi->N);
+    }
+    const char *beta = gi->bias.buf >= 0 ? "1" : "0";
+    int depth = 1;
+    for (int i = 0; i < gi->nbatch; i++) {
+        indent(f, depth++);
+        fprintf(f, "for (int64_t n%d = 0; n%d < %lld; n%d++) {\n", i, i, (long long)gi->bshape[i], i);
+    }
+    StrBuf ao = {0}, bo = {0}, co = {0};
+    sb_printf(&ao, "%lld", (long long)gi->a.off);
+    sb_printf(&bo, "%lld", (long long)gi->b.off);
+    sb_printf(&co, "%lld", (long long)gi->c.off);
+    for (int i = 0; i < gi->nbatch; i++) {
+        if (gi->bsa[i]) sb_printf(&ao, " + n%d * %lld", i, (long long)gi->bsa[i]);
+        if (gi->bsb[i]) sb_printf(&bo, " + n%d * %lld", i, (long long)gi->bsb[i]);
+        if (gi->bsc[i]) sb_printf(&co, " + n%d * %lld", i, (long long)gi->bsc[i]);
+    }
+    indent(f, depth);
+    fprintf(f, "%s(%d, %d, %lld, %lld, %lld, a + %s, %lld, b + %s, %lld, (%s)%s, c + %s, %lld);\n", fn, ta, tb, (long long)gi->M,
+            (long long)gi->N, (long long)gi->K, ao.s, (long long)lda, bo.s, (long long)ldb, T, beta, co.s, (long long)ldc);
+    sb_free(&ao);
+    sb_free(&bo);
+    sb_free(&co);
+    while (depth > 1) {
+        indent(f, --depth);
+        fputs("}\n", f);
+    }
+    fputs("}\n\n", f);
+}
+
+/* The buffer view of operand/result values of a template. */
+static int vbuf(Emit *e, Value *v) {
+    ValInfo *vi = &e->s->vi[v->id];
+    if (vi->st != VS_BUF && vi->st != VS_VIEW) die("template operand %%%d has no buffer", v->id);
+    return vi->view.buf;
+}
+
+static bool need_f32(Emit *e, Kernel *k, Value *v) {
+    if (v->ty.dt == DT_f32) return true;
+    error_at(e->d, k->loc, "the C backend's %s kernel supports f32 tensors only, not %s", op_name(k->nodes[0]->op), dtype_name[v->ty.dt]);
+    e->ok = false;
+    return false;
+}
+
+static void ptr_decl(Emit *e, const char *var, Value *v, bool writable) {
+    buf_ptr(e, vbuf(e, v), var, writable);
+}
+
+static void emit_template(Emit *e, Kernel *k) {
+    FILE *f = e->f;
+    Node *n = k->nodes[0];
+    for (int i = 0; i < n->nin; i++)
+        if (dtype_is_float[n->in[i]->ty.dt] && !need_f32(e, k, n->in[i])) return;
+    kernel_header(e, k);
+    const Shape *s0 = &n->in[0]->ty.shape;
+    int64_t last = s0->rank ? s0->d[s0->rank - 1] : 1;
+    switch (n->op) {
+    case OP_embedding: {
+        ptr_decl(e, "table", n->in[0], false);
+        ptr_decl(e, "idx", n->in[1], false);
+        ptr_decl(e, "out", n->out[0], true);
+        fprintf(f, "    tk_embedding_f32(out, table, idx, %lld, %lld, %lld); /* out [%lld,%lld] */\n",
+                (long long)shape_numel(&n->in[1]->ty.shape), (long long)s0->d[1], (long long)s0->d[0],
+                (long long)shape_numel(&n->in[1]->ty.shape), (long long)s0->d[1]);
+        break;
+    }
+    case OP_embedding_grad: {
+        ptr_decl(e, "dy", n->in[0], false);
+        ptr_decl(e, "idx", n->in[1], false);
+        ptr_decl(e, "dtable", n->out[0], true);
+        fprintf(f, "    tk_embedding_bwd_f32(dtable, dy, idx, %lld, %lld, %lld);\n", (long long)shape_numel(&n->in[1]->ty.shape),
+                (long long)last, (long long)ir_int(n, "rows", 0));
+        break;
+    }
+    case OP_softmax:
+    case OP_softmax_grad: {
+        int ax = (int)ir_int(n, "axis", 0);
+        int64_t outer = 1, inner = 1;
+        for (int i = 0; i < ax; i++) outer *= s0->d[i];
+        for (int i = ax + 1; i < s0->rank; i++) inner *= s0->d[i];
+        if (n->op == OP_softmax) {
+            ptr_decl(e, "x", n->in[0], false);
+            ptr_decl(e, "y", n->out[0], true);
+            fprintf(f, "    tk_softmax_f32(y, x, %lld, %lld, %lld);\n", (long long)outer, (long long)s0->d[ax], (long long)inner);
+        } else {
+            ptr_decl(e, "dy", n->in[0], false);
+            ptr_decl(e, "y", n->in[1], false);
+            ptr_decl(e, "dx", n->out[0], true);
+            fprintf(f, "    tk_softmax_bwd_f32(dx, dy, y, %lld, %lld, %lld);\n", (long long)outer, (long long)s0->d[ax], (long long)inner);
+        }
+        break;
+    }
+    case OP_layer_norm: {
+        char eps[32];
+        fmt_double(eps, ir_float(n, "eps", 1e-5));
+        ptr_decl(e, "x", n->in[0], false);
+        ptr_decl(e, "w", n->in[1], false);
+        ptr_decl(e, "b", n->in[2], false);
+        ptr_decl(e, "y", n->out[0], true);
+        ptr_decl(e, "mean", n->out[1], true);
+        ptr_decl(e, "rstd", n->out[2], true);
+        fprintf(f, "    tk_layernorm_f32(y, mean, rstd, x, w, b, %lld, %lld, %s);\n", (long long)(shape_numel(s0) / last), (long long)last, eps);
+        break;
+    }
+    case OP_layer_norm_grad: {
+        const Shape *xs = &n->in[1]->ty.shape;
+        int64_t C = xs->d[xs->rank - 1];
+        ptr_decl(e, "dy", n->in[0], false);
+        ptr_decl(e, "x", n->in[1], false);
+        ptr_decl(e, "w", n->in[2], false);
+        ptr_decl(e, "mean", n->in[3], false);
+        ptr_decl(e, "rstd", n->in[4], false);
+        ptr_decl(e, "dx", n->out[0], true);
+        ptr_decl(e, "dw", n->out[1], true);
+        ptr_decl(e, "db", n->out[2], true);
+        fprintf(f, "    tk_layernorm_bwd_f32(dx, dw, db, dy, x, w, mean, rstd, %lld, %lld);\n", (long long)(shape_numel(xs) / C), (long long)C);
+        break;
+    }
+    case OP_rms_norm: {
+        char eps[32];
+        fmt_double(eps, ir_float(n, "eps", 1e-6));
+        ptr_decl(e, "x", n->in[0], false);
+        ptr_decl(e, "w", n->in[1], false);
+        ptr_decl(e, "y", n->out[0], true);
+        ptr_decl(e, "rstd", n->out[1], true);
+        fprintf(f, "    tk_rmsnorm_f32(y, rstd, x, w, %lld, %lld, %s);\n", (long long)(shape_numel(s0) / last), (long long)last, eps);
+        break;
+    }
+    case OP_rms_norm_grad: {
+        const Shape *xs = &n->in[1]->ty.shape;
+        int64_t C = xs->d[xs->rank - 1];
+        ptr_decl(e, "dy", n->in[0], false);
+        ptr_decl(e, "x", n->in[1], false);
+        ptr_decl(e, "w", n->in[2], false);
+        ptr_decl(e, "rstd", n->in[3], false);
+        ptr_decl(e, "dx", n->out[0], true);
+        ptr_decl(e, "dw", n->out[1], true);
+        fprintf(f, "    tk_rmsnorm_bwd_f32(dx, dw, dy, x, w, rstd, %lld, %lld);\n", (long long)(shape_numel(xs) / C), (long long)C);
+        break;
+    }
+    case OP_rope: {
+        char th[32];
+        fmt_double(th, ir_float(n, "theta", 10000.0));
+        int64_t T = s0->d[s0->rank - 2], D = last;
+        ptr_decl(e, "x", n->in[0], false);
+        ptr_decl(e, "y", n->out[0], true);
+        fprintf(f, "    tk_rope_f32(y, x, %lld, %lld, %lld, %s, %d);\n", (long long)(shape_numel(s0) / (T * D)), (long long)T,
+                (long long)D, th, (int)ir_int(n, "inverse", 0));
+        break;
+    }
+    case OP_attention:
+    case OP_attention_grad: {
+        int q = n->op == OP_attention ? 0 : 1;
+        const Shape *qs = &n->in[q]->ty.shape, *ks = &n->in[q + 1]->ty.shape;
+        char sc[32];
+        fmt_double(sc, ir_float(n, "scale", 1.0));
+        if (n->op == OP_attention) {
+            ptr_decl(e, "q", n->in[0], false);
+            ptr_decl(e, "k", n->in[1], false);
+            ptr_decl(e, "v", n->in[2], false);
+            ptr_decl(e, "o", n->out[0], true);
+            ptr_decl(e, "lse", n->out[1], true);
+            fprintf(f, "    tk_attention_f32(o, lse, q, k, v, %lld, %lld, %lld, %lld, %lld, %lld, %s, %d);\n", (long long)qs->d[0],
+                    (long long)qs->d[1], (long long)ks->d[1], (long long)qs->d[2], (long long)ks->d[2], (long long)qs->d[3], sc,
+                    (int)ir_int(n, "causal", 1));
+        } else {
+            ptr_decl(e, "dout", n->in[0], false);
+            ptr_decl(e, "q", n->in[1], false);
+            ptr_decl(e, "k", n->in[2], false);
+            ptr_decl(e, "v", n->in[3], false);
+            ptr_decl(e, "o", n->in[4], false);
+            ptr_decl(e, "lse", n->in[5], false);
+            ptr_decl(e, "dq", n->out[0], true);
+            ptr_decl(e, "dk", n->out[1], true);
+            ptr_decl(e, "dv", n->out[2], true);
+            fprintf(f, "    tk_attention_bwd_f32(dq, dk, dv, dout, q, k, v, o, lse, %lld, %lld, %lld, %lld, %lld, %lld, %s, %d);\n",
+                    (long long)qs->d[0], (long long)qs->d[1], (long long)ks->d[1], (long long)qs->d[2], (long long)ks->d[2],
+                    (long long)qs->d[3], sc, (int)ir_int(n, "causal", 1));
+        }
+        break;
+    }
+    case OP_cross_entropy: {
+        int64_t V = last, N = shape_numel(s0) / V, ig = ir_int(n, "ignore_index", -100);
+        ptr_decl(e, "targets", n->in[1], false);
+        ptr_decl(e, "loss", n->out[0], true);
+        ptr_decl(e, "lse", n->out[1], true);
+        if (k->ce_fused) {
+            ptr_decl(e, "logits", n->in[0], true);
+            ptr_decl(e, "dloss", k->ce_grad->in[0], false);
+            fprintf(f, "    /* forward and backward in one pass: logits [%lld,%lld] become dlogits */\n", (long long)N, (long long)V);
+            fprintf(f, "    tk_cross_entropy_fused_f32(loss, lse, logits, targets, dloss, %lld, %lld, %lld);\n", (long long)N, (long long)V, (long long)ig);
+        } else {
+            ptr_decl(e, "logits", n->in[0], false);
+            fprintf(f, "    tk_cross_entropy_f32(loss, lse, logits, targets, %lld, %lld, %lld);\n", (long long)N, (long long)V, (long long)ig);
+        }
+        break;
+    }
+    case OP_cross_entropy_grad: {
+        const Shape *ls = &n->in[1]->ty.shape;
+        int64_t V = ls->d[ls->rank - 1], N = shape_numel(ls) / V;
+        ptr_decl(e, "dloss", n->in[0], false);
+        ptr_decl(e, "logits", n->in[1], false);
+        ptr_decl(e, "targets", n->in[2], false);
+        ptr_decl(e, "lse", n->in[3], false);
+        ptr_decl(e, "dlogits", n->out[0], true);
+        fprintf(f, "    tk_cross_entropy_bwd_f32(dlogits, dloss, logits, targets, lse, %lld, %lld, %lld);\n", (long long)N, (long long)V,
+                (long long)ir_int(n, "ignore_index", -100));
+        break;
+    }
+    case OP_global_norm: {
+        fputs("    double acc = 0;\n", f);
+        for (int i = 0; i < n->nin; i++)
+            fprintf(f, "    tk_sumsq_f32(&acc, (const float *)(A + %lld), %lld);\n", (long long)e->p->bufs[vbuf(e, n->in[i])].offset,
+                    (long long)shape_numel(&n->in[i]->ty.shape));
+        ptr_decl(e, "out", n->out[0], true);
+        fputs("    out[0] = (float)sqrt(acc);\n", f);
+        break;
+    }
+    case OP_adamw:
+    case OP_sgd: {
+        bool adam = n->op == OP_adamw;
+        ptr_decl(e, "w", n->in[0], false);
+        ptr_decl(e, "g", n->in[1], false);
+        ptr_decl(e, adam ? "m" : "buf", n->in[2], false);
+        if (adam) ptr_decl(e, "v", n->in[3], false);
+        int lr = adam ? 4 : 3;
+        ptr_decl(e, "lr", n->in[lr], false);
+        if (adam) ptr_decl(e, "step", n->in[5], false);
+        ptr_decl(e, "gscale", n->in[adam ? 6 : 4], false);
+        ptr_decl(e, "wo", n->out[0], true);
+        ptr_decl(e, adam ? "mo" : "bo", n->out[1], true);
+        if (adam) ptr_decl(e, "vo", n->out[2], true);
+        int64_t cnt = shape_numel(s0);
+        if (adam) {
+            char b1[32], b2[32], ep[32], wd[32];
+            fmt_double(b1, ir_float(n, "beta1", 0.9));
+            fmt_double(b2, ir_float(n, "beta2", 0.999));
+            fmt_double(ep, ir_float(n, "eps", 1e-8));
+            fmt_double(wd, ir_float(n, "wd", 0));
+            fprintf(f, "    tk_adamw_f32(wo, mo, vo, w, g, m, v, %lld, lr[0], step[0], gscale[0], %s, %s, %s, %s);\n", (long long)cnt, b1, b2, ep, wd);
+        } else {
+            char mo[32], wd[32];
+            fmt_double(mo, ir_float(n, "momentum", 0));
+            fmt_double(wd, ir_float(n, "wd", 0));
+            fprintf(f, "    tk_sgd_f32(wo, bo, w, g, buf, %lld, lr[0], gscale[0], %s, %s, %d);\n", (long long)cnt, mo, wd,
+                    (int)ir_int(n, "nesterov", 0));
+        }
+        break;
+    }
+    default:
+        error_at(e->d, k->loc, "the C backend has no kernel for %s", op_name(n->op));
+        e->ok = false;
+    }
+    fputs("}\n\n", f);
+}
+
+/* ===================================================================== */
+/* schedules and the descriptor                                          */
+/* ===================================================================== */
+
+static const char *const run_fn[TRN_RUN__COUNT] = {"run_micro", "run_update", "run_eval", "run_sample"};
+
+static void emit_sched(Emit *e, Sched *s) {
+    FILE *f = e->f;
+    e->s = s;
+    for (int i = 0; i < s->nk; i++) {
+        Kernel *k = s->k[i];
+        switch (k->kind) {
+        case KK_LOOP: emit_loop(e, k); break;
+        case KK_GEMM: emit_gemm(e, k); break;
+        case KK_TMPL: emit_template(e, k); break;
+        case KK_COPY: emit_copy(e, k); break;
+        case KK_FILL: emit_fill(e, k); break;
+        }
+    }
+    fprintf(f, "static void %s(unsigned char *A, int flags)\n{\n", run_fn[s->which]);
+    if (!s->nk) fputs("    (void)A;\n", f);
+    fputs("    (void)flags;\n", f);
+    for (int i = 0; i < s->nk; i++) {
+        fprintf(f, "    %s(A);\n", s->k[i]->name);
+        /* buffers that die here: poisoned in checking mode */
+        for (int b = 0; b < e->p->nbufs; b++) {
+            Buf *bf = &e->p->bufs[b];
+            if (bf->kind != BK_TEMP || bf->sched != (int)s->which || bf->offset < 0 || bf->last != i || bf->output) continue;
+            fprintf(f, "    if (flags & TRN_FLAG_POISON) tk_poison(A + %lld, %lld); /* b%d dies */\n", (long long)bf->offset,
+                    (long long)bf->bytes, b);
+        }
+    }
+    fputs("}\n\n", f);
+}
+
+static Node *source_node(Program *p, Buf *b) {
+    Op op = b->kind == BK_PARAM ? OP_param : b->kind == BK_STATE ? OP_state : OP_input;
+    Graph *gs[3] = {p->train, p->fwd, p->sample};
+    for (int i = 0; i < 3; i++) {
+        if (!gs[i]) continue;
+        Node *n = ir_find_source(gs[i], op, b->name);
+        if (n) return n;
+    }
+    return NULL;
+}
+
+typedef struct OutRef { const char *name; int sched; const char *gname; } OutRef;
+
+static int find_out_buf(Program *p, int sched, const char *name) {
+    Sched *s = &p->sched[sched];
+    if (!s->g) return -1;
+    Value *v = ir_output(s->g, name);
+    if (!v) return -1;
+    if (s->phase >= 0 && v->def->phase != s->phase) return -1;
+    ValInfo *vi = &s->vi[v->id];
+    if (vi->st != VS_BUF && vi->st != VS_VIEW) return -1;
+    return vi->view.buf;
+}
+
+static void emit_tensor(FILE *f, Program *p, const char *name, int kind, int bufid, Node *src) {
+    Buf *b = &p->bufs[bufid];
+    static const char *const kinds[] = {"TRN_PARAM", "TRN_STATE", "TRN_INPUT", "TRN_OUTPUT"};
+    static const char *const dts[] = {"TRN_F32", "TRN_F64", "TRN_BF16", "TRN_F16", "TRN_I32", "TRN_I64", "TRN_U8"};
+    fputs("    {", f);
+    c_string(f, name);
+    fprintf(f, ", %s, %s, %d, {", kinds[kind], dts[b->dt], b->shape.rank);
+    for (int i = 0; i < b->shape.rank; i++) fprintf(f, "%s%lld", i ? ", " : "", (long long)b->shape.d[i]);
+    fprintf(f, "}, %lld, %lld, ", (long long)shape_numel(&b->shape), (long long)b->offset);
+    const char *init = src ? ir_str(src, "init", "zeros") : "zeros";
+    double a = 0, bb = 0;
+    if (src && strcmp(init, "normal") == 0) a = ir_float(src, "std", 1.0);
+    if (src && strcmp(init, "uniform") == 0) a = ir_float(src, "lo", 0), bb = ir_float(src, "hi", 1);
+    if (src && strcmp(init, "constant") == 0) a = ir_float(src, "value", 0);
+    char as[32], bs[32];
+    fmt_double(as, a);
+    fmt_double(bs, bb);
+    c_string(f, init);
+    fprintf(f, ", %s, %s, %d, {", as, bs, src && src->op == OP_param ? ir_is_trainable(src) : 0);
+    for (int i = 0; i < b->shape.rank; i++) fprintf(f, "%s%lld", i ? ", " : "", (long long)b->shape.d[i]);
+    fputs("}},\n", f);
+}
+
+bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {
+    Emit e = {f, p, NULL, d, true};
+    fputs("/* Generated by trainc from ", f);
+    c_comment_text(f, p->source);
+    fputs(" -- do not edit.\n", f);
+    fprintf(f, " * Model %s", "");
+    c_comment_text(f, p->name);
+    fprintf(f, ": arena of %lld bytes (%lld persistent).\n */\n", (long long)p->arena_bytes, (long long)p->persistent_bytes);
+    fputs("#include \"trainc_rt.h\"\n#include \"trainc_kernels.h\"\n\n", f);
+    fputs("#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n", f);
+    for (int s = 0; s < TRN_RUN__COUNT; s++)
+        if (p->sched[s].g) emit_sched(&e, &p->sched[s]);
+    if (!e.ok) return false;
+
+    /* the tensor table */
+    fputs("static const TrnTensor tensors[] = {\n", f);
+    int nt = 0;
+    for (int i = 0; i < p->nbufs; i++) {
+        Buf *b = &p->bufs[i];
+        if (b->kind == BK_TEMP) continue;
+        emit_tensor(f, p, b->name, b->kind == BK_PARAM ? 0 : b->kind == BK_STATE ? 1 : 2, i, source_node(p, b));
+        nt++;
+    }
+    struct { const char *name; int sched; const char *gname; } outs[] = {
+        {"loss", TRN_RUN_MICRO, "loss"},
+        {"grad_norm", TRN_RUN_UPDATE, "grad_norm"},
+        {"grad_norm", TRN_RUN_MICRO, "grad_norm"},
+        {"eval.loss", TRN_RUN_EVAL, "loss"},
+        {"logits", TRN_RUN_SAMPLE, "logits"},
+    };
+    int outidx[5];
+    for (int i = 0; i < 5; i++) {
+        outidx[i] = -1;
+        if (i == 2 && outidx[1] >= 0) continue;
+        int b = find_out_buf(p, outs[i].sched, outs[i].gname);
+        if (b < 0) continue;
+        emit_tensor(f, p, outs[i].name, 3, b, NULL);
+        outidx[i] = nt++;
+    }
+    if (outidx[1] < 0) outidx[1] = outidx[2];
+    fputs("};\n\n", f);
+
+    fputs("static const TrnMemLine mem[] = {\n", f);
+    int64_t sum = 0;
+    for (int c = 0; c < MC__COUNT; c++) {
+        fputs("    {", f);
+        c_string(f, cg_memcat_name((MemCat)c));
+        fprintf(f, ", %lld},\n", (long long)p->cat_bytes[c]);
+        sum += p->cat_bytes[c];
+    }
+    fprintf(f, "    {\"alignment, fragmentation, other schedules\", %lld},\n};\n\n", (long long)(p->arena_bytes - sum));
+
+    /* indices of the named tensors */
+    int ti[5] = {-1, -1, -1, -1, -1};
+    static const char *const named[5] = {"tokens", "targets", "opt.lr", "opt.step", "rng.seed"};
+    int k = 0;
+    for (int i = 0; i < p->nbufs; i++) {
+        Buf *b = &p->bufs[i];
+        if (b->kind == BK_TEMP) continue;
+        if (b->kind == BK_INPUT)
+            for (int j = 0; j < 5; j++)
+                if (strcmp(b->name, named[j]) == 0) ti[j] = k;
+        k++;
+    }
+    StrBuf id = {0};
+    c_ident(&id, p->name);
+    const TrainConfig *tc = &p->tc;
+    fprintf(f, "const TrnModel trn_model_%s = {\n", id.s);
+    fprintf(f, "    .abi = TRN_ABI_VERSION,\n    .name = ");
+    c_string(f, p->name);
+    fputs(",\n    .source = ", f);
+    c_string(f, p->source);
+    fprintf(f, ",\n    .ntensors = %d,\n    .tensors = tensors,\n", nt);
+    fprintf(f, "    .t_tokens = %d, .t_targets = %d, .t_lr = %d, .t_step = %d, .t_seed = %d,\n", ti[0], ti[1], ti[2], ti[3], ti[4]);
+    fprintf(f, "    .t_loss = %d, .t_grad_norm = %d, .t_eval_loss = %d, .t_logits = %d,\n", outidx[0], outidx[1], outidx[3], outidx[4]);
+    fprintf(f, "    .vocab = %lld,\n", (long long)p->vocab);
+    char lr[32], mlr[32], gc[32], ls[32];
+    fmt_double(lr, tc->lr);
+    fmt_double(mlr, tc->min_lr);
+    fmt_double(gc, tc->grad_clip);
+    fmt_double(ls, tc->loss_scale);
+    fputs("    .train = {.optimizer = ", f);
+    c_string(f, tc->optimizer);
+    fputs(", .schedule = ", f);
+    c_string(f, tc->schedule);
+    fprintf(f, ", .lr = %s, .min_lr = %s, .grad_clip = %s, .loss_scale = %s,\n", lr, mlr, gc, ls);
+    fprintf(f, "              .warmup = %lld, .steps = %lld, .grad_accum = %lld, .seed = %lld, .eval_every = %lld, .eval_steps = %lld,\n",
+            (long long)tc->warmup, (long long)tc->steps, (long long)tc->grad_accum, (long long)tc->seed, (long long)tc->eval_every,
+            (long long)tc->eval_steps);
+    fprintf(f, "              .save_every = %lld, .loss_scale_window = %lld, .precision = ", (long long)tc->save_every,
+            (long long)tc->loss_scale_window);
+    c_string(f, tc->precision);
+    fputs("},\n", f);
+    fprintf(f, "    .arena_bytes = %lld,\n    .nmem = %d,\n    .mem = mem,\n", (long long)p->arena_bytes, MC__COUNT + 1);
+    fputs("    .cpu_run = {", f);
+    for (int s = 0; s < TRN_RUN__COUNT; s++) fprintf(f, "%s%s", s ? ", " : "", p->sched[s].g ? run_fn[s] : "NULL");
+    fputs("},\n    .cuda = NULL,\n};\n", f);
+    if (with_main) {
+        fprintf(f, "\nint main(int argc, char **argv)\n{\n    return trn_main(argc, argv, &trn_model_%s, NULL);\n}\n", id.s);
+    }
+    sb_free(&id);
+    return e.ok;
+}

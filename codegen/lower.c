@@ -1,0 +1,917 @@
+/* codegen/lower.c — from graphs to a schedule of kernels.
+ *
+ * Each schedule (see cg.h) is lowered from one graph and phase.  Walking the
+ * nodes in order:
+ *   - sources become persistent buffers (params, states, inputs), or inline
+ *     expressions (constant, iota);
+ *   - view ops (reshape, permute, broadcast, slice) become strided views of
+ *     their operand's buffer, so nothing is copied unless a consumer needs a
+ *     layout the view cannot give;
+ *   - pointwise ops join the loop kernel of an operand when the iteration
+ *     spaces agree and no dependency cycle results (generic fusion): a value
+ *     read only inside its loop kernel is never stored;
+ *   - a reduction absorbs the pointwise loop that feeds it (prologue) and the
+ *     pointwise ops that consume its result (epilogue);
+ *   - matmul becomes a GEMM, absorbing a following bias add as its epilogue;
+ *   - every other op is a template kernel.
+ * Kernels are then ordered topologically, keeping the graph's order where
+ * dependencies allow, and updates of params and states are written in place
+ * by their producing kernel when that is safe, or copied at the end.
+ */
+#include "cg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Lower {
+    Program *p;
+    Sched   *s;
+    Graph   *g;
+    Diag    *d;
+    bool     fuse;
+    Uses    *uses;
+    bool    *in_sched;        /* by node id: node belongs to this schedule */
+    bool    *done;            /* by node id: already lowered (absorbed by a GEMM) */
+    int      nkern;           /* kernels created (creation order) */
+} Lower;
+
+/* ---- small helpers ---- */
+
+const char *cg_kind_name(KernKind k) {
+    static const char *const names[] = {"loop", "gemm", "template", "copy", "fill"};
+    return names[k];
+}
+
+Buf *cg_buf(Program *p, int id) { return &p->bufs[id]; }
+
+static int new_buf(Program *p, BufKind kind, Type ty, const char *name, Value *v, int sched) {
+    if (p->nbufs == p->capbufs) {
+        p->capbufs = p->capbufs ? 2 * p->capbufs : 256;
+        p->bufs = xrealloc(p->bufs, sizeof(Buf) * (size_t)p->capbufs);
+    }
+    Buf *b = &p->bufs[p->nbufs];
+    memset(b, 0, sizeof *b);
+    b->id = p->nbufs;
+    b->kind = kind;
+    b->dt = ty.dt;
+    b->shape = ty.shape;
+    b->bytes = shape_numel(&ty.shape) * dtype_size[ty.dt];
+    b->offset = -1;
+    b->name = name;
+    b->value = v;
+    b->sched = sched;
+    b->first = b->last = -1;
+    b->share = -1;
+    return p->nbufs++;
+}
+
+static Kernel *new_kernel(Lower *L, KernKind kind, Node *n) {
+    Sched *s = L->s;
+    Kernel *k = arena_alloc(L->p->arena, sizeof *k);
+    k->kind = kind;
+    k->id = L->nkern++;
+    k->order = n ? ir_node_index(L->g, n) : 1 << 30;
+    k->loc = n ? n->loc : NOLOC;
+    if (s->nk == s->capk) {
+        s->capk = s->capk ? 2 * s->capk : 64;
+        s->k = xrealloc(s->k, sizeof(Kernel *) * (size_t)s->capk);
+    }
+    s->k[s->nk++] = k;
+    return k;
+}
+
+static void kern_add_node(Lower *L, Kernel *k, Node *n) {
+    if (k->nnodes == k->capnodes) {
+        int cap = k->capnodes ? 2 * k->capnodes : 8;
+        Node **nn = arena_alloc(L->p->arena, sizeof(Node *) * (size_t)cap);
+        if (k->nnodes) memcpy(nn, k->nodes, sizeof(Node *) * (size_t)k->nnodes);
+        k->nodes = nn;
+        k->capnodes = cap;
+    }
+    k->nodes[k->nnodes++] = n;
+}
+
+static void kern_add_dep(Kernel *k, Kernel *dep) {
+    if (!dep || dep == k) return;
+    for (int i = 0; i < k->ndeps; i++)
+        if (k->deps[i] == dep->id) return;
+    if (k->ndeps == k->capdeps) {
+        k->capdeps = k->capdeps ? 2 * k->capdeps : 8;
+        k->deps = xrealloc(k->deps, sizeof(int) * (size_t)k->capdeps);
+    }
+    k->deps[k->ndeps++] = dep->id;
+}
+
+static Kernel *kern_by_id(Sched *s, int id) {
+    for (int i = 0; i < s->nk; i++)
+        if (s->k[i]->id == id) return s->k[i];
+    return NULL;
+}
+
+/* Does kernel `from` depend (transitively) on kernel `on`?  Kernels made
+ * before `on` cannot, so the search stops there. */
+static bool depends_on(Sched *s, Kernel *from, Kernel *on) {
+    if (from == on) return true;
+    if (from->id < on->id) return false;
+    for (int i = 0; i < from->ndeps; i++) {
+        Kernel *d = kern_by_id(s, from->deps[i]);
+        if (d && depends_on(s, d, on)) return true;
+    }
+    return false;
+}
+
+static ValInfo *VI(Lower *L, Value *v) { return &L->s->vi[v->id]; }
+
+/* ---- materialisation ---- */
+
+static int persistent_buf(Lower *L, Node *n) {
+    const char *name = ir_source_name(n);
+    BufKind kind = n->op == OP_param ? BK_PARAM : n->op == OP_state ? BK_STATE : BK_INPUT;
+    for (int i = 0; i < L->p->nbufs; i++) {
+        Buf *b = &L->p->bufs[i];
+        if (b->kind == kind && strcmp(b->name, name) == 0) {
+            if (!type_eq(&(Type){b->dt, b->shape}, &n->out[0]->ty))
+                die("source '%s' has different types in two schedules", name);
+            return i;
+        }
+    }
+    return new_buf(L->p, kind, n->out[0]->ty, arena_strdup(L->p->arena, name), n->out[0], -1);
+}
+
+static int temp_buf(Lower *L, Value *v) {
+    return new_buf(L->p, BK_TEMP, v->ty, v->name, v, (int)L->s->which);
+}
+
+/* Makes v available in a buffer (VS_BUF or VS_VIEW).  A value computed inside
+ * a loop kernel gets stored by that kernel; an inline constant or iota gets a
+ * fill/loop kernel of its own. */
+static void lower_source(Lower *L, Node *n);
+
+static void materialise(Lower *L, Value *v) {
+    ValInfo *vi = VI(L, v);
+    if (vi->st == VS_NONE && op_has(v->def->op, OPF_SOURCE)) lower_source(L, v->def);
+    if (vi->st == VS_BUF || vi->st == VS_VIEW) return;
+    if (vi->st == VS_NONE) die("materialise: value %%%d has not been lowered", v->id);
+    int b = temp_buf(L, v);
+    if (vi->kern) {
+        /* stored by the loop kernel that computes it */
+        view_contig(&vi->view, b, &v->ty.shape);
+        vi->st = VS_BUF;
+        return;
+    }
+    /* an inline source (constant or iota): a kernel of its own */
+    Node *src = v->def;
+    Kernel *k;
+    if (src->op == OP_constant) {
+        k = new_kernel(L, KK_FILL, src);
+        k->fill = ir_float(src, "value", 0);
+        view_contig(&k->dst, b, &v->ty.shape);
+    } else {
+        k = new_kernel(L, KK_LOOP, src);
+        k->space = v->ty.shape;
+    }
+    kern_add_node(L, k, src);
+    k->order = 0; /* sources have no inputs: they can run first */
+    vi->kern = k;
+    view_contig(&vi->view, b, &v->ty.shape);
+    vi->st = VS_BUF;
+}
+
+/* The producing kernel of a buffer-backed value (NULL for persistent buffers
+ * with no producer in this schedule). */
+static Kernel *producer(Lower *L, Value *v) { return VI(L, v)->kern; }
+
+/* Makes v available as a contiguous buffer; returns its view.  A non-contiguous
+ * view gets a copy kernel. */
+static View contiguous(Lower *L, Value *v, Kernel *consumer) {
+    materialise(L, v);
+    ValInfo *vi = VI(L, v);
+    if (vi->st == VS_BUF || view_is_contig(&vi->view)) {
+        kern_add_dep(consumer, producer(L, v));
+        return vi->view;
+    }
+    int b = temp_buf(L, v);
+    Kernel *k = new_kernel(L, KK_COPY, v->def);
+    k->src = vi->view;
+    view_contig(&k->dst, b, &v->ty.shape);
+    kern_add_dep(k, producer(L, v));
+    kern_add_node(L, k, v->def);
+    k->order = consumer->order;
+    /* later readers use the copy */
+    vi->st = VS_BUF;
+    view_contig(&vi->view, b, &v->ty.shape);
+    vi->kern = k;
+    kern_add_dep(consumer, k);
+    return vi->view;
+}
+
+/* ---- node classes ---- */
+
+/* Ops computed element by element inside loop kernels. */
+static bool is_loop_op(Op op) {
+    return op_has(op, OPF_POINTWISE) || op == OP_dropout || op == OP_clip_coef || op == OP_max_grad;
+}
+
+/* ---- view ops ---- */
+
+static void lower_view(Lower *L, Node *n) {
+    Value *x = n->in[0], *y = n->out[0];
+    materialise(L, x);
+    ValInfo *xi = VI(L, x), *yi = VI(L, y);
+    View v = xi->view;
+    bool ok = true;
+    switch (n->op) {
+    case OP_reshape: ok = view_reshape(&v, &y->ty.shape); break;
+    case OP_permute: ok = view_permute(&v, ir_attr(n, "perm")->v); break;
+    case OP_broadcast: ok = view_broadcast(&v, &y->ty.shape); break;
+    case OP_slice: ok = view_slice(&v, (int)ir_int(n, "axis", 0), ir_int(n, "start", 0), ir_int(n, "end", 0)); break;
+    default: unreachable();
+    }
+    if (!ok) {
+        /* not expressible as a view of x's buffer: copy x contiguous first
+         * (only reshape of a strided view can fail) */
+        View c = xi->view;
+        int b = temp_buf(L, x);
+        Kernel *k = new_kernel(L, KK_COPY, n);
+        k->src = c;
+        view_contig(&k->dst, b, &x->ty.shape);
+        kern_add_dep(k, producer(L, x));
+        kern_add_node(L, k, n);
+        view_contig(&v, b, &x->ty.shape);
+        if (!view_reshape(&v, &y->ty.shape)) die("reshape of a contiguous buffer failed");
+        yi->kern = k;
+    } else {
+        yi->kern = xi->kern;
+    }
+    yi->st = view_is_contig(&v) && v.rank == y->ty.shape.rank ? VS_BUF : VS_VIEW;
+    yi->view = v;
+    if (yi->st == VS_BUF && v.off != 0) yi->st = VS_VIEW;
+}
+
+/* ---- loop kernels (generic fusion) ---- */
+
+/* Can node n (a loop op, or a reduction when red) join loop kernel k? */
+static bool can_join(Lower *L, Kernel *k, Node *n, bool red) {
+    if (!L->fuse || k->kind != KK_LOOP) return false;
+    if (k->nnodes == 1 && (k->nodes[0]->op == OP_iota)) return false;
+    const Shape *space = red ? &n->in[0]->ty.shape : &n->out[0]->ty.shape;
+    if (red) {
+        if (k->red || !shape_eq(&k->space, space)) return false;
+    } else if (k->red) {
+        if (!shape_eq(&k->rspace, space)) return false;
+    } else if (!shape_eq(&k->space, space)) {
+        return false;
+    }
+    if (n->op == OP_max_grad) return false; /* reads reduced values in the reduced space */
+    for (int i = 0; i < n->nin; i++) {
+        ValInfo *vi = VI(L, n->in[i]);
+        if (vi->inl && vi->kern == k) {
+            /* computed here: must be available where n runs */
+            if (k->red && !vi->post) return false;
+            continue;
+        }
+        /* computed elsewhere: that kernel must not depend on k */
+        if (vi->kern && depends_on(L->s, vi->kern, k)) return false;
+    }
+    return true;
+}
+
+static void lower_loop(Lower *L, Node *n, bool red) {
+    Kernel *k = NULL;
+    for (int i = 0; i < n->nin && !k; i++) {
+        ValInfo *vi = VI(L, n->in[i]);
+        if (vi->inl && vi->kern && can_join(L, vi->kern, n, red)) k = vi->kern;
+    }
+    if (!k) {
+        k = new_kernel(L, KK_LOOP, n);
+        k->space = red ? n->in[0]->ty.shape : n->out[0]->ty.shape;
+    }
+    if (red) {
+        k->red = n;
+        k->rspace = n->out[0]->ty.shape;
+    }
+    for (int i = 0; i < n->nin; i++) {
+        Value *x = n->in[i];
+        ValInfo *xi = VI(L, x);
+        if (xi->st == VS_NONE && op_has(x->def->op, OPF_SOURCE)) lower_source(L, x->def);
+        if (xi->inl && xi->kern == k) continue;         /* computed here */
+        if (xi->st == VS_INLINE && !xi->kern) continue; /* inline constant / iota */
+        materialise(L, x);
+        kern_add_dep(k, xi->kern);
+    }
+    kern_add_node(L, k, n);
+    for (int j = 0; j < n->nout; j++) {
+        ValInfo *yi = VI(L, n->out[j]);
+        yi->st = VS_INLINE;
+        yi->kern = k;
+        yi->inl = true;
+        yi->post = k->red != NULL;
+    }
+}
+
+/* ---- GEMM ---- */
+
+/* Matrix layout of the last two dims of a view: returns false when neither
+ * dim has unit stride (then the operand must be copied). */
+static bool mat_layout(const View *v, int *trans, int64_t *ld) {
+    int r = v->rank;
+    int64_t sr = v->stride[r - 2], sc = v->stride[r - 1];
+    int64_t rows = v->shape[r - 2], cols = v->shape[r - 1];
+    if ((sc == 1 || cols == 1) && sr >= cols && sr > 0) {
+        *trans = 0;
+        *ld = sr;
+        return true;
+    }
+    if ((sr == 1 || rows == 1) && sc >= rows && sc > 0) {
+        *trans = 1;
+        *ld = sc;
+        return true;
+    }
+    return false;
+}
+
+static View gemm_operand(Lower *L, Value *x, Kernel *k) {
+    materialise(L, x);
+    ValInfo *xi = VI(L, x);
+    int t;
+    int64_t ld;
+    if (mat_layout(&xi->view, &t, &ld)) {
+        kern_add_dep(k, producer(L, x));
+        return xi->view;
+    }
+    return contiguous(L, x, k);
+}
+
+static void lower_matmul(Lower *L, Node *n) {
+    Kernel *k = new_kernel(L, KK_GEMM, n);
+    kern_add_node(L, k, n);
+    GemmInfo *gi = &k->gemm;
+    Value *y = n->out[0];
+    gi->a = gemm_operand(L, n->in[0], k);
+    gi->b = gemm_operand(L, n->in[1], k);
+    gi->bias.buf = -1;
+
+    /* bias epilogue: y used once, by `add(y, bias)` with bias a row vector */
+    UseList *ul = &L->uses->of[y->id];
+    Value *res = y;
+    if (ul->n == 1 && L->uses->nout_refs[y->id] == 0 && L->fuse) {
+        Node *add = ul->u[0].node;
+        Value *bias = add->op == OP_add ? add->in[1 - ul->u[0].idx] : NULL;
+        bool ready = bias && (VI(L, bias)->st != VS_NONE || op_has(bias->def->op, OPF_SOURCE));
+        if (ready && L->in_sched[add->id] && type_eq(&add->out[0]->ty, &y->ty) && bias->ty.dt == y->ty.dt) {
+            const Shape *bs = &bias->ty.shape;
+            int64_t N = y->ty.shape.d[y->ty.shape.rank - 1];
+            bool row = bs->rank >= 1 && bs->d[bs->rank - 1] == N;
+            for (int i = 0; row && i < bs->rank - 1; i++) row = bs->d[i] == 1;
+            if (row) {
+                materialise(L, bias);
+                View bv = VI(L, bias)->view;
+                if (bv.stride[bv.rank - 1] == 1 || N == 1) {
+                    kern_add_dep(k, producer(L, bias));
+                    gi->bias = bv;
+                    gi->bias_node = add;
+                    kern_add_node(L, k, add);
+                    L->done[add->id] = true;
+                    res = add->out[0];
+                }
+            }
+        }
+    }
+    int b = temp_buf(L, res);
+    view_contig(&gi->c, b, &res->ty.shape);
+    VI(L, res)->st = VS_BUF;
+    VI(L, res)->view = gi->c;
+    VI(L, res)->kern = k;
+    if (res != y) VI(L, y)->st = VS_NONE;
+
+    /* shapes */
+    int64_t ta = ir_int(n, "ta", 0), tb = ir_int(n, "tb", 0);
+    const Shape *as = &n->in[0]->ty.shape, *bs = &n->in[1]->ty.shape, *cs = &y->ty.shape;
+    gi->ta = (int)ta;
+    gi->tb = (int)tb;
+    gi->M = cs->d[cs->rank - 2];
+    gi->N = cs->d[cs->rank - 1];
+    gi->K = as->d[as->rank - 1 - ta];
+    /* batch dims: broadcast a's and b's batch strides to c's batch shape */
+    int nb = cs->rank - 2;
+    View av = gi->a, bv = gi->b;
+    for (int i = 0; i < nb; i++) {
+        int ia = as->rank - 2 - nb + i, ib = bs->rank - 2 - nb + i;
+        gi->bshape[i] = cs->d[i];
+        gi->bsa[i] = ia >= 0 && av.shape[ia] != 1 ? av.stride[ia] : 0;
+        gi->bsb[i] = ib >= 0 && bv.shape[ib] != 1 ? bv.stride[ib] : 0;
+        gi->bsc[i] = gi->c.stride[i];
+    }
+    gi->nbatch = nb;
+    /* fold the batch into M when b is shared across it and a's rows continue
+     * through the batch dims (x [B,T,C] @ w [C,N]) */
+    int at;
+    int64_t lda;
+    mat_layout(&av, &at, &lda);
+    bool fold = nb > 0 && !(at ^ (int)ta);
+    for (int i = 0; fold && i < nb; i++) fold = gi->bsb[i] == 0;
+    if (fold) {
+        int64_t expect = gi->M * lda;
+        for (int i = nb - 1; fold && i >= 0; i--) {
+            if (gi->bshape[i] != 1 && gi->bsa[i] != expect) fold = false;
+            expect *= gi->bshape[i];
+        }
+    }
+    if (fold) {
+        for (int i = 0; i < nb; i++) gi->M *= gi->bshape[i];
+        gi->nbatch = 0;
+    }
+    (void)bs;
+}
+
+/* ---- template kernels ---- */
+
+static void lower_template(Lower *L, Node *n) {
+    Kernel *k = new_kernel(L, KK_TMPL, n);
+    kern_add_node(L, k, n);
+    for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
+    for (int j = 0; j < n->nout; j++) {
+        Value *y = n->out[j];
+        int b = temp_buf(L, y);
+        ValInfo *yi = VI(L, y);
+        yi->st = VS_BUF;
+        view_contig(&yi->view, b, &y->ty.shape);
+        yi->kern = k;
+    }
+}
+
+/* cross_entropy and its gradient in one pass, the gradient written in place
+ * of the logits: when the logits are read by nothing else and dloss is
+ * ready before the forward. */
+static bool try_fuse_ce(Lower *L, Node *n) {
+    if (!L->fuse) return false;
+    Value *logits = n->in[0];
+    UseList *ul = &L->uses->of[logits->id];
+    if (ul->n != 2 || L->uses->nout_refs[logits->id]) return false;
+    Node *gr = NULL;
+    for (int i = 0; i < 2; i++)
+        if (ul->u[i].node != n) gr = ul->u[i].node;
+    if (!gr || gr->op != OP_cross_entropy_grad || !L->in_sched[gr->id]) return false;
+    if (gr->in[1] != logits || gr->in[2] != n->in[1] || gr->in[3] != n->out[1]) return false;
+    if (ir_int(gr, "ignore_index", -100) != ir_int(n, "ignore_index", -100)) return false;
+    /* dloss must be a source (constant or state) so it is known before the forward */
+    Node *dl = gr->in[0]->def;
+    if (!op_has(dl->op, OPF_SOURCE)) return false;
+    /* the logits buffer must be a temporary this schedule produces */
+    ValInfo *li = VI(L, logits);
+    if (!li->kern) return false;
+    if ((li->st == VS_BUF || li->st == VS_VIEW) && L->p->bufs[li->view.buf].kind != BK_TEMP) return false;
+    Kernel *k = new_kernel(L, KK_TMPL, n);
+    kern_add_node(L, k, n);
+    kern_add_node(L, k, gr);
+    k->ce_fused = true;
+    k->ce_grad = gr;
+    View lv = contiguous(L, logits, k);
+    contiguous(L, n->in[1], k);
+    materialise(L, gr->in[0]);
+    kern_add_dep(k, producer(L, gr->in[0]));
+    for (int j = 0; j < 2; j++) {
+        Value *y = n->out[j];
+        ValInfo *yi = VI(L, y);
+        yi->st = VS_BUF;
+        view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
+        yi->kern = k;
+    }
+    /* dlogits shares the logits buffer */
+    ValInfo *gi = VI(L, gr->out[0]);
+    gi->st = VS_BUF;
+    gi->view = lv;
+    gi->kern = k;
+    L->done[gr->id] = true;
+    return true;
+}
+
+/* pad and concat become a fill and strided copies. */
+static void lower_pad_concat(Lower *L, Node *n) {
+    Value *y = n->out[0];
+    int b = temp_buf(L, y);
+    ValInfo *yi = VI(L, y);
+    yi->st = VS_BUF;
+    view_contig(&yi->view, b, &y->ty.shape);
+    int axis = (int)ir_int(n, "axis", 0);
+    Kernel *last = NULL;
+    if (n->op == OP_pad) {
+        Kernel *f = new_kernel(L, KK_FILL, n);
+        kern_add_node(L, f, n);
+        f->fill = 0.0;
+        f->dst = yi->view;
+        last = f;
+    }
+    int64_t at = n->op == OP_pad ? ir_int(n, "lo", 0) : 0;
+    for (int i = 0; i < n->nin; i++) {
+        Value *x = n->in[i];
+        materialise(L, x);
+        Kernel *k = new_kernel(L, KK_COPY, n);
+        kern_add_node(L, k, n);
+        k->src = VI(L, x)->view;
+        k->dst = yi->view;
+        view_slice(&k->dst, axis, at, at + x->ty.shape.d[axis]);
+        at += x->ty.shape.d[axis];
+        kern_add_dep(k, producer(L, x));
+        kern_add_dep(k, last);
+        last = k;
+    }
+    yi->kern = last;
+}
+
+/* ---- updates and outputs ---- */
+
+static bool pointwise_inplace_ok(Lower *L, Kernel *k, Value *target_val) {
+    /* every load of the target inside k reads the element it writes */
+    for (int i = 0; i < k->nnodes; i++) {
+        Node *m = k->nodes[i];
+        for (int j = 0; j < m->nin; j++) {
+            if (m->in[j] != target_val) continue;
+            if (!shape_eq(&m->in[j]->ty.shape, &k->space) || k->red) return false;
+        }
+    }
+    return true;
+}
+
+static void lower_updates(Lower *L) {
+    Graph *g = L->g;
+    Sched *s = L->s;
+    for (int i = 0; i < g->noutputs; i++) {
+        Output *o = &g->outputs[i];
+        if (o->kind != OUT_UPDATE) continue;
+        Value *v = o->value;
+        /* the phase an update belongs to: its value's, or the last phase for a source value */
+        int ph = v->def->phase;
+        if (op_has(v->def->op, OPF_SOURCE)) {
+            ph = PH_MICRO;
+            for (int j = 0; j < g->nnodes; j++)
+                if (g->nodes[j]->phase == PH_STEP) ph = PH_STEP;
+        }
+        if (s->phase >= 0 && ph != s->phase) continue;
+        if (VI(L, v)->st == VS_NONE && op_has(v->def->op, OPF_SOURCE)) lower_source(L, v->def);
+        int tb = persistent_buf(L, o->target);
+        ValInfo *vi = VI(L, v);
+        Kernel *k = vi->kern;
+        UseList *ul = &L->uses->of[v->id];
+        bool inplace = false;
+        if (vi->st == VS_INLINE && k && k->kind == KK_LOOP && ul->n == 0 && pointwise_inplace_ok(L, k, o->target->out[0]))
+            inplace = true;
+        if (vi->st == VS_NONE && k && k->kind == KK_TMPL && (k->nodes[0]->op == OP_adamw || k->nodes[0]->op == OP_sgd))
+            inplace = true;
+        if (inplace) {
+            vi->st = VS_BUF;
+            view_contig(&vi->view, tb, &v->ty.shape);
+            /* write-after-read: every other reader of the target runs first */
+            for (int j = 0; j < s->nk; j++) {
+                Kernel *r = s->k[j];
+                if (r == k) continue;
+                for (int a = 0; a < r->nnodes; a++)
+                    for (int b = 0; b < r->nodes[a]->nin; b++) {
+                        Value *x = r->nodes[a]->in[b];
+                        ValInfo *xi = VI(L, x);
+                        if ((xi->st == VS_BUF || xi->st == VS_VIEW) && xi->view.buf == tb) kern_add_dep(k, r);
+                    }
+            }
+            continue;
+        }
+        /* otherwise: a fill or a copy after everything else */
+        Kernel *c;
+        if (v->def->op == OP_constant) {
+            c = new_kernel(L, KK_FILL, v->def);
+            c->fill = ir_float(v->def, "value", 0);
+        } else {
+            materialise(L, v);
+            c = new_kernel(L, KK_COPY, v->def);
+            c->src = VI(L, v)->view;
+            kern_add_dep(c, VI(L, v)->kern);
+        }
+        kern_add_node(L, c, v->def);
+        view_contig(&c->dst, tb, &v->ty.shape);
+        c->order = 1 << 29;
+        /* after every kernel that reads the target */
+        for (int j = 0; j < s->nk; j++) {
+            Kernel *r = s->k[j];
+            if (r == c) continue;
+            bool reads = false;
+            for (int a = 0; a < r->nnodes && !reads; a++)
+                for (int b = 0; b < r->nodes[a]->nin; b++) {
+                    ValInfo *xi = VI(L, r->nodes[a]->in[b]);
+                    if ((xi->st == VS_BUF || xi->st == VS_VIEW) && xi->view.buf == tb) reads = true;
+                }
+            if (reads) kern_add_dep(c, r);
+        }
+    }
+}
+
+/* The adamw/sgd template writes its results in place of w, m, v: the
+ * results need no buffer of their own when every one of them updates its
+ * operand.  Decided before lowering the node. */
+static bool opt_inplace(Lower *L, Node *n) {
+    int pairs[3][2] = {{0, 0}, {1, 2}, {2, 3}}; /* result, operand */
+    int np = n->op == OP_adamw ? 3 : 2;
+    if (n->op == OP_sgd) {
+        pairs[1][0] = 1;
+        pairs[1][1] = 2;
+    }
+    for (int i = 0; i < np; i++) {
+        Value *r = n->out[pairs[i][0]];
+        Node *src = n->in[pairs[i][1]]->def;
+        if (L->uses->of[r->id].n) return false;
+        bool found = false;
+        for (int o = 0; o < L->g->noutputs; o++) {
+            Output *out = &L->g->outputs[o];
+            if (out->kind == OUT_UPDATE && out->value == r && out->target == src) found = true;
+        }
+        if (!found) return false;
+    }
+    return true;
+}
+
+static void lower_opt(Lower *L, Node *n) {
+    if (!opt_inplace(L, n)) {
+        lower_template(L, n);
+        return;
+    }
+    Kernel *k = new_kernel(L, KK_TMPL, n);
+    kern_add_node(L, k, n);
+    for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
+    for (int j = 0; j < n->nout; j++) {
+        ValInfo *yi = VI(L, n->out[j]);
+        yi->st = VS_NONE; /* lower_updates binds it to the target buffer */
+        yi->kern = k;
+    }
+}
+
+/* ---- ordering ---- */
+
+static bool order_kernels(Lower *L) {
+    Sched *s = L->s;
+    int n = s->nk;
+    int maxid = L->nkern;
+    int *indeg = xcalloc((size_t)maxid + 1, sizeof(int));
+    Kernel **byid = xcalloc((size_t)maxid + 1, sizeof(Kernel *));
+    for (int i = 0; i < n; i++) byid[s->k[i]->id] = s->k[i];
+    for (int i = 0; i < n; i++) indeg[s->k[i]->id] = s->k[i]->ndeps;
+    Kernel **out = xmalloc(sizeof(Kernel *) * (size_t)(n ? n : 1));
+    int nout = 0;
+    for (int step = 0; step < n; step++) {
+        Kernel *best = NULL;
+        for (int i = 0; i < n; i++) {
+            Kernel *k = s->k[i];
+            if (k->scheduled || indeg[k->id]) continue;
+            if (!best || k->order < best->order || (k->order == best->order && k->id < best->id)) best = k;
+        }
+        if (!best) {
+            free(indeg);
+            free(byid);
+            free(out);
+            return false;
+        }
+        best->scheduled = true;
+        out[nout++] = best;
+        for (int i = 0; i < n; i++) {
+            Kernel *k = s->k[i];
+            for (int j = 0; j < k->ndeps; j++)
+                if (k->deps[j] == best->id) indeg[k->id]--;
+        }
+    }
+    memcpy(s->k, out, sizeof(Kernel *) * (size_t)n);
+    for (int i = 0; i < n; i++) s->k[i]->id = i;
+    /* deps now refer to old ids: translate */
+    int *newid = xcalloc((size_t)maxid + 1, sizeof(int));
+    for (int i = 0; i < maxid + 1; i++) newid[i] = -1;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < maxid + 1; j++)
+            if (byid[j] == s->k[i]) newid[j] = i;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < s->k[i]->ndeps; j++) s->k[i]->deps[j] = newid[s->k[i]->deps[j]];
+    free(newid);
+    free(indeg);
+    free(byid);
+    free(out);
+    return true;
+}
+
+/* k12_layer_norm_add_gpt2_model_L31 */
+static void name_kernels(Lower *L) {
+    Sched *s = L->s;
+    static const char *const prefix[] = {"k", "u", "e", "s"};
+    for (int i = 0; i < s->nk; i++) {
+        Kernel *k = s->k[i];
+        StrBuf b = {0};
+        sb_printf(&b, "%s%d", prefix[s->which], i);
+        int shown = 0;
+        for (int j = 0; j < k->nnodes && shown < 4; j++) {
+            const char *nm = op_name(k->nodes[j]->op);
+            bool dup = false;
+            for (int q = 0; q < j; q++) dup |= k->nodes[q]->op == k->nodes[j]->op;
+            if (dup) continue;
+            sb_printf(&b, "_%s", nm);
+            shown++;
+        }
+        if (k->kind == KK_COPY) sb_puts(&b, "_copy");
+        if (k->kind == KK_FILL) sb_puts(&b, "_fill");
+        /* the .model line it came from (first node with a location) */
+        SrcLoc loc = NOLOC;
+        for (int j = 0; j < k->nnodes && !loc.file; j++) loc = k->nodes[j]->loc;
+        if (loc.file) {
+            const char *base = strrchr(loc.file, '/');
+            base = base ? base + 1 : loc.file;
+            sb_putc(&b, '_');
+            for (const char *c = base; *c; c++) sb_putc(&b, (char)((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ? *c : '_'));
+            sb_printf(&b, "_L%d", loc.line);
+            k->loc = loc;
+        }
+        k->name = arena_strdup(L->p->arena, b.s);
+        sb_free(&b);
+    }
+}
+
+/* ---- one schedule ---- */
+
+static void lower_source(Lower *L, Node *n) {
+    ValInfo *yi = VI(L, n->out[0]);
+    if (n->op == OP_constant || n->op == OP_iota) {
+        yi->st = VS_INLINE;
+        yi->kern = NULL;
+        return;
+    }
+    yi->st = VS_BUF;
+    view_contig(&yi->view, persistent_buf(L, n), &n->out[0]->ty.shape);
+}
+
+static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, bool fuse) {
+    Sched *s = &p->sched[which];
+    s->which = which;
+    s->g = g;
+    s->phase = phase;
+    if (!g) return true;
+    Lower L = {p, s, g, d, fuse, ir_uses(g), NULL, NULL, 0};
+    L.in_sched = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
+    L.done = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
+    s->vi = arena_alloc(p->arena, sizeof(ValInfo) * (size_t)(g->nvalues + 1));
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = g->nodes[i];
+        L.in_sched[n->id] = phase < 0 || n->phase == phase || op_has(n->op, OPF_SOURCE);
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = g->nodes[i];
+        if (!L.in_sched[n->id] || L.done[n->id]) continue;
+        ValInfo *yi = VI(&L, n->out[0]);
+        switch (n->op) {
+        case OP_param:
+        case OP_state:
+        case OP_input:
+        case OP_constant:
+        case OP_iota:
+            if (yi->st == VS_NONE) lower_source(&L, n);
+            break;
+        case OP_reshape:
+        case OP_permute:
+        case OP_broadcast:
+        case OP_slice: lower_view(&L, n); break;
+        case OP_matmul: lower_matmul(&L, n); break;
+        case OP_pad:
+        case OP_concat: lower_pad_concat(&L, n); break;
+        case OP_sum:
+        case OP_mean:
+        case OP_max: lower_loop(&L, n, true); break;
+        case OP_cross_entropy:
+            if (!try_fuse_ce(&L, n)) lower_template(&L, n);
+            break;
+        case OP_adamw:
+        case OP_sgd: lower_opt(&L, n); break;
+        default:
+            if (is_loop_op(n->op)) lower_loop(&L, n, false);
+            else lower_template(&L, n);
+        }
+    }
+    /* outputs the runtime reads */
+    for (int i = 0; i < g->noutputs; i++) {
+        Output *o = &g->outputs[i];
+        if (o->kind != OUT_RESULT) continue;
+        if (!L.in_sched[o->value->def->id]) continue;
+        if (phase >= 0 && o->value->def->phase != phase) continue;
+        materialise(&L, o->value);
+        ValInfo *vi = VI(&L, o->value);
+        if (!view_is_contig(&vi->view)) {
+            Kernel *k = new_kernel(&L, KK_COPY, o->value->def);
+            int b = temp_buf(&L, o->value);
+            k->src = vi->view;
+            view_contig(&k->dst, b, &o->value->ty.shape);
+            kern_add_dep(k, vi->kern);
+            vi->kern = k;
+            view_contig(&vi->view, b, &o->value->ty.shape);
+            vi->st = VS_BUF;
+        }
+        p->bufs[vi->view.buf].output = true;
+    }
+    lower_updates(&L);
+    bool ok = order_kernels(&L);
+    if (!ok) error_at(d, NOLOC, "internal: the kernel schedule has a cycle");
+    name_kernels(&L);
+    ir_uses_free(L.uses);
+    free(L.in_sched);
+    free(L.done);
+    return ok;
+}
+
+Program *cg_lower(Graph *train, Graph *fwd, Graph *sample, const char *source, const CgOptions *o, Diag *d) {
+    Arena *a = arena_new();
+    Program *p = arena_alloc(a, sizeof *p);
+    p->arena = a;
+    p->name = arena_strdup(a, train->name);
+    p->source = arena_strdup(a, source ? source : "");
+    p->train = train;
+    p->fwd = fwd;
+    p->sample = sample;
+    p->fuse = o->fuse;
+    p->tc = train->train;
+    bool accum = false;
+    for (int i = 0; i < train->nnodes; i++) accum |= train->nodes[i]->phase == PH_STEP;
+    bool ok = lower_sched(p, TRN_RUN_MICRO, train, PH_MICRO, d, o->fuse);
+    ok = ok && lower_sched(p, TRN_RUN_UPDATE, accum ? train : NULL, PH_STEP, d, o->fuse);
+    ok = ok && lower_sched(p, TRN_RUN_EVAL, fwd, -1, d, o->fuse);
+    ok = ok && lower_sched(p, TRN_RUN_SAMPLE, sample, -1, d, o->fuse);
+    if (sample) {
+        Value *lg = ir_output(sample, "logits");
+        if (lg) p->vocab = lg->ty.shape.d[lg->ty.shape.rank - 1];
+    }
+    ok = ok && cg_plan_memory(p, d);
+    if (!ok) {
+        cg_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void cg_free(Program *p) {
+    if (!p) return;
+    for (int s = 0; s < TRN_RUN__COUNT; s++) {
+        for (int i = 0; i < p->sched[s].nk; i++) {
+            Kernel *k = p->sched[s].k[i];
+            free(k->deps);
+            free(k->reads);
+            free(k->writes);
+        }
+        free(p->sched[s].k);
+    }
+    free(p->bufs);
+    arena_free(p->arena);
+}
+
+/* ---- --emit=kernels ---- */
+
+static void print_view(FILE *f, Program *p, const View *v) {
+    if (v->buf < 0) {
+        fputs("-", f);
+        return;
+    }
+    fprintf(f, "b%d", v->buf);
+    if (!view_is_contig(v)) {
+        fprintf(f, "{off=%lld strides=[", (long long)v->off);
+        for (int i = 0; i < v->rank; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)v->stride[i]);
+        fputs("]}", f);
+    }
+    (void)p;
+}
+
+void cg_print_kernels(FILE *f, Program *p) {
+    static const char *const sname[] = {"micro-batch (forward, backward, accumulate)", "update (once per step)",
+                                        "eval (forward loss)", "sample (forward logits)"};
+    for (int s = 0; s < TRN_RUN__COUNT; s++) {
+        Sched *sc = &p->sched[s];
+        if (!sc->g) continue;
+        fprintf(f, "schedule %s: %d kernels\n", sname[s], sc->nk);
+        for (int i = 0; i < sc->nk; i++) {
+            Kernel *k = sc->k[i];
+            char sh[160];
+            fprintf(f, "  %-48s %-8s", k->name, cg_kind_name(k->kind));
+            switch (k->kind) {
+            case KK_LOOP:
+                fprintf(f, " space %s", shape_str(&k->space, sh, sizeof sh));
+                if (k->red) fprintf(f, " -> %s (%s)", shape_str(&k->rspace, sh, sizeof sh), op_name(k->red->op));
+                break;
+            case KK_GEMM:
+                fprintf(f, " M=%lld N=%lld K=%lld%s%s", (long long)k->gemm.M, (long long)k->gemm.N, (long long)k->gemm.K,
+                        k->gemm.ta ? " ta" : "", k->gemm.tb ? " tb" : "");
+                if (k->gemm.nbatch) fprintf(f, " batch=%d", k->gemm.nbatch);
+                if (k->gemm.bias.buf >= 0) fprintf(f, " +bias");
+                break;
+            case KK_COPY:
+                fputs(" ", f);
+                print_view(f, p, &k->src);
+                fputs(" -> ", f);
+                print_view(f, p, &k->dst);
+                break;
+            case KK_FILL: fprintf(f, " b%d = %g", k->dst.buf, k->fill); break;
+            case KK_TMPL:
+                if (k->ce_fused) fputs(" (forward+backward, gradient in place)", f);
+                break;
+            }
+            fputs("  [", f);
+            for (int j = 0; j < k->nnodes; j++) fprintf(f, "%s%s", j ? " " : "", op_name(k->nodes[j]->op));
+            fputs("]\n", f);
+        }
+    }
+}

@@ -1,0 +1,275 @@
+/* codegen/memplan.c — the static memory plan.
+ *
+ * Persistent buffers (parameters, states, inputs) come first in the arena,
+ * one after the other.  Temporaries of each schedule live from the kernel
+ * that writes them to the last kernel that reads them (to the end of the
+ * schedule for outputs the runtime reads); they get offsets after the
+ * persistent region by greedy first fit, largest first, never overlapping
+ * a buffer whose live range intersects theirs.  The schedules never run at
+ * the same time, so they share the temporary region.  The arena is the
+ * persistent region plus the largest temporary extent: that number, known
+ * before anything runs, is what the runtime allocates.
+ */
+#include "cg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t align_up(int64_t x) { return (x + CG_ALIGN - 1) / CG_ALIGN * CG_ALIGN; }
+
+const char *cg_memcat_name(MemCat c) {
+    static const char *const names[MC__COUNT] = {"parameters", "gradients", "optimizer states", "inputs",
+                                                 "activations saved for backward (at peak)", "temporaries (at peak)",
+                                                 "workspace"};
+    return names[c];
+}
+
+static void add_idx(int **a, int *n, int *cap, int v) {
+    for (int i = 0; i < *n; i++)
+        if ((*a)[i] == v) return;
+    if (*n == *cap) {
+        *cap = *cap ? 2 * *cap : 8;
+        *a = xrealloc(*a, sizeof(int) * (size_t)*cap);
+    }
+    (*a)[(*n)++] = v;
+}
+
+static void rd(Kernel *k, int b) {
+    if (b >= 0) add_idx(&k->reads, &k->nreads, &k->capreads, b);
+}
+static void wr(Kernel *k, int b) {
+    if (b >= 0) add_idx(&k->writes, &k->nwrites, &k->capwrites, b);
+}
+
+static bool has_buf(const ValInfo *vi) { return vi->st == VS_BUF || vi->st == VS_VIEW; }
+
+/* Which buffers each kernel reads and writes. */
+static void collect_rw(Sched *s) {
+    for (int i = 0; i < s->nk; i++) {
+        Kernel *k = s->k[i];
+        k->nreads = k->nwrites = 0;
+        switch (k->kind) {
+        case KK_LOOP:
+        case KK_TMPL:
+            for (int j = 0; j < k->nnodes; j++) {
+                Node *n = k->nodes[j];
+                for (int a = 0; a < n->nin; a++) {
+                    ValInfo *vi = &s->vi[n->in[a]->id];
+                    if (k->kind == KK_LOOP && vi->inl && vi->kern == k) continue;
+                    if (has_buf(vi)) rd(k, vi->view.buf);
+                }
+                for (int r = 0; r < n->nout; r++) {
+                    ValInfo *vi = &s->vi[n->out[r]->id];
+                    if (has_buf(vi) && vi->kern == k) wr(k, vi->view.buf);
+                }
+            }
+            break;
+        case KK_GEMM:
+            rd(k, k->gemm.a.buf);
+            rd(k, k->gemm.b.buf);
+            rd(k, k->gemm.bias.buf);
+            wr(k, k->gemm.c.buf);
+            break;
+        case KK_COPY:
+            rd(k, k->src.buf);
+            wr(k, k->dst.buf);
+            break;
+        case KK_FILL: wr(k, k->dst.buf); break;
+        }
+    }
+}
+
+/* Gradients, for the report: the g operand of the optimizer ops, the
+ * operands of global_norm and of accumulator adds. */
+static void mark_grads(Sched *s) {
+    Graph *g = s->g;
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = g->nodes[i];
+        if (n->op == OP_adamw || n->op == OP_sgd) s->vi[n->in[1]->id].grad = true;
+        if (n->op == OP_global_norm)
+            for (int j = 0; j < n->nin; j++) s->vi[n->in[j]->id].grad = true;
+        if (n->op == OP_add)
+            for (int j = 0; j < 2; j++) {
+                Node *src = n->in[j]->def;
+                const char *nm = src->op == OP_state ? ir_source_name(src) : NULL;
+                if (nm && strncmp(nm, "grad_acc.", 9) == 0) s->vi[n->in[1 - j]->id].grad = true;
+            }
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        if (strncmp(g->outputs[i].name, "grad.", 5) == 0) s->vi[g->outputs[i].value->id].grad = true;
+}
+
+typedef struct Placed { int64_t off, end; int first, last; } Placed;
+
+static int cmp_size(const void *a, const void *b, void *ctx) {
+    const Buf *bufs = ctx;
+    const Buf *x = &bufs[*(const int *)a], *y = &bufs[*(const int *)b];
+    if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    return x->id - y->id;
+}
+
+/* Greedy first fit: largest buffers first; each goes to the lowest offset
+ * that overlaps no placed buffer whose live range intersects its own. */
+static int64_t place(Program *p, int *ids, int n) {
+    qsort_r(ids, (size_t)n, sizeof(int), cmp_size, p->bufs);
+    Placed *pl = xmalloc(sizeof(Placed) * (size_t)(n ? n : 1));
+    int np = 0;
+    int64_t extent = 0;
+    for (int i = 0; i < n; i++) {
+        Buf *b = &p->bufs[ids[i]];
+        int64_t size = align_up(b->bytes);
+        int64_t off = 0;
+        /* the conflicting placed buffers, sorted by offset */
+        for (bool moved = true; moved;) {
+            moved = false;
+            for (int j = 0; j < np; j++) {
+                Placed *q = &pl[j];
+                bool live = !(q->last < b->first || b->last < q->first);
+                if (live && off < q->end && q->off < off + size) {
+                    off = q->end;
+                    moved = true;
+                }
+            }
+        }
+        b->offset = p->persistent_bytes + off;
+        pl[np++] = (Placed){off, off + size, b->first, b->last};
+        if (off + size > extent) extent = off + size;
+    }
+    free(pl);
+    return extent;
+}
+
+bool cg_plan_memory(Program *p, Diag *d) {
+    /* persistent region: params, then states, then inputs */
+    int64_t off = 0;
+    for (int kind = BK_PARAM; kind <= BK_INPUT; kind++)
+        for (int i = 0; i < p->nbufs; i++) {
+            Buf *b = &p->bufs[i];
+            if ((int)b->kind != kind) continue;
+            b->offset = off;
+            off += align_up(b->bytes);
+            b->cat = kind == BK_PARAM ? MC_PARAM : kind == BK_INPUT ? MC_INPUT
+                   : strncmp(b->name, "grad_acc.", 9) == 0 ? MC_GRAD : MC_OPTSTATE;
+            p->cat_bytes[b->cat] += b->bytes;
+        }
+    p->persistent_bytes = off;
+
+    int64_t max_extent = 0;
+    int peak_sched = -1, peak_pos = -1;
+    int64_t peak_live = -1;
+    for (int si = 0; si < TRN_RUN__COUNT; si++) {
+        Sched *s = &p->sched[si];
+        if (!s->g) continue;
+        collect_rw(s);
+        mark_grads(s);
+        int *ids = xmalloc(sizeof(int) * (size_t)(p->nbufs ? p->nbufs : 1));
+        int n = 0;
+        for (int i = 0; i < s->nk; i++) {
+            Kernel *k = s->k[i];
+            for (int j = 0; j < k->nwrites; j++) {
+                Buf *b = &p->bufs[k->writes[j]];
+                if (b->kind != BK_TEMP) continue;
+                if (b->first < 0 || i < b->first) b->first = i;
+                if (b->last < i) b->last = i;
+            }
+            for (int j = 0; j < k->nreads; j++) {
+                Buf *b = &p->bufs[k->reads[j]];
+                if (b->kind != BK_TEMP) continue;
+                if (b->first < 0) {
+                    error_at(d, k->loc, "internal: kernel %s reads buffer b%d before anything writes it", k->name, b->id);
+                    free(ids);
+                    return false;
+                }
+                if (b->last < i) b->last = i;
+            }
+        }
+        for (int i = 0; i < p->nbufs; i++) {
+            Buf *b = &p->bufs[i];
+            if (b->kind != BK_TEMP || b->sched != si) continue;
+            if (b->first < 0) {
+                b->offset = -1; /* never written: a value nothing materialised */
+                continue;
+            }
+            if (b->output) b->last = s->nk;
+            ids[n++] = i;
+        }
+        int64_t extent = place(p, ids, n);
+        if (extent > max_extent) max_extent = extent;
+        /* live bytes at each position: the peak of this schedule */
+        for (int pos = 0; pos <= s->nk; pos++) {
+            int64_t live = 0;
+            for (int i = 0; i < n; i++) {
+                Buf *b = &p->bufs[ids[i]];
+                if (b->first <= pos && pos <= b->last) live += b->bytes;
+            }
+            if (live > p->peak[si]) p->peak[si] = live;
+            if (live > peak_live) {
+                peak_live = live;
+                peak_sched = si;
+                peak_pos = pos;
+            }
+        }
+        free(ids);
+    }
+    p->arena_bytes = p->persistent_bytes + max_extent;
+
+    /* the report's categories at the peak */
+    if (peak_sched >= 0) {
+        Sched *s = &p->sched[peak_sched];
+        int loss_pos = -1;
+        Value *loss = ir_output(s->g, "loss");
+        for (int i = 0; i < s->nk && loss; i++)
+            for (int j = 0; j < s->k[i]->nnodes; j++)
+                for (int r = 0; r < s->k[i]->nodes[j]->nout; r++)
+                    if (s->k[i]->nodes[j]->out[r] == loss) loss_pos = i;
+        for (int i = 0; i < p->nbufs; i++) {
+            Buf *b = &p->bufs[i];
+            if (b->kind != BK_TEMP || b->sched != peak_sched || b->offset < 0) continue;
+            if (!(b->first <= peak_pos && peak_pos <= b->last)) continue;
+            ValInfo *vi = b->value ? &s->vi[b->value->id] : NULL;
+            if (vi && vi->grad) b->cat = MC_GRAD;
+            else if (b->first <= loss_pos && peak_pos > loss_pos) b->cat = MC_ACT;
+            else b->cat = MC_TEMP;
+            p->cat_bytes[b->cat] += b->bytes;
+        }
+    }
+
+    /* the plan's invariant, checked: no two temporaries of one schedule that
+     * are live at the same time overlap in memory */
+    for (int i = 0; i < p->nbufs; i++) {
+        Buf *a = &p->bufs[i];
+        if (a->kind != BK_TEMP || a->offset < 0) continue;
+        if (a->offset + a->bytes > p->arena_bytes) die("buffer b%d ends past the arena", a->id);
+        for (int j = i + 1; j < p->nbufs; j++) {
+            Buf *b = &p->bufs[j];
+            if (b->kind != BK_TEMP || b->offset < 0 || b->sched != a->sched) continue;
+            bool live = !(a->last < b->first || b->last < a->first);
+            bool mem = a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+            if (live && mem) die("memory plan: b%d and b%d are live together and overlap", a->id, b->id);
+        }
+    }
+    return true;
+}
+
+static void human(char *buf, size_t n, int64_t bytes) {
+    if (bytes >= (int64_t)1 << 30) snprintf(buf, n, "%.2f GiB", (double)bytes / (1 << 30));
+    else if (bytes >= 1 << 20) snprintf(buf, n, "%.2f MiB", (double)bytes / (1 << 20));
+    else if (bytes >= 1 << 10) snprintf(buf, n, "%.2f KiB", (double)bytes / (1 << 10));
+    else snprintf(buf, n, "%lld B", (long long)bytes);
+}
+
+void cg_print_report(FILE *f, Program *p) {
+    char h[64];
+    fprintf(f, "memory plan for %s (one arena, allocated once):\n", p->name);
+    int64_t sum = 0;
+    for (int c = 0; c < MC__COUNT; c++) {
+        human(h, sizeof h, p->cat_bytes[c]);
+        fprintf(f, "  %-42s %16lld  %12s\n", cg_memcat_name((MemCat)c), (long long)p->cat_bytes[c], h);
+        sum += p->cat_bytes[c];
+    }
+    human(h, sizeof h, p->arena_bytes - sum);
+    fprintf(f, "  %-42s %16lld  %12s\n", "alignment, fragmentation, other schedules", (long long)(p->arena_bytes - sum), h);
+    human(h, sizeof h, p->arena_bytes);
+    fprintf(f, "  %-42s %16lld  %12s\n", "total (arena)", (long long)p->arena_bytes, h);
+}

@@ -1,0 +1,118 @@
+/* frontend/elab.h — internals shared by elaborate.c (statements, scopes,
+ * calls, constants, the train section) and builtins.c (values, operators
+ * and builtin functions).  Not a public header.
+ */
+#ifndef TRAINC_ELAB_H
+#define TRAINC_ELAB_H
+
+#include "ast.h"
+
+/* A compile-time value.  Tensors are graph values; everything else is known
+ * while elaborating.  V_POISON stands for a value whose computation already
+ * reported an error: every use of it is silent and poisons its result. */
+typedef enum { V_POISON, V_NONE, V_INT, V_FLOAT, V_BOOL, V_STR, V_SYM, V_LIST, V_TUPLE, V_TENSOR } VKind;
+typedef struct Val {
+    VKind       k;
+    int64_t     i;            /* V_INT, V_BOOL */
+    double      f;            /* V_FLOAT */
+    const char *s;            /* V_STR, V_SYM (a bare name in the train section) */
+    Value      *t;            /* V_TENSOR */
+    struct Val *items;        /* V_LIST, V_TUPLE */
+    int         n;
+} Val;
+
+static inline Val val_poison(void) { return (Val){.k = V_POISON}; }
+static inline Val val_none(void) { return (Val){.k = V_NONE}; }
+static inline Val val_int(int64_t i) { return (Val){.k = V_INT, .i = i}; }
+static inline Val val_float(double f) { return (Val){.k = V_FLOAT, .f = f}; }
+static inline Val val_bool(bool b) { return (Val){.k = V_BOOL, .i = b}; }
+static inline Val val_str(const char *s) { return (Val){.k = V_STR, .s = s}; }
+static inline Val val_tensor(Value *t) { return t ? (Val){.k = V_TENSOR, .t = t} : val_poison(); }
+static inline bool val_is_num(const Val *v) { return v->k == V_INT || v->k == V_FLOAT; }
+
+/* A string-keyed hash map (arena-allocated, grows by doubling). */
+typedef struct MapEnt { const char *key; void *val; } MapEnt;
+typedef struct Map { MapEnt *e; int n, cap; } Map;
+void *elab_map_get(const Map *m, const char *key);
+void  elab_map_put(Arena *a, Map *m, const char *key, void *val);
+
+typedef struct Binding { const char *name; Val v; } Binding;
+
+/* One activation: the model body or a block call. */
+typedef struct Frame Frame;
+struct Frame {
+    Frame      *up;
+    Top        *blk;          /* NULL for the model */
+    const char *scope;        /* parameter scope path ("" at the root, "h.0.attn") */
+    SrcLoc      call_loc;     /* the call (blocks) */
+    bool        unlabelled;   /* called without `as`: scope = block name */
+    bool        tainted;      /* an if or repeat was skipped after an error: unknown names are not reported */
+    Binding    *vars;
+    int         nvars, capvars;
+    int         id;           /* unique per activation */
+    bool        returned;
+    Val         ret;
+    SrcLoc      ret_loc;
+};
+
+typedef struct Elab {
+    Graph      *g;
+    Diag       *d;
+    Arena      *a;            /* temporary: freed when loading ends */
+    const char *file;
+    Map         consts;       /* name -> Const* */
+    Map         blocks;       /* name -> Top* */
+    Map         sources;      /* parameter or input name -> Source* */
+    Map         reported;     /* errors reported once per source location */
+    Frame      *fr;           /* NULL while evaluating constants or the train section */
+    bool        in_train;     /* bare unknown names are symbols */
+    int         depth;        /* recursion depth of the elaborator itself */
+    long        steps;        /* work done, against a budget */
+    bool        over_budget;
+    Value      *seed;         /* rng.seed, made on the first dropout */
+    int         stream;       /* next dropout stream */
+    int         nframes;      /* activations so far (Frame.id) */
+} Elab;
+
+/* Limits that keep hostile input from exhausting time, memory or the stack. */
+enum { ELAB_MAX_DEPTH = 400, ELAB_MAX_STEPS = 1000000 };
+#define ELAB_MAX_NUMEL ((int64_t)1 << 48)
+
+/* elaborate.c */
+Val  elab_eval(Elab *e, Expr *x);
+bool elab_tick(Elab *e, SrcLoc loc);                  /* counts work; false (after one error) when over budget */
+void elab_note_chain(Elab *e);                        /* notes the block calls that led here */
+void elab_note(Elab *e, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+const char *elab_join(Elab *e, const char *scope, const char *name);   /* "scope.name" or "name" */
+
+/* Suggestions by edit distance: feed candidates, then read the hint. */
+typedef struct Suggest { const char *name; const char *best; int dist; } Suggest;
+void        elab_suggest_init(Suggest *s, const char *name);
+void        elab_suggest_add(Suggest *s, const char *cand);
+const char *elab_suggest_hint(Elab *e, const Suggest *s);  /* "; did you mean 'x'?" or "" */
+
+/* builtins.c */
+const char *elab_desc(const Val *v, char *buf, size_t n);  /* "an integer", "a tensor f32[4,8]", ... */
+Val  elab_emit(Elab *e, Node *n);                          /* ir_emit; result 0, or poison */
+bool elab_check_type(Elab *e, const Type *t, SrcLoc loc);  /* positive dims, not too many elements */
+Val  elab_binary(Elab *e, int op, Val a, Val b, SrcLoc loc);
+Val  elab_unary(Elab *e, int op, Val a, SrcLoc loc);
+bool elab_want_int(Elab *e, Val v, SrcLoc loc, const char *what, int64_t *out);
+bool elab_want_num(Elab *e, Val v, SrcLoc loc, const char *what, double *out);
+bool elab_want_bool(Elab *e, Val v, SrcLoc loc, const char *what, bool *out);
+bool elab_want_dtype(Elab *e, Val v, SrcLoc loc, DType *out);
+
+/* A builtin function: its parameters ("x, axis?, keepdim?": '?' marks an
+ * optional one) and its implementation, which gets one slot per parameter
+ * (V_NONE with given[i] false when omitted). */
+#define ELAB_MAX_ARGS 8
+typedef struct Builtin Builtin;
+typedef Val BuiltinFn(Elab *e, const Builtin *b, Val *a, const SrcLoc *al, const bool *given, SrcLoc loc);
+struct Builtin { const char *name; const char *params; BuiltinFn *fn; Op op; };
+const Builtin *elab_builtin(const char *name);
+extern const Builtin elab_builtins[];
+extern const int     elab_nbuiltins;
+/* Splits b->params into names (pointing into buf) and optional flags; returns the count. */
+int elab_builtin_params(const Builtin *b, char buf[128], const char **names, bool *optional);
+
+#endif /* TRAINC_ELAB_H */

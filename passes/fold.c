@@ -1,0 +1,268 @@
+/* passes/fold.c — constant and shape folding.
+ *
+ * One sweep in list order (operands are folded before their users, so
+ * chains collapse in one run):
+ *   reshape(reshape(x))            -> reshape(x)
+ *   broadcast(broadcast(x))        -> broadcast(x)
+ *   permute(permute(x, p), q)      -> permute(x, p∘q); identity -> x
+ *   reshape/broadcast to x's type  -> x;  permute to x's type -> x when it
+ *                                     keeps every dimension > 1 in order
+ *   cast to x's dtype              -> x
+ *   cast(cast(x, W), T)            -> cast(x, T) when W holds every value of
+ *                                     x's float dtype exactly (f16/bf16 -> f32
+ *                                     -> f64)
+ *   x*1, 1*x, x/1, x+0, 0+x, x-0   -> x when the result type is x's type
+ *   pointwise unary/binary op on constants -> constant (f32/f64 only)
+ * Folded constants are computed in double from operands rounded to their
+ * dtype and rounded to the result dtype: exact for f64, and for f32 what an
+ * f32 computation rounds to up to one ulp.  x+0 -> x turns -0+0 (= +0) into
+ * -0, the one bit pattern it changes.
+ * Uses are redirected through a replacement map as the sweep goes (O(n));
+ * nodes left dead by a rewrite are removed at the end (nodes that were dead
+ * before are DCE's business).
+ */
+#include "ir.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Folder {
+    Graph  *g;
+    Value **repl;        /* value id -> replacement */
+    int    *uses;        /* value id -> operand and output references */
+    bool   *touched;     /* value id -> lost a use in this pass */
+    bool   *keep;        /* node id -> still in the graph */
+} Folder;
+
+static bool is_const(const Value *v) { return v->def->op == OP_constant; }
+static double const_value(const Value *v) { return ir_float(v->def, "value", NAN); }
+
+static void drop_use(Folder *F, Value *v) {
+    F->uses[v->id]--;
+    F->touched[v->id] = true;
+}
+
+static void set_operand(Folder *F, Node *n, int k, Value *v) {
+    drop_use(F, n->in[k]);
+    n->in[k] = v;
+    F->uses[v->id]++;
+}
+
+/* n disappears; its (single) result becomes x. */
+static void replace_by(Folder *F, Node *n, Value *x) {
+    F->repl[n->out[0]->id] = x;
+    F->uses[x->id] += F->uses[n->out[0]->id];
+    F->uses[n->out[0]->id] = 0;
+    F->keep[n->id] = false;
+    for (int k = 0; k < n->nin; k++) drop_use(F, n->in[k]);
+}
+
+/* ---- constant arithmetic ---- */
+
+static bool foldable_dtype(DType dt) { return dt == DT_f32 || dt == DT_f64; }
+
+static double round_to(DType dt, double v) {
+    if (dt == DT_f64 || v != v || isinf(v)) return v;
+    if (fabs(v) > FLT_MAX) return fabs(v) >= 0x1.ffffffp127 ? copysign(INFINITY, v) : copysign(FLT_MAX, v);
+    return (double)(float)v;
+}
+
+static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+static bool eval_unary(const Node *n, double x, double *y) {
+    switch (n->op) {
+    case OP_neg: *y = -x; return true;
+    case OP_exp: *y = exp(x); return true;
+    case OP_log: *y = log(x); return true;
+    case OP_sqrt: *y = sqrt(x); return true;
+    case OP_rsqrt: *y = 1.0 / sqrt(x); return true;
+    case OP_tanh: *y = tanh(x); return true;
+    case OP_sigmoid: *y = sigmoid(x); return true;
+    case OP_relu: *y = x > 0 ? x : 0.0; return true;
+    case OP_gelu:
+        if (ir_int(n, "approx", 0)) *y = 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+        else *y = 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+        return true;
+    case OP_silu: *y = x * sigmoid(x); return true;
+    case OP_abs: *y = fabs(x); return true;
+    case OP_sign: *y = x > 0 ? 1.0 : x < 0 ? -1.0 : x; return true;
+    case OP_cast: *y = x; return true;
+    default: return false;
+    }
+}
+
+static bool eval_binary(Op op, double a, double b, double *y) {
+    switch (op) {
+    case OP_add: *y = a + b; return true;
+    case OP_sub: *y = a - b; return true;
+    case OP_mul: *y = a * b; return true;
+    case OP_div: *y = a / b; return true;
+    case OP_maximum: *y = a > b ? a : b; return true;
+    case OP_minimum: *y = a < b ? a : b; return true;
+    case OP_ge: *y = a >= b ? 1.0 : 0.0; return true;
+    default: return false;
+    }
+}
+
+/* A pointwise op whose operands are all constants: its constant value. */
+static bool fold_constant(const Node *n, double *out) {
+    if (!op_has(n->op, OPF_POINTWISE) || n->nin < 1 || n->nin > 2) return false;
+    if (!foldable_dtype(n->out[0]->ty.dt)) return false;
+    double v[2];
+    for (int k = 0; k < n->nin; k++) {
+        if (!is_const(n->in[k]) || !foldable_dtype(n->in[k]->ty.dt)) return false;
+        v[k] = round_to(n->in[k]->ty.dt, const_value(n->in[k]));
+    }
+    double y;
+    bool ok = n->nin == 1 ? eval_unary(n, v[0], &y) : eval_binary(n->op, v[0], v[1], &y);
+    if (!ok) return false;
+    *out = round_to(n->out[0]->ty.dt, y);
+    return true;
+}
+
+/* x op c == x: which operand is x, or -1. */
+static int identity_operand(const Node *n) {
+    if (n->nin != 2) return -1;
+    for (int k = 0; k < 2; k++) {
+        Value *c = n->in[1 - k], *x = n->in[k];
+        if (!is_const(c) || !type_eq(&n->out[0]->ty, &x->ty)) continue;
+        double v = const_value(c);
+        bool right = k == 0; /* c is the second operand */
+        switch (n->op) {
+        case OP_mul: if (v == 1.0) return k; break;
+        case OP_add: if (v == 0.0) return k; break;
+        case OP_div: if (right && v == 1.0) return k; break;
+        case OP_sub: if (right && v == 0.0) return k; break;
+        default: break;
+        }
+    }
+    return -1;
+}
+
+/* Does a cast from `from` to `to` keep every value exactly? */
+static bool widens_exactly(DType from, DType to) {
+    if (from == to) return true;
+    switch (from) {
+    case DT_f16:
+    case DT_bf16: return to == DT_f32 || to == DT_f64;
+    case DT_f32: return to == DT_f64;
+    default: return false;
+    }
+}
+
+/* A permutation of a shape that leaves memory order alone: the dimensions
+ * larger than 1 stay in order. */
+static bool perm_keeps_layout(const Attr *p, const Shape *in) {
+    int64_t last = -1;
+    for (int i = 0; i < p->n; i++) {
+        if (in->d[p->v[i]] == 1) continue;
+        if (p->v[i] < last) return false;
+        last = p->v[i];
+    }
+    return true;
+}
+
+/* ---- the sweep ---- */
+
+static void fold_node(Folder *F, int idx) {
+    Graph *g = F->g;
+    Node *n = g->nodes[idx];
+    if (n->nout != 1 || op_has(n->op, OPF_SOURCE)) return;
+    Value *y = n->out[0];
+    switch (n->op) {
+    case OP_cast: {
+        Value *x = n->in[0];
+        if (x->def->op == OP_cast && dtype_is_float[x->def->in[0]->ty.dt] && widens_exactly(x->def->in[0]->ty.dt, x->ty.dt))
+            set_operand(F, n, 0, x->def->in[0]);
+        if (n->in[0]->ty.dt == y->ty.dt) {
+            replace_by(F, n, n->in[0]);
+            return;
+        }
+        break;
+    }
+    case OP_reshape:
+    case OP_broadcast:
+        if (n->in[0]->def->op == n->op) set_operand(F, n, 0, n->in[0]->def->in[0]);
+        if (type_eq(&n->in[0]->ty, &y->ty)) {
+            replace_by(F, n, n->in[0]);
+            return;
+        }
+        break;
+    case OP_permute: {
+        const Attr *q = ir_attr(n, "perm");
+        if (!q || q->kind != ATTR_INTS) break;
+        Node *inner = n->in[0]->def;
+        const Attr *p = ir_attr(inner, "perm");
+        if (inner->op == OP_permute && p && p->kind == ATTR_INTS && p->n == q->n && q->n <= IR_MAX_RANK) {
+            int64_t c[IR_MAX_RANK];
+            for (int i = 0; i < q->n; i++) c[i] = p->v[q->v[i]];
+            set_operand(F, n, 0, inner->in[0]);
+            ir_set_ints(g, n, "perm", q->n, c);
+            q = ir_attr(n, "perm");
+        }
+        if (type_eq(&n->in[0]->ty, &y->ty) && perm_keeps_layout(q, &n->in[0]->ty.shape)) {
+            replace_by(F, n, n->in[0]);
+            return;
+        }
+        break;
+    }
+    default: break;
+    }
+    double v;
+    if (fold_constant(n, &v)) {
+        Node *c = ir_new(g, OP_constant, 0, NULL, n->loc);
+        ir_set_float(g, c, "value", v);
+        c->out[0]->ty = y->ty;
+        c->out[0]->name = y->name;
+        c->phase = n->phase;
+        F->keep[c->id] = true;
+        g->nodes[idx] = c;
+        replace_by(F, n, c->out[0]);
+        return;
+    }
+    int k = identity_operand(n);
+    if (k >= 0) replace_by(F, n, n->in[k]);
+}
+
+bool pass_fold(Graph *g, const PassOptions *po, Diag *d) {
+    (void)po;
+    (void)d;
+    /* folded constants add at most one node and one value per node */
+    size_t nv = (size_t)g->nvalues + (size_t)g->nnodes + 1, nn = (size_t)g->nextnode + (size_t)g->nnodes + 1;
+    Folder F = {g, xcalloc(nv, sizeof(Value *)), xcalloc(nv, sizeof(int)), xcalloc(nv, sizeof(bool)), xcalloc(nn, sizeof(bool))};
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = g->nodes[i];
+        F.keep[n->id] = true;
+        for (int k = 0; k < n->nin; k++) F.uses[n->in[k]->id]++;
+    }
+    for (int i = 0; i < g->noutputs; i++) F.uses[g->outputs[i].value->id]++;
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = g->nodes[i];
+        for (int k = 0; k < n->nin; k++)
+            if (F.repl[n->in[k]->id]) n->in[k] = F.repl[n->in[k]->id];
+        fold_node(&F, i);
+    }
+    for (int i = 0; i < g->noutputs; i++)
+        if (F.repl[g->outputs[i].value->id]) g->outputs[i].value = F.repl[g->outputs[i].value->id];
+    /* remove what the rewrites left dead, users before their operands */
+    for (int i = g->nnodes - 1; i >= 0; i--) {
+        Node *n = g->nodes[i];
+        if (!F.keep[n->id] || n->op == OP_input || n->op == OP_param || n->op == OP_state) continue;
+        bool dead = true, touched = false;
+        for (int r = 0; r < n->nout; r++) {
+            dead &= F.uses[n->out[r]->id] == 0;
+            touched |= F.touched[n->out[r]->id];
+        }
+        if (!dead || !touched) continue;
+        F.keep[n->id] = false;
+        for (int k = 0; k < n->nin; k++) drop_use(&F, n->in[k]);
+    }
+    ir_filter_nodes(g, F.keep);
+    free(F.repl);
+    free(F.uses);
+    free(F.touched);
+    free(F.keep);
+    return true;
+}

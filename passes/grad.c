@@ -1,0 +1,458 @@
+/* passes/grad.c — the gradient rules: one function per differentiable op,
+ * in the order of ops.h, gathered in the grad_fn column at the end.
+ *
+ * A rule gets the forward node n and the gradients dy[i] of its results
+ * (NULL where none flows) and emits, for every operand that needs a
+ * gradient, a contribution of exactly the operand's type.  The formulas
+ * are listed in docs/autodiff.md.  Conventions:
+ *   - forward values are read directly (y for tanh, mean/rstd for norms,
+ *     lse for attention and cross-entropy): they are the "saved" tensors;
+ *   - a binary op's operand that was broadcast gets the gradient summed
+ *     back to its shape (unbroadcast: sum with keepdim, then reshape);
+ *   - every emitted node carries n's loc and phase PH_MICRO.
+ */
+#include "grad.h"
+
+#include <string.h>
+
+typedef void GradFn(GradCtx *c, Node *n, Value *const *dy);
+
+/* ---- emitting ---- */
+
+static Node *mk(GradCtx *c, Op op, int nin, Value *const *in) {
+    Node *m = ir_new(c->g, op, nin, in, c->fwd->loc);
+    m->phase = PH_MICRO;
+    return m;
+}
+
+/* Infers and appends m; returns result 0.  The forward node inferred, so a
+ * backward node that does not is a bug in its rule. */
+static Value *fin(GradCtx *c, Node *m) {
+    if (!ir_emit(c->g, m, c->d)) die("gradient of %s (node %d): backward %s does not infer", op_name(c->fwd->op), c->fwd->id, op_name(m->op));
+    return m->out[0];
+}
+
+static Value *un(GradCtx *c, Op op, Value *a) { return fin(c, mk(c, op, 1, &a)); }
+
+static Value *bin(GradCtx *c, Op op, Value *a, Value *b) {
+    Value *in[2] = {a, b};
+    return fin(c, mk(c, op, 2, in));
+}
+
+/* A scalar constant of dtype dt (it broadcasts against anything). */
+static Value *scalar(GradCtx *c, double v, DType dt) {
+    Value *k = ir_const(c->g, v, (Type){dt, {0}}, c->fwd->loc);
+    k->def->phase = PH_MICRO;
+    return k;
+}
+
+static void copy_attr(GradCtx *c, Node *dst, const Node *src, const char *key) {
+    const Attr *a = ir_attr(src, key);
+    if (!a) return;
+    switch (a->kind) {
+    case ATTR_INT: ir_set_int(c->g, dst, key, a->i); break;
+    case ATTR_FLOAT: ir_set_float(c->g, dst, key, a->f); break;
+    case ATTR_STR: ir_set_str(c->g, dst, key, a->s); break;
+    case ATTR_INTS: ir_set_ints(c->g, dst, key, a->n, a->v); break;
+    }
+}
+
+static Value *reshape(GradCtx *c, Value *x, const Shape *s) {
+    if (shape_eq(&x->ty.shape, s)) return x;
+    Node *m = mk(c, OP_reshape, 1, &x);
+    ir_set_ints(c->g, m, "shape", s->rank, s->d);
+    return fin(c, m);
+}
+
+static Value *broadcast_to(GradCtx *c, Value *x, const Shape *s) {
+    if (shape_eq(&x->ty.shape, s)) return x;
+    Node *m = mk(c, OP_broadcast, 1, &x);
+    ir_set_ints(c->g, m, "shape", s->rank, s->d);
+    return fin(c, m);
+}
+
+/* Sums dy (of a broadcast result's shape) back to shape s: over the
+ * leading axes s lacks and the axes where s has 1, with keepdim, then a
+ * reshape (which drops the leading 1s). */
+static Value *unbroadcast(GradCtx *c, Value *dy, const Shape *s) {
+    const Shape *r = &dy->ty.shape;
+    if (shape_eq(r, s)) return dy;
+    int lead = r->rank - s->rank;
+    if (lead < 0) die("unbroadcast: rank %d to rank %d", r->rank, s->rank);
+    int64_t axes[IR_MAX_RANK];
+    int na = 0;
+    for (int i = 0; i < r->rank; i++)
+        if (i < lead || (s->d[i - lead] == 1 && r->d[i] != 1)) axes[na++] = i;
+    Value *v = dy;
+    if (na) {
+        /* Only leading axes: summing them away gives s's shape directly. */
+        bool leading = axes[na - 1] < lead;
+        Node *m = mk(c, OP_sum, 1, &dy);
+        ir_set_ints(c->g, m, "axes", na, axes);
+        ir_set_int(c->g, m, "keepdim", !leading);
+        v = fin(c, m);
+    }
+    return reshape(c, v, s);
+}
+
+static bool need(GradCtx *c, const Value *v) { return c->needs[v->id]; }
+
+/* Accumulates dx into operand i of n, summed back to its shape. */
+static void give(GradCtx *c, Node *n, int i, Value *dx) { grad_accumulate(c, n->in[i], unbroadcast(c, dx, &n->in[i]->ty.shape)); }
+
+/* ---- pointwise unary ---- */
+
+static void grad_neg(GradCtx *c, Node *n, Value *const *dy) { give(c, n, 0, un(c, OP_neg, dy[0])); }
+
+/* y = exp(x): dx = dy * y */
+static void grad_exp(GradCtx *c, Node *n, Value *const *dy) { give(c, n, 0, bin(c, OP_mul, dy[0], n->out[0])); }
+
+/* dx = dy / x */
+static void grad_log(GradCtx *c, Node *n, Value *const *dy) { give(c, n, 0, bin(c, OP_div, dy[0], n->in[0])); }
+
+/* y = sqrt(x): dx = (dy / y) * 0.5 */
+static void grad_sqrt(GradCtx *c, Node *n, Value *const *dy) {
+    Value *t = bin(c, OP_div, dy[0], n->out[0]);
+    give(c, n, 0, bin(c, OP_mul, t, scalar(c, 0.5, t->ty.dt)));
+}
+
+/* y = x^-1/2: dx = -0.5 dy y / x  (= -0.5 dy y^3) */
+static void grad_rsqrt(GradCtx *c, Node *n, Value *const *dy) {
+    Value *t = bin(c, OP_div, bin(c, OP_mul, dy[0], n->out[0]), n->in[0]);
+    give(c, n, 0, bin(c, OP_mul, t, scalar(c, -0.5, t->ty.dt)));
+}
+
+static void grad_tanh(GradCtx *c, Node *n, Value *const *dy) { give(c, n, 0, bin(c, OP_tanh_grad, dy[0], n->out[0])); }
+static void grad_sigmoid(GradCtx *c, Node *n, Value *const *dy) { give(c, n, 0, bin(c, OP_sigmoid_grad, dy[0], n->out[0])); }
+static void grad_relu(GradCtx *c, Node *n, Value *const *dy) { give(c, n, 0, bin(c, OP_relu_grad, dy[0], n->in[0])); }
+static void grad_silu(GradCtx *c, Node *n, Value *const *dy) { give(c, n, 0, bin(c, OP_silu_grad, dy[0], n->in[0])); }
+
+static void grad_gelu(GradCtx *c, Node *n, Value *const *dy) {
+    Value *in[2] = {dy[0], n->in[0]};
+    Node *m = mk(c, OP_gelu_grad, 2, in);
+    copy_attr(c, m, n, "approx");
+    give(c, n, 0, fin(c, m));
+}
+
+/* dx = dy * sign(x) */
+static void grad_abs(GradCtx *c, Node *n, Value *const *dy) { give(c, n, 0, bin(c, OP_mul, dy[0], un(c, OP_sign, n->in[0]))); }
+
+/* dx = cast(dy) back to x's dtype */
+static void grad_cast(GradCtx *c, Node *n, Value *const *dy) {
+    Node *m = mk(c, OP_cast, 1, &dy[0]);
+    ir_set_str(c->g, m, "dtype", dtype_name[n->in[0]->ty.dt]);
+    give(c, n, 0, fin(c, m));
+}
+
+/* ---- pointwise binary (operands broadcast) ---- */
+
+static void grad_add(GradCtx *c, Node *n, Value *const *dy) {
+    for (int i = 0; i < 2; i++)
+        if (need(c, n->in[i])) give(c, n, i, dy[0]);
+}
+
+static void grad_sub(GradCtx *c, Node *n, Value *const *dy) {
+    if (need(c, n->in[0])) give(c, n, 0, dy[0]);
+    if (need(c, n->in[1])) give(c, n, 1, un(c, OP_neg, dy[0]));
+}
+
+/* da = dy * b, db = dy * a; x * x: dx = dy * x + dy * x (one product) */
+static void grad_mul(GradCtx *c, Node *n, Value *const *dy) {
+    if (n->in[0] == n->in[1]) {
+        Value *t = bin(c, OP_mul, dy[0], n->in[0]);
+        give(c, n, 0, bin(c, OP_add, t, t));
+        return;
+    }
+    if (need(c, n->in[0])) give(c, n, 0, bin(c, OP_mul, dy[0], n->in[1]));
+    if (need(c, n->in[1])) give(c, n, 1, bin(c, OP_mul, dy[0], n->in[0]));
+}
+
+/* y = a / b: da = dy / b, db = -(dy * y) / b */
+static void grad_div(GradCtx *c, Node *n, Value *const *dy) {
+    if (need(c, n->in[0])) give(c, n, 0, bin(c, OP_div, dy[0], n->in[1]));
+    if (need(c, n->in[1])) give(c, n, 1, un(c, OP_neg, bin(c, OP_div, bin(c, OP_mul, dy[0], n->out[0]), n->in[1])));
+}
+
+/* maximum: mask = ge(a, b); da = dy * mask, db = dy - dy * mask (a tie goes
+ * to a).  minimum: the same with mask = ge(b, a). */
+static void grad_minmax(GradCtx *c, Node *n, Value *const *dy) {
+    Value *a = n->in[0], *b = n->in[1];
+    Value *mask = n->op == OP_maximum ? bin(c, OP_ge, a, b) : bin(c, OP_ge, b, a);
+    Value *da = bin(c, OP_mul, dy[0], mask);
+    if (need(c, a)) give(c, n, 0, da);
+    if (need(c, b)) give(c, n, 1, bin(c, OP_sub, dy[0], da));
+}
+
+/* ---- reductions ---- */
+
+/* dy of a reduction over n's axes, reshaped to the keepdim shape so that
+ * it broadcasts against x (not needed when the reduced axes are leading:
+ * broadcasting adds those). */
+static Value *keepdim_shape(GradCtx *c, Node *n, Value *dy) {
+    const Attr *ax = ir_attr(n, "axes");
+    bool leading = !ir_int(n, "keepdim", 0);
+    for (int i = 0; i < ax->n; i++) leading &= ax->v[i] == i;
+    if (leading) return dy;
+    Shape s = n->in[0]->ty.shape;
+    for (int i = 0; i < ax->n; i++) s.d[ax->v[i]] = 1;
+    return reshape(c, dy, &s);
+}
+
+/* dx = broadcast(dy) */
+static void grad_sum(GradCtx *c, Node *n, Value *const *dy) {
+    give(c, n, 0, broadcast_to(c, keepdim_shape(c, n, dy[0]), &n->in[0]->ty.shape));
+}
+
+/* dx = broadcast(dy / count) */
+static void grad_mean(GradCtx *c, Node *n, Value *const *dy) {
+    const Attr *ax = ir_attr(n, "axes");
+    int64_t cnt = 1;
+    for (int i = 0; i < ax->n; i++) cnt *= n->in[0]->ty.shape.d[ax->v[i]];
+    Value *t = bin(c, OP_mul, dy[0], scalar(c, 1.0 / (double)cnt, dy[0]->ty.dt));
+    give(c, n, 0, broadcast_to(c, keepdim_shape(c, n, t), &n->in[0]->ty.shape));
+}
+
+/* dx = max_grad(dy, x, y): dy where x equals the maximum */
+static void grad_max(GradCtx *c, Node *n, Value *const *dy) {
+    Value *in[3] = {dy[0], n->in[0], n->out[0]};
+    Node *m = mk(c, OP_max_grad, 3, in);
+    copy_attr(c, m, n, "axes");
+    copy_attr(c, m, n, "keepdim");
+    give(c, n, 0, fin(c, m));
+}
+
+/* ---- shape ---- */
+
+static void grad_reshape(GradCtx *c, Node *n, Value *const *dy) { give(c, n, 0, reshape(c, dy[0], &n->in[0]->ty.shape)); }
+
+/* dx = permute(dy) by the inverse permutation */
+static void grad_permute(GradCtx *c, Node *n, Value *const *dy) {
+    const Attr *p = ir_attr(n, "perm");
+    int64_t inv[IR_MAX_RANK];
+    for (int i = 0; i < p->n; i++) inv[p->v[i]] = i;
+    Node *m = mk(c, OP_permute, 1, &dy[0]);
+    ir_set_ints(c->g, m, "perm", p->n, inv);
+    give(c, n, 0, fin(c, m));
+}
+
+static void grad_broadcast(GradCtx *c, Node *n, Value *const *dy) { give(c, n, 0, dy[0]); }
+
+/* dx = pad(dy) with zeros where the slice cut */
+static void grad_slice(GradCtx *c, Node *n, Value *const *dy) {
+    int64_t ax = ir_int(n, "axis", 0), st = ir_int(n, "start", 0), en = ir_int(n, "end", 0);
+    Node *m = mk(c, OP_pad, 1, &dy[0]);
+    ir_set_int(c->g, m, "axis", ax);
+    ir_set_int(c->g, m, "lo", st);
+    ir_set_int(c->g, m, "hi", n->in[0]->ty.shape.d[ax] - en);
+    give(c, n, 0, fin(c, m));
+}
+
+/* dx = slice(dy) without the padding */
+static void grad_pad(GradCtx *c, Node *n, Value *const *dy) {
+    int64_t ax = ir_int(n, "axis", 0), lo = ir_int(n, "lo", 0);
+    Node *m = mk(c, OP_slice, 1, &dy[0]);
+    ir_set_int(c->g, m, "axis", ax);
+    ir_set_int(c->g, m, "start", lo);
+    ir_set_int(c->g, m, "end", lo + n->in[0]->ty.shape.d[ax]);
+    give(c, n, 0, fin(c, m));
+}
+
+/* dx_i = slice(dy) at operand i's offset */
+static void grad_concat(GradCtx *c, Node *n, Value *const *dy) {
+    int64_t ax = ir_int(n, "axis", 0), off = 0;
+    for (int i = 0; i < n->nin; i++) {
+        int64_t len = n->in[i]->ty.shape.d[ax];
+        if (need(c, n->in[i])) {
+            Node *m = mk(c, OP_slice, 1, &dy[0]);
+            ir_set_int(c->g, m, "axis", ax);
+            ir_set_int(c->g, m, "start", off);
+            ir_set_int(c->g, m, "end", off + len);
+            give(c, n, i, fin(c, m));
+        }
+        off += len;
+    }
+}
+
+/* ---- matmul ---- */
+
+static Value *mm(GradCtx *c, Value *a, Value *b, int ta, int tb) {
+    Value *in[2] = {a, b};
+    Node *m = mk(c, OP_matmul, 2, in);
+    ir_set_int(c->g, m, "ta", ta);
+    ir_set_int(c->g, m, "tb", tb);
+    return fin(c, m);
+}
+
+/* x [..., R, C] viewed as [prod(...) * R, C]. */
+static Value *flatten_rows(GradCtx *c, Value *x) {
+    const Shape *s = &x->ty.shape;
+    int64_t d[2] = {shape_numel(s) / s->d[s->rank - 1], s->d[s->rank - 1]};
+    Shape f = shape_make(2, d);
+    return reshape(c, x, &f);
+}
+
+/* C = op_a(A) op_b(B), op = transpose of the last two axes when ta/tb:
+ *   dop_a(A) = dC op_b(B)^T,  dop_b(B) = op_a(A)^T dC,
+ * expressed with the ta/tb flags for each of the four combinations:
+ *   dA: ta=0,tb=0: dC B^T        dB: ta=0,tb=0: A^T dC
+ *       ta=0,tb=1: dC B              ta=1,tb=0: A dC
+ *       ta=1,tb=0: B dC^T            ta=0,tb=1: dC^T A
+ *       ta=1,tb=1: B^T dC^T          ta=1,tb=1: dC^T A^T
+ * Batch dimensions the operand was broadcast over are summed away.  When B
+ * is a rank-2 weight shared by a batched A (not transposed), the batch is
+ * folded into the rows instead (reshapes are views), which gives dB in one
+ * matmul with no [batch, K, N] temporary. */
+static void grad_matmul(GradCtx *c, Node *n, Value *const *dy) {
+    Value *A = n->in[0], *B = n->in[1], *dC = dy[0];
+    int ta = (int)ir_int(n, "ta", 0), tb = (int)ir_int(n, "tb", 0);
+    if (need(c, A)) {
+        Value *dA = !ta ? (tb ? mm(c, dC, B, 0, 0) : mm(c, dC, B, 0, 1)) : (tb ? mm(c, B, dC, 1, 1) : mm(c, B, dC, 0, 1));
+        give(c, n, 0, dA);
+    }
+    if (need(c, B)) {
+        Value *dB;
+        if (B->ty.shape.rank == 2 && A->ty.shape.rank > 2 && !ta) {
+            Value *A2 = flatten_rows(c, A), *dC2 = flatten_rows(c, dC);
+            dB = tb ? mm(c, dC2, A2, 1, 0) : mm(c, A2, dC2, 1, 0);
+        } else {
+            dB = !tb ? (ta ? mm(c, A, dC, 0, 0) : mm(c, A, dC, 1, 0)) : (ta ? mm(c, dC, A, 1, 1) : mm(c, dC, A, 1, 0));
+        }
+        give(c, n, 1, dB);
+    }
+}
+
+/* ---- neural-network ops ---- */
+
+/* dtable = embedding_grad(dy, idx){rows}: scatter-add of dy rows */
+static void grad_embedding(GradCtx *c, Node *n, Value *const *dy) {
+    Value *in[2] = {dy[0], n->in[1]};
+    Node *m = mk(c, OP_embedding_grad, 2, in);
+    ir_set_int(c->g, m, "rows", n->in[0]->ty.shape.d[0]);
+    give(c, n, 0, fin(c, m));
+}
+
+static void grad_softmax(GradCtx *c, Node *n, Value *const *dy) {
+    Value *in[2] = {dy[0], n->out[0]};
+    Node *m = mk(c, OP_softmax_grad, 2, in);
+    copy_attr(c, m, n, "axis");
+    give(c, n, 0, fin(c, m));
+}
+
+/* (dx, dw, db) = layer_norm_grad(dy, x, w, mean, rstd) */
+static void grad_layer_norm(GradCtx *c, Node *n, Value *const *dy) {
+    Value *in[5] = {dy[0], n->in[0], n->in[1], n->out[1], n->out[2]};
+    Node *m = mk(c, OP_layer_norm_grad, 5, in);
+    fin(c, m);
+    for (int i = 0; i < 3; i++)
+        if (need(c, n->in[i])) give(c, n, i, m->out[i]);
+}
+
+/* (dx, dw) = rms_norm_grad(dy, x, w, rstd) */
+static void grad_rms_norm(GradCtx *c, Node *n, Value *const *dy) {
+    Value *in[4] = {dy[0], n->in[0], n->in[1], n->out[1]};
+    Node *m = mk(c, OP_rms_norm_grad, 4, in);
+    fin(c, m);
+    for (int i = 0; i < 2; i++)
+        if (need(c, n->in[i])) give(c, n, i, m->out[i]);
+}
+
+/* A rotation: its gradient is the inverse rotation. */
+static void grad_rope(GradCtx *c, Node *n, Value *const *dy) {
+    Node *m = mk(c, OP_rope, 1, &dy[0]);
+    copy_attr(c, m, n, "theta");
+    ir_set_int(c->g, m, "inverse", !ir_int(n, "inverse", 0));
+    give(c, n, 0, fin(c, m));
+}
+
+/* (dq, dk, dv) = attention_grad(do, q, k, v, o, lse){causal, scale} */
+static void grad_attention(GradCtx *c, Node *n, Value *const *dy) {
+    Value *in[6] = {dy[0], n->in[0], n->in[1], n->in[2], n->out[0], n->out[1]};
+    Node *m = mk(c, OP_attention_grad, 6, in);
+    copy_attr(c, m, n, "causal");
+    copy_attr(c, m, n, "scale");
+    fin(c, m);
+    for (int i = 0; i < 3; i++)
+        if (need(c, n->in[i])) give(c, n, i, m->out[i]);
+}
+
+/* The mask is a function of (seed, stream, index): the same dropout
+ * applied to dy regenerates it, so nothing is stored. */
+static void grad_dropout(GradCtx *c, Node *n, Value *const *dy) {
+    Value *in[2] = {dy[0], n->in[1]};
+    Node *m = mk(c, OP_dropout, 2, in);
+    copy_attr(c, m, n, "p");
+    copy_attr(c, m, n, "stream");
+    give(c, n, 0, fin(c, m));
+}
+
+/* dlogits = cross_entropy_grad(dloss, logits, targets, lse){ignore_index} */
+static void grad_cross_entropy(GradCtx *c, Node *n, Value *const *dy) {
+    Value *in[4] = {dy[0], n->in[0], n->in[1], n->out[1]};
+    Node *m = mk(c, OP_cross_entropy_grad, 4, in);
+    copy_attr(c, m, n, "ignore_index");
+    give(c, n, 0, fin(c, m));
+}
+
+/* ---- the column ---- */
+
+static GradFn *const grad_fn[OP__COUNT] = {
+    [OP_neg] = grad_neg, [OP_exp] = grad_exp, [OP_log] = grad_log, [OP_sqrt] = grad_sqrt, [OP_rsqrt] = grad_rsqrt,
+    [OP_tanh] = grad_tanh, [OP_sigmoid] = grad_sigmoid, [OP_relu] = grad_relu, [OP_gelu] = grad_gelu,
+    [OP_silu] = grad_silu, [OP_abs] = grad_abs, [OP_cast] = grad_cast,
+
+    [OP_add] = grad_add, [OP_sub] = grad_sub, [OP_mul] = grad_mul, [OP_div] = grad_div,
+    [OP_maximum] = grad_minmax, [OP_minimum] = grad_minmax,
+
+    [OP_sum] = grad_sum, [OP_mean] = grad_mean, [OP_max] = grad_max,
+
+    [OP_reshape] = grad_reshape, [OP_permute] = grad_permute, [OP_broadcast] = grad_broadcast,
+    [OP_slice] = grad_slice, [OP_pad] = grad_pad, [OP_concat] = grad_concat,
+
+    [OP_matmul] = grad_matmul,
+
+    [OP_embedding] = grad_embedding, [OP_softmax] = grad_softmax, [OP_layer_norm] = grad_layer_norm,
+    [OP_rms_norm] = grad_rms_norm, [OP_rope] = grad_rope, [OP_attention] = grad_attention,
+    [OP_dropout] = grad_dropout, [OP_cross_entropy] = grad_cross_entropy,
+};
+
+bool grad_has_rule(Op op) { return op < OP__COUNT && grad_fn[op] != NULL; }
+
+bool grad_is_zero(Op op) { return op == OP_sign || op == OP_ge; }
+
+const char *grad_nondiff_result(Op op, int res) {
+    switch (op) {
+    case OP_layer_norm: return res == 1 ? "mean" : res == 2 ? "rstd" : NULL;
+    case OP_rms_norm: return res == 1 ? "rstd" : NULL;
+    case OP_attention: return res == 1 ? "lse" : NULL;
+    case OP_cross_entropy: return res == 1 ? "lse" : NULL;
+    default: return NULL;
+    }
+}
+
+void grad_node(GradCtx *c, Node *n, Value *const *dy) {
+    if (!grad_fn[n->op]) die("grad_node: %s has no gradient rule", op_name(n->op));
+    if (!dy[0]) die("grad_node: %s without a gradient of its first result", op_name(n->op));
+    Node *saved = c->fwd;
+    c->fwd = n;
+    grad_fn[n->op](c, n, dy);
+    c->fwd = saved;
+}
+
+void grad_accumulate(GradCtx *c, Value *v, Value *dv) {
+    if (!type_eq(&v->ty, &dv->ty)) {
+        char a[160], b[160];
+        die("gradient of %%%d has type %s, not %s", v->id, type_str(&dv->ty, a, sizeof a), type_str(&v->ty, b, sizeof b));
+    }
+    if (!c->needs[v->id]) die("gradient for %%%d, which does not need one", v->id);
+    Value *old = c->grad[v->id];
+    if (!old) {
+        c->grad[v->id] = dv;
+        return;
+    }
+    /* Fan-out: sum the contributions; the add belongs to v's definition. */
+    Value *in[2] = {old, dv};
+    Node *m = ir_new(c->g, OP_add, 2, in, v->def->loc);
+    m->phase = PH_MICRO;
+    if (!ir_emit(c->g, m, c->d)) die("gradient accumulation of %%%d does not infer", v->id);
+    c->grad[v->id] = m->out[0];
+}

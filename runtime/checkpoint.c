@@ -1,0 +1,427 @@
+/* runtime/checkpoint.c — trn_save and trn_load: checkpoints in the
+ * safetensors format (header: safetensors.c).
+ *
+ * A checkpoint holds the parameters by name, each as its checkpoint view
+ * (the leading ckpt_shape block: pad-tiles' padding is not saved), in the
+ * tensor's own dtype; with state also every TRN_STATE tensor and, in the
+ * metadata, what a resumed run needs to continue exactly: step, seed, data
+ * position and order, the learning-rate schedule.  Tensors are sorted by
+ * name and their data is contiguous in that order; the header is padded
+ * with spaces to a multiple of 8 bytes so the data section is aligned.
+ *
+ * Saving writes PATH.tmp, fsyncs it and renames it over PATH: a failure at
+ * any point removes PATH.tmp and leaves PATH as it was. */
+#include "rt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CKPT_VERSION "1"
+
+typedef struct Item { RtStTensor st; int ti; } Item;
+
+static int item_by_name(const void *a, const void *b) { return strcmp(((const Item *)a)->st.name, ((const Item *)b)->st.name); }
+static int meta_by_key(const void *a, const void *b) { return strcmp(((const RtStMeta *)a)->key, ((const RtStMeta *)b)->key); }
+
+/* fsync the folder holding path, so the rename itself is durable.  Best
+ * effort: the new checkpoint is already in place when this runs, and some
+ * file systems cannot sync a folder. */
+static void sync_dir(const char *path) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY);
+    if (fd < 0) return;
+    (void)fsync(fd);
+    close(fd);
+}
+
+int trn_save(TrnSession *s, const char *path, int with_state) {
+    const TrnModel *m = s->m;
+    char *err = s->err;
+    size_t errn = sizeof s->err;
+    err[0] = 0;
+    if (!rt_host_is_little_endian()) return rt_seterr(s, "checkpoints are little-endian; this host is not");
+    size_t plen = strlen(path);
+    Item *items = rt_calloc((size_t)m->ntensors + 1, sizeof *items, err, errn);
+    RtStTensor *st = rt_calloc((size_t)m->ntensors + 1, sizeof *st, err, errn);
+    char *tmp = rt_malloc(plen + 5, err, errn);
+    char *hdr = NULL;
+    unsigned char *full = NULL, *blk = NULL;
+    FILE *f = NULL;
+    if (!items || !st || !tmp) goto fail;
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+
+    /* the tensors, sorted by name, with contiguous offsets */
+    int n = 0;
+    int64_t maxb = 0;
+    for (int i = 0; i < m->ntensors; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (t->kind != TRN_PARAM && !(with_state && t->kind == TRN_STATE)) continue;
+        Item *it = &items[n++];
+        it->ti = i;
+        it->st.name = (char *)t->name;
+        it->st.dtype = t->dtype;
+        it->st.rank = t->rank;
+        rt_ckpt_shape(t, it->st.shape);
+        int64_t b = rt_nbytes(t->dtype, t->numel);
+        if (b > maxb) maxb = b;
+    }
+    qsort(items, (size_t)n, sizeof *items, item_by_name);
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        items[i].st.begin = off;
+        off += (uint64_t)rt_nbytes(items[i].st.dtype, rt_ckpt_numel(&m->tensors[items[i].ti]));
+        items[i].st.end = off;
+        st[i] = items[i].st;
+    }
+
+    /* the metadata: every value a string */
+    char v[16][64];
+    RtStMeta meta[16];
+    int nm = 0;
+#define META(k, ...) (snprintf(v[nm], sizeof v[nm], __VA_ARGS__), meta[nm].key = (char *)(k), meta[nm].value = v[nm], nm++)
+    META("format", "trainc");
+    META("version", CKPT_VERSION);
+    META("abi", "%d", TRN_ABI_VERSION);
+    META("contents", "%s", with_state ? "params+state" : "params");
+    META("step", "%" PRId64, s->step);
+    META("seed", "%" PRIu64, s->seed);
+    if (with_state) {
+        META("data.pos", "%" PRId64, s->data_pos);
+        META("data.batches", "%s", s->batches);
+        META("grad_accum", "%" PRId64, s->grad_accum);
+        META("lr.schedule", "%s", s->schedule);
+        char num[32];
+        rt_fmt_double(num, sizeof num, s->lr);
+        META("lr.max", "%s", num);
+        rt_fmt_double(num, sizeof num, s->min_lr);
+        META("lr.min", "%s", num);
+        META("lr.warmup", "%" PRId64, s->warmup);
+        META("lr.steps", "%" PRId64, s->total);
+    }
+#undef META
+    meta[nm].key = "model";   /* not from v[]: names may be long */
+    meta[nm].value = (char *)(m->name ? m->name : "");
+    nm++;
+    qsort(meta, (size_t)nm, sizeof *meta, meta_by_key);
+
+    size_t hlen;
+    if (rt_st_header(st, n, meta, nm, &hdr, &hlen, err, errn) != 0) goto fail;
+
+    full = rt_malloc((size_t)maxb, err, errn);
+    blk = full ? rt_malloc((size_t)maxb, err, errn) : NULL;
+    if (!blk) goto fail;
+    if (!(f = rt_fopen(tmp, "wb", err, errn))) goto fail;
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    if (rt_fwrite(len8, 8, f, tmp, err, errn) != 0 || rt_fwrite(hdr, hlen, f, tmp, err, errn) != 0) goto fail;
+    for (int i = 0; i < n; i++) {
+        const TrnTensor *t = &m->tensors[items[i].ti];
+        char e[512];
+        if (s->be.read(s->be.self, items[i].ti, full, e, sizeof e) != 0) {
+            rt_fail(err, errn, "saving %s: reading '%s': %s", path, t->name, e);
+            goto fail;
+        }
+        size_t bytes = (size_t)(items[i].st.end - items[i].st.begin);
+        const unsigned char *src = full;
+        if (bytes != (size_t)rt_nbytes(t->dtype, t->numel)) {   /* padded: save the leading block */
+            rt_block_copy(blk, full, t->rank, t->shape, items[i].st.shape, (size_t)trn_dtype_size[t->dtype], 1);
+            src = blk;
+        }
+        if (rt_fwrite(src, bytes, f, tmp, err, errn) != 0) goto fail;
+    }
+    if (rt_fflush_fsync(f, tmp, err, errn) != 0) goto fail;
+    FILE *fc = f;
+    f = NULL;
+    if (rt_fclose(fc, tmp, err, errn) != 0) goto fail;
+    if (rt_rename(tmp, path, err, errn) != 0) goto fail;
+    sync_dir(path);
+    free(items);
+    free(st);
+    free(tmp);
+    free(hdr);
+    free(full);
+    free(blk);
+    return 0;
+fail:
+    if (f) fclose(f);   /* already failing: the first error is the one reported */
+    if (tmp) unlink(tmp);
+    {
+        char e[RT_ERRN];
+        snprintf(e, sizeof e, "%s", err);
+        rt_seterr(s, "cannot save %s (the previous file, if any, is untouched): %s", path, e);
+    }
+    free(items);
+    free(st);
+    free(tmp);
+    free(hdr);
+    free(full);
+    free(blk);
+    return -1;
+}
+
+/* ---- loading ---- */
+
+static int parse_i64(const char *str, int64_t *out) {
+    if (!str || !*str || (*str != '-' && (*str < '0' || *str > '9'))) return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(str, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_u64(const char *str, uint64_t *out) {
+    if (!str || *str < '0' || *str > '9') return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(str, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_f64(const char *str, double *out) {
+    if (!str || !*str) return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(str, &end);
+    if (errno || *end || !(v == v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int64_t get_i64(TrnDType dt, const unsigned char *p, int64_t i) {
+    switch (dt) {
+    case TRN_I32: { int32_t v; memcpy(&v, p + 4 * i, 4); return v; }
+    case TRN_I64: { int64_t v; memcpy(&v, p + 8 * i, 8); return v; }
+    case TRN_U8: return p[i];
+    default: return 0;
+    }
+}
+
+static void set_i64(TrnDType dt, unsigned char *p, int64_t i, int64_t v) {
+    switch (dt) {
+    case TRN_I32: { int32_t x = v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : (int32_t)v; memcpy(p + 4 * i, &x, 4); break; }
+    case TRN_I64: memcpy(p + 8 * i, &v, 8); break;
+    case TRN_U8: p[i] = (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v); break;
+    default: break;
+    }
+}
+
+/* n elements of dtype sdt at src to dtype ddt at dst (float <-> float, int <-> int). */
+static void convert(TrnDType ddt, unsigned char *dst, TrnDType sdt, const unsigned char *src, int64_t n) {
+    if (ddt == sdt) memcpy(dst, src, (size_t)n * (size_t)trn_dtype_size[ddt]);
+    else if (rt_dtype_is_float(ddt))
+        for (int64_t i = 0; i < n; i++) rt_elem_set(ddt, dst, i, rt_elem_get(sdt, src, i));
+    else
+        for (int64_t i = 0; i < n; i++) set_i64(ddt, dst, i, get_i64(sdt, src, i));
+}
+
+static void shape_str(char *out, size_t n, int rank, const int64_t *shape) {
+    size_t k = (size_t)snprintf(out, n, "[");
+    for (int d = 0; d < rank && k < n; d++) k += (size_t)snprintf(out + k, n - k, "%s%lld", d ? "," : "", (long long)shape[d]);
+    if (k < n) snprintf(out + k, n - k, "]");
+}
+
+/* What a checkpoint with state restores besides tensors. */
+typedef struct Resume {
+    int64_t  step, data_pos, warmup, total, grad_accum;
+    uint64_t seed;
+    double   lr, min_lr;
+    const char *batches, *schedule;
+    int      has_lr;
+} Resume;
+
+static int read_resume(TrnSession *s, const RtSt *st, const char *label, Resume *r) {
+    const char *contents = rt_st_meta(st, "contents");
+    if (!contents || strcmp(contents, "params+state") != 0)
+        return rt_seterr(s, "%s has no optimizer state (it was saved with parameters only): it can initialise a run (--init) but not resume one",
+                         label);
+    memset(r, 0, sizeof *r);
+    const char *k;
+    if (parse_i64(rt_st_meta(st, k = "step"), &r->step) != 0 || r->step < 0 || parse_u64(rt_st_meta(st, k = "seed"), &r->seed) != 0 ||
+        parse_i64(rt_st_meta(st, k = "data.pos"), &r->data_pos) != 0 || r->data_pos < 0)
+        return rt_seterr(s, "%s: metadata '%s' is missing or not a valid number", label, k);
+    r->batches = rt_st_meta(st, "data.batches");
+    if (r->batches && strcmp(r->batches, "random") != 0 && strcmp(r->batches, "sequential") != 0)
+        return rt_seterr(s, "%s: metadata 'data.batches' is '%s' (expected random or sequential)", label, r->batches);
+    r->schedule = rt_st_meta(st, "lr.schedule");
+    if (r->schedule) {
+        if (strcmp(r->schedule, "constant") != 0 && strcmp(r->schedule, "cosine") != 0 && strcmp(r->schedule, "linear") != 0)
+            return rt_seterr(s, "%s: metadata 'lr.schedule' is '%s' (expected constant, cosine or linear)", label, r->schedule);
+        if (parse_f64(rt_st_meta(st, k = "lr.max"), &r->lr) != 0 || parse_f64(rt_st_meta(st, k = "lr.min"), &r->min_lr) != 0 ||
+            parse_i64(rt_st_meta(st, k = "lr.warmup"), &r->warmup) != 0 || parse_i64(rt_st_meta(st, k = "lr.steps"), &r->total) != 0 ||
+            r->lr < 0 || r->min_lr < 0 || r->warmup < 0 || r->total < 0)
+            return rt_seterr(s, "%s: metadata '%s' is missing or not a valid number", label, k);
+        r->has_lr = 1;
+    }
+    r->grad_accum = s->grad_accum;
+    const char *ga = rt_st_meta(st, "grad_accum");
+    if (ga && (parse_i64(ga, &r->grad_accum) != 0 || r->grad_accum != s->grad_accum))
+        return rt_seterr(s, "%s was saved by a run with grad_accum %s; this executable accumulates %lld micro-batches per step", label, ga,
+                         (long long)s->grad_accum);
+    return 0;
+}
+
+enum { MAX_LISTED = 24 };
+
+int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
+    const TrnModel *m = s->m;
+    char *err = s->err;
+    size_t errn = sizeof s->err;
+    err[0] = 0;
+    if (!rt_host_is_little_endian()) return rt_seterr(s, "checkpoints are little-endian; this host is not");
+    uint64_t size;
+    if (rt_fsize(f, label, &size, err, errn) != 0) return -1;
+    if (size < 8) return rt_seterr(s, "%s is not a safetensors file: %llu bytes, less than the 8-byte header length", label, (unsigned long long)size);
+    unsigned char len8[8];
+    if (rt_fread(len8, 8, f, label, err, errn) != 0) return -1;
+    uint64_t hlen = 0;
+    for (int i = 0; i < 8; i++) hlen |= (uint64_t)len8[i] << (8 * i);
+    if (hlen > RT_ST_MAX_HEADER || hlen > size - 8)
+        return rt_seterr(s, "%s is not a safetensors file: its header length %llu exceeds %s (%llu bytes)", label, (unsigned long long)hlen,
+                         hlen > RT_ST_MAX_HEADER ? "the 100 MiB limit" : "the file", (unsigned long long)(size - 8));
+    char *hdr = rt_malloc((size_t)hlen, err, errn);
+    if (!hdr) return -1;
+    if (rt_fread(hdr, (size_t)hlen, f, label, err, errn) != 0) {
+        free(hdr);
+        return -1;
+    }
+    RtSt st;
+    char e[1024];
+    int rc = rt_st_parse(hdr, (size_t)hlen, size - 8 - hlen, &st, e, sizeof e);
+    free(hdr);
+    if (rc != 0) return rt_seterr(s, "%s: %s", label, e);
+
+    Resume r;
+    memset(&r, 0, sizeof r);
+    unsigned char *fbuf = NULL, *blk = NULL, *full = NULL;
+    const RtStTensor **src = NULL;
+    RtBuf probs = {0};
+    int nprob = 0;
+    if (!params_only && read_resume(s, &st, label, &r) != 0) goto fail;
+
+    /* match the file's tensors with the model's: every problem is listed */
+    src = rt_calloc((size_t)m->ntensors + 1, sizeof *src, err, errn);
+    if (!src) goto fail;
+    int64_t maxb = 0;
+    for (int i = 0; i < m->ntensors; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (t->kind != TRN_PARAM && !(!params_only && t->kind == TRN_STATE)) continue;
+        const RtStTensor *x = rt_st_find(&st, t->name);
+        int64_t cs[TRN_MAX_RANK];
+        rt_ckpt_shape(t, cs);
+        if (!x) {
+            if (nprob++ < MAX_LISTED) rt_buf_printf(&probs, "\n  missing tensor '%s' (%s %s)", t->name, t->kind == TRN_PARAM ? "parameter" : "state", trn_dtype_name[t->dtype]);
+            continue;
+        }
+        int same = x->rank == t->rank;
+        for (int d = 0; same && d < t->rank; d++) same = x->shape[d] == cs[d];
+        if (!same) {
+            char a[160], b[160];
+            shape_str(a, sizeof a, x->rank, x->shape);
+            shape_str(b, sizeof b, t->rank, cs);
+            if (nprob++ < MAX_LISTED) rt_buf_printf(&probs, "\n  tensor '%s' has shape %s in the file, the model's is %s", t->name, a, b);
+            continue;
+        }
+        if (rt_dtype_is_float(x->dtype) != rt_dtype_is_float(t->dtype)) {
+            if (nprob++ < MAX_LISTED)
+                rt_buf_printf(&probs, "\n  tensor '%s' is %s in the file, the model's is %s", t->name, rt_st_dtype_name(x->dtype), trn_dtype_name[t->dtype]);
+            continue;
+        }
+        src[i] = x;
+        int64_t b = rt_nbytes(t->dtype, t->numel);
+        if (b > maxb) maxb = b;
+        if ((int64_t)(x->end - x->begin) > maxb) maxb = (int64_t)(x->end - x->begin);
+    }
+    for (int j = 0; j < st.ntensors; j++) {
+        int i = trn_find(s, st.t[j].name);
+        TrnKind kind = i >= 0 ? m->tensors[i].kind : TRN_INPUT;
+        int needed = i >= 0 && (kind == TRN_PARAM || (!params_only && kind == TRN_STATE));
+        if (needed) continue;                                   /* loaded, or its problem listed above */
+        if (i >= 0 && params_only && kind == TRN_STATE) continue;   /* a checkpoint with state initialises the params only */
+        if (nprob++ < MAX_LISTED)
+            rt_buf_printf(&probs, "\n  extra tensor '%s'%s", st.t[j].name,
+                          i >= 0 ? " (not a parameter or state of the model)" : " (the model has no tensor of that name)");
+    }
+    if (nprob > 0) {
+        if (nprob > MAX_LISTED) rt_buf_printf(&probs, "\n  ... and %d more", nprob - MAX_LISTED);
+        rt_seterr(s, "%s does not match model '%s' (%d problem%s):%s", label, m->name ? m->name : "?", nprob, nprob > 1 ? "s" : "",
+                  probs.oom ? " (out of memory listing them)" : probs.p);
+        goto fail;
+    }
+
+    /* load: read, convert to the tensor's dtype, place the block, write */
+    fbuf = rt_malloc((size_t)maxb, err, errn);
+    blk = fbuf ? rt_malloc((size_t)maxb, err, errn) : NULL;
+    full = blk ? rt_malloc((size_t)maxb, err, errn) : NULL;
+    if (!full) goto fail;
+    for (int i = 0; i < m->ntensors; i++) {
+        const RtStTensor *x = src[i];
+        if (!x) continue;
+        const TrnTensor *t = &m->tensors[i];
+        if (rt_fseek(f, (off_t)(8 + hlen + x->begin), SEEK_SET, label, err, errn) != 0) goto fail;
+        if (rt_fread(fbuf, (size_t)(x->end - x->begin), f, label, err, errn) != 0) goto fail;
+        int64_t cn = rt_ckpt_numel(t);
+        unsigned char *host = blk;
+        convert(t->dtype, blk, x->dtype, fbuf, cn);
+        if (cn != t->numel) {   /* padded: the padding is zero */
+            memset(full, 0, (size_t)rt_nbytes(t->dtype, t->numel));
+            rt_block_copy(full, blk, t->rank, t->shape, x->shape, (size_t)trn_dtype_size[t->dtype], 0);
+            host = full;
+        }
+        if (s->be.write(s->be.self, i, host, e, sizeof e) != 0) {
+            rt_seterr(s, "%s: writing '%s': %s", label, t->name, e);
+            goto fail;
+        }
+    }
+    if (!params_only) {
+        s->step = r.step;
+        s->seed = r.seed;
+        s->data_pos = r.data_pos;
+        s->has_data_pos = 1;
+        if (r.batches) snprintf(s->batches, sizeof s->batches, "%s", r.batches);
+        if (r.has_lr) {
+            snprintf(s->schedule, sizeof s->schedule, "%s", r.schedule);
+            s->lr = r.lr;
+            s->min_lr = r.min_lr;
+            s->warmup = r.warmup;
+            s->total = r.total;
+        }
+    }
+    rt_buf_free(&probs);
+    free(src);
+    free(fbuf);
+    free(blk);
+    free(full);
+    rt_st_free(&st);
+    return 0;
+fail:
+    if (!err[0]) rt_seterr(s, "%s: loading failed", label);
+    rt_buf_free(&probs);
+    free(src);
+    free(fbuf);
+    free(blk);
+    free(full);
+    rt_st_free(&st);
+    return -1;
+}
+
+int trn_load(TrnSession *s, const char *path, int params_only) {
+    s->err[0] = 0;
+    FILE *f = rt_fopen(path, "rb", s->err, sizeof s->err);
+    if (!f) return -1;
+    int rc = rt_load_stream(s, f, path, params_only);
+    fclose(f);   /* read only: nothing to lose on a failed close */
+    return rc;
+}

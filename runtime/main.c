@@ -1,0 +1,590 @@
+/* runtime/main.c — trn_main: the command-line program of every training
+ * executable (flags: docs/runtime.md and --help).
+ *
+ *   parse flags -> session (device, seed) -> --init / --resume -> schedule
+ *   -> data (train, val) -> steps: trn_step, progress line, metrics, eval,
+ *   periodic checkpoints -> final checkpoint -> --sample
+ *
+ * Messages go to stderr; stdout carries only what the user asked to see
+ * (--help, --report, --sample). */
+#include "rt.h"
+
+#include "philox.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- flags ---- */
+
+typedef struct Args {
+    const char *data, *val, *save, *resume, *init, *metrics, *device, *schedule, *batches;
+    int64_t     steps, warmup, seed, eval_every, eval_steps, save_every, sample, threads, print_every;
+    double      lr, min_lr;
+    int64_t     report, poison, quiet, help;
+    /* which were given on the command line (they win over a checkpoint's values) */
+    int         given_steps, given_warmup, given_seed, given_lr, given_min_lr, given_schedule, given_batches;
+} Args;
+
+typedef enum { F_STR, F_INT, F_F64, F_BOOL } FlagType;
+
+typedef struct Flag {
+    const char *name, *arg;
+    FlagType    type;
+    size_t      off, given;     /* offsetof in Args; given: offsetof the given_ field, or 0 */
+    const char *help;
+} Flag;
+
+#define S(f) offsetof(Args, f)
+static const Flag flags[] = {
+    {"data", "FILE", F_STR, S(data), 0, "training tokens (llm.c .bin)"},
+    {"val", "FILE", F_STR, S(val), 0, "validation tokens (llm.c .bin)"},
+    {"steps", "N", F_INT, S(steps), S(given_steps), "optimizer steps of the run (the schedule's length)"},
+    {"lr", "X", F_F64, S(lr), S(given_lr), "peak learning rate"},
+    {"min-lr", "X", F_F64, S(min_lr), S(given_min_lr), "final learning rate of cosine / linear decay"},
+    {"schedule", "S", F_STR, S(schedule), S(given_schedule), "constant | cosine | linear"},
+    {"warmup", "N", F_INT, S(warmup), S(given_warmup), "linear warm-up steps"},
+    {"seed", "N", F_INT, S(seed), S(given_seed), "seed of init, batch order, dropout and sampling"},
+    {"batches", "ORDER", F_STR, S(batches), S(given_batches), "random | sequential (training; validation is sequential)"},
+    {"eval-every", "N", F_INT, S(eval_every), 0, "evaluate on --val every N steps (0: at the end only)"},
+    {"eval-steps", "N", F_INT, S(eval_steps), 0, "validation micro-batches per evaluation"},
+    {"save", "FILE", F_STR, S(save), 0, "checkpoint with state at the end ({step} in FILE: the step)"},
+    {"save-every", "N", F_INT, S(save_every), 0, "also save to --save every N steps (0: never)"},
+    {"resume", "FILE", F_STR, S(resume), 0, "continue a run from a checkpoint with state"},
+    {"init", "FILE", F_STR, S(init), 0, "initialise the parameters from a checkpoint"},
+    {"metrics", "FILE", F_STR, S(metrics), 0, "JSON-lines log: one object per step and per evaluation"},
+    {"sample", "N", F_INT, S(sample), 0, "after training, generate N tokens and print them"},
+    {"device", "D", F_STR, S(device), 0, "auto | cpu | cuda"},
+    {"threads", "N", F_INT, S(threads), 0, "OpenMP threads (0: OpenMP's default)"},
+    {"print-every", "N", F_INT, S(print_every), 0, "progress line every N steps when stderr is not a terminal (0: auto)"},
+    {"report", NULL, F_BOOL, S(report), 0, "print the memory plan and exit"},
+    {"poison", NULL, F_BOOL, S(poison), 0, "fill dead buffers with NaN (checks the memory plan)"},
+    {"quiet", NULL, F_BOOL, S(quiet), 0, "no progress or information lines"},
+    {"help", NULL, F_BOOL, S(help), 0, "this text"},
+};
+#undef S
+#define NFLAGS (int)(sizeof flags / sizeof flags[0])
+
+static const char *basename_of(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+static void usage(FILE *out, const char *prog, const TrnModel *m) {
+    const TrnTrainDefaults *d = &m->train;
+    fprintf(out, "usage: %s [flags]\n", prog);
+    fprintf(out, "Trains model '%s'%s%s%s.  Flags (--flag VALUE or --flag=VALUE):\n", m->name ? m->name : "?", m->source ? " (compiled from " : "",
+            m->source ? m->source : "", m->source ? ")" : "");
+    for (int i = 0; i < NFLAGS; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s%s%s", flags[i].name, flags[i].arg ? " " : "", flags[i].arg ? flags[i].arg : "");
+        fprintf(out, "  %-22s %s", left, flags[i].help);
+        const char *n = flags[i].name;
+        if (!strcmp(n, "steps")) fprintf(out, " [%" PRId64 "]", d->steps);
+        else if (!strcmp(n, "lr")) fprintf(out, " [%g]", d->lr);
+        else if (!strcmp(n, "min-lr")) fprintf(out, " [%g]", d->min_lr);
+        else if (!strcmp(n, "schedule")) fprintf(out, " [%s]", d->schedule ? d->schedule : "constant");
+        else if (!strcmp(n, "warmup")) fprintf(out, " [%" PRId64 "]", d->warmup);
+        else if (!strcmp(n, "seed")) fprintf(out, " [%" PRId64 "]", d->seed);
+        else if (!strcmp(n, "batches")) fprintf(out, " [random]");
+        else if (!strcmp(n, "eval-every")) fprintf(out, " [%" PRId64 "]", d->eval_every);
+        else if (!strcmp(n, "eval-steps")) fprintf(out, " [%" PRId64 "]", d->eval_steps > 0 ? d->eval_steps : 10);
+        else if (!strcmp(n, "save-every")) fprintf(out, " [%" PRId64 "]", d->save_every);
+        else if (!strcmp(n, "device")) fprintf(out, " [auto]");
+        fprintf(out, "\n");
+    }
+    fprintf(out, "See docs/runtime.md for the checkpoint, data and metrics formats.\n");
+}
+
+static int parse_int(const char *s, int64_t *out) {
+    if (!s || !*s) return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, Args *a, char *err, size_t errn) {
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "-h") == 0) arg = "--help";
+        if (strncmp(arg, "--", 2) != 0) return rt_fail(err, errn, "unexpected argument '%s' (flags start with --)", arg);
+        const char *name = arg + 2, *eq = strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        const Flag *f = NULL;
+        for (int k = 0; k < NFLAGS && !f; k++)
+            if (strlen(flags[k].name) == nlen && strncmp(flags[k].name, name, nlen) == 0) f = &flags[k];
+        if (!f) return rt_fail(err, errn, "unknown flag '--%.*s'", (int)nlen, name);
+        char *field = (char *)a + f->off;
+        if (f->type == F_BOOL) {
+            if (eq) return rt_fail(err, errn, "--%s takes no value", f->name);
+            *(int64_t *)(void *)field = 1;
+            continue;
+        }
+        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        if (!val) return rt_fail(err, errn, "--%s needs a value (%s)", f->name, f->arg);
+        if (f->type == F_STR) {
+            *(const char **)(void *)field = val;
+        } else if (f->type == F_INT) {
+            if (parse_int(val, (int64_t *)(void *)field) != 0 || *(int64_t *)(void *)field < 0)
+                return rt_fail(err, errn, "--%s: '%s' is not a non-negative integer", f->name, val);
+        } else {
+            char *end;
+            errno = 0;
+            double v = strtod(val, &end);
+            if (errno || *end || !*val || !(v >= 0) || isinf(v)) return rt_fail(err, errn, "--%s: '%s' is not a non-negative number", f->name, val);
+            *(double *)(void *)field = v;
+        }
+        if (f->given) *(int *)(void *)((char *)a + f->given) = 1;
+    }
+    if (a->schedule && strcmp(a->schedule, "constant") && strcmp(a->schedule, "cosine") && strcmp(a->schedule, "linear"))
+        return rt_fail(err, errn, "--schedule: '%s' (expected constant, cosine or linear)", a->schedule);
+    if (a->batches && strcmp(a->batches, "random") && strcmp(a->batches, "sequential"))
+        return rt_fail(err, errn, "--batches: '%s' (expected random or sequential)", a->batches);
+    if (strcmp(a->device, "auto") && strcmp(a->device, "cpu") && strcmp(a->device, "cuda"))
+        return rt_fail(err, errn, "--device: '%s' (expected auto, cpu or cuda)", a->device);
+    if (a->eval_steps < 1) return rt_fail(err, errn, "--eval-steps must be at least 1");
+    if (a->init && a->resume) return rt_fail(err, errn, "--init and --resume cannot be combined (--resume restores the parameters too)");
+    if (a->save_every > 0 && !a->save) return rt_fail(err, errn, "--save-every needs --save FILE");
+    if (a->threads > 4096) return rt_fail(err, errn, "--threads: %" PRId64 " is too many", a->threads);
+    return 0;
+}
+
+/* ---- small helpers ---- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void human_bytes(char *out, size_t n, int64_t b) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int k = 0;
+    while (v >= 1024 && k < 4) v /= 1024, k++;
+    if (k == 0) snprintf(out, n, "%" PRId64 " B", b);
+    else snprintf(out, n, "%.2f %s", v, u[k]);
+}
+
+static void hms(char *out, size_t n, double sec) {
+    if (!(sec >= 0) || sec > 1e8) {
+        snprintf(out, n, "--:--");
+        return;
+    }
+    long s = (long)(sec + 0.5);
+    snprintf(out, n, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+}
+
+/* A JSON number that reads back as the same double, or null when not
+ * finite (JSON has no NaN). */
+static void json_num(char *out, size_t n, double v) {
+    if (isfinite(v)) rt_fmt_double(out, n, v);
+    else snprintf(out, n, "null");
+}
+
+/* "{step}" in a --save path becomes the step number. */
+static void save_path(char *out, size_t n, const char *pattern, int64_t step) {
+    const char *p = strstr(pattern, "{step}");
+    if (!p) snprintf(out, n, "%s", pattern);
+    else snprintf(out, n, "%.*s%" PRId64 "%s", (int)(p - pattern), pattern, step, p + 6);
+}
+
+static int report(const TrnModel *m) {
+    char b[64];
+    int64_t total = 0;
+    printf("memory plan of model '%s'%s%s:\n", m->name ? m->name : "?", m->source ? " from " : "", m->source ? m->source : "");
+    for (int i = 0; i < m->nmem; i++) {
+        human_bytes(b, sizeof b, m->mem[i].bytes);
+        printf("  %-28s %14" PRId64 " bytes  %12s\n", m->mem[i].what, m->mem[i].bytes, b);
+        total += m->mem[i].bytes;
+    }
+    human_bytes(b, sizeof b, total);
+    printf("  %-28s %14" PRId64 " bytes  %12s\n", "total", total, b);
+    human_bytes(b, sizeof b, m->arena_bytes);
+    printf("  %-28s %14" PRId64 " bytes  %12s\n", "arena (one allocation)", m->arena_bytes, b);
+    return 0;
+}
+
+/* ---- feeding micro-batches ---- */
+
+typedef struct Feed {
+    RtData  *d;
+    int32_t *tokens, *targets;  /* (B, T) */
+    void    *conv;              /* (B, T) in the input's dtype when it is not i32 */
+} Feed;
+
+static int put_tokens(TrnSession *s, int t, const int32_t *src, void *conv) {
+    const TrnTensor *tt = &s->m->tensors[t];
+    const void *p = src;
+    if (tt->dtype != TRN_I32) {
+        for (int64_t i = 0; i < tt->numel; i++) rt_elem_set(tt->dtype, conv, i, src[i]);
+        p = conv;
+    }
+    char e[512];
+    if (s->be.write(s->be.self, t, p, e, sizeof e) != 0) return rt_seterr(s, "writing '%s': %s", tt->name, e);
+    return 0;
+}
+
+static int feed_fn(void *ctx, TrnSession *s, int micro) {
+    (void)micro;
+    Feed *f = ctx;
+    char e[512];
+    if (rt_data_next(f->d, f->tokens, f->targets, e, sizeof e) != 0) return rt_seterr(s, "data: %s", e);
+    if (put_tokens(s, s->m->t_tokens, f->tokens, f->conv) != 0) return -1;
+    if (s->m->t_targets >= 0 && put_tokens(s, s->m->t_targets, f->targets, f->conv) != 0) return -1;
+    return 0;
+}
+
+/* ---- the program ---- */
+
+typedef struct Run {
+    const char *prog;
+    Args        a;
+    TrnSession *s;
+    RtData     *train, *val;
+    FILE       *metrics;
+    Feed        feed;
+    int64_t     B, T;
+    int         tty, line_open, be_taken;
+    char        err[RT_ERRN];
+} Run;
+
+static int fail(Run *r, const char *fmt, ...) RT_PRINTF(2, 3);
+static int fail(Run *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static void end_line(Run *r) {
+    if (r->line_open) fputc('\n', stderr);
+    r->line_open = 0;
+}
+
+static int metric(Run *r, const char *fmt, ...) RT_PRINTF(2, 3);
+static int metric(Run *r, const char *fmt, ...) {
+    if (!r->metrics) return 0;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vfprintf(r->metrics, fmt, ap);
+    va_end(ap);
+    if (n < 0 || fflush(r->metrics) != 0)
+        return fail(r, "fprintf/fflush to %s failed at %s:%d: %s", r->a.metrics, rt_srcname(__FILE__), __LINE__, strerror(errno));
+    return 0;
+}
+
+static int evaluate(Run *r, int64_t step) {
+    double sum = 0;
+    rt_data_seek(r->val, 0);
+    Feed f = r->feed;
+    f.d = r->val;
+    for (int64_t i = 0; i < r->a.eval_steps; i++) {
+        double l;
+        if (feed_fn(&f, r->s, 0) != 0 || trn_eval(r->s, &l) != 0) return fail(r, "evaluation: %s", trn_error(r->s));
+        sum += l;
+    }
+    double loss = sum / (double)r->a.eval_steps;
+    if (!r->a.quiet) {
+        end_line(r);
+        fprintf(stderr, "step %" PRId64 "/%" PRId64 " | val loss %.6f (%" PRId64 " micro-batches of %s)\n", step, r->s->total, loss,
+                r->a.eval_steps, r->a.val);
+    }
+    char v[64];
+    json_num(v, sizeof v, loss);
+    return metric(r, "{\"step\":%" PRId64 ",\"val_loss\":%s}\n", step, v);
+}
+
+static int save(Run *r, int64_t step) {
+    char path[4096];
+    save_path(path, sizeof path, r->a.save, step);
+    if (r->train) r->s->data_pos = rt_data_pos(r->train);
+    if (trn_save(r->s, path, 1) != 0) return fail(r, "%s", trn_error(r->s));
+    if (!r->a.quiet) {
+        end_line(r);
+        fprintf(stderr, "step %" PRId64 ": saved %s\n", step, path);
+    }
+    return 0;
+}
+
+static void progress(Run *r, int64_t step, double loss, double lr, double gn, double tok_s, double eta, int last) {
+    if (r->a.quiet) return;
+    int64_t total = r->s->total;
+    int64_t every = r->a.print_every > 0 ? r->a.print_every : (total <= 1000 ? 1 : (total + 999) / 1000);
+    if (!r->tty && !last && step % every != 0 && step != 1) return;
+    char e[32], line[256];
+    hms(e, sizeof e, eta);
+    int w = snprintf(line, sizeof line, "%" PRId64, total);
+    int k = snprintf(line, sizeof line, "step %*" PRId64 "/%" PRId64 " | loss %.6f | lr %.3e", w, step, total, loss, lr);
+    if (isfinite(gn)) k += snprintf(line + k, sizeof line - (size_t)k, " | norm %.4f", gn);
+    snprintf(line + k, sizeof line - (size_t)k, " | %.0f tok/s | eta %s", tok_s, e);
+    if (r->tty) {
+        fprintf(stderr, "\r\033[K%s", line);
+        r->line_open = 1;
+        if (last) end_line(r);
+    } else {
+        fprintf(stderr, "%s\n", line);
+    }
+    fflush(stderr);
+}
+
+static int train(Run *r) {
+    TrnSession *s = r->s;
+    int64_t tokens_per_step = r->B * r->T * s->grad_accum;
+    double ema = -1, t_start = now_s(), last_draw = 0;
+    int warned_nan = 0;
+    for (int64_t step = s->step + 1; step <= s->total; step++) {
+        double t0 = now_s();
+        if (trn_step(s, feed_fn, &r->feed, -1) != 0) return fail(r, "step %" PRId64 ": %s", step, trn_error(s));
+        double dt = now_s() - t0;
+        s->data_pos = rt_data_pos(r->train);
+        ema = ema < 0 ? dt : 0.9 * ema + 0.1 * dt;
+        double loss = trn_loss(s), lr = trn_lr_at(s, step), gn = trn_grad_norm(s);
+        double tok_s = dt > 0 ? (double)tokens_per_step / dt : 0;
+        int last = step == s->total;
+        if (!isfinite(loss) && !warned_nan && !r->a.quiet) {
+            end_line(r);
+            fprintf(stderr, "%s: warning: step %" PRId64 ": the loss is %g\n", r->prog, step, loss);
+            warned_nan = 1;
+        }
+        double t = now_s();
+        if (!r->tty || last || t - last_draw > 0.1) {   /* a terminal is redrawn at most 10 times a second */
+            progress(r, step, loss, lr, gn, tok_s, ema * (double)(s->total - step), last);
+            last_draw = t;
+        }
+        char l[64], g[64], lrs[64];
+        json_num(l, sizeof l, loss);
+        json_num(g, sizeof g, gn);
+        json_num(lrs, sizeof lrs, lr);
+        if (metric(r, "{\"step\":%" PRId64 ",\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"tokens_per_s\":%.1f,\"ms\":%.3f}\n", step, l, lrs, g,
+                   tok_s, dt * 1e3) != 0)
+            return -1;
+        if (r->val && ((r->a.eval_every > 0 && step % r->a.eval_every == 0) || last) && evaluate(r, step) != 0) return -1;
+        if (r->a.save && r->a.save_every > 0 && step % r->a.save_every == 0 && !last && save(r, step) != 0) return -1;
+    }
+    if (!r->a.quiet && s->step > 0) {
+        end_line(r);
+        char e[32];
+        hms(e, sizeof e, now_s() - t_start);
+        fprintf(stderr, "trained to step %" PRId64 " in %s\n", s->step, e);
+    }
+    return 0;
+}
+
+/* Sampling: row 0 of `tokens` holds the context (the rest is zero), the
+ * next token is drawn from softmax(logits[0, len-1, :vocab]) with a uniform
+ * from Philox (seed, stream "sample", i); the context slides when full. */
+static int sample(Run *r, int32_t first) {
+    TrnSession *s = r->s;
+    const TrnModel *m = s->m;
+    if (m->t_logits < 0) return fail(r, "--sample: model '%s' has no logits output", m->name);
+    const TrnTensor *lt = &m->tensors[m->t_logits];
+    int64_t Vp = lt->rank > 0 ? lt->shape[lt->rank - 1] : 0;
+    if (Vp <= 0 || lt->numel != r->B * r->T * Vp)
+        return fail(r, "--sample: the logits output '%s' must have B*T rows of the vocabulary ([%" PRId64 ", %" PRId64 ", V])", lt->name, r->B,
+                    r->T);
+    int64_t V = m->vocab > 0 && m->vocab <= Vp ? m->vocab : Vp;
+    size_t lbytes = (size_t)rt_nbytes(lt->dtype, lt->numel);
+    unsigned char *logits = rt_malloc(lbytes, r->err, sizeof r->err);
+    int32_t *ctx = rt_calloc((size_t)r->T, sizeof *ctx, r->err, sizeof r->err);
+    double *p = rt_malloc((size_t)V * sizeof *p, r->err, sizeof r->err);
+    if (!logits || !ctx || !p) {
+        free(logits);
+        free(ctx);
+        free(p);
+        return -1;
+    }
+    int rc = 0;
+    int64_t len = 1;
+    ctx[0] = first;
+    uint64_t stream = rng_name_stream("sample");
+    if (!r->a.quiet) {
+        end_line(r);
+        fprintf(stderr, "sample (%" PRId64 " tokens):\n", r->a.sample);
+    }
+    for (int64_t i = 0; i < r->a.sample; i++) {
+        memset(r->feed.tokens, 0, (size_t)(r->B * r->T) * sizeof(int32_t));
+        memcpy(r->feed.tokens, ctx, (size_t)len * sizeof(int32_t));
+        char e[1024];
+        if (put_tokens(s, m->t_tokens, r->feed.tokens, r->feed.conv) != 0) {
+            rc = fail(r, "--sample: %s", trn_error(s));
+            break;
+        }
+        if (s->be.run(s->be.self, TRN_RUN_SAMPLE, e, sizeof e) != 0 || s->be.read(s->be.self, m->t_logits, logits, e, sizeof e) != 0) {
+            rc = fail(r, "--sample: %s", e);
+            break;
+        }
+        int64_t base = (len - 1) * Vp;   /* row 0, position len-1 */
+        double mx = -INFINITY, z = 0;
+        for (int64_t v = 0; v < V; v++) {
+            p[v] = rt_elem_get(lt->dtype, logits, base + v);
+            if (p[v] > mx) mx = p[v];
+        }
+        for (int64_t v = 0; v < V; v++) z += (p[v] = exp(p[v] - mx));
+        double u = rng_uniform(s->seed, stream, (uint64_t)i) * z, c = 0;
+        int32_t tok = (int32_t)(V - 1);
+        for (int64_t v = 0; v < V; v++) {
+            c += p[v];
+            if (u < c) {
+                tok = (int32_t)v;
+                break;
+            }
+        }
+        if (!isfinite(z)) tok = 0;   /* NaN logits: nothing sensible to draw */
+        if (V == 256) fputc(tok, stdout);
+        else printf("%s%d", i ? " " : "", tok);
+        if (len < r->T) ctx[len++] = tok;
+        else {
+            memmove(ctx, ctx + 1, (size_t)(r->T - 1) * sizeof *ctx);
+            ctx[r->T - 1] = tok;
+        }
+    }
+    fputc('\n', stdout);
+    fflush(stdout);
+    free(logits);
+    free(ctx);
+    free(p);
+    return rc;
+}
+
+static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
+    Args *a = &r->a;
+    /* the session */
+    TrnOptions opt = {a->device, (int)a->threads, a->given_seed ? a->seed : -1, (int)a->poison};
+    char e[RT_ERRN];
+    r->be_taken = be != NULL;
+    r->s = be ? trn_create_with_backend(m, *be, &opt, e, sizeof e) : trn_create(m, &opt, e, sizeof e);
+    if (!r->s) return fail(r, "%s", e);
+    TrnSession *s = r->s;
+    if (a->init && trn_load(s, a->init, 1) != 0) return fail(r, "--init: %s", trn_error(s));
+    if (a->resume) {
+        if (trn_load(s, a->resume, 0) != 0) return fail(r, "--resume: %s", trn_error(s));
+        if (a->given_seed && (uint64_t)a->seed != s->seed && !a->quiet)
+            fprintf(stderr, "%s: note: --seed %" PRId64 " ignored: the run resumes with the checkpoint's seed %" PRIu64 "\n", r->prog, a->seed,
+                    s->seed);
+    }
+    /* the schedule: flags given > the checkpoint's > the model's */
+    if (trn_set_schedule(s, a->given_schedule ? a->schedule : NULL, a->given_lr ? a->lr : s->lr, a->given_min_lr ? a->min_lr : s->min_lr,
+                         a->given_warmup ? a->warmup : s->warmup, a->given_steps ? a->steps : s->total) != 0)
+        return fail(r, "%s", trn_error(s));
+    if (a->given_batches || !s->has_data_pos) snprintf(s->batches, sizeof s->batches, "%s", a->batches ? a->batches : "random");
+
+    int lm = m->t_tokens >= 0 && m->tensors[m->t_tokens].rank == 2;
+    int training = s->step < s->total;
+    if (lm) {
+        r->B = m->tensors[m->t_tokens].shape[0];
+        r->T = m->tensors[m->t_tokens].shape[1];
+    }
+    if ((training || a->val || a->sample > 0) && !lm)
+        return fail(r, "model '%s' has no 'tokens' input of shape [B, T]: this program trains language models only; embed other models with "
+                       "the API (docs/runtime.md)",
+                    m->name);
+    if (lm) {
+        size_t bt = (size_t)(r->B * r->T);
+        r->feed.tokens = rt_malloc(bt * sizeof(int32_t), r->err, sizeof r->err);
+        r->feed.targets = r->feed.tokens ? rt_malloc(bt * sizeof(int32_t), r->err, sizeof r->err) : NULL;
+        r->feed.conv = r->feed.targets ? rt_malloc(bt * sizeof(int64_t), r->err, sizeof r->err) : NULL;
+        if (!r->feed.conv) return -1;
+    }
+    if (training && !a->data) return fail(r, "--data FILE is needed to train (%" PRId64 " steps to go)", s->total - s->step);
+    if (training || (a->data && a->sample > 0)) {
+        if (!a->data) return fail(r, "--data FILE is needed");
+        RtDataSpec spec = {a->data, r->B, r->T, strcmp(s->batches, "random") == 0, s->seed, "data.train", m->vocab, 1};
+        if (!(r->train = rt_data_open(&spec, e, sizeof e))) return fail(r, "--data: %s", e);
+        if (s->has_data_pos) rt_data_seek(r->train, s->data_pos);
+        r->feed.d = r->train;
+    }
+    if (a->val) {
+        RtDataSpec spec = {a->val, r->B, r->T, 0, s->seed, "data.val", m->vocab, 1};
+        if (!(r->val = rt_data_open(&spec, e, sizeof e))) return fail(r, "--val: %s", e);
+    }
+    if (a->metrics && !(r->metrics = rt_fopen(a->metrics, "w", r->err, sizeof r->err))) return -1;
+    if (a->save) {   /* find out now, not after the training, that the checkpoint cannot be written */
+        char path[4096], dir[4096];
+        save_path(path, sizeof path, a->save, 0);
+        const char *slash = strrchr(path, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
+        if (access(dir, W_OK) != 0) return fail(r, "--save %s: cannot write into folder %s: %s", a->save, dir, strerror(errno));
+    }
+
+    if (!a->quiet) {
+        int64_t np = 0, nt = 0;
+        for (int i = 0; i < m->ntensors; i++)
+            if (m->tensors[i].kind == TRN_PARAM) np += rt_ckpt_numel(&m->tensors[i]), nt++;
+        char ab[64];
+        human_bytes(ab, sizeof ab, s->be.device_bytes);
+        fprintf(stderr, "model '%s': %" PRId64 " parameters in %" PRId64 " tensors | device %s (%s) | seed %" PRIu64 "\n", m->name, np, nt,
+                s->be.name ? s->be.name : "?", ab, s->seed);
+        if (a->init) fprintf(stderr, "initialised from %s\n", a->init);
+        if (a->resume) fprintf(stderr, "resumed from %s at step %" PRId64 " (micro-batch %" PRId64 ")\n", a->resume, s->step, s->data_pos);
+        if (r->train && training)
+            fprintf(stderr, "data %s: %" PRId64 " tokens, %s batches of B=%" PRId64 " x T=%" PRId64 ", grad_accum %" PRId64 " | steps %" PRId64
+                            "/%" PRId64 " | lr %g %s (warmup %" PRId64 ", min %g)\n",
+                    a->data, rt_data_ntokens(r->train), s->batches, r->B, r->T, s->grad_accum, s->step, s->total, s->lr, s->schedule, s->warmup,
+                    s->min_lr);
+    }
+    int32_t first = r->train ? (int32_t)rt_data_tokens(r->train)[0] : 0;
+    if (training && train(r) != 0) return -1;
+    if (!training && r->val && evaluate(r, s->step) != 0) return -1;
+    if (a->save && save(r, s->step) != 0) return -1;
+    if (a->sample > 0 && sample(r, first) != 0) return -1;
+    return 0;
+}
+
+int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
+    Run *r = calloc(1, sizeof *r);
+    if (!r) {
+        fprintf(stderr, "error: calloc(%zu) failed at %s:%d: out of memory\n", sizeof *r, rt_srcname(__FILE__), __LINE__);
+        if (be && be->destroy) be->destroy(be->self);
+        return 1;
+    }
+    r->prog = argc > 0 && argv[0] ? basename_of(argv[0]) : "train";
+    Args *a = &r->a;
+    a->device = "auto";
+    a->steps = m->train.steps;
+    a->lr = m->train.lr;
+    a->min_lr = m->train.min_lr;
+    a->warmup = m->train.warmup;
+    a->seed = m->train.seed;
+    a->eval_every = m->train.eval_every;
+    a->eval_steps = m->train.eval_steps > 0 ? m->train.eval_steps : 10;
+    a->save_every = m->train.save_every;
+    r->tty = isatty(fileno(stderr));
+    int status = 0;
+    if (parse_args(argc, argv, a, r->err, sizeof r->err) != 0) {
+        fprintf(stderr, "%s: error: %s\n(run %s --help for the flags)\n", r->prog, r->err, r->prog);
+        status = 1;
+    } else if (a->help) {
+        usage(stdout, r->prog, m);
+    } else if (a->report) {
+        report(m);
+    } else if (run_main(r, m, be) != 0) {
+        end_line(r);
+        fprintf(stderr, "%s: error: %s\n", r->prog, r->err[0] ? r->err : "failed");
+        status = 1;
+    }
+    /* trn_create_with_backend takes the backend, even when it fails; otherwise it is ours to free */
+    if (be && !r->be_taken && be->destroy) be->destroy(be->self);
+    if (r->metrics && fclose(r->metrics) != 0 && status == 0) {
+        fprintf(stderr, "%s: error: fclose(%s) failed at %s:%d: %s\n", r->prog, a->metrics, rt_srcname(__FILE__), __LINE__, strerror(errno));
+        status = 1;
+    }
+    rt_data_close(r->train);
+    rt_data_close(r->val);
+    trn_destroy(r->s);
+    free(r->feed.tokens);
+    free(r->feed.targets);
+    free(r->feed.conv);
+    free(r);
+    return status;
+}

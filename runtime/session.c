@@ -1,0 +1,317 @@
+/* runtime/session.c — sessions: the embedding API of trainc_rt.h.
+ *
+ * A session is a model descriptor, a backend holding its tensors, the train
+ * seed, the step count and the learning-rate schedule.  Parameters and
+ * states are initialised here on the host (Philox, philox.h) and written to
+ * the backend, so every backend starts from the same bits. */
+#include "rt.h"
+
+#include "philox.h"
+#include "schedule.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rt_seterr(TrnSession *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int valid_init(const char *init) {
+    static const char *const names[] = {"zeros", "ones", "normal", "uniform", "constant"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(init, names[i]) == 0) return 1;
+    return 0;
+}
+
+int rt_check_model(const TrnModel *m, char *err, size_t errn) {
+    if (!m) return rt_fail(err, errn, "no model");
+    if (m->abi != TRN_ABI_VERSION)
+        return rt_fail(err, errn, "model '%s' was compiled for runtime ABI %d, this runtime is ABI %d: recompile it", m->name ? m->name : "?",
+                       m->abi, TRN_ABI_VERSION);
+    if (m->ntensors < 0 || (m->ntensors > 0 && !m->tensors)) return rt_fail(err, errn, "model: bad tensor table");
+    for (int i = 0; i < m->ntensors; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (!t->name || !t->name[0]) return rt_fail(err, errn, "model: tensor %d has no name", i);
+        if ((unsigned)t->kind > TRN_OUTPUT) return rt_fail(err, errn, "model: tensor '%s' has a bad kind %d", t->name, (int)t->kind);
+        if ((unsigned)t->dtype > TRN_U8) return rt_fail(err, errn, "model: tensor '%s' has a bad dtype %d", t->name, (int)t->dtype);
+        if (t->rank < 0 || t->rank > TRN_MAX_RANK) return rt_fail(err, errn, "model: tensor '%s' has a bad rank %d", t->name, t->rank);
+        int64_t n = 1;
+        for (int d = 0; d < t->rank; d++) {
+            if (t->shape[d] < 0 || (t->shape[d] > 0 && n > INT64_MAX / t->shape[d]))
+                return rt_fail(err, errn, "model: tensor '%s' has a bad shape", t->name);
+            n *= t->shape[d];
+        }
+        if (n != t->numel)
+            return rt_fail(err, errn, "model: tensor '%s' has numel %lld but its shape holds %lld", t->name, (long long)t->numel, (long long)n);
+        if (rt_nbytes(t->dtype, n) < 0) return rt_fail(err, errn, "model: tensor '%s' is too large", t->name);
+        int64_t cs[TRN_MAX_RANK];
+        rt_ckpt_shape(t, cs);
+        for (int d = 0; d < t->rank; d++)
+            if (cs[d] < 0 || cs[d] > t->shape[d])
+                return rt_fail(err, errn, "model: tensor '%s' has a checkpoint shape larger than its shape", t->name);
+        if ((t->kind == TRN_PARAM || t->kind == TRN_STATE) && t->init && !valid_init(t->init))
+            return rt_fail(err, errn, "model: tensor '%s' has an unknown init '%s'", t->name, t->init);
+        if (t->offset >= 0 && (t->offset > m->arena_bytes || rt_nbytes(t->dtype, n) > m->arena_bytes - t->offset))
+            return rt_fail(err, errn, "model: tensor '%s' at offset %lld (%lld bytes) lies outside the %lld-byte arena", t->name,
+                           (long long)t->offset, (long long)rt_nbytes(t->dtype, n), (long long)m->arena_bytes);
+        for (int j = 0; j < i; j++)
+            if (strcmp(m->tensors[j].name, t->name) == 0) return rt_fail(err, errn, "model: two tensors are named '%s'", t->name);
+    }
+    const int idx[] = {m->t_tokens, m->t_targets, m->t_lr, m->t_step, m->t_seed, m->t_loss, m->t_grad_norm, m->t_eval_loss, m->t_logits};
+    for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++)
+        if (idx[i] < -1 || idx[i] >= m->ntensors) return rt_fail(err, errn, "model: a tensor index (%d) is out of range", idx[i]);
+    if (m->t_tokens >= 0 && m->tensors[m->t_tokens].dtype != TRN_I32 && m->tensors[m->t_tokens].dtype != TRN_I64)
+        return rt_fail(err, errn, "model: the tokens input must be i32 or i64");
+    if (m->nmem < 0 || (m->nmem > 0 && !m->mem)) return rt_fail(err, errn, "model: bad memory report");
+    return 0;
+}
+
+/* Fills the host copy of a param or state: element i of the checkpoint view
+ * (ckpt_shape, row-major) gets rng_init_value(..., i); elements of the
+ * padding outside that view are zero, so a padded and an unpadded
+ * compilation start from the same weights. */
+static int init_tensor(TrnSession *s, int ti, unsigned char *host) {
+    const TrnTensor *t = &s->m->tensors[ti];
+    const char *init = t->init ? t->init : "zeros";
+    uint64_t stream = rng_name_stream(t->name);
+    int64_t cs[TRN_MAX_RANK], idx[TRN_MAX_RANK] = {0};
+    rt_ckpt_shape(t, cs);
+    memset(host, 0, (size_t)rt_nbytes(t->dtype, t->numel));
+    if (init[0] == 'z') return 0;
+    int64_t cn = rt_ckpt_numel(t);
+    /* k walks the checkpoint view in row-major order; idx is its index. */
+    for (int64_t k = 0; k < cn; k++) {
+        int64_t off = 0;
+        for (int d = 0; d < t->rank; d++) off = off * t->shape[d] + idx[d];
+        double v = rng_init_value(init, t->init_a, t->init_b, s->seed, stream, (uint64_t)k);
+        rt_elem_set(t->dtype, host, off, v);
+        for (int d = t->rank - 1; d >= 0; d--) {
+            if (++idx[d] < cs[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+static int init_all(TrnSession *s) {
+    const TrnModel *m = s->m;
+    int64_t maxb = 0;
+    for (int i = 0; i < m->ntensors; i++)
+        if (m->tensors[i].kind == TRN_PARAM || m->tensors[i].kind == TRN_STATE) {
+            int64_t b = rt_nbytes(m->tensors[i].dtype, m->tensors[i].numel);
+            if (b > maxb) maxb = b;
+        }
+    unsigned char *host = rt_malloc((size_t)maxb, s->err, sizeof s->err);
+    if (!host) return -1;
+    for (int i = 0; i < m->ntensors; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (t->kind != TRN_PARAM && t->kind != TRN_STATE) continue;
+        init_tensor(s, i, host);
+        char e[512];
+        if (s->be.write(s->be.self, i, host, e, sizeof e) != 0) {
+            free(host);
+            return rt_seterr(s, "initialising '%s': %s", t->name, e);
+        }
+    }
+    free(host);
+    return 0;
+}
+
+TrnSession *trn_create_with_backend(const TrnModel *m, TrnBackend be, const TrnOptions *opt, char *err, size_t errn) {
+    TrnOptions dflt = {"auto", 0, -1, 0};
+    if (!opt) opt = &dflt;
+    if (rt_check_model(m, err, errn) != 0) {
+        if (be.destroy) be.destroy(be.self);
+        return NULL;
+    }
+    if (!be.run || !be.read || !be.write) {
+        if (be.destroy) be.destroy(be.self);
+        rt_fail(err, errn, "backend '%s' lacks run/read/write", be.name ? be.name : "?");
+        return NULL;
+    }
+    TrnSession *s = rt_calloc(1, sizeof *s, err, errn);
+    if (!s) {
+        if (be.destroy) be.destroy(be.self);
+        return NULL;
+    }
+    s->m = m;
+    s->be = be;
+    s->seed = (uint64_t)(opt->seed >= 0 ? opt->seed : m->train.seed);
+    s->grad_accum = m->train.grad_accum > 0 ? m->train.grad_accum : 1;
+    s->loss = NAN;
+    s->grad_norm = NAN;
+    const char *sched = m->train.schedule ? m->train.schedule : "constant";
+    if (rt_set_schedule_name(s, sched) != 0) {
+        rt_fail(err, errn, "%s", s->err);
+        trn_destroy(s);
+        return NULL;
+    }
+    s->lr = m->train.lr;
+    s->min_lr = m->train.min_lr;
+    s->warmup = m->train.warmup;
+    s->total = m->train.steps;
+    snprintf(s->batches, sizeof s->batches, "random");
+    if (opt->threads > 0) rt_set_threads(opt->threads);
+    if (init_all(s) != 0) {
+        rt_fail(err, errn, "%s", s->err);
+        trn_destroy(s);
+        return NULL;
+    }
+    return s;
+}
+
+TrnSession *trn_create(const TrnModel *m, const TrnOptions *opt, char *err, size_t errn) {
+    const char *dev = opt && opt->device ? opt->device : "auto";
+    int flags = opt && opt->poison ? TRN_FLAG_POISON : 0;
+    if (rt_check_model(m, err, errn) != 0) return NULL;
+    TrnBackend be;
+    memset(&be, 0, sizeof be);
+    if (strcmp(dev, "cpu") == 0) {
+        char e[512];
+        if (rt_cpu_backend(m, flags, &be, e, sizeof e) != 0) {
+            rt_fail(err, errn, "device cpu: %s", e);
+            return NULL;
+        }
+    } else if (strcmp(dev, "cuda") == 0) {
+        char e[512];
+        if (trn_cuda_backend(m, &be, e, sizeof e) != 0) {
+            rt_fail(err, errn, "device cuda: %s", e);
+            return NULL;
+        }
+    } else if (strcmp(dev, "auto") == 0) {
+        char ecuda[512], ecpu[512];
+        if (trn_cuda_backend(m, &be, ecuda, sizeof ecuda) != 0 && rt_cpu_backend(m, flags, &be, ecpu, sizeof ecpu) != 0) {
+            rt_fail(err, errn, "no device can run this model: cuda: %s; cpu: %s", ecuda, ecpu);
+            return NULL;
+        }
+    } else {
+        rt_fail(err, errn, "unknown device '%s' (expected auto, cpu or cuda)", dev);
+        return NULL;
+    }
+    return trn_create_with_backend(m, be, opt, err, errn);
+}
+
+void trn_destroy(TrnSession *s) {
+    if (!s) return;
+    if (s->be.destroy) s->be.destroy(s->be.self);
+    free(s);
+}
+
+const char *trn_error(const TrnSession *s) { return s ? s->err : "no session"; }
+const TrnModel *trn_model(const TrnSession *s) { return s->m; }
+
+int trn_find(const TrnSession *s, const char *name) {
+    for (int i = 0; i < s->m->ntensors; i++)
+        if (strcmp(s->m->tensors[i].name, name) == 0) return i;
+    return -1;
+}
+
+static int xfer(TrnSession *s, const char *name, void *data, size_t bytes, int put) {
+    int t = trn_find(s, name);
+    if (t < 0) return rt_seterr(s, "%s: model '%s' has no tensor '%s'", put ? "trn_set" : "trn_get", s->m->name, name);
+    const TrnTensor *tt = &s->m->tensors[t];
+    size_t want = (size_t)rt_nbytes(tt->dtype, tt->numel);
+    if (bytes != want)
+        return rt_seterr(s, "%s '%s': %zu bytes given, the tensor (%s, %lld elements) has %zu", put ? "trn_set" : "trn_get", name, bytes,
+                         trn_dtype_name[tt->dtype], (long long)tt->numel, want);
+    char e[512];
+    int rc = put ? s->be.write(s->be.self, t, data, e, sizeof e) : s->be.read(s->be.self, t, data, e, sizeof e);
+    if (rc != 0) return rt_seterr(s, "%s '%s': %s", put ? "trn_set" : "trn_get", name, e);
+    return 0;
+}
+
+int trn_set(TrnSession *s, const char *name, const void *data, size_t bytes) { return xfer(s, name, (void *)data, bytes, 1); }
+int trn_get(TrnSession *s, const char *name, void *data, size_t bytes) { return xfer(s, name, data, bytes, 0); }
+
+int rt_get_scalar(TrnSession *s, int t, double *v) {
+    const TrnTensor *tt = &s->m->tensors[t];
+    if (tt->numel != 1) return rt_seterr(s, "tensor '%s' is not a scalar", tt->name);
+    unsigned char buf[8];
+    char e[512];
+    if (s->be.read(s->be.self, t, buf, e, sizeof e) != 0) return rt_seterr(s, "reading '%s': %s", tt->name, e);
+    *v = rt_elem_get(tt->dtype, buf, 0);
+    return 0;
+}
+
+int rt_set_scalar(TrnSession *s, int t, double v) {
+    const TrnTensor *tt = &s->m->tensors[t];
+    if (tt->numel != 1) return rt_seterr(s, "tensor '%s' is not a scalar", tt->name);
+    unsigned char buf[8];
+    rt_elem_set(tt->dtype, buf, 0, v);
+    char e[512];
+    if (s->be.write(s->be.self, t, buf, e, sizeof e) != 0) return rt_seterr(s, "writing '%s': %s", tt->name, e);
+    return 0;
+}
+
+static int run(TrnSession *s, TrnRun which, const char *what) {
+    char e[1024];
+    if (s->be.run(s->be.self, which, e, sizeof e) != 0) return rt_seterr(s, "%s on %s: %s", what, s->be.name ? s->be.name : "?", e);
+    return 0;
+}
+
+int trn_step(TrnSession *s, TrnFeed feed, void *ctx, double lr) {
+    const TrnModel *m = s->m;
+    int64_t step = s->step + 1;
+    double lr_now = lr >= 0 ? lr : trn_lr_at(s, step);
+    s->err[0] = 0;
+    /* Set before the first micro-batch: with grad_accum == 1 the update runs inside TRN_RUN_MICRO. */
+    if (m->t_lr >= 0 && rt_set_scalar(s, m->t_lr, lr_now) != 0) return -1;
+    if (m->t_step >= 0 && rt_set_scalar(s, m->t_step, (double)step) != 0) return -1;
+    double sum = 0;
+    for (int64_t micro = 0; micro < s->grad_accum; micro++) {
+        if (feed && feed(ctx, s, (int)micro) != 0) {
+            if (!s->err[0]) rt_seterr(s, "step %lld: feeding micro-batch %lld failed", (long long)step, (long long)micro);
+            return -1;
+        }
+        if (m->t_seed >= 0 && rt_set_scalar(s, m->t_seed, rt_micro_seed(s->seed, step, micro)) != 0) return -1;
+        if (run(s, TRN_RUN_MICRO, "the micro-batch schedule") != 0) return -1;
+        double l = NAN;
+        if (m->t_loss >= 0 && rt_get_scalar(s, m->t_loss, &l) != 0) return -1;
+        sum += l;
+    }
+    if (run(s, TRN_RUN_UPDATE, "the update schedule") != 0) return -1;
+    s->loss = m->t_loss >= 0 ? sum / (double)s->grad_accum : NAN;
+    s->grad_norm = NAN;
+    if (m->t_grad_norm >= 0 && rt_get_scalar(s, m->t_grad_norm, &s->grad_norm) != 0) return -1;
+    s->step = step;
+    return 0;
+}
+
+double  trn_loss(const TrnSession *s) { return s->loss; }
+double  trn_grad_norm(const TrnSession *s) { return s->grad_norm; }
+int64_t trn_step_count(const TrnSession *s) { return s->step; }
+
+double trn_lr_at(const TrnSession *s, int64_t step) {
+    return sched_lr_at(s->schedule, s->lr, s->min_lr, s->warmup, s->total, step);
+}
+
+int rt_set_schedule_name(TrnSession *s, const char *schedule) {
+    if (strcmp(schedule, "constant") != 0 && strcmp(schedule, "cosine") != 0 && strcmp(schedule, "linear") != 0)
+        return rt_seterr(s, "unknown learning-rate schedule '%s' (expected constant, cosine or linear)", schedule);
+    snprintf(s->schedule, sizeof s->schedule, "%s", schedule);
+    return 0;
+}
+
+int trn_set_schedule(TrnSession *s, const char *schedule, double lr, double min_lr, int64_t warmup, int64_t total) {
+    if (schedule && rt_set_schedule_name(s, schedule) != 0) return -1;
+    if (!(lr >= 0) || !(min_lr >= 0) || warmup < 0 || total < 0)
+        return rt_seterr(s, "bad learning-rate schedule: lr %g, min_lr %g, warmup %lld, steps %lld", lr, min_lr, (long long)warmup,
+                         (long long)total);
+    s->lr = lr;
+    s->min_lr = min_lr;
+    s->warmup = warmup;
+    s->total = total;
+    return 0;
+}
+
+int trn_eval(TrnSession *s, double *loss) {
+    if (s->m->t_eval_loss < 0) return rt_seterr(s, "model '%s' has no eval.loss output", s->m->name);
+    if (run(s, TRN_RUN_EVAL, "the eval schedule") != 0) return -1;
+    return rt_get_scalar(s, s->m->t_eval_loss, loss);
+}

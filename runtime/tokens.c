@@ -1,0 +1,167 @@
+/* runtime/tokens.c — reading and writing llm.c token files (tokens.h).
+ * Plain C11 and stdio; byte order is handled explicitly, so the files are
+ * little-endian whatever the host. */
+#include "tokens.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(char *err, size_t errn, const char *fmt, ...) {
+    if (err && errn) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errn, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int32_t get_le32(const unsigned char *p) {
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    return u <= INT32_MAX ? (int32_t)u : -(int32_t)~u - 1; /* two's complement, without implementation-defined casts */
+}
+
+static void put_le32(unsigned char *p, int32_t v) {
+    uint32_t u = (uint32_t)v;
+    p[0] = (unsigned char)u;
+    p[1] = (unsigned char)(u >> 8);
+    p[2] = (unsigned char)(u >> 16);
+    p[3] = (unsigned char)(u >> 24);
+}
+
+int tok_read(const char *path, TokFile *out, char *err, size_t errn) {
+    out->tokens = NULL;
+    out->n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return fail(err, errn, "%s: cannot open: %s", path, strerror(errno));
+    unsigned char h[TOK_HEADER_SIZE];
+    size_t hgot = fread(h, 1, sizeof h, f);
+    if (hgot < sizeof h) {
+        int e = errno, bad = ferror(f);
+        fclose(f);
+        if (bad) return fail(err, errn, "%s: cannot read: %s", path, strerror(e));
+        return fail(err, errn, "%s: truncated header: the file has %zu bytes, a token file starts with a %d-byte header", path, hgot,
+                    TOK_HEADER_SIZE);
+    }
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (size < TOK_HEADER_SIZE || fseek(f, TOK_HEADER_SIZE, SEEK_SET) != 0) {
+        int e = errno;
+        fclose(f);
+        return fail(err, errn, "%s: cannot determine the file size: %s", path, strerror(e));
+    }
+    int32_t magic = get_le32(h), version = get_le32(h + 4), count = get_le32(h + 8);
+    if (magic != TOK_MAGIC) {
+        fclose(f);
+        return fail(err, errn, "%s: bad magic number %ld (expected %d): not a token file in llm.c's format", path, (long)magic, TOK_MAGIC);
+    }
+    if (version != TOK_VERSION) {
+        fclose(f);
+        return fail(err, errn, "%s: unsupported version %ld (expected %d)", path, (long)version, TOK_VERSION);
+    }
+    if (count < 0) {
+        fclose(f);
+        return fail(err, errn, "%s: bad token count %ld in the header", path, (long)count);
+    }
+    long long payload = (long long)size - TOK_HEADER_SIZE, want = 2LL * count;
+    if (payload < want) {
+        fclose(f);
+        return fail(err, errn, "%s: truncated: the header announces %ld tokens (%lld bytes) but the file holds only %lld bytes of tokens", path,
+                    (long)count, want, payload);
+    }
+    if (payload > want) {
+        fclose(f);
+        return fail(err, errn, "%s: count mismatch: the header announces %ld tokens (%lld bytes) but the file holds %lld bytes of tokens", path,
+                    (long)count, want, payload);
+    }
+    unsigned char *raw = malloc((size_t)want + 1);
+    uint16_t *tok = malloc(sizeof(uint16_t) * ((size_t)count + 1));
+    if (!raw || !tok) {
+        free(raw);
+        free(tok);
+        fclose(f);
+        return fail(err, errn, "%s: out of memory for %ld tokens", path, (long)count);
+    }
+    size_t got = fread(raw, 1, (size_t)want, f);
+    fclose(f);
+    if (got != (size_t)want) {
+        free(raw);
+        free(tok);
+        return fail(err, errn, "%s: read error after %zu of %lld token bytes", path, got, want);
+    }
+    for (int64_t i = 0; i < count; i++) tok[i] = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
+    free(raw);
+    out->tokens = tok;
+    out->n = count;
+    return 0;
+}
+
+void tok_free(TokFile *f) {
+    if (!f) return;
+    free(f->tokens);
+    f->tokens = NULL;
+    f->n = 0;
+}
+
+int tok_write(const char *path, const uint16_t *tokens, int64_t n, char *err, size_t errn) {
+    if (n < 0 || n > INT32_MAX) return fail(err, errn, "%s: cannot write %lld tokens: the header holds a 32-bit count", path, (long long)n);
+    if (n > 0 && !tokens) return fail(err, errn, "%s: no tokens given", path);
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 5);
+    if (!tmp) return fail(err, errn, "%s: out of memory", path);
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp", 5);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        int e = errno;
+        free(tmp);
+        return fail(err, errn, "%s: cannot create: %s", path, strerror(e));
+    }
+    unsigned char h[TOK_HEADER_SIZE] = {0};
+    put_le32(h, TOK_MAGIC);
+    put_le32(h + 4, TOK_VERSION);
+    put_le32(h + 8, (int32_t)n);
+    int ok = fwrite(h, 1, sizeof h, f) == sizeof h;
+    unsigned char buf[8192];
+    for (int64_t i = 0; ok && i < n;) {
+        size_t k = 0;
+        for (; k + 2 <= sizeof buf && i < n; i++, k += 2) {
+            buf[k] = (unsigned char)(tokens[i] & 0xff);
+            buf[k + 1] = (unsigned char)(tokens[i] >> 8);
+        }
+        ok = fwrite(buf, 1, k, f) == k;
+    }
+    int e = errno;
+    if (fclose(f) != 0 && ok) {
+        ok = 0;
+        e = errno;
+    }
+    if (!ok) {
+        remove(tmp);
+        free(tmp);
+        return fail(err, errn, "%s: write error: %s", path, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        e = errno;
+        remove(tmp);
+        free(tmp);
+        return fail(err, errn, "%s: cannot rename the temporary file into place: %s", path, strerror(e));
+    }
+    free(tmp);
+    return 0;
+}
+
+int tok_from_text_bytes(const char *text, size_t len, uint16_t **out, int64_t *n) {
+    uint16_t *t = malloc(sizeof(uint16_t) * (len ? len : 1));
+    *out = NULL;
+    *n = 0;
+    if (!t) return -1;
+    for (size_t i = 0; i < len; i++) t[i] = (unsigned char)text[i];
+    *out = t;
+    *n = (int64_t)len;
+    return 0;
+}

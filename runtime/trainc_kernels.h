@@ -1,0 +1,529 @@
+/* runtime/trainc_kernels.h — the hand-written prelude of generated C code.
+ *
+ * Included by every C file trainc generates: dtype conversions (bf16/f16
+ * emulated with round-to-nearest-even, exactly as the interpreter does),
+ * the scalar functions of the pointwise ops, and the template kernels that
+ * generic fusion cannot make fast (norms, softmax, attention, cross-entropy,
+ * embedding, RoPE, optimizer updates, GEMM).  Generated code calls them with
+ * compile-time constant sizes, so the C compiler specialises each call.
+ *
+ * Numerics follow the reference interpreter (docs/interpreter.md): values
+ * are computed in double and rounded to their dtype after every op;
+ * reductions accumulate in double.  Matrix products go through the BLAS in
+ * the storage precision.  Shapes are written next to every argument.
+ */
+#ifndef TRAINC_KERNELS_H
+#define TRAINC_KERNELS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "philox.h"
+
+#ifdef TRN_HAVE_BLAS
+#include <cblas.h>
+#endif
+
+#define TRN_INLINE static inline __attribute__((always_inline))
+
+/* ---- dtype conversions ---- */
+
+TRN_INLINE float trn_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+TRN_INLINE uint32_t trn_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+/* f32 -> bf16 bits, round to nearest even; NaN stays NaN. */
+TRN_INLINE uint16_t trn_f32_to_bf16(float f) {
+    uint32_t u = trn_f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+TRN_INLINE float trn_bf16_to_f32(uint16_t h) { return trn_bits_f32((uint32_t)h << 16); }
+
+/* f32 -> f16 bits, round to nearest even, with subnormals and overflow to inf. */
+TRN_INLINE uint16_t trn_f32_to_f16(float f) {
+    uint32_t u = trn_f32_bits(f), sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);             /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);            /* >= 65520: inf */
+    if (a < 0x38800000u) {                                               /* subnormal or zero */
+        float v = trn_bits_f32(a) * 16777216.0f;                         /* scale by 2^24: exact */
+        uint32_t m = (uint32_t)lrintf(v);                                /* RNE in the current mode */
+        return (uint16_t)(sign | m);
+    }
+    uint32_t r = a + 0x0fffu + ((a >> 13) & 1u);                        /* RNE on 13 dropped bits */
+    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+TRN_INLINE float trn_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0) {
+        float v = (float)m * (1.0f / 16777216.0f);
+        return sign ? -v : v;
+    }
+    if (e == 31) return trn_bits_f32(sign | 0x7f800000u | (m << 13));
+    return trn_bits_f32(sign | ((e + 112) << 23) | (m << 13));
+}
+
+/* Rounding a double to a dtype's precision (per-op rounding), directly from
+ * the double (rounding through f32 first could round twice): the nearest
+ * number with p significand bits and normal exponents emin..emax, ties to
+ * even, subnormals below 2^emin, infinity above the largest finite number.
+ * The same function as the interpreter's. */
+static inline double trn_round_format(double x, int p, int emin, int emax) {
+    if (isnan(x) || isinf(x) || x == 0) return x;
+    double ax = fabs(x);
+    int e;
+    frexp(ax, &e);
+    int E = e - 1 < emin ? emin : e - 1;
+    double ulp = ldexp(1.0, E - (p - 1));
+    double q = ax / ulp, fl = floor(q), frac = q - fl;
+    if (frac > 0.5 || (frac == 0.5 && fmod(fl, 2.0) != 0)) fl += 1;
+    double r = fl * ulp;
+    if (r > ldexp(2.0 - ldexp(1.0, 1 - p), emax)) r = INFINITY;
+    return copysign(r, x);
+}
+TRN_INLINE double trn_r_f32(double x) { return (double)(float)x; }
+TRN_INLINE double trn_r_bf16(double x) { return trn_round_format(x, 8, -126, 127); }
+TRN_INLINE double trn_r_f16(double x) { return trn_round_format(x, 11, -14, 15); }
+
+/* ---- scalar functions of pointwise ops (double, as the interpreter) ---- */
+
+TRN_INLINE double trn_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+TRN_INLINE double trn_silu(double x) { return x / (1.0 + exp(-x)); }
+TRN_INLINE double trn_gelu(double x, int approx) {
+    if (approx) return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    return 0.5 * x * (1.0 + erf(x * 0.7071067811865476));
+}
+TRN_INLINE double trn_gelu_grad(double dy, double x, int approx) {
+    if (approx) {
+        double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), t = tanh(u);
+        double du = 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+        return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du);
+    }
+    double cdf = 0.5 * (1.0 + erf(x * 0.7071067811865476));
+    double pdf = exp(-0.5 * x * x) * 0.3989422804014327;
+    return dy * (cdf + x * pdf);
+}
+TRN_INLINE double trn_silu_grad(double dy, double x) {
+    double s = 1.0 / (1.0 + exp(-x));
+    return dy * s * (1.0 + x * (1.0 - s));
+}
+TRN_INLINE double trn_sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }
+
+/* ---- GEMM: C[M,N] (+)= op(A)[M,K] op(B)[K,N], row-major with leading dims ---- */
+
+static inline void tk_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                               const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+#ifdef TRN_HAVE_BLAS
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
+                A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+#else
+#pragma omp parallel for schedule(static) if (M * N * K > 65536)
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = beta != 0.0f ? (double)C[i * ldc + j] : 0.0;
+            for (int64_t k = 0; k < K; k++)
+                acc += (double)(ta ? A[k * lda + i] : A[i * lda + k]) * (double)(tb ? B[j * ldb + k] : B[k * ldb + j]);
+            C[i * ldc + j] = (float)acc;
+        }
+#endif
+}
+
+static inline void tk_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda,
+                               const double *B, int64_t ldb, double beta, double *C, int64_t ldc) {
+#ifdef TRN_HAVE_BLAS
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K, 1.0,
+                A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+#else
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = beta != 0.0 ? C[i * ldc + j] : 0.0;
+            for (int64_t k = 0; k < K; k++) acc += (ta ? A[k * lda + i] : A[i * lda + k]) * (tb ? B[j * ldb + k] : B[k * ldb + j]);
+            C[i * ldc + j] = acc;
+        }
+#endif
+}
+
+/* Copies a bias row into every row of C (the bias epilogue: then beta = 1). */
+static inline void tk_bias_rows_f32(float *C, int64_t M, int64_t N, int64_t ldc, const float *bias /* [N] */) {
+    for (int64_t i = 0; i < M; i++) memcpy(C + i * ldc, bias, sizeof(float) * (size_t)N);
+}
+
+/* ---- embedding ---- */
+
+/* out [N,C] = table [V,C] rows idx [N]; an index outside [0,V) gives a zero row
+ * (the runtime checks token ranges before feeding). */
+static inline void tk_embedding_f32(float *out, const float *table, const int32_t *idx, int64_t N, int64_t C, int64_t V) {
+#pragma omp parallel for schedule(static) if (N * C > 65536)
+    for (int64_t n = 0; n < N; n++) {
+        int64_t r = idx[n];
+        if (r < 0 || r >= V) memset(out + n * C, 0, sizeof(float) * (size_t)C);
+        else memcpy(out + n * C, table + r * C, sizeof(float) * (size_t)C);
+    }
+}
+
+/* dtable [V,C] = scatter-add of dy [N,C] rows at idx [N].  Parallel over
+ * column blocks so no two threads write one element; rows are added in
+ * order, so the result does not depend on the thread count. */
+static inline void tk_embedding_bwd_f32(float *dtable, const float *dy, const int32_t *idx, int64_t N, int64_t C, int64_t V) {
+    memset(dtable, 0, sizeof(float) * (size_t)(V * C));
+    int64_t nb = (C + 63) / 64;
+#pragma omp parallel for schedule(static) if (N * C > 65536)
+    for (int64_t cb = 0; cb < nb; cb++) {
+        int64_t c0 = cb * 64, c1 = c0 + 64 < C ? c0 + 64 : C;
+        for (int64_t n = 0; n < N; n++) {
+            int64_t r = idx[n];
+            if (r < 0 || r >= V) continue;
+            for (int64_t c = c0; c < c1; c++) dtable[r * C + c] = (float)((double)dtable[r * C + c] + (double)dy[n * C + c]);
+        }
+    }
+}
+
+/* ---- softmax over the middle axis of [outer, n, inner] ---- */
+
+static inline void tk_softmax_f32(float *y, const float *x, int64_t outer, int64_t n, int64_t inner) {
+#pragma omp parallel for collapse(2) schedule(static) if (outer * n * inner > 65536)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const float *xr = x + o * n * inner + i;
+            float *yr = y + o * n * inner + i;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < n; j++) mx = fmax(mx, (double)xr[j * inner]);
+            for (int64_t j = 0; j < n; j++) sum += exp((double)xr[j * inner] - mx);
+            for (int64_t j = 0; j < n; j++) yr[j * inner] = (float)(exp((double)xr[j * inner] - mx) / sum);
+        }
+}
+
+/* dx = y (dy - sum(dy y)) */
+static inline void tk_softmax_bwd_f32(float *dx, const float *dy, const float *y, int64_t outer, int64_t n, int64_t inner) {
+#pragma omp parallel for collapse(2) schedule(static) if (outer * n * inner > 65536)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t base = o * n * inner + i;
+            double dot = 0;
+            for (int64_t j = 0; j < n; j++) dot += (double)dy[base + j * inner] * (double)y[base + j * inner];
+            for (int64_t j = 0; j < n; j++) dx[base + j * inner] = (float)((double)y[base + j * inner] * ((double)dy[base + j * inner] - dot));
+        }
+}
+
+/* ---- layer_norm over rows of [N,C] ---- */
+
+static inline void tk_layernorm_f32(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                                    int64_t N, int64_t C, double eps) {
+#pragma omp parallel for schedule(static) if (N * C > 32768)
+    for (int64_t n = 0; n < N; n++) {
+        const float *xr = x + n * C;
+        double m = 0, v = 0;
+        for (int64_t c = 0; c < C; c++) m += xr[c];
+        m /= (double)C;
+        for (int64_t c = 0; c < C; c++) v += ((double)xr[c] - m) * ((double)xr[c] - m);
+        v /= (double)C;
+        double rs = 1.0 / sqrt(v + eps);
+        for (int64_t c = 0; c < C; c++) y[n * C + c] = (float)(((double)xr[c] - m) * rs * (double)w[c] + (double)b[c]);
+        mean[n] = (float)m;
+        rstd[n] = (float)rs;
+    }
+}
+
+/* dx [N,C], dw [C], db [C] from dy, x, w, mean, rstd. */
+static inline void tk_layernorm_bwd_f32(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                                        const float *mean, const float *rstd, int64_t N, int64_t C) {
+#pragma omp parallel for schedule(static) if (N * C > 32768)
+    for (int64_t n = 0; n < N; n++) {
+        const float *xr = x + n * C, *dr = dy + n * C;
+        double m = mean[n], rs = rstd[n], s1 = 0, s2 = 0;
+        for (int64_t c = 0; c < C; c++) {
+            double xh = ((double)xr[c] - m) * rs, dxh = (double)dr[c] * (double)w[c];
+            s1 += dxh;
+            s2 += dxh * xh;
+        }
+        s1 /= (double)C;
+        s2 /= (double)C;
+        for (int64_t c = 0; c < C; c++) {
+            double xh = ((double)xr[c] - m) * rs, dxh = (double)dr[c] * (double)w[c];
+            dx[n * C + c] = (float)(rs * (dxh - s1 - xh * s2));
+        }
+    }
+#pragma omp parallel for schedule(static) if (N * C > 32768)
+    for (int64_t c = 0; c < C; c++) {
+        double sw = 0, sb = 0;
+        for (int64_t n = 0; n < N; n++) {
+            double xh = ((double)x[n * C + c] - (double)mean[n]) * (double)rstd[n];
+            sw += (double)dy[n * C + c] * xh;
+            sb += (double)dy[n * C + c];
+        }
+        dw[c] = (float)sw;
+        db[c] = (float)sb;
+    }
+}
+
+/* ---- rms_norm over rows of [N,C] ---- */
+
+static inline void tk_rmsnorm_f32(float *y, float *rstd, const float *x, const float *w, int64_t N, int64_t C, double eps) {
+#pragma omp parallel for schedule(static) if (N * C > 32768)
+    for (int64_t n = 0; n < N; n++) {
+        const float *xr = x + n * C;
+        double ss = 0;
+        for (int64_t c = 0; c < C; c++) ss += (double)xr[c] * (double)xr[c];
+        double rs = 1.0 / sqrt(ss / (double)C + eps);
+        for (int64_t c = 0; c < C; c++) y[n * C + c] = (float)((double)xr[c] * rs * (double)w[c]);
+        rstd[n] = (float)rs;
+    }
+}
+
+/* dx = rstd (dy w - xhat mean(dy w xhat)), xhat = x rstd; dw = sum_rows dy xhat. */
+static inline void tk_rmsnorm_bwd_f32(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *rstd,
+                                      int64_t N, int64_t C) {
+#pragma omp parallel for schedule(static) if (N * C > 32768)
+    for (int64_t n = 0; n < N; n++) {
+        double rs = rstd[n], s = 0;
+        for (int64_t c = 0; c < C; c++) s += (double)dy[n * C + c] * (double)w[c] * (double)x[n * C + c] * rs;
+        s /= (double)C;
+        for (int64_t c = 0; c < C; c++) {
+            double xh = (double)x[n * C + c] * rs;
+            dx[n * C + c] = (float)(rs * ((double)dy[n * C + c] * (double)w[c] - xh * s));
+        }
+    }
+#pragma omp parallel for schedule(static) if (N * C > 32768)
+    for (int64_t c = 0; c < C; c++) {
+        double sw = 0;
+        for (int64_t n = 0; n < N; n++) sw += (double)dy[n * C + c] * (double)x[n * C + c] * (double)rstd[n];
+        dw[c] = (float)sw;
+    }
+}
+
+/* ---- rope over [outer, T, D], rotate-half convention ---- */
+
+static inline void tk_rope_f32(float *y, const float *x, int64_t outer, int64_t T, int64_t D, double theta, int inverse) {
+    int64_t half = D / 2;
+#pragma omp parallel for collapse(2) schedule(static) if (outer * T * D > 65536)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t t = 0; t < T; t++) {
+            const float *xr = x + (o * T + t) * D;
+            float *yr = y + (o * T + t) * D;
+            for (int64_t i = 0; i < half; i++) {
+                double ang = (double)t * pow(theta, -2.0 * (double)i / (double)D);
+                if (inverse) ang = -ang;
+                double c = cos(ang), s = sin(ang), x1 = xr[i], x2 = xr[i + half];
+                yr[i] = (float)(x1 * c - x2 * s);
+                yr[i + half] = (float)(x1 * s + x2 * c);
+            }
+        }
+}
+
+/* ---- attention: q [B,H,T,D], k, v [B,Hkv,S,D] -> o [B,H,T,D], lse [B,H,T] ----
+ * One query row at a time with an online softmax over key tiles, so no T x S
+ * matrix exists beyond one tile. */
+#define TK_ATT_TILE 64
+static inline void tk_attention_f32(float *o, float *lse, const float *q, const float *k, const float *v, int64_t B, int64_t H,
+                                    int64_t Hkv, int64_t T, int64_t S, int64_t D, double scale, int causal) {
+    int64_t grp = H / Hkv;
+#pragma omp parallel for collapse(3) schedule(static) if (B * H * T * S * D > 65536)
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < T; i++) {
+                const float *qr = q + ((b * H + h) * T + i) * D;
+                const float *kb = k + (b * Hkv + h / grp) * S * D, *vb = v + (b * Hkv + h / grp) * S * D;
+                double acc[512], mx = -INFINITY, l = 0, s[TK_ATT_TILE];
+                double *ac = D <= 512 ? acc : (double *)malloc(sizeof(double) * (size_t)D);
+                for (int64_t d = 0; d < D; d++) ac[d] = 0;
+                int64_t jend = causal ? i + 1 : S;
+                for (int64_t j0 = 0; j0 < jend; j0 += TK_ATT_TILE) {
+                    int64_t j1 = j0 + TK_ATT_TILE < jend ? j0 + TK_ATT_TILE : jend;
+                    double tmx = -INFINITY;
+                    for (int64_t j = j0; j < j1; j++) {
+                        double dot = 0;
+                        for (int64_t d = 0; d < D; d++) dot += (double)qr[d] * (double)kb[j * D + d];
+                        s[j - j0] = dot * scale;
+                        tmx = fmax(tmx, s[j - j0]);
+                    }
+                    double nmx = fmax(mx, tmx), corr = exp(mx - nmx);
+                    l *= corr;
+                    for (int64_t d = 0; d < D; d++) ac[d] *= corr;
+                    for (int64_t j = j0; j < j1; j++) {
+                        double p = exp(s[j - j0] - nmx);
+                        l += p;
+                        for (int64_t d = 0; d < D; d++) ac[d] += p * (double)vb[j * D + d];
+                    }
+                    mx = nmx;
+                }
+                float *orow = o + ((b * H + h) * T + i) * D;
+                for (int64_t d = 0; d < D; d++) orow[d] = (float)(ac[d] / l);
+                lse[(b * H + h) * T + i] = (float)(mx + log(l));
+                if (ac != acc) free(ac);
+            }
+}
+
+/* dq, dk, dv from do, q, k, v, o, lse (probabilities recomputed from lse).
+ * Parallel over (b, kv head): the query heads sharing a kv head add into
+ * its dk, dv in order. */
+static inline void tk_attention_bwd_f32(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
+                                        const float *v, const float *o, const float *lse, int64_t B, int64_t H, int64_t Hkv,
+                                        int64_t T, int64_t S, int64_t D, double scale, int causal) {
+    int64_t grp = H / Hkv;
+#pragma omp parallel for collapse(2) schedule(static) if (B * H * T * S * D > 65536)
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t hk = 0; hk < Hkv; hk++) {
+            const float *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
+            float *dkb = dk + (b * Hkv + hk) * S * D, *dvb = dv + (b * Hkv + hk) * S * D;
+            double *dka = (double *)calloc((size_t)(S * D), sizeof(double)), *dva = (double *)calloc((size_t)(S * D), sizeof(double));
+            double *dqa = (double *)malloc(sizeof(double) * (size_t)D);
+            for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
+                for (int64_t i = 0; i < T; i++) {
+                    int64_t row = (b * H + h) * T + i;
+                    const float *qr = q + row * D, *dor = dout + row * D, *orow = o + row * D;
+                    double Di = 0, L = lse[row];
+                    for (int64_t d = 0; d < D; d++) Di += (double)dor[d] * (double)orow[d];
+                    for (int64_t d = 0; d < D; d++) dqa[d] = 0;
+                    int64_t jend = causal ? i + 1 : S;
+                    for (int64_t j = 0; j < jend; j++) {
+                        double dot = 0, dp = 0;
+                        for (int64_t d = 0; d < D; d++) {
+                            dot += (double)qr[d] * (double)kb[j * D + d];
+                            dp += (double)dor[d] * (double)vb[j * D + d];
+                        }
+                        double p = exp(dot * scale - L), ds = p * (dp - Di);
+                        for (int64_t d = 0; d < D; d++) {
+                            dqa[d] += scale * ds * (double)kb[j * D + d];
+                            dka[j * D + d] += scale * ds * (double)qr[d];
+                            dva[j * D + d] += p * (double)dor[d];
+                        }
+                    }
+                    for (int64_t d = 0; d < D; d++) dq[row * D + d] = (float)dqa[d];
+                }
+            for (int64_t e = 0; e < S * D; e++) {
+                dkb[e] = (float)dka[e];
+                dvb[e] = (float)dva[e];
+            }
+            free(dka);
+            free(dva);
+            free(dqa);
+        }
+}
+
+/* ---- cross-entropy over rows of logits [N,V] with targets [N] ---- */
+
+static inline int64_t tk_ce_count(const int32_t *tg, int64_t N, int64_t ignore) {
+    int64_t c = 0;
+    for (int64_t n = 0; n < N; n++) c += tg[n] != ignore;
+    return c;
+}
+
+/* loss f32[] = mean over kept rows of lse - logit[target]; lse [N]. */
+static inline void tk_cross_entropy_f32(float *loss, float *lse, const float *logits, const int32_t *tg, int64_t N, int64_t V,
+                                        int64_t ignore) {
+    double *rl = (double *)malloc(sizeof(double) * (size_t)(N ? N : 1));
+#pragma omp parallel for schedule(static) if (N * V > 65536)
+    for (int64_t n = 0; n < N; n++) {
+        const float *r = logits + n * V;
+        double mx = -INFINITY, s = 0;
+        for (int64_t j = 0; j < V; j++) mx = fmax(mx, (double)r[j]);
+        for (int64_t j = 0; j < V; j++) s += exp((double)r[j] - mx);
+        double l = mx + log(s);
+        lse[n] = (float)l;
+        int64_t t = tg[n];
+        rl[n] = (t == ignore || t < 0 || t >= V) ? 0.0 : l - (double)r[t];
+    }
+    double tot = 0;
+    int64_t cnt = tk_ce_count(tg, N, ignore);
+    for (int64_t n = 0; n < N; n++) tot += rl[n];
+    *loss = (float)(cnt ? tot / (double)cnt : 0.0);
+    free(rl);
+}
+
+/* dlogits [N,V] = dloss / count (softmax - onehot) for kept rows, 0 for ignored. */
+static inline void tk_cross_entropy_bwd_f32(float *dl, const float *dloss, const float *logits, const int32_t *tg,
+                                            const float *lse, int64_t N, int64_t V, int64_t ignore) {
+    int64_t cnt = tk_ce_count(tg, N, ignore);
+    double sc = cnt ? (double)*dloss / (double)cnt : 0.0;
+#pragma omp parallel for schedule(static) if (N * V > 65536)
+    for (int64_t n = 0; n < N; n++) {
+        int64_t t = tg[n];
+        const float *r = logits + n * V;
+        float *d = dl + n * V;
+        if (t == ignore) {
+            for (int64_t j = 0; j < V; j++) d[j] = 0;
+            continue;
+        }
+        double l = lse[n];
+        for (int64_t j = 0; j < V; j++) d[j] = (float)(sc * (exp((double)r[j] - l) - (j == t ? 1.0 : 0.0)));
+    }
+}
+
+/* Forward and backward in one pass over the logits, the gradient written in
+ * place of the logits: loss, lse, and logits := dlogits. */
+static inline void tk_cross_entropy_fused_f32(float *loss, float *lse, float *logits /* in: logits, out: dlogits */,
+                                              const int32_t *tg, const float *dloss, int64_t N, int64_t V, int64_t ignore) {
+    int64_t cnt = tk_ce_count(tg, N, ignore);
+    double sc = cnt ? (double)*dloss / (double)cnt : 0.0;
+    double *rl = (double *)malloc(sizeof(double) * (size_t)(N ? N : 1));
+#pragma omp parallel for schedule(static) if (N * V > 65536)
+    for (int64_t n = 0; n < N; n++) {
+        float *r = logits + n * V;
+        double mx = -INFINITY, s = 0;
+        for (int64_t j = 0; j < V; j++) mx = fmax(mx, (double)r[j]);
+        for (int64_t j = 0; j < V; j++) s += exp((double)r[j] - mx);
+        double l = mx + log(s);
+        lse[n] = (float)l;
+        int64_t t = tg[n];
+        if (t == ignore || t < 0 || t >= V) {
+            rl[n] = 0;
+            for (int64_t j = 0; j < V; j++) r[j] = 0;
+            continue;
+        }
+        rl[n] = l - (double)r[t];
+        for (int64_t j = 0; j < V; j++) r[j] = (float)(sc * (exp((double)r[j] - l) - (j == t ? 1.0 : 0.0)));
+    }
+    double tot = 0;
+    for (int64_t n = 0; n < N; n++) tot += rl[n];
+    *loss = (float)(cnt ? tot / (double)cnt : 0.0);
+    free(rl);
+}
+
+/* ---- optimizer ---- */
+
+/* Sum of squares of one tensor, added to *acc (double). */
+static inline void tk_sumsq_f32(double *acc, const float *x, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+    *acc += s;
+}
+
+/* AdamW on n elements, in place (w, m, v may alias the outputs). */
+static inline void tk_adamw_f32(float *wo, float *mo, float *vo, const float *w, const float *g, const float *m, const float *v,
+                                int64_t n, double lr, int64_t step, double gscale, double b1, double b2, double eps, double wd) {
+    double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) {
+        double gi = (double)g[i] * gscale;
+        double mi = b1 * (double)m[i] + (1.0 - b1) * gi;
+        double vi = b2 * (double)v[i] + (1.0 - b2) * gi * gi;
+        double wi = (double)w[i];
+        wi = wi - lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * wi);
+        wo[i] = (float)wi;
+        mo[i] = (float)mi;
+        vo[i] = (float)vi;
+    }
+}
+
+/* SGD with momentum (and Nesterov) on n elements, in place. */
+static inline void tk_sgd_f32(float *wo, float *bo, const float *w, const float *g, const float *buf, int64_t n, double lr,
+                              double gscale, double momentum, double wd, int nesterov) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) {
+        double wi = (double)w[i], gi = (double)g[i] * gscale + wd * wi, upd = gi, bi = (double)buf[i];
+        if (momentum != 0.0) {
+            bi = momentum * bi + gi;
+            upd = nesterov ? gi + momentum * bi : bi;
+        }
+        wo[i] = (float)(wi - lr * upd);
+        bo[i] = (float)bi;
+    }
+}
+
+/* ---- memory-plan checking: fill a dead buffer with NaN ---- */
+static inline void tk_poison(unsigned char *p, int64_t bytes) { memset(p, 0xff, (size_t)bytes); }
+
+#endif /* TRAINC_KERNELS_H */

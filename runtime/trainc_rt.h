@@ -1,0 +1,185 @@
+/* runtime/trainc_rt.h — the one public header of the trainc runtime.
+ *
+ * The runtime is a small C library linked into every training executable
+ * (and into the trainc driver, whose `trainc run` trains through the
+ * interpreter).  It knows nothing of the compiler: a model reaches it as a
+ * TrnModel descriptor (the tensors of one training step and where they
+ * live) plus a TrnBackend (something that can run the step's schedules and
+ * move tensors in and out).  Generated C code provides the descriptor and a
+ * CPU schedule; the CUDA backend and the interpreter backend provide the
+ * same interface, so data loading, the training loop, checkpoints, metrics
+ * and sampling are written once.
+ *
+ * No global state, no exit() and no printing inside the library functions
+ * except trn_main (the command-line program) and the progress line that
+ * trn_train prints when asked.  Errors are return codes (0 = ok, -1 =
+ * error) with a message in the session (trn_error).
+ */
+#ifndef TRAINC_RT_H
+#define TRAINC_RT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TRN_ABI_VERSION 1
+#define TRN_MAX_RANK 8
+
+/* Same order as DTYPES in ir/ir.h. */
+typedef enum { TRN_F32, TRN_F64, TRN_BF16, TRN_F16, TRN_I32, TRN_I64, TRN_U8 } TrnDType;
+extern const int   trn_dtype_size[7];
+extern const char *trn_dtype_name[7];      /* "f32", ... */
+
+typedef enum {
+    TRN_PARAM,          /* model parameter: checkpointed, initialised from init */
+    TRN_STATE,          /* optimizer / accumulator state: checkpointed with --resume */
+    TRN_INPUT,          /* fed per micro-batch (tokens, targets) or by the loop (opt.lr, opt.step, rng.seed) */
+    TRN_OUTPUT,         /* read after a run (loss, grad_norm, eval.loss, logits) */
+} TrnKind;
+
+typedef struct TrnTensor {
+    const char *name;               /* ".model" name: "h.0.attn.c_attn.weight", "adamw.m.wte", "tokens", "loss" */
+    TrnKind     kind;
+    TrnDType    dtype;
+    int         rank;
+    int64_t     shape[TRN_MAX_RANK];
+    int64_t     numel;
+    int64_t     offset;             /* byte offset in the arena (compiled backends); -1 if not placed */
+    /* Parameters and states: element i = rng_init_value(init, init_a, init_b, seed, rng_name_stream(name), i). */
+    const char *init;               /* "zeros" "ones" "normal" "uniform" "constant" */
+    double      init_a, init_b;
+    int         trainable;          /* params: 0 when frozen */
+    /* Checkpoint view (pad-tiles): the tensor is saved and loaded as its leading
+     * ckpt_shape sub-block; equal to shape when nothing is padded. */
+    int64_t     ckpt_shape[TRN_MAX_RANK];
+} TrnTensor;
+
+/* The schedules a backend can run. */
+typedef enum {
+    TRN_RUN_MICRO,      /* one micro-batch of a training step (forward, backward, accumulate; the update too when grad_accum == 1) */
+    TRN_RUN_UPDATE,     /* the once-per-step part (empty when grad_accum == 1) */
+    TRN_RUN_EVAL,       /* forward only: writes the "eval.loss" output; changes no param or state */
+    TRN_RUN_SAMPLE,     /* forward only: writes the "logits" output; changes no param or state */
+    TRN_RUN__COUNT
+} TrnRun;
+
+enum { TRN_FLAG_POISON = 1 };
+
+/* Training defaults from the model's train section (command-line flags override). */
+typedef struct TrnTrainDefaults {
+    const char *optimizer;          /* "adamw" | "sgd" */
+    const char *schedule;           /* "constant" | "cosine" | "linear" */
+    double      lr, min_lr, grad_clip, loss_scale;
+    int64_t     warmup, steps, grad_accum, seed, eval_every, eval_steps, save_every, loss_scale_window;
+    const char *precision;          /* "fp32" | "tf32" | "bf16" | "fp16" */
+} TrnTrainDefaults;
+
+/* A memory-plan line for --report: category and bytes. */
+typedef struct TrnMemLine { const char *what; int64_t bytes; } TrnMemLine;
+
+typedef struct TrnModel {
+    int               abi;          /* TRN_ABI_VERSION */
+    const char       *name;         /* "gpt2" */
+    const char       *source;       /* the .model path it was compiled from */
+    int               ntensors;
+    const TrnTensor  *tensors;
+    /* Indices into tensors, -1 when absent. */
+    int               t_tokens, t_targets;         /* i32 [B,T] language-model inputs */
+    int               t_lr, t_step, t_seed;        /* scalar inputs "opt.lr" f32, "opt.step" i32, "rng.seed" i32 */
+    int               t_loss, t_grad_norm;         /* outputs of TRN_RUN_MICRO / TRN_RUN_UPDATE */
+    int               t_eval_loss, t_logits;       /* outputs of TRN_RUN_EVAL / TRN_RUN_SAMPLE */
+    int64_t           vocab;                       /* logits' last dimension (unpadded), 0 if not a language model */
+    TrnTrainDefaults  train;
+    int64_t           arena_bytes;                 /* compiled backends: the whole memory plan */
+    int               nmem;                        /* the memory report */
+    const TrnMemLine *mem;
+    /* Compiled CPU schedules (NULL for other backends): each runs on the
+     * arena; flags: TRN_FLAG_POISON fills every buffer with NaN when it dies. */
+    void            (*cpu_run[TRN_RUN__COUNT])(unsigned char *arena, int flags);
+    /* Compiled CUDA module (NULL when not compiled for CUDA): opaque, read by the CUDA backend. */
+    const void       *cuda;
+} TrnModel;
+
+/* A backend runs schedules and moves tensors between host and its memory.
+ * Host data is in the tensor's dtype, row-major, numel elements. */
+typedef struct TrnBackend {
+    const char *name;                                   /* "cpu", "cuda", "interp" */
+    void       *self;
+    int  (*run)(void *self, TrnRun which, char *err, size_t errn);
+    int  (*read)(void *self, int tensor, void *dst, char *err, size_t errn);
+    int  (*write)(void *self, int tensor, const void *src, char *err, size_t errn);
+    void (*destroy)(void *self);
+    int64_t     device_bytes;                           /* bytes it allocated for the arena */
+} TrnBackend;
+
+/* Backends the runtime provides. */
+int trn_cpu_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn);   /* needs m->cpu_run */
+int trn_cuda_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn);  /* -1 with a clear message when there is no GPU, no driver, or no CUDA module */
+
+/* ---- sessions: the embedding API ---- */
+
+typedef struct TrnOptions {
+    const char *device;             /* "auto" (default), "cpu", "cuda" */
+    int         threads;            /* 0 = default */
+    int64_t     seed;               /* -1 = the model's default */
+    int         poison;             /* fill dead buffers with NaN (memory-plan checking) */
+} TrnOptions;
+
+typedef struct TrnSession TrnSession;
+
+/* Creates a session on the device asked for, with freshly initialised
+ * parameters and zeroed states.  NULL on failure with the reason in err. */
+TrnSession *trn_create(const TrnModel *m, const TrnOptions *opt, char *err, size_t errn);
+/* Same with a backend made by the caller (the interpreter backend).  The
+ * session owns be from then on: trn_destroy destroys it, and so does a
+ * failed trn_create_with_backend. */
+TrnSession *trn_create_with_backend(const TrnModel *m, TrnBackend be, const TrnOptions *opt, char *err, size_t errn);
+void        trn_destroy(TrnSession *s);
+const char *trn_error(const TrnSession *s);             /* the last error message */
+const TrnModel *trn_model(const TrnSession *s);
+int         trn_find(const TrnSession *s, const char *name);   /* tensor index, -1 if none */
+
+/* Copies host data (tensor dtype, numel elements) into an input or any tensor, or out of one. */
+int trn_set(TrnSession *s, const char *name, const void *data, size_t bytes);
+int trn_get(TrnSession *s, const char *name, void *data, size_t bytes);
+
+/* One optimizer step of grad_accum micro-batches.  feed(ctx, s, micro) sets
+ * the inputs of each micro-batch (trn_set); it may be NULL when the inputs
+ * are already set and grad_accum == 1.  lr < 0 uses the schedule.  The mean
+ * loss over the micro-batches is available from trn_loss afterwards. */
+typedef int (*TrnFeed)(void *ctx, TrnSession *s, int micro);
+int    trn_step(TrnSession *s, TrnFeed feed, void *ctx, double lr);
+double trn_loss(const TrnSession *s);                    /* mean loss of the last step */
+double trn_grad_norm(const TrnSession *s);               /* NAN when the model has none */
+int64_t trn_step_count(const TrnSession *s);             /* steps taken so far */
+double trn_lr_at(const TrnSession *s, int64_t step);     /* the schedule */
+/* Replaces the schedule (defaults: the model's train section; trn_load with
+ * state restores the saved one).  schedule NULL keeps the current one;
+ * total is the run's step count that cosine and linear decay over. */
+int    trn_set_schedule(TrnSession *s, const char *schedule, double lr, double min_lr, int64_t warmup, int64_t total);
+/* Forward-only loss of the inputs currently set (TRN_RUN_EVAL). */
+int    trn_eval(TrnSession *s, double *loss);
+
+/* Checkpoints (safetensors): parameters by name; with_state adds the
+ * optimizer/accumulator states and the step, data position and seed in the
+ * metadata.  Written to PATH.tmp and renamed: a crash never leaves a broken
+ * checkpoint.  trn_load with params_only checks names and shapes strictly
+ * (missing, extra or mis-shaped tensors are errors naming them). */
+int trn_save(TrnSession *s, const char *path, int with_state);
+int trn_load(TrnSession *s, const char *path, int params_only);
+
+/* ---- the command-line program every executable gets ---- */
+
+/* Parses argv (--data, --val, --steps, --lr, ... see docs/runtime.md), trains,
+ * prints the progress line, writes metrics and checkpoints.  Returns the
+ * process exit status.  be may be NULL (then --device picks a backend);
+ * otherwise trn_main owns it (it is destroyed before trn_main returns). */
+int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TRAINC_RT_H */

@@ -1,0 +1,342 @@
+/* runtime/util.c — error messages, checked C-library calls, dtype
+ * conversion and seeds, shared by the runtime's files (rt.h). */
+#include "rt.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const int   trn_dtype_size[7] = {4, 8, 2, 2, 4, 8, 1};
+const char *trn_dtype_name[7] = {"f32", "f64", "bf16", "f16", "i32", "i64", "u8"};
+
+/* ---- errors ---- */
+
+int rt_fail(char *err, size_t errn, const char *fmt, ...) {
+    if (err && errn) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errn, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+const char *rt_srcname(const char *file) {
+    const char *p = strstr(file, "runtime/"), *q;
+    while (p && (q = strstr(p + 1, "runtime/")) != NULL) p = q;
+    if (p) return p;
+    p = strrchr(file, '/');
+    return p ? p + 1 : file;
+}
+
+#define AT rt_srcname(file), line
+
+void *rt_malloc_at(size_t n, const char *file, int line, char *err, size_t errn) {
+    void *p = malloc(n ? n : 1);
+    if (!p) rt_fail(err, errn, "malloc(%zu) failed at %s:%d: out of memory", n, AT);
+    return p;
+}
+
+void *rt_calloc_at(size_t n, size_t size, const char *file, int line, char *err, size_t errn) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) rt_fail(err, errn, "calloc(%zu, %zu) failed at %s:%d: out of memory", n, size, AT);
+    return p;
+}
+
+void *rt_realloc_at(void *p, size_t n, const char *file, int line, char *err, size_t errn) {
+    void *q = realloc(p, n ? n : 1);
+    if (!q) rt_fail(err, errn, "realloc(%zu) failed at %s:%d: out of memory", n, AT);
+    return q;
+}
+
+FILE *rt_fopen_at(const char *path, const char *mode, const char *file, int line, char *err, size_t errn) {
+    FILE *f = fopen(path, mode);
+    if (!f) rt_fail(err, errn, "fopen(\"%s\", \"%s\") failed at %s:%d: %s", path, mode, AT, strerror(errno));
+    return f;
+}
+
+int rt_fread_at(void *dst, size_t n, FILE *f, const char *path, const char *file, int line, char *err, size_t errn) {
+    size_t got = fread(dst, 1, n, f);
+    if (got == n) return 0;
+    if (ferror(f)) return rt_fail(err, errn, "fread(%zu bytes) from %s failed at %s:%d: %s", n, path, AT, strerror(errno));
+    return rt_fail(err, errn, "fread(%zu bytes) from %s failed at %s:%d: unexpected end of file after %zu bytes", n, path, AT, got);
+}
+
+int rt_fwrite_at(const void *src, size_t n, FILE *f, const char *path, const char *file, int line, char *err, size_t errn) {
+    if (n == 0 || fwrite(src, 1, n, f) == n) return 0;
+    return rt_fail(err, errn, "fwrite(%zu bytes) to %s failed at %s:%d: %s", n, path, AT, strerror(errno));
+}
+
+int rt_fseek_at(FILE *f, off_t off, int whence, const char *path, const char *file, int line, char *err, size_t errn) {
+    if (fseeko(f, off, whence) == 0) return 0;
+    return rt_fail(err, errn, "fseeko(%s, %lld) failed at %s:%d: %s", path, (long long)off, AT, strerror(errno));
+}
+
+int rt_fsize_at(FILE *f, const char *path, uint64_t *size, const char *file, int line, char *err, size_t errn) {
+    if (fseeko(f, 0, SEEK_END) != 0)
+        return rt_fail(err, errn, "fseeko(%s, end) failed at %s:%d: %s", path, AT, strerror(errno));
+    off_t end = ftello(f);
+    if (end < 0) return rt_fail(err, errn, "ftello(%s) failed at %s:%d: %s", path, AT, strerror(errno));
+    if (fseeko(f, 0, SEEK_SET) != 0)
+        return rt_fail(err, errn, "fseeko(%s, 0) failed at %s:%d: %s", path, AT, strerror(errno));
+    *size = (uint64_t)end;
+    return 0;
+}
+
+int rt_fclose_at(FILE *f, const char *path, const char *file, int line, char *err, size_t errn) {
+    if (fclose(f) == 0) return 0;
+    return rt_fail(err, errn, "fclose(%s) failed at %s:%d: %s", path, AT, strerror(errno));
+}
+
+int rt_fflush_fsync_at(FILE *f, const char *path, const char *file, int line, char *err, size_t errn) {
+    if (fflush(f) != 0) return rt_fail(err, errn, "fflush(%s) failed at %s:%d: %s", path, AT, strerror(errno));
+    int fd = fileno(f);
+    if (fd < 0) return rt_fail(err, errn, "fileno(%s) failed at %s:%d: %s", path, AT, strerror(errno));
+    /* EINVAL: the file does not support syncing (a pipe, /dev/null): nothing to make durable. */
+    if (fsync(fd) != 0 && errno != EINVAL)
+        return rt_fail(err, errn, "fsync(%s) failed at %s:%d: %s", path, AT, strerror(errno));
+    return 0;
+}
+
+int rt_rename_at(const char *from, const char *to, const char *file, int line, char *err, size_t errn) {
+    if (rename(from, to) == 0) return 0;
+    return rt_fail(err, errn, "rename(\"%s\", \"%s\") failed at %s:%d: %s", from, to, AT, strerror(errno));
+}
+
+void rt_fmt_double(char *out, size_t n, double x) {
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(out, n, "%.*g", prec, x);
+        if (strtod(out, NULL) == x) return;
+    }
+}
+
+/* ---- growing strings ---- */
+
+static void buf_reserve(RtBuf *b, size_t extra) {
+    if (b->oom) return;
+    if (b->len + extra + 1 <= b->cap) return;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = 1;   /* reported by the caller, which checks b->oom */
+        return;
+    }
+    b->p = p;
+    b->cap = cap;
+}
+
+void rt_buf_printf(RtBuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->oom = 1;
+        return;
+    }
+    buf_reserve(b, (size_t)n);
+    if (b->oom) return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void rt_buf_json_string(RtBuf *b, const char *s) {
+    rt_buf_printf(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"') rt_buf_printf(b, "\\\"");
+        else if (*p == '\\') rt_buf_printf(b, "\\\\");
+        else if (*p < 0x20) rt_buf_printf(b, "\\u%04x", *p);
+        else rt_buf_printf(b, "%c", *p);
+    }
+    rt_buf_printf(b, "\"");
+}
+
+void rt_buf_free(RtBuf *b) {
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+    b->oom = 0;
+}
+
+/* ---- dtypes ---- */
+
+int rt_host_is_little_endian(void) {
+    const uint16_t one = 1;
+    unsigned char c;
+    memcpy(&c, &one, 1);
+    return c == 1;
+}
+
+int rt_dtype_is_float(TrnDType dt) { return dt == TRN_F32 || dt == TRN_F64 || dt == TRN_BF16 || dt == TRN_F16; }
+
+int64_t rt_nbytes(TrnDType dt, int64_t numel) {
+    int64_t sz = trn_dtype_size[dt];
+    if (numel < 0 || numel > INT64_MAX / sz) return -1;
+    return numel * sz;
+}
+
+/* x rounded to a binary format with `mant` fraction bits, smallest normal
+ * exponent emin and largest finite value maxv (round to nearest even: rint
+ * under the default rounding mode).  The result is exact in that format. */
+static double round_to_format(double x, int mant, int emin, double maxv) {
+    if (x == 0 || isnan(x) || isinf(x)) return x;
+    int e;
+    frexp(x, &e);         /* |x| in [2^(e-1), 2^e) */
+    e -= 1;
+    if (e < emin) e = emin;
+    double q = ldexp(1.0, e - mant);
+    double r = rint(x / q) * q;
+    if (fabs(r) > maxv) return x > 0 ? INFINITY : -INFINITY;
+    return r;
+}
+
+uint16_t rt_f64_to_bf16(double x) {
+    if (isnan(x)) return signbit(x) ? 0xFFC0 : 0x7FC0;
+    float f = (float)round_to_format(x, 7, -126, ldexp(255.0 / 128.0, 127)); /* exact in f32 */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+double rt_bf16_to_f64(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t rt_f64_to_f16(double x) {
+    if (isnan(x)) return signbit(x) ? 0xFE00 : 0x7E00;
+    double r = round_to_format(x, 10, -14, 65504.0);
+    uint16_t sign = signbit(r) ? 0x8000 : 0;
+    double a = fabs(r);
+    if (isinf(a)) return sign | 0x7C00;
+    if (a == 0) return sign;
+    int e;
+    frexp(a, &e);
+    e -= 1;
+    if (e < -14) return sign | (uint16_t)(a * 16777216.0);   /* subnormal: a / 2^-24 */
+    uint16_t mant = (uint16_t)(ldexp(a, 10 - e) - 1024.0);
+    return sign | (uint16_t)((e + 15) << 10) | mant;
+}
+
+double rt_f16_to_f64(uint16_t h) {
+    int sign = h >> 15, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+    double v;
+    if (exp == 0) v = ldexp((double)mant, -24);
+    else if (exp == 31) v = mant ? NAN : INFINITY;
+    else v = ldexp((double)(mant + 1024), exp - 25);
+    return sign ? -v : v;
+}
+
+static double clamp_round(double v, double lo, double hi) {
+    if (isnan(v)) return 0;
+    v = rint(v);
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+double rt_elem_get(TrnDType dt, const void *base, int64_t i) {
+    const unsigned char *p = (const unsigned char *)base + (size_t)i * (size_t)trn_dtype_size[dt];
+    switch (dt) {
+    case TRN_F32: { float v; memcpy(&v, p, 4); return v; }
+    case TRN_F64: { double v; memcpy(&v, p, 8); return v; }
+    case TRN_BF16: { uint16_t v; memcpy(&v, p, 2); return rt_bf16_to_f64(v); }
+    case TRN_F16: { uint16_t v; memcpy(&v, p, 2); return rt_f16_to_f64(v); }
+    case TRN_I32: { int32_t v; memcpy(&v, p, 4); return v; }
+    case TRN_I64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
+    case TRN_U8: return *p;
+    }
+    return 0;
+}
+
+void rt_elem_set(TrnDType dt, void *base, int64_t i, double v) {
+    unsigned char *p = (unsigned char *)base + (size_t)i * (size_t)trn_dtype_size[dt];
+    switch (dt) {
+    case TRN_F32: { float x = (float)v; memcpy(p, &x, 4); break; }
+    case TRN_F64: memcpy(p, &v, 8); break;
+    case TRN_BF16: { uint16_t x = rt_f64_to_bf16(v); memcpy(p, &x, 2); break; }
+    case TRN_F16: { uint16_t x = rt_f64_to_f16(v); memcpy(p, &x, 2); break; }
+    case TRN_I32: { int32_t x = (int32_t)clamp_round(v, -2147483648.0, 2147483647.0); memcpy(p, &x, 4); break; }
+    case TRN_I64: {
+        /* 2^63 is the first double above INT64_MAX */
+        double c = clamp_round(v, -9223372036854775808.0, 9223372036854775807.0);
+        int64_t x = c >= 9223372036854775807.0 ? INT64_MAX : (int64_t)c;
+        memcpy(p, &x, 8);
+        break;
+    }
+    case TRN_U8: *p = (unsigned char)clamp_round(v, 0, 255); break;
+    }
+}
+
+void rt_ckpt_shape(const TrnTensor *t, int64_t out[TRN_MAX_RANK]) {
+    int zero = 1;
+    for (int d = 0; d < t->rank; d++)
+        if (t->ckpt_shape[d] != 0) zero = 0;
+    for (int d = 0; d < TRN_MAX_RANK; d++) out[d] = d < t->rank ? (zero && t->numel > 0 ? t->shape[d] : t->ckpt_shape[d]) : 0;
+}
+
+int64_t rt_ckpt_numel(const TrnTensor *t) {
+    int64_t cs[TRN_MAX_RANK], n = 1;
+    rt_ckpt_shape(t, cs);
+    for (int d = 0; d < t->rank; d++) n *= cs[d];
+    return n;
+}
+
+void rt_block_copy(void *dst, const void *src, int rank, const int64_t *full, const int64_t *blk, size_t esize, int to_block) {
+    if (rank == 0) {
+        memcpy(dst, src, esize);
+        return;
+    }
+    for (int d = 0; d < rank; d++)
+        if (blk[d] == 0) return;
+    /* Walk the block's rows (every index but the last); each row is a
+     * contiguous run of blk[rank-1] elements in both layouts. */
+    int64_t idx[TRN_MAX_RANK] = {0};
+    size_t run = (size_t)blk[rank - 1] * esize;
+    int64_t brow = 0;
+    for (;;) {
+        int64_t off = 0;
+        for (int d = 0; d < rank; d++) off = off * full[d] + (d < rank - 1 ? idx[d] : 0);
+        unsigned char *fp = (unsigned char *)(to_block ? src : dst) + (size_t)off * esize;
+        unsigned char *bp = (unsigned char *)(to_block ? dst : src) + (size_t)brow * run;
+        if (to_block) memcpy(bp, fp, run);
+        else memcpy(fp, bp, run);
+        brow++;
+        int d = rank - 2;
+        while (d >= 0 && ++idx[d] == blk[d]) idx[d--] = 0;
+        if (d < 0) break;
+    }
+}
+
+/* ---- seeds ---- */
+
+uint64_t rt_splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+int32_t rt_micro_seed(uint64_t seed, int64_t step, int64_t micro) {
+    uint64_t h = rt_splitmix64(rt_splitmix64(rt_splitmix64(seed) ^ (uint64_t)step) ^ (uint64_t)micro);
+    return (int32_t)(h >> 33);
+}
+
+/* ---- OpenMP ---- */
+
+/* Weak: resolves to libgomp's function when the executable links OpenMP,
+ * stays NULL otherwise, so the runtime never needs OpenMP itself. */
+#if defined(__GNUC__) || defined(__clang__)
+extern void omp_set_num_threads(int n) __attribute__((weak));
+void rt_set_threads(int n) {
+    if (n > 0 && omp_set_num_threads) omp_set_num_threads(n);
+}
+#else
+void rt_set_threads(int n) { (void)n; }
+#endif

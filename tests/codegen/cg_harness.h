@@ -1,0 +1,41 @@
+/* tests/codegen/cg_harness.h — compile a model to C, load the generated
+ * code as a shared object, and run it beside the reference interpreter
+ * through the runtime's session API, feeding both the same batches. */
+#ifndef CG_HARNESS_H
+#define CG_HARNESS_H
+
+#include "cg.h"
+#include "compile.h"
+#include "interp_backend.h"
+#include "trainc_rt.h"
+
+typedef struct Harness {
+    Graph          *train, *eval, *sample;
+    Program        *prog;
+    void           *so;              /* dlopen handle */
+    const TrnModel *compiled;        /* descriptor from the generated code */
+    InterpModel    *im;              /* the interpreter backend */
+    char            cpath[512], sopath[512];
+} Harness;
+
+/* Builds `model` with the -D overrides (NULL-terminated "k=v" strings) and
+ * loads the generated code.  fuse: generic fusion.  Returns 0 on success. */
+int  h_build(Harness *h, const char *model, const char *const *defs, const char *const *sets, bool fuse, int accum);
+void h_free(Harness *h);
+
+/* Token data: a byte-level encoding of a text file, or a synthetic pattern. */
+typedef struct Tokens { int32_t *t; int64_t n; } Tokens;
+int  h_tokens_from_file(Tokens *tk, const char *path, int64_t max);
+void h_tokens_synthetic(Tokens *tk, int64_t n, int vocab, uint64_t seed);
+
+/* Feeds micro-batch `i` (B x T from the model's tokens input) of tk. */
+int  h_feed(TrnSession *s, const Tokens *tk, int64_t i);
+
+/* Relative difference |a-b| / max(|a|, |b|, floor). */
+double h_rel(double a, double b, double floor);
+
+/* Largest difference between the params of two sessions, per tensor
+ * max|a - b| / max|a| (relative to the tensor's scale). */
+double h_param_diff(TrnSession *a, TrnSession *b, const char **worst);
+
+#endif

@@ -1,0 +1,20 @@
+# Front-end tests (frontend/, examples/, docs/language.md).
+#   test_fe_examples   the examples elaborate at full and tiny size; parameter counts, names, tying, -D
+#   test_fe_errors     golden error messages of tests/frontend/errors/*.model
+#   test_fe_corpus     the fuzz target's entry point over the seed corpus (any compiler)
+#   fuzz_model         libFuzzer target (clang only; see docs/language.md)
+trainc_unit_test(test_fe_examples ${CMAKE_CURRENT_SOURCE_DIR}/frontend/test_examples.c)
+trainc_unit_test(test_fe_errors ${CMAKE_CURRENT_SOURCE_DIR}/frontend/test_errors.c)
+
+add_executable(test_fe_corpus ${CMAKE_CURRENT_SOURCE_DIR}/frontend/run_corpus.c ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_model.c)
+target_link_libraries(test_fe_corpus PRIVATE trainc_core trainc_frontend)
+add_test(NAME test_fe_corpus
+         COMMAND test_fe_corpus tests/fuzz/corpus_model examples tests/frontend/errors
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+
+if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
+  add_executable(fuzz_model ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_model.c)
+  target_compile_options(fuzz_model PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_options(fuzz_model PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_model PRIVATE trainc_core trainc_frontend)
+endif()

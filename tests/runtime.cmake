@@ -1,0 +1,32 @@
+# tests/runtime.cmake — the runtime's tests (tests/runtime/): a hand-written
+# bigram language model driven through the embedding API and the command
+# line.  Sanitizer runs: docs/runtime.md, "Testing".
+set(RT_TESTS ${CMAKE_SOURCE_DIR}/tests/runtime)
+
+add_library(rt_test_models STATIC ${RT_TESTS}/bigram.c)
+target_link_libraries(rt_test_models PUBLIC trainc_rt)
+
+# training executables made by hand, as generated code would be
+add_executable(rt_bigram ${RT_TESTS}/bigram_main.c)
+target_link_libraries(rt_bigram PRIVATE rt_test_models)
+
+add_executable(test_runtime ${RT_TESTS}/test_runtime.c)
+target_link_libraries(test_runtime PRIVATE rt_test_models)
+add_test(NAME runtime_unit COMMAND test_runtime ${CMAKE_CURRENT_BINARY_DIR}/runtime-scratch/unit)
+
+add_test(NAME runtime_cli COMMAND bash ${RT_TESTS}/cli.sh $<TARGET_FILE:rt_bigram> ${CMAKE_CURRENT_BINARY_DIR}/runtime-scratch/cli)
+
+# the fuzz target's corpus, run without libFuzzer (any compiler)
+add_executable(rt_fuzz_corpus ${RT_TESTS}/fuzz_safetensors.c ${RT_TESTS}/fuzz_main.c)
+target_link_libraries(rt_fuzz_corpus PRIVATE rt_test_models)
+add_test(NAME runtime_fuzz_corpus COMMAND rt_fuzz_corpus ${RT_TESTS}/corpus/safetensors)
+
+set_tests_properties(runtime_unit runtime_cli runtime_fuzz_corpus PROPERTIES LABELS runtime)
+
+if(TRAINC_FUZZ)
+  add_executable(fuzz_safetensors ${RT_TESTS}/fuzz_safetensors.c)
+  target_link_libraries(fuzz_safetensors PRIVATE rt_test_models)
+  target_compile_options(fuzz_safetensors PRIVATE -fsanitize=fuzzer)
+  target_link_options(fuzz_safetensors PRIVATE -fsanitize=fuzzer)
+  target_compile_options(rt_test_models PRIVATE -fsanitize=fuzzer-no-link)
+endif()

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# tests/runtime/cli.sh — a training executable's command line, as a user
+# sees it: flags, the progress line, sampling, errors and exit statuses.
+#   cli.sh EXE SCRATCH      (EXE: rt_bigram, the bigram test model + trn_main)
+set -u
+exe=$1 dir=$2
+rm -rf "$dir"
+mkdir -p "$dir"
+pass=0 fail=0
+check() {   # check NAME COMMAND...
+  local name=$1
+  shift
+  if "$@"; then pass=$((pass + 1)); else echo "FAILED: $name"; fail=$((fail + 1)); fi
+}
+
+"$exe" --write-test-tokens "$dir/train.bin" 20000 1 || exit 1
+"$exe" --write-test-tokens "$dir/val.bin" 3000 2 || exit 1
+"$exe" --write-test-tokens "$dir/small.bin" 64 3 || exit 1
+
+# --help: every flag, exit 0
+"$exe" --help > "$dir/help.txt"
+check "--help exits 0" test $? -eq 0
+for f in data val steps lr min-lr schedule warmup seed batches eval-every eval-steps save save-every resume init \
+         metrics sample device threads print-every report poison quiet help; do
+  check "--help lists --$f" grep -q -- "--$f" "$dir/help.txt"
+done
+
+# progress when stderr is not a terminal: one plain line per step
+"$exe" --data "$dir/train.bin" --steps 5 2> "$dir/progress.txt" < /dev/null
+check "training exits 0" test $? -eq 0
+n=$(grep -cE '^step +[0-9]+/5 \| loss [0-9.]+ \| lr [0-9.e+-]+ \| norm [0-9.]+ \| [0-9]+ tok/s \| eta [0-9:]+$' "$dir/progress.txt")
+check "one progress line per step (got $n)" test "$n" -eq 5
+check "no carriage return when not a terminal" test "$(tr -cd '\r' < "$dir/progress.txt" | wc -c)" -eq 0
+check "a summary line" grep -q '^trained to step 5 in ' "$dir/progress.txt"
+
+# --print-every 4 over 10 steps: steps 1, 4, 8 and the last
+"$exe" --data "$dir/train.bin" --steps 10 --print-every 4 2> "$dir/every.txt"
+n=$(grep -cE '^step ' "$dir/every.txt")
+check "--print-every 4 (got $n lines)" test "$n" -eq 4
+
+# on a terminal the line is redrawn in place
+if script -qec "true" /dev/null > /dev/null 2>&1; then
+  script -qec "'$exe' --data '$dir/train.bin' --steps 5" /dev/null > "$dir/tty.txt" 2>&1
+  check "redrawn with \\r on a terminal" test "$(tr -cd '\r' < "$dir/tty.txt" | wc -c)" -ge 1
+fi
+
+# validation: printed and logged
+"$exe" --data "$dir/train.bin" --val "$dir/val.bin" --steps 6 --eval-every 3 --metrics "$dir/m.jsonl" 2> "$dir/val.txt"
+check "val loss printed" test "$(grep -cE '^step [36]/6 \| val loss [0-9.]+' "$dir/val.txt")" -eq 2
+check "val loss logged" test "$(grep -c '"val_loss"' "$dir/m.jsonl")" -eq 2
+check "metrics: one object per step" test "$(grep -cE '^\{"step":[0-9]+,"loss":[0-9.e+-]+,"lr":[0-9.e+-]+,"grad_norm":[0-9.e+-]+,"tokens_per_s":[0-9.]+,"ms":[0-9.]+\}$' "$dir/m.jsonl")" -eq 6
+
+# --sample N: N bytes of text, then a newline, on stdout
+"$exe" --data "$dir/train.bin" --steps 20 --sample 100 --quiet > "$dir/sample.txt"
+check "--sample exits 0" test $? -eq 0
+check "--sample 100 prints 100 bytes and a newline" test "$(wc -c < "$dir/sample.txt")" -eq 101
+"$exe" --data "$dir/train.bin" --steps 20 --sample 100 --quiet > "$dir/sample2.txt"
+check "--sample is deterministic" cmp -s "$dir/sample.txt" "$dir/sample2.txt"
+"$exe" --data "$dir/train.bin" --steps 300 --schedule constant --sample 200 --quiet > "$dir/sample4.txt"
+check "a trained bigram samples the text's alphabet" test "$(tr -d 'a-zA-Z ,.\n' < "$dir/sample4.txt" | wc -c)" -eq 0
+"$exe" --steps 0 --sample 40 --quiet > "$dir/sample3.txt"
+check "--sample without data" test "$(wc -c < "$dir/sample3.txt")" -eq 41
+
+# --device=cuda without a CUDA module: a clear error, exit 1
+"$exe" --device=cuda --steps 0 2> "$dir/cuda.txt"
+check "--device=cuda exits 1" test $? -eq 1
+check "--device=cuda says why" grep -q "device cuda: this executable was built without a CUDA module" "$dir/cuda.txt"
+"$exe" --device=auto --data "$dir/train.bin" --steps 1 2> "$dir/auto.txt"
+check "--device=auto falls back to the CPU" grep -q "device cpu" "$dir/auto.txt"
+
+# --report: the memory plan and its total
+"$exe" --report > "$dir/report.txt"
+check "--report exits 0" test $? -eq 0
+check "--report lines" grep -qE '^  params +[0-9]+ bytes' "$dir/report.txt"
+check "--report total" grep -qE '^  total +[0-9]+ bytes' "$dir/report.txt"
+
+# errors: a message and exit status 1
+"$exe" --data "$dir/small.bin" --steps 1 2> "$dir/err1.txt"
+check "too few tokens: exit 1" test $? -eq 1
+check "too few tokens: message" grep -q "small.bin holds 64 tokens; a micro-batch of B=4 rows of T=16 tokens needs at least B\*T+1 = 65" "$dir/err1.txt"
+"$exe" --data "$dir/nonexistent.bin" --steps 1 2> "$dir/err2.txt"
+check "missing file: exit 1" test $? -eq 1
+check "missing file: message" grep -q "nonexistent.bin" "$dir/err2.txt"
+"$exe" --bogus 2> "$dir/err3.txt"
+check "unknown flag: exit 1" test $? -eq 1
+check "unknown flag: message" grep -q "unknown flag '--bogus'" "$dir/err3.txt"
+"$exe" --data "$dir/train.bin" --steps 1 --batches shuffled 2> "$dir/err4.txt"
+check "bad --batches: exit 1" test $? -eq 1
+"$exe" --data "$dir/train.bin" --steps 1 --save "$dir/no/such/dir/x.st" 2> "$dir/err5.txt"
+check "unwritable --save: exit 1" test $? -eq 1
+check "unwritable --save: message" grep -q "cannot write into folder $dir/no/such/dir: No such file or directory" "$dir/err5.txt"
+check "unwritable --save: before training" test "$(grep -c '^step' "$dir/err5.txt")" -eq 0
+
+# --quiet: nothing on stderr
+"$exe" --data "$dir/train.bin" --steps 3 --quiet 2> "$dir/quiet.txt"
+check "--quiet is quiet" test ! -s "$dir/quiet.txt"
+
+echo "$pass passed, $fail failed"
+test "$fail" -eq 0

@@ -1,0 +1,880 @@
+/* tests/runtime/test_runtime.c — the runtime's unit tests, on the
+ * hand-written models of bigram.c.
+ *
+ *   test_runtime [SCRATCH_DIR]
+ *
+ * Each test prints its name; a failed CHECK prints the condition and the
+ * first values that differ.  Ends with "N passed, N failed". */
+#include "bigram.h"
+#include "philox.h"
+#include "rt.h"
+#include "schedule.h"
+#include "tokens.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int failed;
+
+#define CHECK(c, ...)                                                                                                                       \
+    do {                                                                                                                                    \
+        if (!(c)) {                                                                                                                         \
+            fprintf(stderr, "  %s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #c);                                                        \
+            fprintf(stderr, __VA_ARGS__);                                                                                                   \
+            fputc('\n', stderr);                                                                                                            \
+            failed = 1;                                                                                                                     \
+        }                                                                                                                                   \
+    } while (0)
+
+static char scratch[1024];
+
+/* A path in the scratch folder (rotating static buffers). */
+static const char *P(const char *fmt, ...) {
+    static char bufs[16][2048];
+    static int k;
+    char name[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    char *b = bufs[k++ % 16];
+    snprintf(b, sizeof bufs[0], "%s/%s", scratch, name);
+    return b;
+}
+
+/* trn_main in-process with an argv split from a format string at spaces. */
+static int run_main(const TrnModel *m, const char *fmt, ...) {
+    char line[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = "test_model";
+    for (char *t = strtok(line, " "); t && argc < 63; t = strtok(NULL, " ")) argv[argc++] = t;
+    argv[argc] = NULL;
+    return trn_main(argc, argv, m, NULL);
+}
+
+static unsigned char *slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *p = malloc((size_t)len + 1);
+    if (p && fread(p, 1, (size_t)len, f) != (size_t)len) {
+        free(p);
+        p = NULL;
+    }
+    if (p) p[len] = 0;
+    fclose(f);
+    *n = (size_t)len;
+    return p;
+}
+
+static int spit(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int ok = fwrite(p, 1, n, f) == n;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* The step lines of a metrics file: for each, the text from "step" to
+ * "tokens_per_s" (step, loss, lr, grad_norm: what must be reproduced). */
+static int step_lines(const char *path, char lines[][256], int max) {
+    size_t n;
+    char *s = (char *)slurp(path, &n);
+    if (!s) return -1;
+    int k = 0;
+    for (char *l = strtok(s, "\n"); l && k < max; l = strtok(NULL, "\n")) {
+        char *e = strstr(l, ",\"tokens_per_s\"");
+        if (!e) continue;
+        snprintf(lines[k++], 256, "%.*s", (int)(e - l), l);
+    }
+    free(s);
+    return k;
+}
+
+/* The evaluation lines of a metrics file. */
+static int val_lines(const char *path, char lines[][256], int max) {
+    size_t n;
+    char *s = (char *)slurp(path, &n);
+    if (!s) return -1;
+    int k = 0;
+    for (char *l = strtok(s, "\n"); l && k < max; l = strtok(NULL, "\n"))
+        if (strstr(l, "\"val_loss\"")) snprintf(lines[k++], 256, "%s", l);
+    free(s);
+    return k;
+}
+
+static int count_substr(const char *path, const char *what) {
+    size_t n;
+    char *s = (char *)slurp(path, &n);
+    if (!s) return -1;
+    int c = 0;
+    for (char *p = s; (p = strstr(p, what)) != NULL; p++) c++;
+    free(s);
+    return c;
+}
+
+static double json_field(const char *line, const char *key) {
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\":", key);
+    const char *p = strstr(line, k);
+    return p ? strtod(p + strlen(k), NULL) : NAN;
+}
+
+static TrnSession *cpu_session(const TrnModel *m, int64_t seed) {
+    TrnOptions o = {"cpu", 0, seed, 0};
+    char err[1024];
+    TrnSession *s = trn_create(m, &o, err, sizeof err);
+    if (!s) fprintf(stderr, "  trn_create: %s\n", err);
+    return s;
+}
+
+/* ===================================================================== */
+
+static void test_dtypes(void) {
+    CHECK(rt_f64_to_bf16(1.0) == 0x3F80, "%04x", rt_f64_to_bf16(1.0));
+    CHECK(rt_f64_to_bf16(-2.0) == 0xC000, "%04x", rt_f64_to_bf16(-2.0));
+    /* 1 + 2^-8 is halfway between bf16 1.0 and 1.0078125: ties to even (1.0) */
+    CHECK(rt_f64_to_bf16(1.0 + 1.0 / 256) == 0x3F80, "%04x", rt_f64_to_bf16(1.0 + 1.0 / 256));
+    CHECK(rt_f64_to_bf16(1.0 + 3.0 / 256) == 0x3F82, "%04x", rt_f64_to_bf16(1.0 + 3.0 / 256));
+    /* just above the tie rounds up: double rounding through f32 would not see it */
+    CHECK(rt_f64_to_bf16(1.0 + 1.0 / 256 + 1e-12) == 0x3F81, "%04x", rt_f64_to_bf16(1.0 + 1.0 / 256 + 1e-12));
+    CHECK(rt_f64_to_bf16(1e39) == 0x7F80, "%04x", rt_f64_to_bf16(1e39));
+    CHECK(rt_bf16_to_f64(0x3F80) == 1.0, "%g", rt_bf16_to_f64(0x3F80));
+    CHECK(rt_f64_to_f16(1.0) == 0x3C00, "%04x", rt_f64_to_f16(1.0));
+    CHECK(rt_f64_to_f16(65504.0) == 0x7BFF, "%04x", rt_f64_to_f16(65504.0));
+    CHECK(rt_f64_to_f16(65520.0) == 0x7C00, "%04x", rt_f64_to_f16(65520.0));   /* the tie above max rounds to inf */
+    CHECK(rt_f64_to_f16(ldexp(1, -24)) == 0x0001, "%04x", rt_f64_to_f16(ldexp(1, -24)));
+    CHECK(rt_f64_to_f16(ldexp(1, -25)) == 0x0000, "%04x", rt_f64_to_f16(ldexp(1, -25)));   /* tie to even: 0 */
+    CHECK(rt_f64_to_f16(-0.5) == 0xB800, "%04x", rt_f64_to_f16(-0.5));
+    for (unsigned h = 0; h < 0x10000; h++) {   /* every finite f16 and bf16 survives a round trip */
+        double v = rt_f16_to_f64((uint16_t)h);
+        if (isfinite(v) && rt_f64_to_f16(v) != h) {
+            CHECK(0, "f16 %04x -> %g -> %04x", h, v, rt_f64_to_f16(v));
+            break;
+        }
+        v = rt_bf16_to_f64((uint16_t)h);
+        if (isfinite(v) && rt_f64_to_bf16(v) != h) {
+            CHECK(0, "bf16 %04x -> %g -> %04x", h, v, rt_f64_to_bf16(v));
+            break;
+        }
+    }
+    unsigned char b[8];
+    rt_elem_set(TRN_I32, b, 0, 3e10);
+    CHECK(rt_elem_get(TRN_I32, b, 0) == 2147483647.0, "%g", rt_elem_get(TRN_I32, b, 0));
+    rt_elem_set(TRN_U8, b, 0, -4);
+    CHECK(b[0] == 0, "%d", b[0]);
+}
+
+static void test_block_copy(void) {
+    int64_t full[2] = {3, 5}, blk[2] = {2, 3};
+    int src[15], dst[6], back[15];
+    for (int i = 0; i < 15; i++) src[i] = i, back[i] = -1;
+    rt_block_copy(dst, src, 2, full, blk, sizeof(int), 1);
+    int want[6] = {0, 1, 2, 5, 6, 7};
+    CHECK(memcmp(dst, want, sizeof want) == 0, "block [%d %d %d %d %d %d]", dst[0], dst[1], dst[2], dst[3], dst[4], dst[5]);
+    rt_block_copy(back, dst, 2, full, blk, sizeof(int), 0);
+    CHECK(back[0] == 0 && back[7] == 7 && back[3] == -1 && back[10] == -1, "back %d %d %d %d", back[0], back[7], back[3], back[10]);
+}
+
+/* The documented derivation, written again independently. */
+static uint64_t sm64(uint64_t x) {
+    uint64_t z = x + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void test_micro_seed(void) {
+    uint64_t h = sm64(sm64(sm64(1337) ^ 5) ^ 1);
+    CHECK(rt_micro_seed(1337, 5, 1) == (int32_t)(h >> 33), "%d vs %d", rt_micro_seed(1337, 5, 1), (int32_t)(h >> 33));
+    CHECK(rt_micro_seed(1337, 5, 1) != rt_micro_seed(1337, 5, 0), "micro-batches share a seed");
+    CHECK(rt_micro_seed(1337, 5, 0) != rt_micro_seed(1337, 6, 0), "steps share a seed");
+    CHECK(rt_micro_seed(1, 5, 0) != rt_micro_seed(2, 5, 0), "seeds share a seed");
+    CHECK(rt_micro_seed(99, 123456, 3) >= 0, "negative seed");
+}
+
+static void test_devices(void) {
+    char err[1024];
+    TrnOptions o = {"cuda", 0, -1, 0};
+    TrnSession *s = trn_create(&bigram_adam, &o, err, sizeof err);
+    CHECK(!s && strstr(err, "built without a CUDA module"), "cuda: %s", s ? "created" : err);
+    TrnModel withcuda = bigram_adam;
+    withcuda.cuda = &bigram_adam;
+    s = trn_create(&withcuda, &o, err, sizeof err);
+    CHECK(!s && strstr(err, "not available yet"), "cuda module: %s", s ? "created" : err);
+    o.device = "auto";
+    s = trn_create(&withcuda, &o, err, sizeof err);
+    CHECK(s && strcmp(s->be.name, "cpu") == 0, "auto: %s", s ? s->be.name : err);
+    CHECK(s && s->be.device_bytes == bigram_adam.arena_bytes, "device_bytes %lld", s ? (long long)s->be.device_bytes : -1LL);
+    trn_destroy(s);
+    o.device = "tpu";
+    s = trn_create(&bigram_adam, &o, err, sizeof err);
+    CHECK(!s && strstr(err, "unknown device 'tpu'"), "%s", s ? "created" : err);
+    TrnModel nocpu = bigram_adam;
+    memset(nocpu.cpu_run, 0, sizeof nocpu.cpu_run);
+    o.device = "auto";
+    s = trn_create(&nocpu, &o, err, sizeof err);
+    CHECK(!s && strstr(err, "no CPU schedules") && strstr(err, "CUDA module"), "%s", s ? "created" : err);
+    TrnModel badabi = bigram_adam;
+    badabi.abi = 99;
+    s = trn_create(&badabi, NULL, err, sizeof err);
+    CHECK(!s && strstr(err, "ABI"), "%s", s ? "created" : err);
+    CHECK(run_main(&bigram_adam, "--device=cuda --steps 0 --quiet") == 1, "trn_main --device=cuda did not fail");
+    /* a backend made by the caller belongs to the session, and to trn_main
+     * (LeakSanitizer checks that each is destroyed once) */
+    TrnBackend be;
+    CHECK(trn_cpu_backend(&bigram_tiny, &be, err, sizeof err) == 0, "%s", err);
+    s = trn_create_with_backend(&bigram_tiny, be, NULL, err, sizeof err);
+    CHECK(s && strcmp(trn_model(s)->name, "tiny") == 0, "%s", s ? "?" : err);
+    trn_destroy(s);
+    CHECK(trn_cpu_backend(&bigram_tiny, &be, err, sizeof err) == 0, "%s", err);
+    s = trn_create_with_backend(&badabi, be, NULL, err, sizeof err);
+    CHECK(!s && strstr(err, "ABI"), "%s", s ? "created" : err);
+    char *argv[] = {"test_model", "--steps", "0", "--quiet", NULL}, *help[] = {"test_model", "--bogus", NULL};
+    CHECK(trn_cpu_backend(&bigram_tiny, &be, err, sizeof err) == 0, "%s", err);
+    CHECK(trn_main(4, argv, &bigram_tiny, &be) == 0, "trn_main with a backend");
+    CHECK(trn_cpu_backend(&bigram_tiny, &be, err, sizeof err) == 0, "%s", err);
+    CHECK(trn_main(2, help, &bigram_tiny, &be) == 1, "trn_main with a backend and a bad flag");
+}
+
+static void test_init(void) {
+    TrnSession *s = cpu_session(&bigram_adam, -1);
+    if (!s) { CHECK(0, "no session"); return; }
+    static float w[256 * 264], b[256], m[256 * 264];
+    CHECK(trn_get(s, "w", w, sizeof w) == 0, "%s", trn_error(s));
+    CHECK(trn_get(s, "b", b, sizeof b) == 0, "%s", trn_error(s));
+    CHECK(trn_get(s, "adamw.m.w", m, sizeof m) == 0, "%s", trn_error(s));
+    uint64_t sw = rng_name_stream("w"), sb = rng_name_stream("b");
+    int bad = 0;
+    for (int r = 0; r < 256 && !bad; r++)
+        for (int c = 0; c < 264 && !bad; c++) {
+            float want = c < 256 ? (float)rng_init_value("normal", 0.02, 0, 1337, sw, (uint64_t)(r * 256 + c)) : 0.0f;
+            if (memcmp(&w[r * 264 + c], &want, 4) != 0) {
+                CHECK(0, "w[%d,%d] = %.9g, want %.9g", r, c, w[r * 264 + c], want);
+                bad = 1;
+            }
+        }
+    for (int i = 0; i < 256; i++)
+        if (b[i] != (float)rng_init_value("uniform", -0.01, 0.01, 1337, sb, (uint64_t)i) || fabsf(b[i]) > 0.01f) {
+            CHECK(0, "b[%d] = %g", i, b[i]);
+            break;
+        }
+    for (int i = 0; i < 256 * 264; i++)
+        if (m[i] != 0) {
+            CHECK(0, "state adamw.m.w[%d] = %g", i, m[i]);
+            break;
+        }
+    CHECK(trn_get(s, "w", w, 12) == -1 && strstr(trn_error(s), "12 bytes given"), "%s", trn_error(s));
+    CHECK(trn_set(s, "nope", w, 4) == -1 && strstr(trn_error(s), "no tensor 'nope'"), "%s", trn_error(s));
+    CHECK(trn_find(s, "logits") == 14 && trn_find(s, "x") == -1, "trn_find");
+    CHECK(trn_step_count(s) == 0 && isnan(trn_loss(s)), "fresh session");
+    for (int64_t k = 1; k <= 30; k++)
+        if (trn_lr_at(s, k) != sched_lr_at("cosine", 0.05, 0.001, 2, 30, k)) {
+            CHECK(0, "lr at %lld: %g", (long long)k, trn_lr_at(s, k));
+            break;
+        }
+    trn_destroy(s);
+    s = cpu_session(&bigram_adam, 42);
+    float w2[4];
+    static float wall[256 * 264];
+    if (s && trn_get(s, "w", wall, sizeof wall) == 0) memcpy(w2, wall, sizeof w2);
+    CHECK(s && w2[0] != w[0], "the seed option changes the init");
+    trn_destroy(s);
+}
+
+/* feed for the API-level step test: a fixed batch */
+static int feed_fixed(void *ctx, TrnSession *s, int micro) {
+    (void)ctx;
+    int32_t tok[64], tgt[64];
+    for (int i = 0; i < 64; i++) tok[i] = (i * 7 + micro) % 256, tgt[i] = (i * 7 + 1 + micro) % 256;
+    if (trn_set(s, "tokens", tok, sizeof tok) != 0) return -1;
+    return trn_set(s, "targets", tgt, sizeof tgt);
+}
+
+static void test_step_api(void) {
+    TrnSession *s = cpu_session(&bigram_adam, -1);
+    if (!s) { CHECK(0, "no session"); return; }
+    double first = NAN, last = NAN;
+    for (int k = 0; k < 10; k++) {
+        CHECK(trn_step(s, feed_fixed, NULL, k < 5 ? 0.05 : -1) == 0, "%s", trn_error(s));
+        if (k == 0) first = trn_loss(s);
+        last = trn_loss(s);
+    }
+    CHECK(trn_step_count(s) == 10, "%lld", (long long)trn_step_count(s));
+    CHECK(last < first - 0.5, "fixed batch: loss %g -> %g", first, last);
+    CHECK(isfinite(trn_grad_norm(s)) && trn_grad_norm(s) > 0, "grad_norm %g", trn_grad_norm(s));
+    float lr;
+    int32_t step;
+    trn_get(s, "opt.lr", &lr, 4);
+    trn_get(s, "opt.step", &step, 4);
+    CHECK(step == 10 && lr == (float)sched_lr_at("cosine", 0.05, 0.001, 2, 30, 10), "opt.step %d opt.lr %g", step, lr);
+    double ev;
+    CHECK(trn_eval(s, &ev) == 0 && isfinite(ev), "eval: %s", trn_error(s));
+    CHECK(trn_set_schedule(s, "bogus", 1, 0, 0, 10) == -1 && strstr(trn_error(s), "bogus"), "%s", trn_error(s));
+    trn_destroy(s);
+    /* grad_accum 2: the mean over micro-batches, the update once */
+    s = cpu_session(&bigram_accum, -1);
+    if (!s) { CHECK(0, "no session"); return; }
+    CHECK(trn_step(s, feed_fixed, NULL, -1) == 0, "%s", trn_error(s));
+    double l = trn_loss(s);
+    CHECK(fabs(l - log(256.0)) < 0.1, "accum loss %g", l);
+    trn_destroy(s);
+}
+
+static void test_data(void) {
+    const char *path = P("data.bin");
+    uint16_t tok[1000];
+    for (int i = 0; i < 1000; i++) tok[i] = (uint16_t)(i % 251);
+    char err[1024];
+    CHECK(tok_write(path, tok, 1000, err, sizeof err) == 0, "%s", err);
+    /* sequential: rows of T tile the file, the order wraps */
+    RtDataSpec sp = {path, 2, 8, 0, 1, "data.train", 0, 1};
+    RtData *d = rt_data_open(&sp, err, sizeof err);
+    if (!d) { CHECK(0, "%s", err); return; }
+    int32_t a[16], t[16], x[16], y[16];
+    int64_t nrows = 999 / 8;
+    for (int64_t k = 0; k < 200; k++) {
+        rt_data_next(d, a, t, err, sizeof err);
+        for (int r = 0; r < 2; r++) {
+            int64_t start = ((k * 2 + r) % nrows) * 8;
+            for (int j = 0; j < 8; j++)
+                if (a[r * 8 + j] != tok[start + j] || t[r * 8 + j] != tok[start + j + 1]) {
+                    CHECK(0, "sequential batch %lld row %d pos %d: %d/%d, want %d/%d", (long long)k, r, j, a[r * 8 + j], t[r * 8 + j],
+                          tok[start + j], tok[start + j + 1]);
+                    k = 1000;
+                    break;
+                }
+        }
+    }
+    CHECK(rt_data_pos(d) == 200, "pos %lld", (long long)rt_data_pos(d));
+    rt_data_close(d);
+    /* random: a pure function of the seed and the position */
+    RtDataSpec r1 = {path, 2, 8, 1, 5, "data.train", 0, 1}, r2 = r1, r3 = r1;
+    r2.prefetch = 0;
+    r3.seed = 6;
+    RtData *d1 = rt_data_open(&r1, err, sizeof err), *d2 = rt_data_open(&r2, err, sizeof err), *d3 = rt_data_open(&r3, err, sizeof err);
+    if (!d1 || !d2 || !d3) { CHECK(0, "%s", err); return; }
+    int same3 = 1;
+    for (int k = 0; k < 50; k++) {
+        rt_data_next(d1, a, t, err, sizeof err);
+        rt_data_next(d2, x, y, err, sizeof err);
+        CHECK(memcmp(a, x, sizeof a) == 0 && memcmp(t, y, sizeof t) == 0, "random batch %d differs with and without prefetch", k);
+        rt_data_next(d3, x, y, err, sizeof err);
+        if (memcmp(a, x, sizeof a) != 0) same3 = 0;
+    }
+    CHECK(!same3, "seeds 5 and 6 give the same batches");
+    /* seeking: batch 7 after a seek equals batch 7 of a fresh loader */
+    rt_data_seek(d1, 7);
+    rt_data_next(d1, a, t, err, sizeof err);
+    rt_data_batch(rt_data_tokens(d1), 1000, 2, 8, 1, 5, rng_name_stream("data.train"), 7, x, y);
+    CHECK(memcmp(a, x, sizeof a) == 0 && rt_data_pos(d1) == 8, "seek");
+    /* stress the prefetch thread (ThreadSanitizer build): seeks among nexts */
+    uint32_t lcg = 1;
+    for (int k = 0; k < 3000; k++) {
+        lcg = lcg * 1664525u + 1013904223u;
+        if (lcg % 7 == 0) rt_data_seek(d1, (int64_t)(lcg >> 20));
+        int64_t pos = rt_data_pos(d1);
+        rt_data_next(d1, a, t, err, sizeof err);
+        rt_data_batch(rt_data_tokens(d1), 1000, 2, 8, 1, 5, rng_name_stream("data.train"), pos, x, y);
+        if (memcmp(a, x, sizeof a) != 0 || memcmp(t, y, sizeof t) != 0) {
+            CHECK(0, "prefetched batch %lld differs from the pure function", (long long)pos);
+            break;
+        }
+    }
+    rt_data_close(d1);
+    rt_data_close(d2);
+    rt_data_close(d3);
+    /* every random row lies inside the file, targets are the next tokens */
+    int64_t starts_ok = 1;
+    for (int64_t k = 0; k < 500; k++) {
+        rt_data_batch(tok, 1000, 2, 8, 1, 9, 3, k, a, t);
+        for (int r = 0; r < 2; r++)
+            for (int j = 0; j < 8; j++)
+                if (t[r * 8 + j] != (a[r * 8 + j] + 1) % 251) starts_ok = 0;
+    }
+    CHECK(starts_ok, "random rows: targets are not the following tokens");
+    /* errors */
+    CHECK(tok_write(path, tok, 16, err, sizeof err) == 0, "%s", err);
+    d = rt_data_open(&sp, err, sizeof err);
+    CHECK(!d && strstr(err, "16 tokens") && strstr(err, "at least B*T+1 = 17"), "%s", d ? "opened" : err);
+    rt_data_close(d);
+    CHECK(tok_write(path, tok, 17, err, sizeof err) == 0, "%s", err);
+    d = rt_data_open(&sp, err, sizeof err);
+    CHECK(d != NULL, "17 tokens: %s", err);
+    rt_data_close(d);
+    RtDataSpec sv = sp;
+    sv.vocab = 10;
+    d = rt_data_open(&sv, err, sizeof err);
+    CHECK(!d && strstr(err, "outside the model's vocabulary of 10"), "%s", d ? "opened" : err);
+    rt_data_close(d);
+    sv.path = P("does-not-exist.bin");
+    d = rt_data_open(&sv, err, sizeof err);
+    CHECK(!d && strstr(err, "does-not-exist.bin"), "%s", d ? "opened" : err);
+}
+
+/* ---- checkpoints ---- */
+
+static void test_ckpt_format(void) {
+    TrnSession *s = cpu_session(&bigram_adam, -1);
+    if (!s) { CHECK(0, "no session"); return; }
+    const char *path = P("fmt.safetensors");
+    CHECK(trn_save(s, path, 0) == 0, "%s", trn_error(s));
+    size_t n;
+    unsigned char *f = slurp(path, &n);
+    if (!f) { CHECK(0, "no file"); return; }
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)f[i] << (8 * i);
+    const char *want = "{\"__metadata__\":{\"abi\":\"1\",\"contents\":\"params\",\"format\":\"trainc\",\"model\":\"bigram\",\"seed\":\"1337\","
+                       "\"step\":\"0\",\"version\":\"1\"},"
+                       "\"b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[0,1024]},"
+                       "\"w\":{\"dtype\":\"F32\",\"shape\":[256,256],\"data_offsets\":[1024,263168]}}";
+    size_t wl = strlen(want);
+    CHECK(hl % 8 == 0 && hl >= wl && hl - wl < 8, "header length %llu for %zu bytes of JSON", (unsigned long long)hl, wl);
+    CHECK(n == 8 + hl + 263168, "file size %zu, want %llu", n, (unsigned long long)(8 + hl + 263168));
+    CHECK(n >= 8 + wl && memcmp(f + 8, want, wl) == 0, "header:\n    %.*s\n  want\n    %s", (int)(hl < 600 ? hl : 600), f + 8, want);
+    for (size_t i = 8 + wl; i < 8 + hl && i < n; i++) CHECK(f[i] == ' ', "padding byte %zu is %02x", i, f[i]);
+    /* data: b, then w's leading [256, 256] block */
+    static float w[256 * 264], b[256];
+    trn_get(s, "w", w, sizeof w);
+    trn_get(s, "b", b, sizeof b);
+    const unsigned char *data = f + 8 + hl;
+    CHECK(memcmp(data, b, 1024) == 0, "b's data");
+    int ok = 1;
+    for (int r = 0; r < 256; r++) ok &= memcmp(data + 1024 + r * 1024, w + r * 264, 1024) == 0;
+    CHECK(ok, "w's data is not its [256, 256] block");
+    free(f);
+    /* with state: the states and the metadata a resume needs */
+    CHECK(trn_step(s, feed_fixed, NULL, -1) == 0, "%s", trn_error(s));
+    CHECK(trn_save(s, path, 1) == 0, "%s", trn_error(s));
+    f = slurp(path, &n);
+    if (!f) { CHECK(0, "no file"); return; }
+    hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)f[i] << (8 * i);
+    const char *want2 =
+        "{\"__metadata__\":{\"abi\":\"1\",\"contents\":\"params+state\",\"data.batches\":\"random\",\"data.pos\":\"0\",\"format\":\"trainc\","
+        "\"grad_accum\":\"1\",\"lr.max\":\"0.05\",\"lr.min\":\"0.001\",\"lr.schedule\":\"cosine\",\"lr.steps\":\"30\",\"lr.warmup\":\"2\","
+        "\"model\":\"bigram\",\"seed\":\"1337\",\"step\":\"1\",\"version\":\"1\"},"
+        "\"adamw.m.b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[0,1024]},"
+        "\"adamw.m.w\":{\"dtype\":\"F32\",\"shape\":[256,256],\"data_offsets\":[1024,263168]},"
+        "\"adamw.v.b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[263168,264192]},"
+        "\"adamw.v.w\":{\"dtype\":\"F32\",\"shape\":[256,256],\"data_offsets\":[264192,526336]},"
+        "\"b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[526336,527360]},"
+        "\"w\":{\"dtype\":\"F32\",\"shape\":[256,256],\"data_offsets\":[527360,789504]}}";
+    wl = strlen(want2);
+    CHECK(hl % 8 == 0 && hl >= wl && hl - wl < 8 && memcmp(f + 8, want2, wl) == 0, "header:\n    %.*s\n  want\n    %s",
+          (int)(hl < 1200 ? hl : 1200), f + 8, want2);
+    CHECK(n == 8 + hl + 789504, "file size %zu", n);
+    free(f);
+    trn_destroy(s);
+}
+
+static void test_roundtrip(void) {
+    TrnSession *a = cpu_session(&bigram_adam, -1), *b = cpu_session(&bigram_adam, 99);
+    if (!a || !b) { CHECK(0, "no session"); return; }
+    for (int k = 0; k < 3; k++) trn_step(a, feed_fixed, NULL, -1);
+    a->data_pos = 17;
+    snprintf(a->batches, sizeof a->batches, "sequential");
+    const char *path = P("rt.safetensors");
+    CHECK(trn_save(a, path, 1) == 0, "%s", trn_error(a));
+    CHECK(trn_load(b, path, 0) == 0, "%s", trn_error(b));
+    static const char *names[] = {"w", "b", "adamw.m.w", "adamw.v.w", "adamw.m.b", "adamw.v.b"};
+    static float x[256 * 264], y[256 * 264];
+    for (int i = 0; i < 6; i++) {
+        int t = trn_find(a, names[i]);
+        size_t bytes = (size_t)a->m->tensors[t].numel * 4;
+        trn_get(a, names[i], x, bytes);
+        trn_get(b, names[i], y, bytes);
+        CHECK(memcmp(x, y, bytes) == 0, "'%s' differs after save/load", names[i]);
+    }
+    CHECK(b->step == 3 && b->seed == 1337 && b->data_pos == 17 && strcmp(b->batches, "sequential") == 0 && b->has_data_pos,
+          "step %lld seed %llu pos %lld batches %s", (long long)b->step, (unsigned long long)b->seed, (long long)b->data_pos, b->batches);
+    /* the next step is the same in both */
+    trn_step(a, feed_fixed, NULL, -1);
+    trn_step(b, feed_fixed, NULL, -1);
+    CHECK(memcmp(&(float){(float)trn_loss(a)}, &(float){(float)trn_loss(b)}, 4) == 0, "next loss %.9g vs %.9g", trn_loss(a), trn_loss(b));
+    /* params only: a checkpoint without state cannot resume */
+    CHECK(trn_save(a, path, 0) == 0, "%s", trn_error(a));
+    CHECK(trn_load(b, path, 0) == -1 && strstr(trn_error(b), "--init"), "%s", trn_error(b));
+    CHECK(trn_load(b, path, 1) == 0, "%s", trn_error(b));
+    trn_destroy(a);
+    trn_destroy(b);
+}
+
+/* A safetensors file written by hand (independent of the runtime's writer). */
+static int write_st(const char *path, const char *json, const void *data, size_t n) {
+    size_t hl = strlen(json), pad = (8 - hl % 8) % 8;
+    unsigned char *buf = calloc(1, 8 + hl + pad + n + 1);
+    if (!buf) return -1;
+    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)(hl + pad) >> (8 * i));
+    memcpy(buf + 8, json, hl);
+    memset(buf + 8 + hl, ' ', pad);
+    if (n) memcpy(buf + 8 + hl + pad, data, n);
+    int rc = spit(path, buf, 8 + hl + pad + n);
+    free(buf);
+    return rc;
+}
+
+static void test_init_errors(void) {
+    TrnSession *s = cpu_session(&bigram_adam, -1);
+    if (!s) { CHECK(0, "no session"); return; }
+    static unsigned char data[8 * 256 * 256 + 4096];
+    const char *path = P("init.safetensors");
+    /* missing w, extra zzz, and logits (an output) */
+    write_st(path, "{\"b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[0,1024]},"
+                   "\"zzz\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[1024,1032]},"
+                   "\"logits\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[1032,1036]}}",
+             data, 1036);
+    CHECK(trn_load(s, path, 1) == -1, "loaded");
+    const char *e = trn_error(s);
+    CHECK(strstr(e, "missing tensor 'w'") && strstr(e, "extra tensor 'zzz'") && strstr(e, "extra tensor 'logits'") && strstr(e, "3 problems"),
+          "%s", e);
+    /* mis-shaped: [256,264] is the padded shape, the checkpoint view is [256,256] */
+    write_st(path, "{\"b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[0,1024]},"
+                   "\"w\":{\"dtype\":\"F32\",\"shape\":[256,264],\"data_offsets\":[1024,271360]}}",
+             data, 271360);
+    CHECK(trn_load(s, path, 1) == -1 && strstr(trn_error(s), "tensor 'w' has shape [256,264] in the file, the model's is [256,256]"), "%s",
+          trn_error(s));
+    write_st(path, "{\"b\":{\"dtype\":\"I32\",\"shape\":[256],\"data_offsets\":[0,1024]},"
+                   "\"w\":{\"dtype\":\"F32\",\"shape\":[256,256],\"data_offsets\":[1024,263168]}}",
+             data, 263168);
+    CHECK(trn_load(s, path, 1) == -1 && strstr(trn_error(s), "tensor 'b' is I32 in the file, the model's is f32"), "%s", trn_error(s));
+    /* nothing was written by the failed loads */
+    static float w0[256 * 264], w1[256 * 264];
+    TrnSession *fresh = cpu_session(&bigram_adam, -1);
+    trn_get(fresh, "w", w0, sizeof w0);
+    trn_get(s, "w", w1, sizeof w1);
+    CHECK(memcmp(w0, w1, sizeof w0) == 0, "a failed --init changed w");
+    trn_destroy(fresh);
+    /* conversions: w as F64, b as BF16; then w as F16 */
+    double *wd = (double *)(void *)data;
+    for (int i = 0; i < 256 * 256; i++) wd[i] = 0.001 * (i % 1000) - 0.5 + 1e-10;
+    uint16_t *bb = (uint16_t *)(void *)(data + 8 * 256 * 256);
+    for (int i = 0; i < 256; i++) bb[i] = rt_f64_to_bf16(i * 0.25);
+    write_st(path, "{\"b\":{\"dtype\":\"BF16\",\"shape\":[256],\"data_offsets\":[524288,524800]},"
+                   "\"w\":{\"dtype\":\"F64\",\"shape\":[256,256],\"data_offsets\":[0,524288]}}",
+             data, 524800);
+    CHECK(trn_load(s, path, 1) == 0, "%s", trn_error(s));
+    static float b[256];
+    trn_get(s, "w", w1, sizeof w1);
+    trn_get(s, "b", b, sizeof b);
+    int ok = 1;
+    for (int r = 0; r < 256; r++)
+        for (int c = 0; c < 264; c++) ok &= w1[r * 264 + c] == (c < 256 ? (float)wd[r * 256 + c] : 0.0f);
+    CHECK(ok, "F64 -> f32 conversion or padding");
+    ok = 1;
+    for (int i = 0; i < 256; i++) ok &= b[i] == (float)(i * 0.25);
+    CHECK(ok, "BF16 -> f32 conversion: b[3] = %g", b[3]);
+    uint16_t *wh = (uint16_t *)(void *)data;
+    for (int i = 0; i < 256 * 256; i++) wh[i] = rt_f64_to_f16((i % 100) * 0.5);
+    memset(data + 2 * 256 * 256, 0, 1024);
+    write_st(path, "{\"w\":{\"dtype\":\"F16\",\"shape\":[256,256],\"data_offsets\":[0,131072]},"
+                   "\"b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[131072,132096]}}",
+             data, 132096);
+    CHECK(trn_load(s, path, 1) == 0, "%s", trn_error(s));
+    trn_get(s, "w", w1, sizeof w1);
+    CHECK(w1[264 + 5] == (float)((261 % 100) * 0.5), "F16 -> f32: %g", w1[264 + 5]);
+    /* a checkpoint with state initialises the params only: its states are not extra */
+    TrnSession *o = cpu_session(&bigram_adam, 3);
+    trn_step(o, feed_fixed, NULL, -1);
+    CHECK(trn_save(o, path, 1) == 0, "%s", trn_error(o));
+    CHECK(trn_load(s, path, 1) == 0, "%s", trn_error(s));
+    CHECK(trn_step_count(s) == 0, "--init changed the step");
+    trn_destroy(o);
+    /* another model's checkpoint: the tiny model's tensors are mis-shaped */
+    TrnSession *t = cpu_session(&bigram_tiny, -1);
+    CHECK(trn_save(t, path, 0) == 0, "%s", trn_error(t));
+    CHECK(trn_load(s, path, 1) == -1 && strstr(trn_error(s), "tensor 'w' has shape [8,8] in the file, the model's is [256,256]") &&
+              strstr(trn_error(s), "tensor 'b' has shape [8]"),
+          "%s", trn_error(s));
+    trn_destroy(t);
+    /* through the command line */
+    CHECK(run_main(&bigram_adam, "--init %s --steps 0 --quiet", path) == 1, "trn_main --init with a wrong checkpoint did not fail");
+    trn_destroy(s);
+}
+
+static void test_atomic_save(void) {
+    TrnSession *s = cpu_session(&bigram_tiny, -1);
+    if (!s) { CHECK(0, "no session"); return; }
+    const char *path = P("atomic.safetensors"), *tmp = P("atomic.safetensors.tmp");
+    CHECK(trn_save(s, path, 1) == 0, "%s", trn_error(s));
+    size_t n0, n1;
+    unsigned char *before = slurp(path, &n0);
+    trn_step(s, NULL, NULL, -1);   /* change the state */
+    /* 1: PATH.tmp cannot be created (it is a folder) */
+    mkdir(tmp, 0755);
+    CHECK(trn_save(s, path, 1) == -1 && strstr(trn_error(s), "fopen") && strstr(trn_error(s), "untouched"), "%s", trn_error(s));
+    rmdir(tmp);
+    unsigned char *after = slurp(path, &n1);
+    CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "the old checkpoint changed");
+    free(after);
+    /* 2: writing fails half way (PATH.tmp leads to a full disk) */
+    if (access("/dev/full", W_OK) == 0 && symlink("/dev/full", tmp) == 0) {
+        CHECK(trn_save(s, path, 1) == -1 && (strstr(trn_error(s), "fwrite") || strstr(trn_error(s), "fflush")), "%s", trn_error(s));
+        after = slurp(path, &n1);
+        CHECK(after && n0 == n1 && memcmp(before, after, n0) == 0, "the old checkpoint changed");
+        free(after);
+        struct stat st;
+        CHECK(lstat(tmp, &st) != 0, "PATH.tmp left behind");
+    }
+    /* 3: a folder without write permission (not for root, who may write anywhere) */
+    if (geteuid() != 0) {
+        const char *dir = P("ro");
+        mkdir(dir, 0755);
+        char p2[2048];
+        snprintf(p2, sizeof p2, "%s/ck.safetensors", dir);
+        CHECK(trn_save(s, p2, 1) == 0, "%s", trn_error(s));
+        unsigned char *b2 = slurp(p2, &n0);
+        chmod(dir, 0555);
+        trn_step(s, NULL, NULL, -1);
+        CHECK(trn_save(s, p2, 1) == -1, "saved into a read-only folder");
+        after = slurp(p2, &n1);
+        CHECK(b2 && after && n0 == n1 && memcmp(b2, after, n0) == 0, "the old checkpoint changed");
+        chmod(dir, 0755);
+        free(b2);
+        free(after);
+    }
+    /* 4: a missing folder */
+    CHECK(trn_save(s, P("no/such/dir/x.safetensors"), 0) == -1 && strstr(trn_error(s), "No such file"), "%s", trn_error(s));
+    free(before);
+    trn_destroy(s);
+}
+
+/* Every truncation and many one-byte corruptions of a checkpoint: errors, never crashes. */
+static void test_corrupt(void) {
+    TrnSession *s = cpu_session(&bigram_tiny, -1);
+    if (!s) { CHECK(0, "no session"); return; }
+    const char *good = P("good.safetensors"), *bad = P("bad.safetensors");
+    trn_step(s, NULL, NULL, -1);
+    CHECK(trn_save(s, good, 1) == 0, "%s", trn_error(s));
+    size_t n;
+    unsigned char *f = slurp(good, &n);
+    if (!f) { CHECK(0, "no file"); return; }
+    CHECK(trn_load(s, good, 0) == 0, "%s", trn_error(s));
+    /* in memory (fmemopen), the same loader as trn_load: thousands of files in a second */
+    int bad_ok = 0;
+    for (size_t len = 1; len < n; len++) {
+        FILE *m = fmemopen(f, len, "rb");
+        if (m && rt_load_stream(s, m, "truncated", 0) == 0) bad_ok++;
+        if (m) fclose(m);
+    }
+    spit(bad, f, 0);
+    bad_ok += trn_load(s, bad, 0) == 0;
+    spit(bad, f, n / 2);
+    bad_ok += trn_load(s, bad, 0) == 0;
+    CHECK(bad_ok == 0, "%d truncated files loaded", bad_ok);
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)f[i] << (8 * i);
+    /* every byte of the length and the header replaced by each of these:
+     * most give errors; some are harmless (a letter of the model's name, a
+     * digit of the seed) and load */
+    const unsigned char subst[] = {'x', '"', '{', '}', '[', ']', '0', '9', ',', ':', '\\', ' ', 0, 0xff, 0xc3, '-', '.', 'e'};
+    unsigned char *g = malloc(n);
+    for (size_t i = 0; i < 8 + hl; i++)
+        for (size_t k = 0; k < sizeof subst; k++) {
+            memcpy(g, f, n);
+            if (g[i] == subst[k]) continue;
+            g[i] = subst[k];
+            FILE *m = fmemopen(g, n, "rb");
+            if (m) {
+                if (rt_load_stream(s, m, "corrupted", i & 1) != 0) CHECK(trn_error(s)[0] != 0, "an error without a message");
+                fclose(m);
+            }
+        }
+    /* specific messages */
+    memcpy(g, f, n);
+    g[8] = '[';
+    spit(bad, g, n);
+    CHECK(trn_load(s, bad, 0) == -1 && strstr(trn_error(s), "safetensors header: byte 0"), "%s", trn_error(s));
+    memcpy(g, f, n);
+    g[7] = 0x7f;   /* a header length larger than the file */
+    spit(bad, g, n);
+    CHECK(trn_load(s, bad, 0) == -1 && strstr(trn_error(s), "exceeds"), "%s", trn_error(s));
+    write_st(bad, "{\"w\":{\"dtype\":\"F32\",\"shape\":[8,8],\"data_offsets\":[0,256]},\"b\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[256,300]}}",
+             g, 288);
+    CHECK(trn_load(s, bad, 1) == -1 && strstr(trn_error(s), "outside the 288-byte data section"), "%s", trn_error(s));
+    write_st(bad, "{\"w\":{\"dtype\":\"F32\",\"shape\":[8,8],\"data_offsets\":[0,256]},\"b\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[256,280]}}",
+             g, 288);
+    CHECK(trn_load(s, bad, 1) == -1 && strstr(trn_error(s), "has 24 bytes of data"), "%s", trn_error(s));
+    write_st(bad, "{\"w\":{\"dtype\":\"F32\",\"shape\":[8,8],\"data_offsets\":[0,256]},\"w\":{\"dtype\":\"F32\",\"shape\":[8,8],\"data_offsets\":[0,256]}}",
+             g, 256);
+    CHECK(trn_load(s, bad, 1) == -1 && strstr(trn_error(s), "appears twice"), "%s", trn_error(s));
+    write_st(bad, "{\"w\":{\"dtype\":\"F32\",\"shape\":[8,8],\"data_offsets\":[0,256]}} x", g, 256);
+    CHECK(trn_load(s, bad, 1) == -1 && strstr(trn_error(s), "text after the header"), "%s", trn_error(s));
+    CHECK(trn_load(s, P("nonexistent.safetensors"), 1) == -1 && strstr(trn_error(s), "No such file"), "%s", trn_error(s));
+    free(g);
+    free(f);
+    trn_destroy(s);
+}
+
+/* ---- the command-line program ---- */
+
+static int same_lines(char a[][256], int na, char b[][256], int nb, const char *what) {
+    if (na != nb) {
+        CHECK(0, "%s: %d vs %d lines", what, na, nb);
+        return 0;
+    }
+    for (int i = 0; i < na; i++)
+        if (strcmp(a[i], b[i]) != 0) {
+            CHECK(0, "%s: line %d differs:\n    %s\n    %s", what, i, a[i], b[i]);
+            return 0;
+        }
+    return 1;
+}
+
+static void test_train_cli(void) {
+    char data[2048], val[2048];
+    snprintf(data, sizeof data, "%s", P("train.bin"));
+    snprintf(val, sizeof val, "%s", P("val.bin"));
+    CHECK(bigram_write_text_tokens(data, 20000, 1) == 0, "tokens");
+    CHECK(bigram_write_text_tokens(val, 3000, 2) == 0, "tokens");
+    /* training lowers the loss; eval at the end */
+    CHECK(run_main(&bigram_adam, "--data %s --val %s --steps 30 --metrics %s --quiet", data, val, P("m0.jsonl")) == 0, "trn_main failed");
+    char l[64][256];
+    int k = step_lines(P("m0.jsonl"), l, 64);
+    CHECK(k == 30, "%d step lines", k);
+    if (k == 30) {
+        double first = json_field(l[0], "loss"), last = json_field(l[29], "loss");
+        CHECK(first > 5.3 && last < first - 1.0, "loss %g -> %g", first, last);
+    }
+    CHECK(count_substr(P("m0.jsonl"), "\"val_loss\"") == 1, "val_loss lines: %d", count_substr(P("m0.jsonl"), "\"val_loss\""));
+    /* --poison: same losses (no buffer is read before it is written) */
+    CHECK(run_main(&bigram_adam, "--data %s --steps 5 --metrics %s --quiet", data, P("mn.jsonl")) == 0, "run failed");
+    CHECK(run_main(&bigram_adam, "--data %s --steps 5 --metrics %s --quiet --poison", data, P("mp.jsonl")) == 0, "poison run failed");
+    char ln[8][256], lp[8][256];
+    same_lines(ln, step_lines(P("mn.jsonl"), ln, 8), lp, step_lines(P("mp.jsonl"), lp, 8), "--poison");
+    /* eval every 5 steps (bigram_accum's default) and at the end */
+    CHECK(run_main(&bigram_accum, "--data %s --val %s --steps 12 --metrics %s --quiet", data, val, P("ma.jsonl")) == 0, "accum run failed");
+    CHECK(count_substr(P("ma.jsonl"), "\"val_loss\"") == 3, "val_loss lines: %d", count_substr(P("ma.jsonl"), "\"val_loss\""));
+    CHECK(count_substr(P("ma.jsonl"), "{\"step\":10,\"val_loss\":") == 1, "no eval at step 10");
+    /* errors are exit status 1 */
+    CHECK(run_main(&bigram_adam, "--steps 3 --quiet") == 1, "training without --data");
+    CHECK(run_main(&bigram_adam, "--data %s --steps 3 --schedule bogus", data) == 1, "bad --schedule");
+    CHECK(run_main(&bigram_adam, "--data %s --steps -3", data) == 1, "negative --steps");
+    CHECK(run_main(&bigram_adam, "--frobnicate") == 1, "unknown flag");
+    CHECK(run_main(&bigram_adam, "--save-every 3 --data %s", data) == 1, "--save-every without --save");
+}
+
+static void test_resume(void) {
+    char data[2048], val[2048];
+    snprintf(data, sizeof data, "%s", P("train.bin"));
+    snprintf(val, sizeof val, "%s", P("val.bin"));
+    CHECK(bigram_write_text_tokens(data, 20000, 1) == 0 && bigram_write_text_tokens(val, 3000, 2) == 0, "tokens");
+    char a[64][256], b[64][256];
+    /* AdamW with dropout, random batches: the uninterrupted run saves at 10 and 20 */
+    CHECK(run_main(&bigram_adam, "--data %s --steps 20 --save %s --save-every 10 --metrics %s --quiet", data, P("ra_{step}.st"),
+                   P("ra.jsonl")) == 0,
+          "run 1");
+    CHECK(run_main(&bigram_adam, "--data %s --resume %s --save %s --metrics %s --quiet", data, P("ra_10.st"), P("rb_{step}.st"),
+                   P("rb.jsonl")) == 0,
+          "resumed run");
+    int na = step_lines(P("ra.jsonl"), a, 64), nb = step_lines(P("rb.jsonl"), b, 64);
+    CHECK(na == 20 && nb == 10, "%d and %d step lines", na, nb);
+    if (na == 20) same_lines(a + 10, 10, b, nb, "resumed AdamW run");
+    size_t n1, n2;
+    unsigned char *c1 = slurp(P("ra_20.st"), &n1), *c2 = slurp(P("rb_20.st"), &n2);
+    CHECK(c1 && c2 && n1 == n2 && memcmp(c1, c2, n1) == 0, "the final checkpoints differ");
+    free(c1);
+    free(c2);
+    /* a wrong seed on resume is ignored: the checkpoint's seed decides */
+    CHECK(run_main(&bigram_adam, "--data %s --resume %s --seed 5 --metrics %s --quiet", data, P("ra_10.st"), P("rc.jsonl")) == 0, "run 3");
+    nb = step_lines(P("rc.jsonl"), b, 64);
+    if (na == 20) same_lines(a + 10, 10, b, nb, "resumed with --seed");
+    /* grad_accum 2, SGD, sequential batches, evaluation */
+    CHECK(run_main(&bigram_accum, "--data %s --val %s --batches sequential --steps 12 --save %s --save-every 4 --metrics %s --quiet", data,
+                   val, P("sa_{step}.st"), P("sa.jsonl")) == 0,
+          "accum run 1");
+    CHECK(run_main(&bigram_accum, "--data %s --val %s --resume %s --metrics %s --quiet", data, val, P("sa_4.st"), P("sb.jsonl")) == 0,
+          "accum resumed");
+    na = step_lines(P("sa.jsonl"), a, 64);
+    nb = step_lines(P("sb.jsonl"), b, 64);
+    CHECK(na == 12 && nb == 8, "%d and %d step lines", na, nb);
+    if (na == 12) same_lines(a + 4, 8, b, nb, "resumed accumulating run");
+    na = val_lines(P("sa.jsonl"), a, 64);
+    nb = val_lines(P("sb.jsonl"), b, 64);
+    CHECK(na == 3 && nb == 3, "%d and %d val_loss lines (steps 5, 10, 12)", na, nb);
+    same_lines(a, na, b, nb, "evaluations after resume");
+    /* --init from a checkpoint, zero steps, save: the same parameters */
+    CHECK(run_main(&bigram_adam, "--init %s --steps 0 --save %s --quiet", P("ra_20.st"), P("init.st")) == 0, "init run");
+    TrnSession *x = cpu_session(&bigram_adam, -1), *y = cpu_session(&bigram_adam, -1);
+    CHECK(trn_load(x, P("ra_20.st"), 0) == 0 && trn_load(y, P("init.st"), 1) == 0, "%s %s", trn_error(x), trn_error(y));
+    static float wx[256 * 264], wy[256 * 264];
+    trn_get(x, "w", wx, sizeof wx);
+    trn_get(y, "w", wy, sizeof wy);
+    CHECK(memcmp(wx, wy, sizeof wx) == 0, "--init did not load w");
+    trn_destroy(x);
+    trn_destroy(y);
+    /* --init and --resume together */
+    CHECK(run_main(&bigram_adam, "--init %s --resume %s --quiet", P("ra_20.st"), P("ra_20.st")) == 1, "--init with --resume");
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void mkdir_p(const char *path) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *q = p + 1; *q; q++)
+        if (*q == '/') {
+            *q = 0;
+            mkdir(p, 0755);
+            *q = '/';
+        }
+    mkdir(p, 0755);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) snprintf(scratch, sizeof scratch, "%s", argv[1]);
+    else snprintf(scratch, sizeof scratch, "/tmp/trainc-rt-test-%d", (int)getpid());
+    nftw(scratch, rm_entry, 16, FTW_DEPTH | FTW_PHYS);   /* a fresh folder each run */
+    mkdir_p(scratch);
+    struct {
+        const char *name;
+        void (*fn)(void);
+    } tests[] = {
+        {"dtypes", test_dtypes},
+        {"block_copy", test_block_copy},
+        {"micro_seed", test_micro_seed},
+        {"devices", test_devices},
+        {"init", test_init},
+        {"step_api", test_step_api},
+        {"data", test_data},
+        {"ckpt_format", test_ckpt_format},
+        {"roundtrip", test_roundtrip},
+        {"init_errors", test_init_errors},
+        {"atomic_save", test_atomic_save},
+        {"corrupt", test_corrupt},
+        {"train_cli", test_train_cli},
+        {"resume", test_resume},
+    };
+    int pass = 0, fail = 0;
+    const char *only = getenv("RT_TEST");
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (only && strcmp(only, tests[i].name) != 0) continue;
+        failed = 0;
+        fprintf(stderr, "test %s\n", tests[i].name);
+        tests[i].fn();
+        if (failed) fail++;
+        else pass++;
+        fprintf(stderr, "  %s\n", failed ? "FAILED" : "ok");
+    }
+    printf("%d passed, %d failed\n", pass, fail);
+    if (!fail) nftw(scratch, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return fail ? 1 : 0;
+}
