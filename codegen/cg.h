@@ -147,6 +147,10 @@ typedef struct Program {
     int64_t     vocab;
     bool        fuse;                              /* generic fusion on (--no-fuse turns it off) */
     TrainConfig tc;
+    /* cuda target (codegen/cuda.h): cuBLASLt's workspace and the CUDA
+     * kernels' scratch, one region at the end of the arena, counted in
+     * arena_bytes and cat_bytes[MC_WORKSPACE]; 0 bytes for the CPU target */
+    int64_t     workspace_off, workspace_bytes;
 } Program;
 
 /* lower.c */

@@ -7,6 +7,7 @@
  */
 #include "cg.h"
 #include "compile.h"
+#include "cuda.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -137,26 +138,34 @@ bool cg_apply_sets(Graph *g, const char *const *sets, Diag *d) {
     return true;
 }
 
-Program *cg_build(const CompileOptions *o, Graph **train_out, Graph **fwd_out, Graph **sample_out, Diag *d) {
+bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Graph **sample_out, Diag *d) {
     Graph *fwd = fe_load_file(o->model, o->defs, o->ndefs, d);
-    if (!fwd) return NULL;
-    if (!cg_apply_sets(fwd, o->sets, d)) {
+    if (!fwd) return false;
+    if (d->nerrors || !cg_apply_sets(fwd, o->sets, d)) {
         ir_graph_free(fwd);
-        return NULL;
+        return false;
     }
     Graph *eval = make_eval(fwd, d);
     Graph *sample = eval ? make_sample(eval, d) : NULL;
     Graph *train = ir_clone(fwd);
+    ir_graph_free(fwd);
     const char *names[64];
     int n = pm_training_pipeline(train, &o->po, names, 64);
-    if (!eval || !pm_run(train, names, n, &o->po, &o->pm, d)) {
-        ir_graph_free(fwd);
+    if (!eval || n > 64 || !pm_run(train, names, n, &o->po, &o->pm, d)) {
         ir_graph_free(eval);
         ir_graph_free(sample);
         ir_graph_free(train);
-        return NULL;
+        return false;
     }
-    ir_graph_free(fwd);
+    *train_out = train;
+    *eval_out = eval;
+    *sample_out = sample;
+    return true;
+}
+
+Program *cg_build(const CompileOptions *o, Graph **train_out, Graph **fwd_out, Graph **sample_out, Diag *d) {
+    Graph *train, *eval, *sample;
+    if (!cg_prepare(o, &train, &eval, &sample, d)) return NULL;
     CgOptions co = {o->fuse, o->target ? o->target : "cpu"};
     Program *p = cg_lower(train, eval, sample, o->model, &co, d);
     if (!p) {
@@ -165,6 +174,8 @@ Program *cg_build(const CompileOptions *o, Graph **train_out, Graph **fwd_out, G
         ir_graph_free(train);
         return NULL;
     }
+    /* cuda target: cuBLASLt's workspace and kernel scratch join the plan (codegen/cuda.h) */
+    if (o->target && strcmp(o->target, "cuda") == 0) cg_cuda_plan_workspace(p);
     *train_out = train;
     *fwd_out = eval;
     *sample_out = sample;
@@ -186,9 +197,65 @@ int cg_compile(const CompileOptions *o, Diag *d) {
     const char *out = o->out ? o->out : p->name;
     bool lib = o->emit && strcmp(o->emit, "lib") == 0;
     bool only_c = o->emit && strcmp(o->emit, "c") == 0;
-    if (o->emit && !lib && !only_c) {
-        error_at(d, NOLOC, "unknown --emit=%s (expected kernels, c or lib)", o->emit);
+    bool only_cu = o->emit && strcmp(o->emit, "cuda") == 0;
+    bool cuda = o->target && strcmp(o->target, "cuda") == 0;
+    if (o->emit && !lib && !only_c && !only_cu) {
+        error_at(d, NOLOC, "unknown --emit=%s (expected kernels, c, lib or cuda)", o->emit);
         rc = 2;
+        goto done;
+    }
+    if (o->target && !cuda && strcmp(o->target, "cpu") != 0) {
+        error_at(d, NOLOC, "unknown --target=%s (expected cpu or cuda)", o->target);
+        rc = 2;
+        goto done;
+    }
+    if (only_cu && !cuda) {
+        error_at(d, NOLOC, "--emit=cuda needs --target=cuda");
+        rc = 2;
+        goto done;
+    }
+    /* cuda target: the CUDA C of every kernel, compiled by NVRTC now */
+    CudaModule *cm = NULL;
+    CudaBuild cb = {0};
+    if (cuda) {
+        cm = cg_cuda_emit(p, d);
+        if (!cm || !cg_nvrtc_build(cg_cuda_source(cm), o->archs, &cb, d)) {
+            cg_cuda_free(cm);
+            rc = 1;
+            goto done;
+        }
+        if (o->verbose)
+            fprintf(stderr, "trainc: %d CUDA functions for %d kernels, %d images in %.1f s (cache %s)\n", cg_cuda_nfns(cm), cg_cuda_nkernels(cm),
+                    cb.n, cb.seconds, cg_cuda_cache_dir());
+    }
+    if (only_cu) {
+        /* NAME.cu, the prelude headers beside it, NAME.cuda-report.txt */
+        char path[4096], dir[4096];
+        snprintf(path, sizeof path, "%s.cu", out);
+        bool wok = write_text(path, cg_cuda_source(cm), d);
+        snprintf(dir, sizeof dir, "%s", out);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        else strcpy(dir, ".");
+        static const char *const cuh[] = {"trainc_cuda.cuh", "philox.h"};
+        for (size_t i = 0; wok && i < 2; i++) {
+            char from[4096], to[4096];
+            snprintf(from, sizeof from, "%s/%s", cg_runtime_dir(), cuh[i]);
+            snprintf(to, sizeof to, "%s/%s", dir, cuh[i]);
+            wok = copy_file(from, to, d);
+        }
+        snprintf(path, sizeof path, "%s.cuda-report.txt", out);
+        char *rt = NULL;
+        size_t rlen = 0;
+        FILE *rf = open_memstream(&rt, &rlen);
+        if (!rf) die("open_memstream failed");
+        cg_cuda_print_report(rf, cm, &cb);
+        fclose(rf);
+        if (wok) wok = write_text(path, rt, d);
+        free(rt);
+        cg_cuda_build_free(&cb);
+        cg_cuda_free(cm);
+        rc = wok ? 0 : 1;
         goto done;
     }
     /* the generated source */
@@ -198,6 +265,28 @@ int cg_compile(const CompileOptions *o, Diag *d) {
     if (!mf) die("open_memstream failed");
     bool ok = cg_emit_c(mf, p, !lib, d);
     fclose(mf);
+    if (ok && cuda) {
+        /* point the descriptor's `cuda` at the module appended below.  emit_c
+         * writes ".cuda = NULL"; the lead may prefer emit_c to print a
+         * Program field instead (then this patch goes) */
+        const char *sym = cg_cuda_module_symbol(cm);
+        char *at = strstr(text, "    .cuda = NULL,\n};\n");
+        char *model = strstr(text, "const TrnModel trn_model_");
+        if (!at || !model) die("cuda target: the C descriptor has no '.cuda = NULL' to patch");
+        StrBuf nt = {0};
+        sb_printf(&nt, "%.*sextern const struct TrnCudaModule %s;\n%.*s    .cuda = &%s,\n};\n", (int)(model - text), text, sym, (int)(at - model),
+                  model, sym);
+        sb_puts(&nt, at + strlen("    .cuda = NULL,\n};\n"));
+        free(text);
+        FILE *hf = open_memstream(&text, &tlen);
+        if (!hf) die("open_memstream failed");
+        fputs(nt.s, hf);
+        ok = cg_cuda_emit_host(hf, cm, &cb, d);
+        fclose(hf);
+        sb_free(&nt);
+    }
+    cg_cuda_build_free(&cb);
+    cg_cuda_free(cm);
     if (!ok) {
         free(text);
         rc = 1;
@@ -234,7 +323,7 @@ int cg_compile(const CompileOptions *o, Diag *d) {
         char *slash = strrchr(dir, '/');
         if (slash) *slash = 0;
         else strcpy(dir, ".");
-        static const char *const headers[] = {"trainc_rt.h", "trainc_kernels.h", "philox.h"};
+        static const char *const headers[] = {"trainc_rt.h", "trainc_kernels.h", "philox.h", "trainc_cuda.h"};
         for (size_t i = 0; ok && i < sizeof headers / sizeof headers[0]; i++) {
             char from[4096], to[4096];
             snprintf(from, sizeof from, "%s/%s", rt, headers[i]);

@@ -11,8 +11,9 @@ typedef struct CompileOptions {
     const Define *defs;         /* -D overrides */
     int           ndefs;
     const char   *out;          /* -o: executable, or prefix of NAME.c / NAME.h */
-    const char   *emit;         /* NULL (executable), "kernels", "c", "lib" */
+    const char   *emit;         /* NULL (executable), "kernels", "c", "lib", "cuda" (the .cu and its resource report) */
     const char   *target;       /* "cpu" (default) or "cuda" */
+    const char   *archs;        /* --arch (cuda target): "sm_80,sm_90" (the default) */
     bool          keep;         /* keep the generated C next to the executable */
     bool          report;       /* print the memory plan */
     bool          fuse;         /* generic fusion (--no-fuse turns it off) */
@@ -28,6 +29,10 @@ typedef struct CompileOptions {
 
 /* Compiles as asked; returns the exit status (0 ok, 1 error, 2 usage). */
 int         cg_compile(const CompileOptions *o, Diag *d);
+/* Loads the model and makes its three graphs: training (after the
+ * training pipeline), eval (forward, dropout off) and sampling (forward to
+ * the logits; NULL when the loss is not a cross-entropy of logits). */
+bool        cg_prepare(const CompileOptions *o, Graph **train, Graph **eval, Graph **sample, Diag *d);
 /* Loads the model and lowers it (used by cg_compile and by tests). */
 Program    *cg_build(const CompileOptions *o, Graph **train, Graph **fwd, Graph **sample, Diag *d);
 /* Applies "key=value" train-section overrides to g->train. */

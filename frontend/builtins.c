@@ -1,281 +1,21 @@
-/* frontend/builtins.c — values, operators and builtin functions.
+/* frontend/builtins.c — the builtin functions.
  *
- * Arithmetic on numbers is done here at compile time (integers exactly,
- * with overflow and division by zero reported); arithmetic on tensors
- * becomes graph nodes.  Each builtin maps onto the op table (ir/ops.h):
- * it checks its arguments, sets the op's attributes and lets ir_infer
- * check shapes at the call's location.
+ * Each builtin maps onto the op table (ir/ops.h): it checks its arguments,
+ * sets the op's attributes and lets ir_infer check shapes at the call's
+ * location.  Numbers get computed at compile time where that makes sense
+ * (sqrt(16), max(2, 3)).
  */
 #include "elab.h"
 
 #include <math.h>
 #include <string.h>
 
-/* ---- values ---- */
-
-const char *elab_desc(const Val *v, char *buf, size_t n) {
-    char t[160];
-    switch (v->k) {
-    case V_POISON: snprintf(buf, n, "an invalid value"); break;
-    case V_NONE: snprintf(buf, n, "none"); break;
-    case V_INT: snprintf(buf, n, "the integer %lld", (long long)v->i); break;
-    case V_FLOAT: fmt_double(t, v->f); snprintf(buf, n, "the number %s", t); break;
-    case V_BOOL: snprintf(buf, n, "%s", v->i ? "true" : "false"); break;
-    case V_STR: snprintf(buf, n, "the string \"%.40s%s\"", v->s, strlen(v->s) > 40 ? "..." : ""); break;
-    case V_SYM: snprintf(buf, n, "the name '%.40s'", v->s); break;
-    case V_LIST: snprintf(buf, n, "a list of %d item%s", v->n, v->n == 1 ? "" : "s"); break;
-    case V_TUPLE: snprintf(buf, n, "%d values", v->n); break;
-    case V_TENSOR: snprintf(buf, n, "a tensor %s", type_str(&v->t->ty, t, sizeof t)); break;
-    }
-    return buf;
-}
-
-bool elab_check_type(Elab *e, const Type *t, SrcLoc loc) {
-    int64_t numel = 1;
-    for (int i = 0; i < t->shape.rank; i++) {
-        if (t->shape.d[i] <= 0) {
-            error_at(e->d, loc, "dimension %d is %lld; dimensions must be positive", i, (long long)t->shape.d[i]);
-            return false;
-        }
-        if (__builtin_mul_overflow(numel, t->shape.d[i], &numel) || numel > ELAB_MAX_NUMEL) {
-            char b[160];
-            error_at(e->d, loc, "a tensor %s has too many elements (the limit is 2^48)", type_str(t, b, sizeof b));
-            return false;
-        }
-    }
-    return true;
-}
-
-Val elab_emit(Elab *e, Node *n) {
-    if (e->g->nnodes >= 4 * ELAB_MAX_STEPS) {
-        error_at(e->d, n->loc, "the graph has more than %d nodes", 4 * ELAB_MAX_STEPS);
-        e->over_budget = true;
-        return val_poison();
-    }
-    if (!ir_emit(e->g, n, e->d)) {
-        elab_note_chain(e);
-        return val_poison();
-    }
-    for (int i = 0; i < n->nout; i++)
-        if (!elab_check_type(e, &n->out[i]->ty, n->loc)) return val_poison();
-    return val_tensor(n->out[0]);
-}
-
-static bool want(Elab *e, bool ok, Val v, SrcLoc loc, const char *what, const char *kind) {
-    if (v.k == V_POISON) return false;
-    if (!ok) {
-        char b[200];
-        error_at(e->d, loc, "%s must be %s, not %s", what, kind, elab_desc(&v, b, sizeof b));
-    }
-    return ok;
-}
-
-bool elab_want_int(Elab *e, Val v, SrcLoc loc, const char *what, int64_t *out) {
-    if (!want(e, v.k == V_INT, v, loc, what, "an integer")) return false;
-    *out = v.i;
-    return true;
-}
-
-bool elab_want_num(Elab *e, Val v, SrcLoc loc, const char *what, double *out) {
-    if (!want(e, val_is_num(&v), v, loc, what, "a number")) return false;
-    *out = v.k == V_INT ? (double)v.i : v.f;
-    return true;
-}
-
-bool elab_want_bool(Elab *e, Val v, SrcLoc loc, const char *what, bool *out) {
-    if (!want(e, v.k == V_BOOL || v.k == V_INT, v, loc, what, "true or false")) return false;
-    *out = v.i != 0;
-    return true;
-}
-
-static bool want_tensor(Elab *e, Val v, SrcLoc loc, const char *what, Value **out) {
-    if (!want(e, v.k == V_TENSOR, v, loc, what, "a tensor")) return false;
-    *out = v.t;
-    return true;
-}
-
-static bool want_str(Elab *e, Val v, SrcLoc loc, const char *what, const char **out) {
-    if (!want(e, v.k == V_STR, v, loc, what, "a string")) return false;
-    *out = v.s;
-    return true;
-}
-
-bool elab_want_dtype(Elab *e, Val v, SrcLoc loc, DType *out) {
-    const char *s;
-    if (!want_str(e, v, loc, "a dtype", &s)) return false;
-    if (dtype_parse(s, out)) return true;
-    Suggest sg;
-    elab_suggest_init(&sg, s);
-    for (int i = 0; i < DT__COUNT; i++) elab_suggest_add(&sg, dtype_name[i]);
-    error_at(e->d, loc, "unknown dtype \"%s\" (one of f32 f64 bf16 f16 i32 i64 u8)%s", s, elab_suggest_hint(e, &sg));
-    return false;
-}
-
-/* A list (or tuple) of integers, at most max of them. */
-static bool want_ints(Elab *e, Val v, SrcLoc loc, const char *what, int max, int64_t *out, int *n) {
-    if (!want(e, v.k == V_LIST || v.k == V_TUPLE, v, loc, what, "a list of integers")) return false;
-    if (v.n > max) {
-        error_at(e->d, loc, "%s has %d entries; at most %d are allowed", what, v.n, max);
-        return false;
-    }
-    for (int i = 0; i < v.n; i++)
-        if (!elab_want_int(e, v.items[i], loc, what, &out[i])) return false;
-    *n = v.n;
-    return true;
-}
-
-/* ---- operators ---- */
-
-static Val arith_error(Elab *e, int op, Val a, Val b, SrcLoc loc) {
-    char x[200], y[200];
-    error_at(e->d, loc, "cannot apply '%s' to %s and %s", ast_op_name(op), elab_desc(&a, x, sizeof x), elab_desc(&b, y, sizeof y));
-    return val_poison();
-}
-
-static Val int_arith(Elab *e, int op, int64_t a, int64_t b, SrcLoc loc) {
-    int64_t r = 0;
-    bool ovf = false;
-    switch (op) {
-    case '+': ovf = __builtin_add_overflow(a, b, &r); break;
-    case '-': ovf = __builtin_sub_overflow(a, b, &r); break;
-    case '*': ovf = __builtin_mul_overflow(a, b, &r); break;
-    case '/':
-    case '%':
-        if (b == 0) {
-            error_at(e->d, loc, "division by zero");
-            return val_poison();
-        }
-        if (a == INT64_MIN && b == -1) ovf = true;
-        else r = op == '/' ? a / b : a % b;
-        break;
-    }
-    if (ovf) {
-        error_at(e->d, loc, "integer overflow in %lld %s %lld", (long long)a, ast_op_name(op), (long long)b);
-        return val_poison();
-    }
-    return val_int(r);
-}
-
-static Val float_arith(Elab *e, int op, double a, double b, SrcLoc loc) {
-    double r = 0;
-    switch (op) {
-    case '+': r = a + b; break;
-    case '-': r = a - b; break;
-    case '*': r = a * b; break;
-    case '/':
-    case '%':
-        if (b == 0) {
-            error_at(e->d, loc, "division by zero");
-            return val_poison();
-        }
-        r = op == '/' ? a / b : fmod(a, b);
-        break;
-    }
-    if (!isfinite(r)) {
-        error_at(e->d, loc, "the result of '%s' is not a finite number", ast_op_name(op));
-        return val_poison();
-    }
-    return val_float(r);
-}
-
-/* A number used with a tensor: a scalar constant node of the tensor's dtype. */
-static Value *scalar_for(Elab *e, Val num, const Value *like, SrcLoc loc) {
-    double v = num.k == V_INT ? (double)num.i : num.f;
-    if (!dtype_is_float[like->ty.dt] && (num.k != V_INT || v != (double)num.i)) {
-        char b[160], t[160];
-        error_at(e->d, loc, "%s cannot be combined with the integer tensor %s", elab_desc(&num, b, sizeof b), type_str(&like->ty, t, sizeof t));
-        return NULL;
-    }
-    return ir_const(e->g, v, (Type){like->ty.dt, {0}}, loc);
-}
-
-static Val compare(Elab *e, int op, Val a, Val b, SrcLoc loc) {
-    int c;
-    if (val_is_num(&a) && val_is_num(&b)) {
-        if (a.k == V_INT && b.k == V_INT) c = a.i < b.i ? -1 : a.i > b.i;
-        else {
-            double x = a.k == V_INT ? (double)a.i : a.f, y = b.k == V_INT ? (double)b.i : b.f;
-            c = x < y ? -1 : x > y ? 1 : 0;
-        }
-    } else if (op == BOP_EQ || op == BOP_NE) {
-        if (a.k == V_TENSOR || b.k == V_TENSOR || a.k == V_LIST || b.k == V_LIST || a.k == V_TUPLE || b.k == V_TUPLE)
-            return arith_error(e, op, a, b, loc);
-        bool eq;
-        if ((a.k == V_STR || a.k == V_SYM) && (b.k == V_STR || b.k == V_SYM)) eq = strcmp(a.s, b.s) == 0;
-        else if (a.k == V_BOOL && b.k == V_BOOL) eq = a.i == b.i;
-        else eq = a.k == V_NONE && b.k == V_NONE;
-        return val_bool(op == BOP_EQ ? eq : !eq);
-    } else {
-        return arith_error(e, op, a, b, loc);
-    }
-    switch (op) {
-    case BOP_EQ: return val_bool(c == 0);
-    case BOP_NE: return val_bool(c != 0);
-    case '<': return val_bool(c < 0);
-    case BOP_LE: return val_bool(c <= 0);
-    case '>': return val_bool(c > 0);
-    default: return val_bool(c >= 0);
-    }
-}
-
-Val elab_binary(Elab *e, int op, Val a, Val b, SrcLoc loc) {
-    if (a.k == V_POISON || b.k == V_POISON) return val_poison();
-    if (op == BOP_EQ || op == BOP_NE || op == '<' || op == BOP_LE || op == '>' || op == BOP_GE) return compare(e, op, a, b, loc);
-    if (val_is_num(&a) && val_is_num(&b)) {
-        if (op == '@') return arith_error(e, op, a, b, loc);
-        if (a.k == V_INT && b.k == V_INT) return int_arith(e, op, a.i, b.i, loc);
-        return float_arith(e, op, a.k == V_INT ? (double)a.i : a.f, b.k == V_INT ? (double)b.i : b.f, loc);
-    }
-    bool ta = a.k == V_TENSOR, tb = b.k == V_TENSOR;
-    if (!(ta || tb) || !(ta || val_is_num(&a)) || !(tb || val_is_num(&b))) return arith_error(e, op, a, b, loc);
-    Op o;
-    switch (op) {
-    case '+': o = OP_add; break;
-    case '-': o = OP_sub; break;
-    case '*': o = OP_mul; break;
-    case '/': o = OP_div; break;
-    case '@':
-        if (!ta || !tb) return arith_error(e, op, a, b, loc);
-        o = OP_matmul;
-        break;
-    default:
-        error_at(e->d, loc, "'%s' is not defined for tensors", ast_op_name(op));
-        return val_poison();
-    }
-    Value *in[2] = {ta ? a.t : scalar_for(e, a, b.t, loc), tb ? b.t : scalar_for(e, b, a.t, loc)};
-    if (!in[0] || !in[1]) return val_poison();
-    return elab_emit(e, ir_new(e->g, o, 2, in, loc));
-}
-
-Val elab_unary(Elab *e, int op, Val a, SrcLoc loc) {
-    char b[200];
-    if (a.k == V_POISON) return val_poison();
-    if (op == 'n') {
-        if (a.k == V_BOOL || a.k == V_INT) return val_bool(!a.i);
-        error_at(e->d, loc, "'not' needs true or false, not %s", elab_desc(&a, b, sizeof b));
-        return val_poison();
-    }
-    switch (a.k) {
-    case V_INT:
-        if (a.i == INT64_MIN) {
-            error_at(e->d, loc, "integer overflow in -(%lld)", (long long)a.i);
-            return val_poison();
-        }
-        return val_int(-a.i);
-    case V_FLOAT: return val_float(-a.f);
-    case V_TENSOR: return elab_emit(e, ir_new(e->g, OP_neg, 1, &a.t, loc));
-    default:
-        error_at(e->d, loc, "cannot negate %s", elab_desc(&a, b, sizeof b));
-        return val_poison();
-    }
-}
-
 /* ---- builtins ---- */
 
 #define BUILTIN(name) static Val name(Elab *e, const Builtin *bi, Val *a, const SrcLoc *al, const bool *given, SrcLoc loc)
 #define ARG_TENSOR(i, var) \
     Value *var; \
-    if (!want_tensor(e, a[i], al[i], arg_what(e, bi, i), &var)) return val_poison()
+    if (!elab_want_tensor(e, a[i], al[i], arg_what(e, bi, i), &var)) return val_poison()
 
 /* "argument 'x' of relu" */
 static const char *arg_what(Elab *e, const Builtin *bi, int i) {
@@ -342,7 +82,7 @@ BUILTIN(b_gelu) {
     bool approx = false;
     if (given[1]) {
         const char *s;
-        if (!want_str(e, a[1], al[1], "approximate", &s)) return val_poison();
+        if (!elab_want_str(e, a[1], al[1], "approximate", &s)) return val_poison();
         if (strcmp(s, "tanh") == 0) approx = true;
         else if (strcmp(s, "none") != 0) {
             error_at(e->d, al[1], "approximate must be \"none\" or \"tanh\", not \"%s\"", s);
@@ -387,7 +127,10 @@ BUILTIN(b_reduce) {
         int64_t axes[IR_MAX_RANK];
         int na = 0;
         if (a[1].k == V_INT) axes[na++] = a[1].i;
-        else if (!want_ints(e, a[1], al[1], "axis", IR_MAX_RANK, axes, &na)) return val_poison();
+        else if (a[1].k == V_TENSOR && bi->op == OP_max) {
+            error_at(e->d, al[1], "axis must be an integer or a list of integers; for the elementwise maximum of two tensors use maximum(a, b)");
+            return val_poison();
+        } else if (!elab_want_ints(e, a[1], al[1], "axis", IR_MAX_RANK, axes, &na)) return val_poison();
         ir_set_ints(e->g, n, "axes", na, axes);
     }
     if (given[2]) {
@@ -441,7 +184,7 @@ BUILTIN(b_elementwise) {
     }
     Value *in[2];
     for (int i = 0; i < 2; i++) {
-        in[i] = a[i].k == V_TENSOR ? a[i].t : scalar_for(e, a[i], like, al[i]);
+        in[i] = a[i].k == V_TENSOR ? a[i].t : elab_scalar_for(e, a[i], like, al[i]);
         if (!in[i]) return val_poison();
     }
     return elab_emit(e, ir_new(e->g, bi->op, 2, in, loc));
@@ -468,7 +211,7 @@ BUILTIN(b_reshape) {
     ARG_TENSOR(0, x);
     int64_t dims[IR_MAX_RANK];
     int n;
-    if (!want_ints(e, a[1], al[1], "the shape", IR_MAX_RANK, dims, &n)) return val_poison();
+    if (!elab_want_ints(e, a[1], al[1], "the shape", IR_MAX_RANK, dims, &n)) return val_poison();
     int64_t numel = 1;
     for (int i = 0; i < n; i++) {
         if (dims[i] == -1) continue;
@@ -517,7 +260,7 @@ BUILTIN(b_permute) {
     ARG_TENSOR(0, x);
     int64_t perm[IR_MAX_RANK];
     int n;
-    if (!want_ints(e, a[1], al[1], "the permutation", IR_MAX_RANK, perm, &n)) return val_poison();
+    if (!elab_want_ints(e, a[1], al[1], "the permutation", IR_MAX_RANK, perm, &n)) return val_poison();
     Node *nd = ir_new(e->g, OP_permute, 1, &x, loc);
     ir_set_ints(e->g, nd, "perm", n, perm);
     return elab_emit(e, nd);
@@ -548,7 +291,7 @@ BUILTIN(b_split) {
         n = (int)a[1].i;
         for (int i = 0; i < n; i++) sizes[i] = dim / n;
     } else {
-        if (!want_ints(e, a[1], al[1], "the parts", 256, sizes, &n)) return val_poison();
+        if (!elab_want_ints(e, a[1], al[1], "the parts", 256, sizes, &n)) return val_poison();
         int64_t total = 0;
         bool ok = n > 0;
         for (int i = 0; i < n && ok; i++) ok = sizes[i] > 0 && !__builtin_add_overflow(total, sizes[i], &total);
@@ -571,14 +314,14 @@ BUILTIN(b_split) {
 /* concat([a, b, ...], axis=0) */
 BUILTIN(b_concat) {
     Val l = a[0];
-    if (!want(e, l.k == V_LIST || l.k == V_TUPLE, l, al[0], "argument 'xs' of concat", "a list of tensors")) return val_poison();
+    if (!elab_want(e, l.k == V_LIST || l.k == V_TUPLE, l, al[0], "argument 'xs' of concat", "a list of tensors")) return val_poison();
     if (l.n == 0) {
         error_at(e->d, al[0], "concat needs at least one tensor");
         return val_poison();
     }
     Value **in = arena_alloc(e->a, sizeof(Value *) * (size_t)l.n);
     for (int i = 0; i < l.n; i++)
-        if (!want_tensor(e, l.items[i], al[0], "each item of the list given to concat", &in[i])) return val_poison();
+        if (!elab_want_tensor(e, l.items[i], al[0], "each item of the list given to concat", &in[i])) return val_poison();
     int64_t axis = 0;
     if (given[1] && !elab_want_int(e, a[1], al[1], "axis", &axis)) return val_poison();
     Node *nd = ir_new(e->g, OP_concat, l.n, in, loc);
@@ -625,7 +368,7 @@ BUILTIN(b_norm) {
     int nin = bi->op == OP_layer_norm ? 3 : 2;
     Value *in[3];
     for (int i = 0; i < nin; i++)
-        if (!want_tensor(e, a[i], al[i], arg_what(e, bi, i), &in[i])) return val_poison();
+        if (!elab_want_tensor(e, a[i], al[i], arg_what(e, bi, i), &in[i])) return val_poison();
     Node *nd = ir_new(e->g, bi->op, nin, in, loc);
     if (given[nin]) {
         double eps;
@@ -726,7 +469,7 @@ BUILTIN(b_fill) {
     int64_t dims[IR_MAX_RANK];
     int n = 0;
     if (a[0].k == V_INT) dims[n++] = a[0].i;
-    else if (!want_ints(e, a[0], al[0], "the shape", IR_MAX_RANK, dims, &n)) return val_poison();
+    else if (!elab_want_ints(e, a[0], al[0], "the shape", IR_MAX_RANK, dims, &n)) return val_poison();
     t.shape = shape_make(n, dims);
     double v = strcmp(bi->name, "ones") == 0 ? 1.0 : 0.0;
     if (full && !elab_want_num(e, a[1], al[1], "value", &v)) return val_poison();

@@ -30,7 +30,7 @@ static inline Val val_str(const char *s) { return (Val){.k = V_STR, .s = s}; }
 static inline Val val_tensor(Value *t) { return t ? (Val){.k = V_TENSOR, .t = t} : val_poison(); }
 static inline bool val_is_num(const Val *v) { return v->k == V_INT || v->k == V_FLOAT; }
 
-/* A string-keyed hash map (arena-allocated, grows by doubling). */
+/* A string-keyed hash map (arena-allocated, grows by doubling); names.c. */
 typedef struct MapEnt { const char *key; void *val; } MapEnt;
 typedef struct Map { MapEnt *e; int n, cap; } Map;
 void *elab_map_get(const Map *m, const char *key);
@@ -85,22 +85,44 @@ void elab_note_chain(Elab *e);                        /* notes the block calls t
 void elab_note(Elab *e, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const char *elab_join(Elab *e, const char *scope, const char *name);   /* "scope.name" or "name" */
 
-/* Suggestions by edit distance: feed candidates, then read the hint. */
+/* Suggestions by edit distance (names.c): feed candidates, then read the hint. */
 typedef struct Suggest { const char *name; const char *best; int dist; } Suggest;
 void        elab_suggest_init(Suggest *s, const char *name);
 void        elab_suggest_add(Suggest *s, const char *cand);
 const char *elab_suggest_hint(Elab *e, const Suggest *s);  /* "; did you mean 'x'?" or "" */
 
-/* builtins.c */
+void elab_set_var(Elab *e, const char *name, Val v);  /* binds in the current frame; names an unnamed tensor */
+/* Evaluates the arguments of a call and binds them to n parameters (one
+ * slot each in vals, locs, given); false after an error or a poison argument. */
+bool elab_bind_args(Elab *e, Expr *call, int n, const char **names, const bool *optional, Val *vals, SrcLoc *locs, bool *given);
+
+/* params.c */
+void elab_param(Elab *e, Stmt *s);                   /* `param NAME: TYPE = INIT` */
+void elab_input(Elab *e, Formal *f);                 /* a model input */
+
+/* train.c: applies the train section to g->train */
+void elab_train(Elab *e, Top *train);
+
+/* values.c */
 const char *elab_desc(const Val *v, char *buf, size_t n);  /* "an integer", "a tensor f32[4,8]", ... */
 Val  elab_emit(Elab *e, Node *n);                          /* ir_emit; result 0, or poison */
 bool elab_check_type(Elab *e, const Type *t, SrcLoc loc);  /* positive dims, not too many elements */
 Val  elab_binary(Elab *e, int op, Val a, Val b, SrcLoc loc);
 Val  elab_unary(Elab *e, int op, Val a, SrcLoc loc);
+/* A number used with a tensor: a scalar constant node of like's dtype (NULL after an error). */
+Value *elab_scalar_for(Elab *e, Val num, const Value *like, SrcLoc loc);
+/* Argument checks: false (after reporting, unless v is poison) when v is not
+ * what is wanted; `what` names it in the message ("argument 'x' of relu"). */
+bool elab_want(Elab *e, bool ok, Val v, SrcLoc loc, const char *what, const char *kind);
 bool elab_want_int(Elab *e, Val v, SrcLoc loc, const char *what, int64_t *out);
 bool elab_want_num(Elab *e, Val v, SrcLoc loc, const char *what, double *out);
-bool elab_want_bool(Elab *e, Val v, SrcLoc loc, const char *what, bool *out);
+bool elab_want_bool(Elab *e, Val v, SrcLoc loc, const char *what, bool *out);  /* true/false or an integer */
+bool elab_want_tensor(Elab *e, Val v, SrcLoc loc, const char *what, Value **out);
+bool elab_want_str(Elab *e, Val v, SrcLoc loc, const char *what, const char **out);
+bool elab_want_ints(Elab *e, Val v, SrcLoc loc, const char *what, int max, int64_t *out, int *n);  /* a list */
 bool elab_want_dtype(Elab *e, Val v, SrcLoc loc, DType *out);
+
+/* builtins.c */
 
 /* A builtin function: its parameters ("x, axis?, keepdim?": '?' marks an
  * optional one) and its implementation, which gets one slot per parameter

@@ -4,7 +4,7 @@
  * (with -D overrides), the model body is executed statement by statement,
  * block calls get a fresh variable scope and a parameter scope path, repeat
  * unrolls, if picks a branch.  Tensor operations become graph nodes
- * (builtins.c); every other value is computed here.  Errors are reported
+ * (values.c, builtins.c); every other value is computed here.  Errors are reported
  * and elaboration goes on with a poison value, so one run shows several
  * errors.  Work, recursion depth and tensor sizes are bounded so that no
  * input can exhaust the stack, time or memory.
@@ -14,88 +14,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-
-/* ---- maps ---- */
-
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-void *elab_map_get(const Map *m, const char *key) {
-    if (!m->cap) return NULL;
-    size_t mask = (size_t)m->cap - 1;
-    for (size_t i = hash_str(key) & mask; m->e[i].key; i = (i + 1) & mask)
-        if (strcmp(m->e[i].key, key) == 0) return m->e[i].val;
-    return NULL;
-}
-
-static void map_insert(MapEnt *tab, int cap, const char *key, void *val, int *n) {
-    size_t mask = (size_t)cap - 1, i = hash_str(key) & mask;
-    for (; tab[i].key; i = (i + 1) & mask)
-        if (strcmp(tab[i].key, key) == 0) {
-            tab[i].val = val;
-            return;
-        }
-    tab[i].key = key;
-    tab[i].val = val;
-    (*n)++;
-}
-
-void elab_map_put(Arena *a, Map *m, const char *key, void *val) {
-    if ((m->n + 1) * 2 > m->cap) {
-        int cap = m->cap ? 2 * m->cap : 16, n = 0;
-        MapEnt *tab = arena_alloc(a, sizeof(MapEnt) * (size_t)cap);
-        for (int i = 0; i < m->cap; i++)
-            if (m->e[i].key) map_insert(tab, cap, m->e[i].key, m->e[i].val, &n);
-        m->e = tab;
-        m->cap = cap;
-        m->n = n;
-    }
-    map_insert(m->e, m->cap, key, val, &m->n);
-}
-
-/* ---- suggestions ---- */
-
-/* Optimal-string-alignment distance (a transposition costs 1). */
-static int edit_distance(const char *a, const char *b) {
-    int n = (int)strlen(a), m = (int)strlen(b);
-    if (n > 40 || m > 40) return 1000;
-    int d[41][41];
-    for (int i = 0; i <= n; i++) d[i][0] = i;
-    for (int j = 0; j <= m; j++) d[0][j] = j;
-    for (int i = 1; i <= n; i++)
-        for (int j = 1; j <= m; j++) {
-            int c = a[i - 1] == b[j - 1] ? 0 : 1, v = d[i - 1][j - 1] + c;
-            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v) v = d[i - 2][j - 2] + 1;
-            d[i][j] = v;
-        }
-    return d[n][m];
-}
-
-void elab_suggest_init(Suggest *s, const char *name) {
-    s->name = name;
-    s->best = NULL;
-    s->dist = 1000;
-}
-
-void elab_suggest_add(Suggest *s, const char *cand) {
-    if (!cand || strcmp(cand, s->name) == 0) return;
-    int dist = edit_distance(s->name, cand);
-    int len = (int)strlen(s->name), limit = len <= 3 ? 1 : (len + 2) / 3;
-    if (dist <= limit && dist < s->dist) {
-        s->dist = dist;
-        s->best = cand;
-    }
-}
-
-const char *elab_suggest_hint(Elab *e, const Suggest *s) {
-    return s->best ? arena_printf(e->a, "; did you mean '%s'?", s->best) : "";
-}
 
 /* ---- small helpers ---- */
 
@@ -159,11 +77,11 @@ static Binding *find_var(Frame *f, const char *name) {
     return NULL;
 }
 
-/* Binds name in the current frame; a tensor without a name hint gets
- * "scope.name". */
-static void set_var(Elab *e, const char *name, Val v) {
+/* Binds name in the current frame; with hint, a tensor without a name gets
+ * "scope.name" (assignments do this; block arguments do not). */
+static void bind_var(Elab *e, const char *name, Val v, bool hint) {
     Frame *f = e->fr;
-    if (v.k == V_TENSOR && !v.t->name) v.t->name = arena_strdup(e->g->arena, elab_join(e, f->scope, name));
+    if (hint && v.k == V_TENSOR && !v.t->name) v.t->name = arena_strdup(e->g->arena, elab_join(e, f->scope, name));
     Binding *b = find_var(f, name);
     if (b) {
         b->v = v;
@@ -178,6 +96,8 @@ static void set_var(Elab *e, const char *name, Val v) {
     }
     f->vars[f->nvars++] = (Binding){name, v};
 }
+
+void elab_set_var(Elab *e, const char *name, Val v) { bind_var(e, name, v, true); }
 
 /* ---- constants ---- */
 
@@ -255,7 +175,7 @@ static Val lookup(Elab *e, Expr *x) {
         suggest_names(e, &s);
         error_at(e->d, x->loc, "unknown name '%s'%s", x->s, elab_suggest_hint(e, &s));
     }
-    if (e->fr) set_var(e, x->s, val_poison()); /* report it once */
+    if (e->fr) elab_set_var(e, x->s, val_poison()); /* report it once */
     return val_poison();
 }
 
@@ -275,7 +195,7 @@ static const char *signature(Elab *e, const char *name, int n, const char **name
 /* Evaluates the arguments of call and binds them to n parameters: vals,
  * locs and given get one slot each.  False after reporting an error or
  * when an argument is poison. */
-static bool bind_args(Elab *e, Expr *call, int n, const char **names, const bool *optional, Val *vals, SrcLoc *locs, bool *given) {
+bool elab_bind_args(Elab *e, Expr *call, int n, const char **names, const bool *optional, Val *vals, SrcLoc *locs, bool *given) {
     bool ok = true;
     int pos = 0;
     const char *sig = NULL;
@@ -366,7 +286,7 @@ static Val call_block(Elab *e, Top *blk, Expr *call, const char *label) {
         names[i] = f->name;
         optional[i] = f->dflt != NULL;
     }
-    if (!bind_args(e, call, n, names, optional, vals, locs, given)) return val_poison();
+    if (!elab_bind_args(e, call, n, names, optional, vals, locs, given)) return val_poison();
     Frame nf = {.up = e->fr, .blk = blk, .call_loc = call->loc, .unlabelled = label == NULL, .id = ++e->nframes};
     nf.scope = elab_join(e, e->fr->scope, label ? label : blk->name);
     e->fr = &nf;
@@ -375,7 +295,7 @@ static Val call_block(Elab *e, Top *blk, Expr *call, const char *label) {
         Formal *f = blk->formals.v[i];
         Val v = given[i] ? vals[i] : elab_eval(e, f->dflt);
         if (v.k == V_POISON) ok = false;
-        set_var(e, f->name, v);
+        bind_var(e, f->name, v, false);
     }
     if (ok) exec_stmts(e, &blk->body);
     e->fr = nf.up;
@@ -406,7 +326,7 @@ static Val eval_call(Elab *e, Expr *call, const char *label, SrcLoc label_loc) {
     Val vals[ELAB_MAX_ARGS];
     SrcLoc locs[ELAB_MAX_ARGS];
     int n = elab_builtin_params(b, buf, names, optional);
-    if (!bind_args(e, call, n, names, optional, vals, locs, given)) return val_poison();
+    if (!elab_bind_args(e, call, n, names, optional, vals, locs, given)) return val_poison();
     return b->fn(e, b, vals, locs, given, call->loc);
 }
 
@@ -463,164 +383,7 @@ Val elab_eval(Elab *e, Expr *x) {
     return v;
 }
 
-/* ---- types and parameters ---- */
-
-static bool eval_type(Elab *e, TypeExpr *t, Type *out) {
-    bool ok = true;
-    memset(out, 0, sizeof *out);
-    out->dt = DT_f32;
-    if (t->dtype && !dtype_parse(t->dtype, &out->dt)) {
-        Suggest s;
-        elab_suggest_init(&s, t->dtype);
-        for (int i = 0; i < DT__COUNT; i++) elab_suggest_add(&s, dtype_name[i]);
-        error_at(e->d, t->dtloc, "unknown dtype '%s'%s", t->dtype, elab_suggest_hint(e, &s));
-        ok = false;
-    }
-    if (t->dims.n > IR_MAX_RANK) {
-        error_at(e->d, t->loc, "a tensor has at most %d dimensions, not %d", IR_MAX_RANK, t->dims.n);
-        return false;
-    }
-    out->shape.rank = t->dims.n;
-    for (int i = 0; i < t->dims.n; i++) {
-        Expr *x = t->dims.v[i];
-        int64_t v;
-        if (!elab_want_int(e, elab_eval(e, x), x->loc, "a dimension", &v)) {
-            ok = false;
-            continue;
-        }
-        if (v <= 0) {
-            error_at(e->d, x->loc, "dimension %d is %lld; dimensions must be positive", i, (long long)v);
-            ok = false;
-        }
-        out->shape.d[i] = v;
-    }
-    return ok && elab_check_type(e, out, t->loc);
-}
-
-typedef struct Source {
-    SrcLoc      loc;
-    bool        is_input;
-    int         frame;
-    bool        unlabelled;
-    SrcLoc      call_loc;
-    const char *blk;
-} Source;
-
-static const char *const reserved_prefixes[] = {"opt.", "rng.", "adamw.", "sgd.", "grad_acc."};
-
-/* Checks that a new parameter or input name is free; records it. */
-static bool claim_name(Elab *e, const char *full, SrcLoc loc, bool is_input) {
-    for (size_t i = 0; i < sizeof reserved_prefixes / sizeof *reserved_prefixes; i++)
-        if (strncmp(full, reserved_prefixes[i], strlen(reserved_prefixes[i])) == 0) {
-            const char *key = arena_printf(e->a, "prefix:%d:%d:%d:%d", loc.line, loc.col, e->fr->call_loc.line, e->fr->call_loc.col);
-            if (elab_map_get(&e->reported, key)) return false; /* once per declaration, not per repeat */
-            elab_map_put(e->a, &e->reported, key, e);
-            error_at(e->d, loc, "'%s' starts with the reserved prefix '%s' (names starting with opt. rng. adamw. sgd. grad_acc. belong to the compiler)",
-                     full, reserved_prefixes[i]);
-            elab_note_chain(e);
-            return false;
-        }
-    Source *prev = elab_map_get(&e->sources, full);
-    Frame *f = e->fr;
-    if (prev) {
-        if (prev->is_input || is_input) {
-            error_at(e->d, loc, "'%s' is already the name of a model %s", full, prev->is_input ? "input" : "parameter");
-            elab_note(e, prev->loc, "declared here");
-        } else if (f->unlabelled && prev->unlabelled && prev->frame != f->id) {
-            const char *where = f->up->scope[0] ? arena_printf(e->a, "in scope '%s'", f->up->scope) : "at the root";
-            error_at(e->d, loc, "block '%s' is called twice %s without `as`, so both calls declare parameter '%s'",
-                     f->blk->name, where, full);
-            elab_note(e, prev->call_loc, "the first call is here; give each call its own scope with `%s(...) as NAME`", f->blk->name);
-        } else {
-            error_at(e->d, loc, "duplicate parameter '%s'", full);
-            elab_note(e, prev->loc, "'%s' is first declared here", full);
-        }
-        return false;
-    }
-    Source *s = arena_alloc(e->a, sizeof *s);
-    *s = (Source){loc, is_input, f->id, f->unlabelled, f->call_loc, f->blk ? f->blk->name : NULL};
-    elab_map_put(e->a, &e->sources, arena_strdup(e->a, full), s);
-    return true;
-}
-
-/* A parameter initialiser: init kind and up to two float attributes. */
-typedef struct Init { const char *kind; int n; const char *keys[2]; double v[2]; } Init;
-
-/* init = zeros | ones | normal(std) | uniform(lo, hi) | constant(value) */
-static bool eval_init(Elab *e, Expr *x, Init *in) {
-    static const char *const kinds[] = {"zeros", "ones", "normal", "uniform", "constant"};
-    static const char *const params[] = {"", "", "std", "lo, hi", "value"};
-    static const char *const expected = "expected an initialiser: zeros, ones, normal(std), uniform(lo, hi) or constant(value)";
-    memset(in, 0, sizeof *in);
-    in->kind = "zeros";
-    if (!x) return true;
-    const char *name = x->kind == EX_IDENT || x->kind == EX_CALL ? x->s : NULL;
-    int k = -1;
-    for (int i = 0; name && i < 5; i++)
-        if (strcmp(name, kinds[i]) == 0) k = i;
-    if (k < 0) {
-        Suggest s;
-        elab_suggest_init(&s, name ? name : "");
-        for (int i = 0; name && i < 5; i++) elab_suggest_add(&s, kinds[i]);
-        error_at(e->d, x->loc, "%s%s", expected, elab_suggest_hint(e, &s));
-        return false;
-    }
-    in->kind = kinds[k];
-    if (x->kind == EX_IDENT) {
-        if (k >= 2) {
-            error_at(e->d, x->loc, "the initialiser '%s' needs arguments: %s(%s)", kinds[k], kinds[k], params[k]);
-            return false;
-        }
-        return true;
-    }
-    const char *names[2] = {"std", NULL};
-    bool optional[2] = {false, false}, given[2];
-    Val vals[2];
-    SrcLoc locs[2];
-    int np = k < 2 ? 0 : k == 3 ? 2 : 1;
-    if (k == 3) names[0] = "lo", names[1] = "hi";
-    if (k == 4) names[0] = "value";
-    if (!bind_args(e, x, np, names, optional, vals, locs, given)) return false;
-    for (int i = 0; i < np; i++)
-        if (!elab_want_num(e, vals[i], locs[i], names[i], &in->v[i])) return false;
-    if (k == 2 && !(in->v[0] >= 0)) {
-        error_at(e->d, locs[0], "std must not be negative");
-        return false;
-    }
-    in->n = np;
-    in->keys[0] = names[0];
-    in->keys[1] = names[1];
-    return true;
-}
-
 /* ---- statements ---- */
-
-static void exec_param(Elab *e, Stmt *s) {
-    Frame *f = e->fr;
-    const char *full = elab_join(e, f->scope, s->name);
-    Type ty;
-    bool ok = eval_type(e, s->type, &ty);
-    Init init;
-    ok &= eval_init(e, s->init, &init);
-    ok &= claim_name(e, full, s->nameloc, false);
-    if (ok && !dtype_is_float[ty.dt]) {
-        error_at(e->d, s->type->dtloc, "parameters must be floating point, not %s", dtype_name[ty.dt]);
-        ok = false;
-    }
-    if (!ok) {
-        set_var(e, s->name, val_poison());
-        return;
-    }
-    Node *p = ir_source(e->g, OP_param, full, ty, s->nameloc);
-    ir_set_str(e->g, p, "init", init.kind);
-    for (int i = 0; i < init.n; i++) ir_set_float(e->g, p, init.keys[i], init.v[i]);
-    if (s->frozen) ir_set_int(e->g, p, "frozen", 1);
-    if (!ir_infer(e->g, p, e->d)) {
-        set_var(e, s->name, val_poison());
-        return;
-    }
-    set_var(e, s->name, val_tensor(p->out[0]));
-}
 
 static void exec_assign(Elab *e, Stmt *s) {
     Val v = elab_eval(e, s->value);
@@ -631,7 +394,7 @@ static void exec_assign(Elab *e, Stmt *s) {
             error_at(e->d, t->loc, "the right side gives %d values; assign them to %d names (a, b = ...)", v.n, v.n);
             v = val_poison();
         }
-        set_var(e, t->s, v);
+        elab_set_var(e, t->s, v);
         return;
     }
     bool ok = v.k == V_POISON || ((v.k == V_TUPLE || v.k == V_LIST) && v.n == n);
@@ -641,7 +404,7 @@ static void exec_assign(Elab *e, Stmt *s) {
     }
     for (int i = 0; i < n; i++) {
         Name *t = s->targets.v[i];
-        set_var(e, t->s, ok && v.k != V_POISON ? v.items[i] : val_poison());
+        elab_set_var(e, t->s, ok && v.k != V_POISON ? v.items[i] : val_poison());
     }
 }
 
@@ -712,7 +475,7 @@ static void exec_repeat(Elab *e, Stmt *s) {
 static void exec_stmt(Elab *e, Stmt *s) {
     if (!enter(e, s->loc)) return;
     switch (s->kind) {
-    case ST_PARAM: exec_param(e, s); break;
+    case ST_PARAM: elab_param(e, s); break;
     case ST_ASSIGN: exec_assign(e, s); break;
     case ST_RETURN: exec_return(e, s); break;
     case ST_IF: exec_if(e, s); break;
@@ -725,88 +488,6 @@ static void exec_stmts(Elab *e, Vec *stmts) {
     for (int i = 0; i < stmts->n && !e->fr->returned && !e->over_budget; i++) exec_stmt(e, stmts->v[i]);
 }
 
-/* ---- the train section ---- */
-
-/* "40GB", "512MiB", "1.5 TB" -> bytes; false if not a size. */
-static bool parse_size(const char *s, int64_t *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !(v >= 0)) return false;
-    while (*end == ' ') end++;
-    static const struct { const char *unit; double mul; } units[] = {
-        {"", 1}, {"b", 1}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
-        {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
-    };
-    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
-        if (strcasecmp(end, units[i].unit) == 0) {
-            double b = v * units[i].mul;
-            if (b >= 9.2e18) return false;
-            *out = (int64_t)b;
-            return true;
-        }
-    return false;
-}
-
-static void train_item(Elab *e, Graph *g, TrainItem *t, Map *seen) {
-    const TrainKeyInfo *k = train_key_lookup(t->key);
-    if (!k) {
-        Suggest s;
-        elab_suggest_init(&s, t->key);
-        for (int i = 0; i < ntrain_keys; i++) elab_suggest_add(&s, train_keys[i].name);
-        error_at(e->d, t->loc, "unknown train key '%s'%s", t->key, elab_suggest_hint(e, &s));
-        return;
-    }
-    TrainItem *prev = elab_map_get(seen, t->key);
-    if (prev) {
-        error_at(e->d, t->loc, "train key '%s' is set twice", t->key);
-        elab_note(e, prev->loc, "first set here");
-        return;
-    }
-    elab_map_put(e->a, seen, t->key, t);
-    Val v = elab_eval(e, t->value);
-    if (v.k == V_POISON) return;
-    char text[64], b[200], err[256];
-    const char *txt = NULL;
-    bool numeric = k->kind == TK_INT || k->kind == TK_FLOAT;
-    switch (v.k) {
-    case V_INT: if (numeric) txt = (snprintf(text, sizeof text, "%lld", (long long)v.i), text); break;
-    case V_FLOAT: if (numeric) txt = (fmt_double(text, v.f), text); break;
-    case V_BOOL: if (k->kind == TK_INT) txt = v.i ? "1" : "0"; break;
-    case V_STR:
-    case V_SYM:
-        if (!numeric) txt = v.s;
-        else if (strcmp(k->name, "memory_budget") == 0 && v.k == V_STR) {
-            int64_t bytes;
-            if (!parse_size(v.s, &bytes)) {
-                error_at(e->d, t->value->loc, "'%s' is not a size (write e.g. \"40GB\", \"512MiB\" or a number of bytes)", v.s);
-                return;
-            }
-            snprintf(text, sizeof text, "%lld", (long long)bytes);
-            txt = text;
-        }
-        break;
-    default: break;
-    }
-    if (!txt) {
-        static const char *const kinds[] = {"an integer", "a number", "a name", "a string"};
-        error_at(e->d, t->value->loc, "train key '%s' takes %s, not %s", k->name, kinds[k->kind], elab_desc(&v, b, sizeof b));
-        return;
-    }
-    if (!train_set(&g->train, g->arena, k->name, txt, err, sizeof err)) {
-        const char *hint = "";
-        if (k->kind == TK_ENUM) {
-            Suggest s;
-            elab_suggest_init(&s, txt);
-            char al[256];
-            snprintf(al, sizeof al, "%s", k->allowed);
-            for (char *p = strtok(al, " "); p; p = strtok(NULL, " ")) elab_suggest_add(&s, p);
-            hint = elab_suggest_hint(e, &s); /* copied: s.best points into al */
-        }
-        error_at(e->d, t->value->loc, "%s%s", err, hint);
-    }
-}
-
 /* ---- the model ---- */
 
 static void elab_model(Elab *e, Top *m) {
@@ -816,13 +497,7 @@ static void elab_model(Elab *e, Top *m) {
     e->fr = &root;
     for (int i = 0; i < m->formals.n; i++) {
         Formal *f = m->formals.v[i];
-        Type ty;
-        if (!eval_type(e, f->type, &ty) || !claim_name(e, f->name, f->loc, true)) {
-            set_var(e, f->name, val_poison());
-            continue;
-        }
-        Node *n = ir_source(g, OP_input, f->name, ty, f->loc);
-        set_var(e, f->name, val_tensor(n->out[0]));
+        elab_input(e, f);
     }
     exec_stmts(e, &m->body);
     e->fr = NULL;
@@ -919,12 +594,7 @@ bool elab_program(Program *prog, Graph *g, const char *file, const Define *defs,
             if (c->decl == t) const_value(e, c, t->nameloc);
         }
     }
-    if (train) {
-        Map seen = {0};
-        e->in_train = true;
-        for (int i = 0; i < train->body.n; i++) train_item(e, g, train->body.v[i], &seen);
-        e->in_train = false;
-    }
+    if (train) elab_train(e, train);
     if (!model) error_at(d, (SrcLoc){file, 0, 0}, "no model: a .model file needs one `model NAME(INPUTS) { ... }`");
     else elab_model(e, model);
     return d->nerrors == errors0;

@@ -1,6 +1,7 @@
 /* ir/types.c — dtypes, shapes, the op property table, the train keys. */
 #include "ir.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -128,11 +129,13 @@ static bool set_key(TrainConfig *tc, Arena *a, const TrainKeyInfo *k, const char
     char *end;
     switch (k->kind) {
     case TK_INT: {
+        errno = 0;
         long long v = strtoll(value, &end, 10);
-        if (*value == 0 || *end) {
-            /* accept integral floats such as 1e6 */
+        if (*value == 0 || *end || errno == ERANGE) {
+            /* accept integral floats such as 1e6 (range checked first: an
+             * out-of-range conversion is undefined) */
             double dv = strtod(value, &end);
-            if (*value == 0 || *end || dv != (double)(long long)dv) {
+            if (*value == 0 || *end || !(dv >= -9.2e18 && dv <= 9.2e18) || dv != (double)(long long)dv) {
                 snprintf(err, errn, "train key '%s' takes an integer, not '%s'", k->name, value);
                 return false;
             }

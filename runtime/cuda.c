@@ -1,13 +1,802 @@
-/* runtime/cuda.c — the CUDA backend.
+/* runtime/cuda.c — the CUDA backend (docs/cuda.md).
  *
- * A placeholder until the real backend lands (it will load libcuda with
- * dlopen, so that the driver is never a load-time dependency and a machine
- * without a GPU still runs every executable on the CPU).  Until then it
- * answers why it cannot run, and trn_create's "auto" falls back to the CPU. */
+ * The CUDA driver (libcuda.so.1) and cuBLASLt (libcublasLt.so.13) are
+ * opened with dlopen when a CUDA device is first asked for: neither is a
+ * load-time dependency, so an executable compiled with --target=cuda starts
+ * and trains on the CPU of a machine with no GPU and no driver, and
+ * `--device=cuda` there fails with a message saying why.
+ *
+ * One device allocation holds the whole arena (the compiler's memory plan,
+ * cuBLASLt's workspace included).  The module's cubin for the device's
+ * architecture is loaded (else its PTX, which the driver compiles); each
+ * schedule runs on one stream, eagerly the first time and then as a CUDA
+ * graph captured from its second run on.  Inputs are uploaded from pinned
+ * host memory on a second stream that the compute stream waits for.
+ *
+ * Every driver and cuBLASLt call is checked: a failure names the call, this
+ * file and line, and the kernel and .model line it was for.  Kernel faults
+ * surface at the next synchronisation; TRAINC_CUDA_SYNC=1 synchronises after
+ * every kernel so the message names the one that failed.
+ *
+ * Environment: TRAINC_CUDA_DEVICE (device index, default 0),
+ * TRAINC_CUDA_GRAPH=0 (no graphs), TRAINC_CUDA_SYNC=1, TRAINC_LIBCUDA and
+ * TRAINC_CUBLASLT (paths of the libraries).
+ */
 #include "rt.h"
+#include "trainc_cuda.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef TRAINC_CUDA_LIBDIR
+#define TRAINC_CUDA_LIBDIR "/usr/local/cuda/lib64"
+#endif
+
+/* ---- the part of cuda.h and cublasLt.h used here (tests/cuda/test_abi.c
+ * checks these numbers against the real headers) ---- */
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+
+enum {
+    TRN_CU_ATTR_CC_MAJOR = 75,            /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
+    TRN_CU_ATTR_CC_MINOR = 76,            /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR */
+    TRN_CU_ATTR_SM_COUNT = 16,            /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+    TRN_CU_FUNC_MAX_DYN_SMEM = 8,         /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+    TRN_CU_STREAM_NON_BLOCKING = 1,       /* CU_STREAM_NON_BLOCKING */
+    TRN_CU_EVENT_DISABLE_TIMING = 2,      /* CU_EVENT_DISABLE_TIMING */
+    TRN_CU_CAPTURE_RELAXED = 2,           /* CU_STREAM_CAPTURE_MODE_RELAXED */
+};
+
+typedef int cublasStatus_t;
+typedef struct cublasLtContext *cublasLtHandle_t;
+typedef struct { uint64_t data[32]; } *cublasLtMatmulDesc_t;
+typedef struct { uint64_t data[8]; } *cublasLtMatrixLayout_t;
+typedef struct { uint64_t data[8]; } *cublasLtMatmulPreference_t;
+typedef struct { uint64_t data[8]; } cublasLtMatmulAlgo_t;
+typedef struct {
+    cublasLtMatmulAlgo_t algo;
+    size_t               workspaceSize;
+    cublasStatus_t       state;
+    float                wavesCount;
+    int                  reserved[4];
+} cublasLtMatmulHeuristicResult_t;
+
+enum {
+    TRN_LT_OP_N = 0, TRN_LT_OP_T = 1,                         /* cublasOperation_t */
+    TRN_LT_COMPUTE_32F = 68, TRN_LT_COMPUTE_32F_FAST_TF32 = 77, TRN_LT_COMPUTE_64F = 70,
+    TRN_LT_R_32F = 0, TRN_LT_R_64F = 1, TRN_LT_R_16F = 2, TRN_LT_R_16BF = 14,   /* cudaDataType */
+    TRN_LT_DESC_TRANSA = 3, TRN_LT_DESC_TRANSB = 4, TRN_LT_DESC_EPILOGUE = 7, TRN_LT_DESC_BIAS_POINTER = 8,
+    TRN_LT_DESC_BIAS_DATA_TYPE = 26,
+    TRN_LT_EPILOGUE_DEFAULT = 1, TRN_LT_EPILOGUE_BIAS = 4,
+    TRN_LT_LAYOUT_BATCH_COUNT = 5, TRN_LT_LAYOUT_BATCH_OFFSET = 6,
+    TRN_LT_PREF_MAX_WORKSPACE = 1,
+};
+
+/* ---- the libraries, opened once per process ---- */
+
+typedef struct Drv {
+    void *so;
+    CUresult (*Init)(unsigned);
+    CUresult (*GetErrorName)(CUresult, const char **);
+    CUresult (*GetErrorString)(CUresult, const char **);
+    CUresult (*DriverGetVersion)(int *);
+    CUresult (*DeviceGetCount)(int *);
+    CUresult (*DeviceGet)(CUdevice *, int);
+    CUresult (*DeviceGetName)(char *, int, CUdevice);
+    CUresult (*DeviceGetAttribute)(int *, int, CUdevice);
+    CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*DevicePrimaryCtxRelease)(CUdevice);
+    CUresult (*CtxSetCurrent)(CUcontext);
+    CUresult (*ModuleLoadData)(CUmodule *, const void *);
+    CUresult (*ModuleUnload)(CUmodule);
+    CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
+    CUresult (*FuncSetAttribute)(CUfunction, int, int);
+    CUresult (*MemAlloc)(CUdeviceptr *, size_t);
+    CUresult (*MemFree)(CUdeviceptr);
+    CUresult (*MemAllocHost)(void **, size_t);
+    CUresult (*MemFreeHost)(void *);
+    CUresult (*MemGetInfo)(size_t *, size_t *);
+    CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
+    CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
+    CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+    CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+    CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+    CUresult (*StreamCreate)(CUstream *, unsigned);
+    CUresult (*StreamDestroy)(CUstream);
+    CUresult (*StreamSynchronize)(CUstream);
+    CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
+    CUresult (*EventCreate)(CUevent *, unsigned);
+    CUresult (*EventRecord)(CUevent, CUstream);
+    CUresult (*EventSynchronize)(CUevent);
+    CUresult (*EventDestroy)(CUevent);
+    CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **);
+    CUresult (*StreamBeginCapture)(CUstream, int);
+    CUresult (*StreamEndCapture)(CUstream, CUgraph *);
+    CUresult (*GraphInstantiate)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*GraphLaunch)(CUgraphExec, CUstream);
+    CUresult (*GraphExecDestroy)(CUgraphExec);
+    CUresult (*GraphDestroy)(CUgraph);
+} Drv;
+
+typedef struct Lt {
+    void *so;
+    cublasStatus_t (*Create)(cublasLtHandle_t *);
+    cublasStatus_t (*Destroy)(cublasLtHandle_t);
+    const char *(*GetStatusName)(cublasStatus_t);
+    cublasStatus_t (*MatmulDescCreate)(cublasLtMatmulDesc_t *, int, int);
+    cublasStatus_t (*MatmulDescDestroy)(cublasLtMatmulDesc_t);
+    cublasStatus_t (*MatmulDescSetAttribute)(cublasLtMatmulDesc_t, int, const void *, size_t);
+    cublasStatus_t (*MatrixLayoutCreate)(cublasLtMatrixLayout_t *, int, uint64_t, uint64_t, int64_t);
+    cublasStatus_t (*MatrixLayoutDestroy)(cublasLtMatrixLayout_t);
+    cublasStatus_t (*MatrixLayoutSetAttribute)(cublasLtMatrixLayout_t, int, const void *, size_t);
+    cublasStatus_t (*MatmulPreferenceCreate)(cublasLtMatmulPreference_t *);
+    cublasStatus_t (*MatmulPreferenceDestroy)(cublasLtMatmulPreference_t);
+    cublasStatus_t (*MatmulPreferenceSetAttribute)(cublasLtMatmulPreference_t, int, const void *, size_t);
+    cublasStatus_t (*MatmulAlgoGetHeuristic)(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                                             cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int,
+                                             cublasLtMatmulHeuristicResult_t *, int *);
+    cublasStatus_t (*Matmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *, const void *, cublasLtMatrixLayout_t, const void *,
+                             cublasLtMatrixLayout_t, const void *, const void *, cublasLtMatrixLayout_t, void *, cublasLtMatrixLayout_t,
+                             const cublasLtMatmulAlgo_t *, void *, size_t, CUstream);
+} Lt;
+
+static Drv drv;
+static Lt lt;
+static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
+static char drv_err[1024], lt_err[1024];
+static int drv_tried, lt_tried;
+
+static void *open_first(const char *const *names, int n, char *tried, size_t tn) {
+    tried[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (!names[i] || !*names[i]) continue;
+        void *so = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (so) return so;
+        size_t len = strlen(tried);
+        snprintf(tried + len, tn - len, "%s%s", len ? ", " : "", names[i]);
+    }
+    return NULL;
+}
+
+#define LOAD(lib, field, sym)                                                                              \
+    do {                                                                                                   \
+        *(void **)(&lib.field) = dlsym(lib.so, sym);                                                       \
+        if (!lib.field) {                                                                                  \
+            snprintf(msg, sizeof msg, "%s lacks %s", libname, sym);                                        \
+            goto fail;                                                                                     \
+        }                                                                                                  \
+    } while (0)
+
+/* Opens libcuda.so.1; 0 or -1 with drv_err set. */
+static int open_driver(void) {
+    pthread_mutex_lock(&lib_lock);
+    if (drv_tried) {
+        pthread_mutex_unlock(&lib_lock);
+        return drv.so ? 0 : -1;
+    }
+    drv_tried = 1;
+    const char *names[] = {getenv("TRAINC_LIBCUDA"), "libcuda.so.1", "libcuda.so"};
+    char tried[512], msg[512];
+    const char *libname = "libcuda.so.1";
+    drv.so = open_first(names, 3, tried, sizeof tried);
+    if (!drv.so) {
+        snprintf(drv_err, sizeof drv_err, "no CUDA driver on this machine (dlopen of %s failed: %s)", tried, dlerror());
+        pthread_mutex_unlock(&lib_lock);
+        return -1;
+    }
+    LOAD(drv, Init, "cuInit");
+    LOAD(drv, GetErrorName, "cuGetErrorName");
+    LOAD(drv, GetErrorString, "cuGetErrorString");
+    LOAD(drv, DriverGetVersion, "cuDriverGetVersion");
+    LOAD(drv, DeviceGetCount, "cuDeviceGetCount");
+    LOAD(drv, DeviceGet, "cuDeviceGet");
+    LOAD(drv, DeviceGetName, "cuDeviceGetName");
+    LOAD(drv, DeviceGetAttribute, "cuDeviceGetAttribute");
+    LOAD(drv, DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    LOAD(drv, DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+    LOAD(drv, CtxSetCurrent, "cuCtxSetCurrent");
+    LOAD(drv, ModuleLoadData, "cuModuleLoadData");
+    LOAD(drv, ModuleUnload, "cuModuleUnload");
+    LOAD(drv, ModuleGetFunction, "cuModuleGetFunction");
+    LOAD(drv, FuncSetAttribute, "cuFuncSetAttribute");
+    LOAD(drv, MemAlloc, "cuMemAlloc_v2");
+    LOAD(drv, MemFree, "cuMemFree_v2");
+    LOAD(drv, MemAllocHost, "cuMemAllocHost_v2");
+    LOAD(drv, MemFreeHost, "cuMemFreeHost");
+    LOAD(drv, MemGetInfo, "cuMemGetInfo_v2");
+    LOAD(drv, MemcpyHtoD, "cuMemcpyHtoD_v2");
+    LOAD(drv, MemcpyDtoH, "cuMemcpyDtoH_v2");
+    LOAD(drv, MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+    LOAD(drv, MemsetD8, "cuMemsetD8_v2");
+    LOAD(drv, MemsetD8Async, "cuMemsetD8Async");
+    LOAD(drv, StreamCreate, "cuStreamCreate");
+    LOAD(drv, StreamDestroy, "cuStreamDestroy_v2");
+    LOAD(drv, StreamSynchronize, "cuStreamSynchronize");
+    LOAD(drv, StreamWaitEvent, "cuStreamWaitEvent");
+    LOAD(drv, EventCreate, "cuEventCreate");
+    LOAD(drv, EventRecord, "cuEventRecord");
+    LOAD(drv, EventSynchronize, "cuEventSynchronize");
+    LOAD(drv, EventDestroy, "cuEventDestroy_v2");
+    LOAD(drv, LaunchKernel, "cuLaunchKernel");
+    LOAD(drv, StreamBeginCapture, "cuStreamBeginCapture_v2");
+    LOAD(drv, StreamEndCapture, "cuStreamEndCapture");
+    LOAD(drv, GraphInstantiate, "cuGraphInstantiateWithFlags");
+    LOAD(drv, GraphLaunch, "cuGraphLaunch");
+    LOAD(drv, GraphExecDestroy, "cuGraphExecDestroy");
+    LOAD(drv, GraphDestroy, "cuGraphDestroy");
+    pthread_mutex_unlock(&lib_lock);
+    return 0;
+fail:
+    snprintf(drv_err, sizeof drv_err, "the CUDA driver is too old: %.480s", msg);
+    dlclose(drv.so);
+    drv.so = NULL;
+    pthread_mutex_unlock(&lib_lock);
+    return -1;
+}
+
+/* Opens cuBLASLt (only when the model has GEMMs); 0 or -1 with lt_err set. */
+static int open_cublaslt(void) {
+    pthread_mutex_lock(&lib_lock);
+    if (lt_tried) {
+        pthread_mutex_unlock(&lib_lock);
+        return lt.so ? 0 : -1;
+    }
+    lt_tried = 1;
+    const char *names[] = {getenv("TRAINC_CUBLASLT"), "libcublasLt.so.13", TRAINC_CUDA_LIBDIR "/libcublasLt.so.13",
+                           "/usr/local/cuda/lib64/libcublasLt.so.13", "/usr/local/cuda/targets/x86_64-linux/lib/libcublasLt.so.13"};
+    char tried[1024], msg[512];
+    const char *libname = "libcublasLt.so.13";
+    lt.so = open_first(names, 5, tried, sizeof tried);
+    if (!lt.so) {
+        snprintf(lt_err, sizeof lt_err, "cuBLASLt not found (dlopen of %s failed: %s); set TRAINC_CUBLASLT to its path", tried, dlerror());
+        pthread_mutex_unlock(&lib_lock);
+        return -1;
+    }
+    LOAD(lt, Create, "cublasLtCreate");
+    LOAD(lt, Destroy, "cublasLtDestroy");
+    LOAD(lt, GetStatusName, "cublasLtGetStatusName");
+    LOAD(lt, MatmulDescCreate, "cublasLtMatmulDescCreate");
+    LOAD(lt, MatmulDescDestroy, "cublasLtMatmulDescDestroy");
+    LOAD(lt, MatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
+    LOAD(lt, MatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
+    LOAD(lt, MatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy");
+    LOAD(lt, MatrixLayoutSetAttribute, "cublasLtMatrixLayoutSetAttribute");
+    LOAD(lt, MatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
+    LOAD(lt, MatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
+    LOAD(lt, MatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
+    LOAD(lt, MatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+    LOAD(lt, Matmul, "cublasLtMatmul");
+    pthread_mutex_unlock(&lib_lock);
+    return 0;
+fail:
+    snprintf(lt_err, sizeof lt_err, "%s", msg);
+    dlclose(lt.so);
+    lt.so = NULL;
+    pthread_mutex_unlock(&lib_lock);
+    return -1;
+}
+#undef LOAD
+
+/* ---- checked calls: "cuX(what) failed at runtime/cuda.c:LINE: NAME: text [kernel k12 at gpt2.model:31]" ---- */
+
+static int cu_fail(CUresult r, const char *call, const char *what, const char *where, int line, char *err, size_t errn) {
+    const char *name = "?", *text = "?";
+    if (drv.GetErrorName) drv.GetErrorName(r, &name);
+    if (drv.GetErrorString) drv.GetErrorString(r, &text);
+    return rt_fail(err, errn, "%s(%s) failed at %s:%d: %s: %s%s%s", call, what ? what : "", rt_srcname(__FILE__), line, name ? name : "?",
+                   text ? text : "?", where && *where ? " [" : "", where && *where ? where : "");
+}
+#define CU(call, args, what, where)                                                                   \
+    do {                                                                                              \
+        CUresult r_ = drv.call args;                                                                  \
+        if (r_ != 0) return cu_fail(r_, "cu" #call, (what), (where), __LINE__, err, errn);            \
+    } while (0)
+
+static int lt_fail(cublasStatus_t s, const char *call, const char *what, int line, char *err, size_t errn) {
+    return rt_fail(err, errn, "%s(%s) failed at %s:%d: %s", call, what ? what : "", rt_srcname(__FILE__), line,
+                   lt.GetStatusName ? lt.GetStatusName(s) : "?");
+}
+#define LT(call, args, what)                                                                          \
+    do {                                                                                              \
+        cublasStatus_t s_ = lt.call args;                                                             \
+        if (s_ != 0) return lt_fail(s_, "cublasLt" #call, (what), __LINE__, err, errn);              \
+    } while (0)
+
+/* ---- the device ---- */
+
+typedef struct GemmRt {
+    cublasLtMatmulDesc_t   desc;
+    cublasLtMatrixLayout_t la, lb, lc;   /* cuBLASLt's A (our B), B (our A), C = D */
+    cublasLtMatmulAlgo_t   algo;
+    int                    nouter;       /* products issued (outer batch dims looped) */
+    int64_t                oa, ob, oc;   /* element strides between them */
+    int64_t                oshape[TRN_MAX_RANK], osa[TRN_MAX_RANK], osb[TRN_MAX_RANK], osc[TRN_MAX_RANK];
+    int                    nob;
+    int                    esize;
+} GemmRt;
+
+typedef struct KernRt {
+    CUdeviceptr *argv;                   /* per launch: TRN_CUDA_MAXARGS values */
+    void       **argp;                   /* pointers to them */
+    GemmRt      *gemm;
+} KernRt;
+
+struct TrnCudaDev {
+    const TrnModel      *m;
+    const TrnCudaModule *cm;
+    CUdevice             dev;
+    CUcontext            ctx;
+    CUmodule             mod;
+    CUfunction          *fn;
+    CUdeviceptr          arena;
+    CUstream             st, up;
+    CUevent              upev, done;
+    unsigned char       *pinned;         /* staging for input uploads, one slot per input */
+    int64_t             *slot;           /* per tensor: offset in pinned, -1 none */
+    cublasLtHandle_t     lt;
+    KernRt              *kr[TRN_RUN__COUNT];
+    CUgraphExec          graph[TRN_RUN__COUNT];
+    int                  runs[TRN_RUN__COUNT];
+    int                  use_graphs, sync_each;
+    const TrnCudaImage  *img;
+    char                 desc[256];
+};
+
+static int select_image(TrnCudaDev *g, int major, int minor, char *err, size_t errn) {
+    const TrnCudaModule *cm = g->cm;
+    int dsm = major * 10 + minor;
+    const TrnCudaImage *best = NULL;
+    for (int i = 0; i < cm->nimages; i++) {
+        const TrnCudaImage *im = &cm->images[i];
+        if (!im->ptx && im->sm / 10 == major && im->sm <= dsm && (!best || im->sm > best->sm)) best = im;
+    }
+    for (int i = 0; i < cm->nimages && !best; i++) {
+        const TrnCudaImage *im = &cm->images[i];
+        if (im->ptx && im->sm <= dsm) best = im;
+    }
+    if (!best) {
+        char have[256] = "";
+        for (int i = 0; i < cm->nimages; i++) {
+            size_t l = strlen(have);
+            snprintf(have + l, sizeof have - l, "%s%s", i ? ", " : "", cm->images[i].arch);
+        }
+        return rt_fail(err, errn, "the module has no code for this GPU (sm_%d; compiled for %s): recompile with --arch=sm_%d", dsm, have, dsm);
+    }
+    g->img = best;
+    return 0;
+}
+
+static const char *kwhere(const TrnCudaKernel *k, char *buf, size_t n) {
+    snprintf(buf, n, "kernel %s%s%s", k->name, k->where && *k->where ? " from " : "", k->where ? k->where : "");
+    return buf;
+}
+
+/* A GEMM descriptor: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */
+static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *err, size_t errn) {
+    const TrnCudaGemm *m = k->gemm;
+    char w[256];
+    kwhere(k, w, sizeof w);
+    int dt, ct, st;
+    switch (m->dtype) {
+    case TRN_F32: dt = TRN_LT_R_32F, st = TRN_LT_R_32F, ct = g->cm->tf32 ? TRN_LT_COMPUTE_32F_FAST_TF32 : TRN_LT_COMPUTE_32F, r->esize = 4; break;
+    case TRN_F64: dt = TRN_LT_R_64F, st = TRN_LT_R_64F, ct = TRN_LT_COMPUTE_64F, r->esize = 8; break;
+    case TRN_BF16: dt = TRN_LT_R_16BF, st = TRN_LT_R_32F, ct = TRN_LT_COMPUTE_32F, r->esize = 2; break;
+    case TRN_F16: dt = TRN_LT_R_16F, st = TRN_LT_R_32F, ct = TRN_LT_COMPUTE_32F, r->esize = 2; break;
+    default: return rt_fail(err, errn, "%s: no GEMM in dtype %d", w, m->dtype);
+    }
+    LT(MatmulDescCreate, (&r->desc, ct, st), w);
+    int32_t opa = m->tb ? TRN_LT_OP_T : TRN_LT_OP_N, opb = m->ta ? TRN_LT_OP_T : TRN_LT_OP_N;
+    LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_TRANSA, &opa, sizeof opa), w);
+    LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_TRANSB, &opb, sizeof opb), w);
+    if (m->bias >= 0) {
+        uint32_t epi = TRN_LT_EPILOGUE_BIAS;
+        CUdeviceptr bp = g->arena + (CUdeviceptr)m->bias;
+        const void *bptr = (const void *)(uintptr_t)bp;
+        int32_t bdt = dt;
+        LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_EPILOGUE, &epi, sizeof epi), w);
+        LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_BIAS_POINTER, &bptr, sizeof bptr), w);
+        LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_BIAS_DATA_TYPE, &bdt, sizeof bdt), w);
+    }
+    /* cuBLASLt's A is our B (N x K col-major when not transposed), its B is our A */
+    uint64_t arows = m->tb ? (uint64_t)m->K : (uint64_t)m->N, acols = m->tb ? (uint64_t)m->N : (uint64_t)m->K;
+    uint64_t brows = m->ta ? (uint64_t)m->M : (uint64_t)m->K, bcols = m->ta ? (uint64_t)m->K : (uint64_t)m->M;
+    LT(MatrixLayoutCreate, (&r->la, dt, arows, acols, m->ldb), w);
+    LT(MatrixLayoutCreate, (&r->lb, dt, brows, bcols, m->lda), w);
+    LT(MatrixLayoutCreate, (&r->lc, dt, (uint64_t)m->N, (uint64_t)m->M, m->ldc), w);
+    /* batch: the innermost batch dim strided in cuBLASLt; outer ones looped */
+    r->nouter = 1;
+    if (m->nbatch > 0) {
+        int in = m->nbatch - 1;
+        int32_t cnt = (int32_t)m->batch[in];
+        int64_t sa = m->sb[in], sb = m->sa[in], sc = m->sc[in];
+        for (int q = 0; q < 3; q++) {
+            cublasLtMatrixLayout_t l = q == 0 ? r->la : q == 1 ? r->lb : r->lc;
+            int64_t s = q == 0 ? sa : q == 1 ? sb : sc;
+            LT(MatrixLayoutSetAttribute, (l, TRN_LT_LAYOUT_BATCH_COUNT, &cnt, sizeof cnt), w);
+            LT(MatrixLayoutSetAttribute, (l, TRN_LT_LAYOUT_BATCH_OFFSET, &s, sizeof s), w);
+        }
+        r->nob = in;
+        for (int i = 0; i < in; i++) {
+            r->oshape[i] = m->batch[i];
+            r->osa[i] = m->sa[i];
+            r->osb[i] = m->sb[i];
+            r->osc[i] = m->sc[i];
+            r->nouter *= (int)m->batch[i];
+        }
+    }
+    /* the algorithm: cuBLASLt's heuristic, once per descriptor */
+    cublasLtMatmulPreference_t pref;
+    LT(MatmulPreferenceCreate, (&pref), w);
+    uint64_t wsb = (uint64_t)g->cm->workspace_bytes;
+    LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_MAX_WORKSPACE, &wsb, sizeof wsb), w);
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    memset(&res, 0, sizeof res);
+    cublasStatus_t s = lt.MatmulAlgoGetHeuristic(g->lt, r->desc, r->la, r->lb, r->lc, r->lc, pref, 1, &res, &nres);
+    lt.MatmulPreferenceDestroy(pref);
+    if (s != 0) return lt_fail(s, "cublasLtMatmulAlgoGetHeuristic", w, __LINE__, err, errn);
+    if (nres < 1)
+        return rt_fail(err, errn, "cublasLtMatmulAlgoGetHeuristic(%s) found no algorithm for M=%lld N=%lld K=%lld ta=%d tb=%d", w, (long long)m->M,
+                       (long long)m->N, (long long)m->K, m->ta, m->tb);
+    r->algo = res.algo;
+    return 0;
+}
+
+static int run_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *err, size_t errn) {
+    const TrnCudaGemm *m = k->gemm;
+    char w[256];
+    kwhere(k, w, sizeof w);
+    float a32 = 1.0f, b32 = 0.0f;
+    double a64 = 1.0, b64 = 0.0;
+    const void *alpha = m->dtype == TRN_F64 ? (const void *)&a64 : (const void *)&a32;
+    const void *beta = m->dtype == TRN_F64 ? (const void *)&b64 : (const void *)&b32;
+    void *ws = (void *)(uintptr_t)(g->arena + (CUdeviceptr)g->cm->workspace_off);
+    for (int o = 0; o < r->nouter; o++) {
+        int64_t ea = 0, eb = 0, ec = 0, rem = o;
+        for (int i = r->nob - 1; i >= 0; i--) {
+            int64_t ix = rem % r->oshape[i];
+            rem /= r->oshape[i];
+            ea += ix * r->osa[i];
+            eb += ix * r->osb[i];
+            ec += ix * r->osc[i];
+        }
+        const void *A = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)(m->a + ea * r->esize));
+        const void *B = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)(m->b + eb * r->esize));
+        void *C = (void *)(uintptr_t)(g->arena + (CUdeviceptr)(m->c + ec * r->esize));
+        LT(Matmul, (g->lt, r->desc, alpha, B, r->la, A, r->lb, beta, C, r->lc, C, r->lc, &r->algo, ws, (size_t)g->cm->workspace_bytes, g->st), w);
+    }
+    return 0;
+}
+
+/* Enqueues kernel i of schedule `which` on the compute stream. */
+static int enqueue(TrnCudaDev *g, int which, int i, char *err, size_t errn) {
+    const TrnCudaKernel *k = &g->cm->kern[which][i];
+    KernRt *kr = &g->kr[which][i];
+    char w[256];
+    switch (k->kind) {
+    case TRN_CK_MEMSET:
+        CU(MemsetD8Async, (g->arena + (CUdeviceptr)k->ms_off, 0, (size_t)k->ms_bytes, g->st), k->name, k->where);
+        break;
+    case TRN_CK_GEMM:
+        if (run_gemm(g, k, kr->gemm, err, errn) != 0) return -1;
+        break;
+    default:
+        for (int l = 0; l < k->nlaunch; l++) {
+            const TrnCudaLaunch *L = &k->launch[l];
+            CU(LaunchKernel,
+               (g->fn[L->fn], L->grid[0], L->grid[1], L->grid[2], L->block[0], L->block[1], L->block[2], L->smem, g->st,
+                kr->argp + (size_t)l * TRN_CUDA_MAXARGS, NULL),
+               g->cm->fns[L->fn], kwhere(k, w, sizeof w));
+        }
+    }
+    if (g->sync_each) CU(StreamSynchronize, (g->st), "after the kernel", kwhere(k, w, sizeof w));
+    return 0;
+}
+
+static int prepare(TrnCudaDev *g, char *err, size_t errn) {
+    const TrnCudaModule *cm = g->cm;
+    int need_lt = 0;
+    for (int s = 0; s < TRN_RUN__COUNT; s++)
+        for (int i = 0; i < cm->nkern[s]; i++) need_lt |= cm->kern[s][i].kind == TRN_CK_GEMM;
+    if (need_lt) {
+        if (open_cublaslt() != 0) return rt_fail(err, errn, "%s", lt_err);
+        LT(Create, (&g->lt), "");
+    }
+    for (int s = 0; s < TRN_RUN__COUNT; s++) {
+        int n = cm->nkern[s];
+        if (!n) continue;
+        g->kr[s] = rt_calloc((size_t)n, sizeof(KernRt), err, errn);
+        if (!g->kr[s]) return -1;
+        for (int i = 0; i < n; i++) {
+            const TrnCudaKernel *k = &cm->kern[s][i];
+            KernRt *kr = &g->kr[s][i];
+            if (k->kind == TRN_CK_GEMM) {
+                kr->gemm = rt_calloc(1, sizeof(GemmRt), err, errn);
+                if (!kr->gemm || prepare_gemm(g, k, kr->gemm, err, errn) != 0) return -1;
+            } else if (k->kind == TRN_CK_LAUNCH) {
+                size_t na = (size_t)k->nlaunch * TRN_CUDA_MAXARGS;
+                kr->argv = rt_calloc(na, sizeof(CUdeviceptr), err, errn);
+                kr->argp = rt_calloc(na, sizeof(void *), err, errn);
+                if (!kr->argv || !kr->argp) return -1;
+                for (int l = 0; l < k->nlaunch; l++) {
+                    const TrnCudaLaunch *L = &k->launch[l];
+                    if (L->fn < 0 || L->fn >= cm->nfns) return rt_fail(err, errn, "module: kernel %s launches function %d of %d", k->name, L->fn, cm->nfns);
+                    for (int a = 0; a < L->nargs; a++) {
+                        if (L->arg[a] < 0 || L->arg[a] > g->m->arena_bytes)
+                            return rt_fail(err, errn, "module: kernel %s has an argument outside the arena", k->name);
+                        kr->argv[l * TRN_CUDA_MAXARGS + a] = g->arena + (CUdeviceptr)L->arg[a];
+                        kr->argp[l * TRN_CUDA_MAXARGS + a] = &kr->argv[l * TRN_CUDA_MAXARGS + a];
+                    }
+                    if (L->smem > 48 * 1024)
+                        CU(FuncSetAttribute, (g->fn[L->fn], TRN_CU_FUNC_MAX_DYN_SMEM, (int)L->smem), cm->fns[L->fn], k->where);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+void trn_cuda_close(TrnCudaDev *g) {
+    if (!g) return;
+    if (g->ctx) {
+        drv.CtxSetCurrent(g->ctx);
+        if (g->st) drv.StreamSynchronize(g->st);
+        for (int s = 0; s < TRN_RUN__COUNT; s++) {
+            if (g->graph[s]) drv.GraphExecDestroy(g->graph[s]);
+            if (!g->kr[s]) continue;
+            for (int i = 0; i < g->cm->nkern[s]; i++) {
+                KernRt *kr = &g->kr[s][i];
+                free(kr->argv);
+                free(kr->argp);
+                if (kr->gemm) {
+                    if (kr->gemm->desc) lt.MatmulDescDestroy(kr->gemm->desc);
+                    if (kr->gemm->la) lt.MatrixLayoutDestroy(kr->gemm->la);
+                    if (kr->gemm->lb) lt.MatrixLayoutDestroy(kr->gemm->lb);
+                    if (kr->gemm->lc) lt.MatrixLayoutDestroy(kr->gemm->lc);
+                    free(kr->gemm);
+                }
+            }
+            free(g->kr[s]);
+        }
+        if (g->lt) lt.Destroy(g->lt);
+        if (g->pinned) drv.MemFreeHost(g->pinned);
+        if (g->upev) drv.EventDestroy(g->upev);
+        if (g->done) drv.EventDestroy(g->done);
+        if (g->st) drv.StreamDestroy(g->st);
+        if (g->up) drv.StreamDestroy(g->up);
+        if (g->arena) drv.MemFree(g->arena);
+        if (g->mod) drv.ModuleUnload(g->mod);
+        drv.DevicePrimaryCtxRelease(g->dev);
+    }
+    free(g->fn);
+    free(g->slot);
+    free(g);
+}
+
+static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
+    const TrnModel *m = g->m;
+    const TrnCudaModule *cm = g->cm;
+    CU(Init, (0), "0", "");
+    int n = 0;
+    CU(DeviceGetCount, (&n), "", "");
+    if (n < 1) return rt_fail(err, errn, "no CUDA device (the driver sees none)");
+    const char *e = getenv("TRAINC_CUDA_DEVICE");
+    int idx = e && *e ? atoi(e) : 0;
+    if (idx < 0 || idx >= n) return rt_fail(err, errn, "TRAINC_CUDA_DEVICE=%d: there are %d device(s)", idx, n);
+    CU(DeviceGet, (&g->dev, idx), "", "");
+    char name[128] = "?";
+    int major = 0, minor = 0, sms = 0;
+    CU(DeviceGetName, (name, sizeof name, g->dev), "", "");
+    CU(DeviceGetAttribute, (&major, TRN_CU_ATTR_CC_MAJOR, g->dev), "compute capability", "");
+    CU(DeviceGetAttribute, (&minor, TRN_CU_ATTR_CC_MINOR, g->dev), "compute capability", "");
+    CU(DeviceGetAttribute, (&sms, TRN_CU_ATTR_SM_COUNT, g->dev), "multiprocessors", "");
+    if (select_image(g, major, minor, err, errn) != 0) return -1;
+    CU(DevicePrimaryCtxRetain, (&g->ctx, g->dev), "", "");
+    CU(CtxSetCurrent, (g->ctx), "", "");
+    CU(ModuleLoadData, (&g->mod, g->img->data), g->img->arch, "");
+    g->fn = rt_calloc((size_t)(cm->nfns ? cm->nfns : 1), sizeof(CUfunction), err, errn);
+    if (!g->fn) return -1;
+    for (int i = 0; i < cm->nfns; i++) CU(ModuleGetFunction, (&g->fn[i], g->mod, cm->fns[i]), cm->fns[i], "");
+    size_t bytes = (size_t)(m->arena_bytes > 0 ? m->arena_bytes : 1);
+    CU(MemAlloc, (&g->arena, bytes), "the arena", "");
+    CU(MemsetD8, (g->arena, flags & TRN_FLAG_POISON ? 0xFF : 0, bytes), "the arena", "");
+    CU(StreamCreate, (&g->st, TRN_CU_STREAM_NON_BLOCKING), "compute", "");
+    CU(StreamCreate, (&g->up, TRN_CU_STREAM_NON_BLOCKING), "upload", "");
+    CU(EventCreate, (&g->upev, TRN_CU_EVENT_DISABLE_TIMING), "", "");
+    CU(EventCreate, (&g->done, TRN_CU_EVENT_DISABLE_TIMING), "", "");
+    /* pinned staging: one slot per input tensor */
+    g->slot = rt_calloc((size_t)(m->ntensors ? m->ntensors : 1), sizeof(int64_t), err, errn);
+    if (!g->slot) return -1;
+    int64_t tot = 0;
+    for (int i = 0; i < m->ntensors; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        g->slot[i] = -1;
+        if (t->kind != TRN_INPUT) continue;
+        g->slot[i] = tot;
+        tot += (rt_nbytes(t->dtype, t->numel) + 255) / 256 * 256;
+    }
+    if (tot > 0 && drv.MemAllocHost((void **)&g->pinned, (size_t)tot) != 0) g->pinned = NULL; /* then synchronous copies */
+    const char *ge = getenv("TRAINC_CUDA_GRAPH"), *se = getenv("TRAINC_CUDA_SYNC");
+    g->use_graphs = !(ge && strcmp(ge, "0") == 0);
+    g->sync_each = se && strcmp(se, "1") == 0;
+    if (g->sync_each) g->use_graphs = 0;
+    int dv = 0;
+    drv.DriverGetVersion(&dv);
+    snprintf(g->desc, sizeof g->desc, "%s (sm_%d%d, %d SMs), driver %d.%d, %s image", name, major, minor, sms, dv / 1000, dv % 1000 / 10,
+             g->img->arch);
+    return prepare(g, err, errn);
+}
+
+TrnCudaDev *trn_cuda_open(const TrnModel *m, int flags, char *err, size_t errn) {
+    if (!m || !m->cuda) {
+        rt_fail(err, errn, "this executable was built without a CUDA module (compile it with --target=cuda)");
+        return NULL;
+    }
+    const TrnCudaModule *cm = m->cuda;
+    if (cm->abi != TRN_CUDA_ABI) {
+        rt_fail(err, errn, "the CUDA module has ABI %d, this runtime %d: recompile the model", cm->abi, TRN_CUDA_ABI);
+        return NULL;
+    }
+    if (open_driver() != 0) {
+        rt_fail(err, errn, "%s", drv_err);
+        return NULL;
+    }
+    TrnCudaDev *g = rt_calloc(1, sizeof *g, err, errn);
+    if (!g) return NULL;
+    g->m = m;
+    g->cm = cm;
+    if (open_dev(g, flags, err, errn) != 0) {
+        trn_cuda_close(g);
+        return NULL;
+    }
+    return g;
+}
+
+const char *trn_cuda_describe(TrnCudaDev *g) { return g->desc; }
+
+int64_t trn_cuda_mem_used(TrnCudaDev *g) {
+    size_t fr = 0, tot = 0;
+    drv.CtxSetCurrent(g->ctx);
+    if (drv.MemGetInfo(&fr, &tot) != 0) return -1;
+    return (int64_t)(tot - fr);
+}
+
+static int check_range(TrnCudaDev *g, int64_t off, size_t n, char *err, size_t errn) {
+    if (off < 0 || (uint64_t)off + n > (uint64_t)g->m->arena_bytes)
+        return rt_fail(err, errn, "%zu bytes at offset %lld lie outside the %lld-byte arena", n, (long long)off, (long long)g->m->arena_bytes);
+    return 0;
+}
+
+int trn_cuda_sync(TrnCudaDev *g, char *err, size_t errn) {
+    CU(CtxSetCurrent, (g->ctx), "", "");
+    CU(StreamSynchronize, (g->st), "compute stream", "a kernel failed; TRAINC_CUDA_SYNC=1 names it");
+    return 0;
+}
+
+int trn_cuda_upload(TrnCudaDev *g, int64_t off, const void *src, size_t n, char *err, size_t errn) {
+    if (check_range(g, off, n, err, errn) != 0 || trn_cuda_sync(g, err, errn) != 0) return -1;
+    if (n) CU(MemcpyHtoD, (g->arena + (CUdeviceptr)off, src, n), "upload", "");
+    return 0;
+}
+
+int trn_cuda_download(TrnCudaDev *g, int64_t off, void *dst, size_t n, char *err, size_t errn) {
+    if (check_range(g, off, n, err, errn) != 0 || trn_cuda_sync(g, err, errn) != 0) return -1;
+    if (n) CU(MemcpyDtoH, (dst, g->arena + (CUdeviceptr)off, n), "download", "");
+    return 0;
+}
+
+int trn_cuda_fill(TrnCudaDev *g, int64_t off, unsigned char byte, size_t n, char *err, size_t errn) {
+    if (check_range(g, off, n, err, errn) != 0 || trn_cuda_sync(g, err, errn) != 0) return -1;
+    if (n) CU(MemsetD8, (g->arena + (CUdeviceptr)off, byte, n), "fill", "");
+    return 0;
+}
+
+int trn_cuda_run_kernel(TrnCudaDev *g, int which, int i, char *err, size_t errn) {
+    if (which < 0 || which >= TRN_RUN__COUNT || i < 0 || i >= g->cm->nkern[which]) return rt_fail(err, errn, "no kernel %d in schedule %d", i, which);
+    CU(CtxSetCurrent, (g->ctx), "", "");
+    if (enqueue(g, which, i, err, errn) != 0) return -1;
+    char w[256];
+    CU(StreamSynchronize, (g->st), "after the kernel", kwhere(&g->cm->kern[which][i], w, sizeof w));
+    return 0;
+}
+
+int trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn) {
+    if ((unsigned)which >= TRN_RUN__COUNT) return rt_fail(err, errn, "unknown schedule %d", which);
+    int n = g->cm->nkern[which];
+    if (!n) return 0;
+    CU(CtxSetCurrent, (g->ctx), "", "");
+    if (g->use_graphs && g->runs[which] >= 1 && !g->graph[which]) {
+        /* the second run: capture the schedule once as a graph */
+        CUgraph gr = NULL;
+        CU(StreamBeginCapture, (g->st, TRN_CU_CAPTURE_RELAXED), "", "graph capture");
+        int rc = 0;
+        for (int i = 0; i < n && rc == 0; i++) rc = enqueue(g, which, i, err, errn);
+        CUresult r = drv.StreamEndCapture(g->st, &gr);
+        if (rc != 0) {
+            if (gr) drv.GraphDestroy(gr);
+            return -1;
+        }
+        if (r != 0) return cu_fail(r, "cuStreamEndCapture", "", "graph capture", __LINE__, err, errn);
+        r = drv.GraphInstantiate(&g->graph[which], gr, 0);
+        drv.GraphDestroy(gr);
+        if (r != 0) {
+            g->graph[which] = NULL;
+            return cu_fail(r, "cuGraphInstantiateWithFlags", "", "graph capture", __LINE__, err, errn);
+        }
+    }
+    if (g->graph[which]) {
+        CU(GraphLaunch, (g->graph[which], g->st), "", "schedule");
+    } else {
+        for (int i = 0; i < n; i++)
+            if (enqueue(g, which, i, err, errn) != 0) return -1;
+    }
+    g->runs[which]++;
+    return 0;
+}
+
+/* ---- the backend ---- */
+
+static int be_run(void *self, TrnRun which, char *err, size_t errn) { return trn_cuda_run(self, (int)which, err, errn); }
+
+static int be_place(TrnCudaDev *g, int tensor, size_t *n, char *err, size_t errn) {
+    if (tensor < 0 || tensor >= g->m->ntensors) return rt_fail(err, errn, "no tensor %d", tensor);
+    const TrnTensor *t = &g->m->tensors[tensor];
+    if (t->offset < 0) return rt_fail(err, errn, "tensor '%s' has no place in the arena", t->name);
+    *n = (size_t)rt_nbytes(t->dtype, t->numel);
+    return 0;
+}
+
+static int be_read(void *self, int tensor, void *dst, char *err, size_t errn) {
+    TrnCudaDev *g = self;
+    size_t n;
+    if (be_place(g, tensor, &n, err, errn) != 0) return -1;
+    return trn_cuda_download(g, g->m->tensors[tensor].offset, dst, n, err, errn);
+}
+
+static int be_write(void *self, int tensor, const void *src, char *err, size_t errn) {
+    TrnCudaDev *g = self;
+    size_t n;
+    if (be_place(g, tensor, &n, err, errn) != 0) return -1;
+    int64_t off = g->m->tensors[tensor].offset;
+    if (!g->pinned || g->slot[tensor] < 0 || n == 0) return trn_cuda_upload(g, off, src, n, err, errn);
+    /* an input: staged in pinned memory, copied on the upload stream after
+     * the kernels already queued, and waited for by the compute stream */
+    CU(CtxSetCurrent, (g->ctx), "", "");
+    CU(EventSynchronize, (g->upev), "the previous upload", "");
+    memcpy(g->pinned + g->slot[tensor], src, n);
+    CU(EventRecord, (g->done, g->st), "", "");
+    CU(StreamWaitEvent, (g->up, g->done, 0), "", "");
+    CU(MemcpyHtoDAsync, (g->arena + (CUdeviceptr)off, g->pinned + g->slot[tensor], n, g->up), g->m->tensors[tensor].name, "");
+    CU(EventRecord, (g->upev, g->up), "", "");
+    CU(StreamWaitEvent, (g->st, g->upev, 0), "", "");
+    return 0;
+}
+
+static void be_destroy(void *self) { trn_cuda_close(self); }
 
 int trn_cuda_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn) {
-    (void)out;
-    if (!m || !m->cuda) return rt_fail(err, errn, "this executable was built without a CUDA module");
-    return rt_fail(err, errn, "CUDA backend not available yet");
+    if (rt_check_model(m, err, errn) != 0) return -1;
+    TrnCudaDev *g = trn_cuda_open(m, 0, err, errn);
+    if (!g) return -1;
+    memset(out, 0, sizeof *out);
+    out->name = "cuda";
+    out->self = g;
+    out->run = be_run;
+    out->read = be_read;
+    out->write = be_write;
+    out->destroy = be_destroy;
+    out->device_bytes = m->arena_bytes;
+    return 0;
 }

@@ -315,3 +315,9 @@ int trn_eval(TrnSession *s, double *loss) {
     if (run(s, TRN_RUN_EVAL, "the eval schedule") != 0) return -1;
     return rt_get_scalar(s, s->m->t_eval_loss, loss);
 }
+
+int trn_predict(TrnSession *s, void *logits, size_t bytes) {
+    if (s->m->t_logits < 0) return rt_seterr(s, "model '%s' has no logits output", s->m->name);
+    if (run(s, TRN_RUN_SAMPLE, "the sampling schedule") != 0) return -1;
+    return trn_get(s, "logits", logits, bytes);
+}

@@ -162,6 +162,10 @@ double trn_lr_at(const TrnSession *s, int64_t step);     /* the schedule */
 int    trn_set_schedule(TrnSession *s, const char *schedule, double lr, double min_lr, int64_t warmup, int64_t total);
 /* Forward-only loss of the inputs currently set (TRN_RUN_EVAL). */
 int    trn_eval(TrnSession *s, double *loss);
+/* Forward-only logits of the inputs currently set (TRN_RUN_SAMPLE): the
+ * "logits" output, in its dtype, shape and size (for a classifier [B,
+ * classes]; for a language model [B, T, V]). */
+int    trn_predict(TrnSession *s, void *logits, size_t bytes);
 
 /* Checkpoints (safetensors): parameters by name; with_state adds the
  * optimizer/accumulator states and the step, data position and seed in the

@@ -18,3 +18,11 @@ if(CMAKE_C_COMPILER_ID STREQUAL "Clang")
   target_link_options(fuzz_model PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(fuzz_model PRIVATE trainc_core trainc_frontend)
 endif()
+
+# FileCheck tests through the driver (tools/trainc.c), when it is built.
+if(TARGET trainc)
+  file(GLOB FE_FILECHECK CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/frontend/filecheck/*.model)
+  foreach(f ${FE_FILECHECK})
+    trainc_filecheck_test(${f})
+  endforeach()
+endif()

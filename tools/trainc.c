@@ -8,6 +8,9 @@
  * input, failed verification or pass), 2 a usage error (bad command line).
  */
 #include "ir.h"
+#include "compile.h"
+#include "interp_backend.h"
+#include "trainc_rt.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -29,7 +32,16 @@ typedef struct Opts {
     const char **print_after, **print_before;
     int          nprint_after, nprint_before;
     bool         print_after_all, time_passes, stats, no_verify, no_locs, train, verbose;
-    const char  *emit;            /* "ir" or "dot" */
+    const char  *emit;            /* ir/opt: "ir" or "dot"; compile: "kernels", "c", "lib" */
+    /* compile and run */
+    const char **sets;            /* --set KEY=VALUE (NULL-terminated) */
+    int          nsets;
+    bool         keep, report, no_fuse, native, fp64, no_blas;
+    const char  *target, *cc, *opt_level, *precision;
+    int          pad_multiple;
+    /* run: the arguments handed to the runtime (argv[0] first) */
+    char       **rt_argv;
+    int          rt_argc;
 } Opts;
 
 /* ---- options ---- */
@@ -37,6 +49,7 @@ typedef struct Opts {
 typedef enum {
     F_OUTPUT, F_DEFINE, F_PASSES, F_TRAIN, F_PRINT_AFTER, F_PRINT_AFTER_ALL, F_PRINT_BEFORE, F_TIME_PASSES,
     F_EMIT, F_STATS, F_NO_VERIFY, F_NO_LOCS, F_VERBOSE,
+    F_SET, F_KEEP, F_REPORT, F_NO_FUSE, F_TARGET, F_CC, F_OPT_LEVEL, F_NATIVE, F_FP64, F_NO_BLAS, F_PRECISION, F_PAD_MULTIPLE,
 } FlagId;
 
 typedef struct Flag {
@@ -48,7 +61,7 @@ typedef struct Flag {
 } Flag;
 
 static const Flag flags[] = {
-    {F_OUTPUT, "-o", "FILE", "ir opt", "write the output to FILE instead of stdout"},
+    {F_OUTPUT, "-o", "FILE", "ir opt compile", "write the output to FILE (compile: the executable, or the prefix of NAME.c/NAME.h)"},
     {F_DEFINE, "-D", "NAME=VALUE", NULL, "set a model constant (.model) or a train key (.ir); also -DNAME=VALUE"},
     {F_PASSES, "--passes", "a,b,c", "opt", "the passes to run, in order (see the list below)"},
     {F_TRAIN, "--train", NULL, "ir", "print the training graph (after the standard training pipeline)"},
@@ -56,7 +69,19 @@ static const Flag flags[] = {
     {F_PRINT_AFTER_ALL, "--print-ir-after-all", NULL, NULL, "dump the IR after every pass"},
     {F_PRINT_BEFORE, "--print-ir-before", "PASS", NULL, "dump the IR before PASS runs (repeatable)"},
     {F_TIME_PASSES, "--time-passes", NULL, NULL, "print the time each pass took, to stderr"},
-    {F_EMIT, "--emit", "ir|dot", "ir opt", "output format: IR text (default) or Graphviz"},
+    {F_EMIT, "--emit", "FORMAT", "ir opt compile", "ir, opt: ir (default) or dot (Graphviz); compile: kernels (print the schedule), c (write NAME.c), lib (NAME.c, NAME.h and the runtime, to link into another program)"},
+    {F_SET, "--set", "KEY=VALUE", "compile run ir", "override a key of the model's train section (e.g. --set grad_accum=4)"},
+    {F_KEEP, "--keep", NULL, "compile", "keep the generated C source (NAME.c) next to the executable"},
+    {F_REPORT, "--report", NULL, "compile", "print the memory plan (every byte of a training step) before anything runs"},
+    {F_NO_FUSE, "--no-fuse", NULL, "compile", "one kernel per op: turn generic fusion off"},
+    {F_TARGET, "--target", "cpu|cuda", "compile", "the backend (default cpu)"},
+    {F_CC, "--cc", "CC", "compile", "the C compiler (default: $CC, else cc)"},
+    {F_OPT_LEVEL, "--copt", "FLAG", "compile", "the C compiler's optimisation flag (default -O2)"},
+    {F_NATIVE, "--native", NULL, "compile", "compile for this machine's CPU (-march=native): the executable then depends on it"},
+    {F_NO_BLAS, "--no-blas", NULL, "compile", "matrix products as plain loops instead of OpenBLAS"},
+    {F_FP64, "--fp64", NULL, "run", "interpret in f64 instead of rounding every value to its dtype"},
+    {F_PRECISION, "--precision", "fp32|tf32|bf16|fp16", "compile run ir opt", "override the train section's precision"},
+    {F_PAD_MULTIPLE, "--pad-multiple", "N", "compile run ir opt", "pad GEMM dimensions to multiples of N (0: chosen from dtype and target)"},
     {F_STATS, "--stats", NULL, NULL, "print node counts, parameters and FLOPs"},
     {F_NO_VERIFY, "--no-verify", NULL, NULL, "do not verify the input and the IR after every pass"},
     {F_NO_LOCS, "--no-locs", NULL, NULL, "do not print '# file:line:col' source locations"},
@@ -69,6 +94,8 @@ static const Flag flags[] = {
 static int cmd_check(Opts *o);
 static int cmd_ir(Opts *o);
 static int cmd_opt(Opts *o);
+static int cmd_compile(Opts *o);
+static int cmd_run(Opts *o);
 
 typedef struct Command {
     const char *name;
@@ -81,6 +108,10 @@ static const Command commands[] = {
     {"check", cmd_check, "FILE.model|FILE.ir [-D NAME=VALUE]...", "load a model and verify it; prints nothing on success"},
     {"ir", cmd_ir, "FILE.model|FILE.ir [--train] [-o OUT]", "print the graph IR of a model (--train: the training graph)"},
     {"opt", cmd_opt, "--passes=a,b,c FILE.ir|FILE.model [-o OUT]", "run passes over a graph and print the result"},
+    {"compile", cmd_compile, "FILE.model [-o NAME] [--emit=kernels|c|lib] [--report]",
+     "compile a model into a training executable (or a library)"},
+    {"run", cmd_run, "FILE.model [-D NAME=VALUE]... [RUNTIME OPTIONS]",
+     "train a model with the reference interpreter (slow); runtime options as for a compiled executable (--data, --steps, ...)"},
 };
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
 
@@ -194,9 +225,44 @@ static int set_flag(Opts *o, const Flag *f, const char *val) {
     case F_PRINT_AFTER_ALL: o->print_after_all = true; break;
     case F_TIME_PASSES: o->time_passes = true; break;
     case F_EMIT:
-        if (strcmp(val, "ir") != 0 && strcmp(val, "dot") != 0) return usage_error(o->cmd, "--emit takes 'ir' or 'dot', not '%s'", val);
+        if (strcmp(o->cmd, "compile") == 0) {
+            if (strcmp(val, "kernels") != 0 && strcmp(val, "c") != 0 && strcmp(val, "lib") != 0)
+                return usage_error(o->cmd, "--emit takes 'kernels', 'c' or 'lib', not '%s'", val);
+        } else if (strcmp(val, "ir") != 0 && strcmp(val, "dot") != 0) {
+            return usage_error(o->cmd, "--emit takes 'ir' or 'dot', not '%s'", val);
+        }
         o->emit = val;
         break;
+    case F_SET:
+        if (!strchr(val, '=') || *val == '=') return usage_error(o->cmd, "--set takes KEY=VALUE, not '%s'", val);
+        o->sets = xrealloc(o->sets, sizeof(char *) * (size_t)(o->nsets + 2));
+        o->sets[o->nsets++] = val;
+        o->sets[o->nsets] = NULL;
+        break;
+    case F_KEEP: o->keep = true; break;
+    case F_REPORT: o->report = true; break;
+    case F_NO_FUSE: o->no_fuse = true; break;
+    case F_TARGET:
+        if (strcmp(val, "cpu") != 0 && strcmp(val, "cuda") != 0) return usage_error(o->cmd, "--target takes 'cpu' or 'cuda', not '%s'", val);
+        o->target = val;
+        break;
+    case F_CC: o->cc = val; break;
+    case F_OPT_LEVEL: o->opt_level = val; break;
+    case F_NATIVE: o->native = true; break;
+    case F_NO_BLAS: o->no_blas = true; break;
+    case F_FP64: o->fp64 = true; break;
+    case F_PRECISION:
+        if (strcmp(val, "fp32") && strcmp(val, "tf32") && strcmp(val, "bf16") && strcmp(val, "fp16"))
+            return usage_error(o->cmd, "--precision takes fp32, tf32, bf16 or fp16, not '%s'", val);
+        o->precision = val;
+        break;
+    case F_PAD_MULTIPLE: {
+        char *end;
+        long v = strtol(val, &end, 10);
+        if (*val == 0 || *end || v < 0 || v > 4096) return usage_error(o->cmd, "--pad-multiple takes an integer 0..4096, not '%s'", val);
+        o->pad_multiple = (int)v;
+        break;
+    }
     case F_STATS: o->stats = true; break;
     case F_NO_VERIFY: o->no_verify = true; break;
     case F_NO_LOCS: o->no_locs = true; break;
@@ -207,13 +273,20 @@ static int set_flag(Opts *o, const Flag *f, const char *val) {
 
 /* Parses argv[from..] into o; returns an exit status, or -1 to go on. */
 static int parse_args(Opts *o, const Command *c, int argc, char **argv, int from) {
+    o->rt_argv = xcalloc((size_t)argc + 2, sizeof(char *));
+    o->rt_argv[o->rt_argc++] = "trainc run";
     for (int i = from; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage_cmd(stdout, c);
             return EXIT_OK;
         }
+        bool run = strcmp(o->cmd, "run") == 0;
         if (a[0] != '-' || strcmp(a, "-") == 0) {
+            if (o->input && run) {
+                o->rt_argv[o->rt_argc++] = argv[i];
+                continue;
+            }
             if (o->input) return usage_error(o->cmd, "more than one input file ('%s' and '%s')", o->input, a);
             o->input = a;
             continue;
@@ -227,6 +300,11 @@ static int parse_args(Opts *o, const Command *c, int argc, char **argv, int from
             if (a[n] == 0) f = fl;
             else if (fl->arg && fl->name[1] == '-' && a[n] == '=') f = fl, val = a + n + 1;
             else if (fl->arg && fl->name[1] != '-') f = fl, val = a + n; /* -DNAME=VALUE, -oFILE */
+        }
+        if (!f && run) {
+            /* a runtime option: handed to the training loop, which checks it */
+            o->rt_argv[o->rt_argc++] = argv[i];
+            continue;
         }
         if (!f) return usage_error(o->cmd, "unknown option '%s'", a);
         if (!applies(f, o->cmd)) return usage_error(o->cmd, "option '%s' does not apply to 'trainc %s'", f->name, o->cmd);
@@ -310,7 +388,48 @@ static bool run_passes(Opts *o, Graph *g, const char *const *names, int n, Diag 
     pm.print.locs = !o->no_locs;
     pm.dump = stderr;
     PassOptions po = {0};
+    po.precision = o->precision;
+    po.pad_multiple = o->pad_multiple;
+    po.target = o->target;
     return pm_run(g, names, n, &po, &pm, d);
+}
+
+static PMOptions pm_options(Opts *o) {
+    PMOptions pm = {0};
+    pm.print_after = o->print_after;
+    pm.nprint_after = o->nprint_after;
+    pm.print_before = o->print_before;
+    pm.nprint_before = o->nprint_before;
+    pm.print_after_all = o->print_after_all;
+    pm.time_passes = o->time_passes;
+    pm.verify_each = !o->no_verify;
+    pm.print.locs = !o->no_locs;
+    pm.dump = stderr;
+    return pm;
+}
+
+static CompileOptions compile_options(Opts *o) {
+    CompileOptions c = {0};
+    c.model = o->input;
+    c.defs = o->defs;
+    c.ndefs = o->ndefs;
+    c.out = o->output;
+    c.emit = o->emit;
+    c.target = o->target;
+    c.keep = o->keep;
+    c.report = o->report;
+    c.fuse = !o->no_fuse;
+    c.blas = !o->no_blas;
+    c.native = o->native;
+    c.verbose = o->verbose;
+    c.cc = o->cc;
+    c.opt = o->opt_level;
+    c.sets = o->sets;
+    c.po.precision = o->precision;
+    c.po.pad_multiple = o->pad_multiple;
+    c.po.target = o->target;
+    c.pm = pm_options(o);
+    return c;
 }
 
 /* Writes the graph as IR text or Graphviz to -o (or stdout). */
@@ -359,9 +478,13 @@ static int cmd_ir(Opts *o) {
     diag_init(&d, stderr);
     Graph *g = load(o, &d);
     int st = g ? EXIT_OK : EXIT_USER;
-    if (g && o->train) {
+    if (g && !cg_apply_sets(g, o->sets, &d)) st = EXIT_USER;
+    if (g && st == EXIT_OK && o->train) {
         const char *names[64];
-        int n = pm_training_pipeline(g, NULL, names, 64);
+        PassOptions po = {0};
+        po.precision = o->precision;
+        po.pad_multiple = o->pad_multiple;
+        int n = pm_training_pipeline(g, &po, names, 64);
         if (n > 64) die("training pipeline longer than 64 passes");
         if (!run_passes(o, g, names, n, &d)) st = EXIT_USER;
     }
@@ -383,6 +506,39 @@ static int cmd_opt(Opts *o) {
     return st;
 }
 
+static int cmd_compile(Opts *o) {
+    Diag d;
+    diag_init(&d, stderr);
+    CompileOptions c = compile_options(o);
+    int st = cg_compile(&c, &d);
+    diag_free(&d);
+    return st;
+}
+
+static int cmd_run(Opts *o) {
+    Diag d;
+    diag_init(&d, stderr);
+    CompileOptions c = compile_options(o);
+    Graph *train, *eval, *sample;
+    if (!cg_prepare(&c, &train, &eval, &sample, &d)) {
+        diag_free(&d);
+        return EXIT_USER;
+    }
+    InterpModel *im = ib_new(train, eval, sample, o->fp64 ? INTERP_F64 : INTERP_F32, o->input, &d);
+    int st = EXIT_USER;
+    if (im) {
+        TrnBackend be = ib_backend(im);
+        o->rt_argv[o->rt_argc] = NULL;
+        st = trn_main(o->rt_argc, o->rt_argv, ib_model(im), &be);
+        ib_free(im);
+    }
+    ir_graph_free(train);
+    ir_graph_free(eval);
+    ir_graph_free(sample);
+    diag_free(&d);
+    return st;
+}
+
 /* ---- main ---- */
 
 static void free_opts(Opts *o) {
@@ -394,6 +550,8 @@ static void free_opts(Opts *o) {
     free(o->passes);
     free(o->print_after);
     free(o->print_before);
+    free(o->sets);
+    free(o->rt_argv);
 }
 
 int main(int argc, char **argv) {

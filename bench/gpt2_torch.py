@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""bench/gpt2_torch.py — the PyTorch reference for trainc's GPT-2 benchmark.
+
+The same model as examples/gpt2.model (GPT-2 small, 124M parameters, tied
+lm_head, pre-LN, tanh GELU, causal attention) trained with AdamW (fused),
+bf16 autocast and scaled_dot_product_attention, in eager mode or under
+torch.compile.  Prints one JSON object: tokens/s, step time, MFU against
+989 TFLOP/s (H100/H200 dense bf16) and peak device memory.
+
+    python3 bench/gpt2_torch.py --mode eager|compile [--batch 16] [--seq 1024] [--steps 20]
+"""
+import argparse
+import json
+import math
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(dim)
+        self.c_attn = nn.Linear(dim, 3 * dim)
+        self.c_proj = nn.Linear(dim, dim)
+        self.ln_2 = nn.LayerNorm(dim)
+        self.c_fc = nn.Linear(dim, 4 * dim)
+        self.mlp_proj = nn.Linear(4 * dim, dim)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT2(nn.Module):
+    def __init__(self, vocab=50257, layers=12, heads=12, dim=768, seq=1024):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, dim)
+        self.wpe = nn.Embedding(seq, dim)
+        self.h = nn.ModuleList(Block(dim, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(dim)
+        for n, p in self.named_parameters():
+            if p.dim() >= 2:
+                std = 0.02 / math.sqrt(2 * layers) if n.endswith("c_proj.weight") or n.endswith("mlp_proj.weight") else 0.02
+                nn.init.normal_(p, 0.0, std)
+            elif n.endswith("bias"):
+                nn.init.zeros_(p)
+
+    def forward(self, tokens, targets):
+        T = tokens.shape[1]
+        x = self.wte(tokens) + self.wpe(torch.arange(T, device=tokens.device))
+        for b in self.h:
+            x = b(x)
+        logits = F.linear(self.ln_f(x), self.wte.weight)          # tied lm_head
+        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=["eager", "compile"], default="eager")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--peak", type=float, default=989e12, help="peak FLOP/s for MFU")
+    a = ap.parse_args()
+    torch.manual_seed(1337)
+    dev = "cuda"
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    model = GPT2(seq=a.seq).to(dev)
+    nparams = sum(p.numel() for p in model.parameters())
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    nodecay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
+                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    step_fn = model
+    if a.mode == "compile":
+        step_fn = torch.compile(model)
+    g = torch.Generator(device="cpu").manual_seed(0)
+    data = [torch.randint(0, 50257, (a.batch, a.seq + 1), generator=g) for _ in range(4)]
+    torch.cuda.reset_peak_memory_stats()
+
+    def step(i):
+        d = data[i % len(data)].to(dev, non_blocking=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = step_fn(d[:, :-1], d[:, 1:])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    t0 = time.time()
+    for i in range(a.warmup):
+        step(i)
+    torch.cuda.synchronize()
+    warm_s = time.time() - t0
+    ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times, losses = [], []
+    for i in range(a.steps):
+        ev0.record()
+        loss = step(i)
+        ev1.record()
+        torch.cuda.synchronize()
+        times.append(ev0.elapsed_time(ev1) / 1e3)
+        losses.append(loss.item())
+    times.sort()
+    med = times[len(times) // 2]
+    tokens = a.batch * a.seq
+    # 6 N per token for the matrices, plus attention: 12 * layers * T * dim per token (causal: half of 2 x 2 x 3)
+    flops = 6 * nparams * tokens + 6 * 12 * a.seq * 768 * tokens
+    res = {
+        "impl": "pytorch-" + a.mode, "torch": torch.__version__, "device": torch.cuda.get_device_name(),
+        "batch": a.batch, "seq": a.seq, "params": nparams, "precision": "bf16 autocast",
+        "step_ms": med * 1e3, "tokens_per_s": tokens / med, "mfu": flops / med / a.peak,
+        "peak_mem_bytes": torch.cuda.max_memory_allocated(), "warmup_s": warm_s, "last_loss": losses[-1],
+    }
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

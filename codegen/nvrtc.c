@@ -1,0 +1,408 @@
+/* codegen/nvrtc.c — CUDA C to cubin and PTX with NVRTC, at compile time.
+ *
+ * NVRTC is opened with dlopen, so `trainc` runs where no CUDA toolkit is
+ * installed and says, only when asked for --target=cuda, what it misses.
+ * Search order: $TRAINC_NVRTC (a path), the toolkit CMake found
+ * (TRAINC_CUDA_LIBDIR), /usr/local/cuda/lib64, then the loader's path.
+ *
+ * Each architecture is one NVRTC compilation (in parallel, one thread per
+ * image); the PTX is made for the lowest architecture, for GPUs newer than
+ * every cubin.  `-Xptxas -v` puts registers, shared memory, stack and
+ * spills of every kernel in the log: that is the resource report.
+ *
+ * The cache: an image is stored under a 128-bit hash of the NVRTC version,
+ * the options, the source and the prelude headers, in $TRAINC_CACHE_DIR,
+ * $XDG_CACHE_HOME/trainc or ~/.cache/trainc (written to NAME.tmp and
+ * renamed), so recompiling an unchanged model does not run NVRTC.
+ */
+#include "cuda.h"
+#include "compile.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef TRAINC_CUDA_LIBDIR
+#define TRAINC_CUDA_LIBDIR "/usr/local/cuda/lib64"
+#endif
+
+/* The part of nvrtc.h used here (no header needed to build trainc). */
+typedef int nvrtcResult;
+typedef struct _nvrtcProgram *nvrtcProgram;
+
+typedef struct Nvrtc {
+    void       *so;
+    nvrtcResult (*Version)(int *, int *);
+    nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int, const char *const *, const char *const *);
+    nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char *const *);
+    nvrtcResult (*GetProgramLogSize)(nvrtcProgram, size_t *);
+    nvrtcResult (*GetProgramLog)(nvrtcProgram, char *);
+    nvrtcResult (*GetCUBINSize)(nvrtcProgram, size_t *);
+    nvrtcResult (*GetCUBIN)(nvrtcProgram, char *);
+    nvrtcResult (*GetPTXSize)(nvrtcProgram, size_t *);
+    nvrtcResult (*GetPTX)(nvrtcProgram, char *);
+    nvrtcResult (*DestroyProgram)(nvrtcProgram *);
+    const char *(*GetErrorString)(nvrtcResult);
+    int         major, minor;
+} Nvrtc;
+
+static Nvrtc nv;
+static pthread_mutex_t nv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void *cg_nvrtc_open(char *err, size_t errn) {
+    pthread_mutex_lock(&nv_lock);
+    if (nv.so) {
+        pthread_mutex_unlock(&nv_lock);
+        return nv.so;
+    }
+    const char *env = getenv("TRAINC_NVRTC");
+    const char *cands[] = {env && *env ? env : NULL, TRAINC_CUDA_LIBDIR "/libnvrtc.so", TRAINC_CUDA_LIBDIR "/libnvrtc.so.13",
+                           "/usr/local/cuda/lib64/libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+    char tried[2048] = "";
+    void *so = NULL;
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0] && !so; i++) {
+        if (!cands[i]) continue;
+        so = dlopen(cands[i], RTLD_NOW | RTLD_LOCAL);
+        if (!so && strlen(tried) + strlen(cands[i]) + 4 < sizeof tried) {
+            if (tried[0]) strcat(tried, ", ");
+            strcat(tried, cands[i]);
+        }
+    }
+    if (!so) {
+        snprintf(err, errn,
+                 "--target=cuda needs NVRTC (the CUDA toolkit's runtime compiler), and none was found (tried %s); install the CUDA "
+                 "toolkit or set TRAINC_NVRTC to the path of libnvrtc.so",
+                 tried);
+        pthread_mutex_unlock(&nv_lock);
+        return NULL;
+    }
+#define SYM(f)                                                                                                   \
+    do {                                                                                                         \
+        *(void **)(&nv.f) = dlsym(so, "nvrtc" #f);                                                               \
+        if (!nv.f) {                                                                                             \
+            snprintf(err, errn, "the NVRTC library lacks nvrtc" #f " (%s)", dlerror());                          \
+            dlclose(so);                                                                                         \
+            pthread_mutex_unlock(&nv_lock);                                                                      \
+            return NULL;                                                                                         \
+        }                                                                                                        \
+    } while (0)
+    SYM(Version);
+    SYM(CreateProgram);
+    SYM(CompileProgram);
+    SYM(GetProgramLogSize);
+    SYM(GetProgramLog);
+    SYM(GetCUBINSize);
+    SYM(GetCUBIN);
+    SYM(GetPTXSize);
+    SYM(GetPTX);
+    SYM(DestroyProgram);
+    SYM(GetErrorString);
+#undef SYM
+    nv.Version(&nv.major, &nv.minor);
+    nv.so = so;
+    pthread_mutex_unlock(&nv_lock);
+    return so;
+}
+
+/* ---- the cache ---- */
+
+const char *cg_cuda_cache_dir(void) {
+    static char dir[4096];
+    const char *e = getenv("TRAINC_CACHE_DIR");
+    if (e && *e) snprintf(dir, sizeof dir, "%s", e);
+    else if ((e = getenv("XDG_CACHE_HOME")) && *e) snprintf(dir, sizeof dir, "%s/trainc", e);
+    else if ((e = getenv("HOME")) && *e) snprintf(dir, sizeof dir, "%s/.cache/trainc", e);
+    else snprintf(dir, sizeof dir, "/tmp/trainc-cache");
+    return dir;
+}
+
+static void mkdirs(const char *path) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(tmp, 0755);
+            *p = '/';
+        }
+    mkdir(tmp, 0755);
+}
+
+typedef struct Hash { uint64_t a, b; } Hash;
+static void hash_add(Hash *h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h->a = (h->a ^ p[i]) * 0x100000001b3ull;
+        h->b = (h->b ^ p[i]) * 0x100000001b3ull;
+        h->b ^= h->b >> 29;
+    }
+    unsigned char sep = 0xff; /* field separator */
+    h->a = (h->a ^ sep) * 0x100000001b3ull;
+    h->b = (h->b ^ sep) * 0x100000001b3ull;
+}
+
+static bool cache_read(const char *path, unsigned char **data, size_t *n) {
+    size_t len;
+    char *t = read_file(path, &len);
+    if (!t) return false;
+    *data = (unsigned char *)t;
+    *n = len;
+    return true;
+}
+
+static void cache_write(const char *path, const void *data, size_t n) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return;
+    bool ok = fwrite(data, 1, n, f) == n;
+    if (fclose(f) != 0) ok = false;
+    if (ok) ok = rename(tmp, path) == 0;
+    if (!ok) remove(tmp);
+}
+
+/* ---- one compilation ---- */
+
+typedef struct Job {
+    const char  *src;
+    const char  *hdr[2], *hname[2];
+    CudaImage   *img;
+    char         err[4096];
+    bool         ok;
+} Job;
+
+static void *compile_one(void *arg) {
+    Job *j = arg;
+    CudaImage *im = j->img;
+    char archopt[64];
+    snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", im->arch);
+    const char *opts[] = {archopt, "-std=c++17", "-lineinfo", "-DNDEBUG", "-Xptxas", "-v"};
+    int nopt = im->ptx ? 4 : 6;
+    nvrtcProgram prog;
+    nvrtcResult r = nv.CreateProgram(&prog, j->src, "trainc_model.cu", 2, j->hdr, j->hname);
+    if (r != 0) {
+        snprintf(j->err, sizeof j->err, "nvrtcCreateProgram failed: %s", nv.GetErrorString(r));
+        return NULL;
+    }
+    r = nv.CompileProgram(prog, nopt, opts);
+    size_t ln = 0;
+    nv.GetProgramLogSize(prog, &ln);
+    im->log = xmalloc(ln + 1);
+    im->log[0] = 0;
+    if (ln) nv.GetProgramLog(prog, im->log);
+    if (r != 0) {
+        snprintf(j->err, sizeof j->err, "nvrtcCompileProgram(%s) failed: %s\n%.3500s", im->arch, nv.GetErrorString(r), im->log);
+        nv.DestroyProgram(&prog);
+        return NULL;
+    }
+    size_t n = 0;
+    r = im->ptx ? nv.GetPTXSize(prog, &n) : nv.GetCUBINSize(prog, &n);
+    if (r == 0) {
+        im->data = xmalloc(n ? n : 1);
+        r = im->ptx ? nv.GetPTX(prog, (char *)im->data) : nv.GetCUBIN(prog, (char *)im->data);
+        im->size = n;
+    }
+    if (r != 0) snprintf(j->err, sizeof j->err, "nvrtcGet%s(%s) failed: %s", im->ptx ? "PTX" : "CUBIN", im->arch, nv.GetErrorString(r));
+    nv.DestroyProgram(&prog);
+    j->ok = r == 0;
+    return NULL;
+}
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d) {
+    memset(out, 0, sizeof *out);
+    double t0 = now();
+    char err[1024];
+    if (!cg_nvrtc_open(err, sizeof err)) {
+        error_at(d, NOLOC, "%s", err);
+        return false;
+    }
+    /* the prelude headers, from the runtime folder */
+    static const char *const hnames[2] = {"trainc_cuda.cuh", "philox.h"};
+    char *htext[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", cg_runtime_dir(), hnames[i]);
+        size_t n;
+        htext[i] = read_file(path, &n);
+        if (!htext[i]) {
+            error_at(d, NOLOC, "cannot read %s: %s", path, strerror(errno));
+            free(htext[0]);
+            return false;
+        }
+    }
+    /* the architectures: "sm_80,sm_90" (default sm_80,sm_90) */
+    const char *list = archs && *archs ? archs : "sm_80,sm_90";
+    int minsm = 1000;
+    for (const char *p = list; *p && out->n < 7;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        int sm = 0;
+        char a[16];
+        snprintf(a, sizeof a, "%.*s", (int)(len < 15 ? len : 15), p);
+        if (sscanf(a, "sm_%d", &sm) != 1 || sm < 50) {
+            error_at(d, NOLOC, "--arch: '%s' is not a GPU architecture like sm_80 or sm_90", a);
+            free(htext[0]);
+            free(htext[1]);
+            return false;
+        }
+        CudaImage *im = &out->img[out->n++];
+        snprintf(im->arch, sizeof im->arch, "sm_%d", sm);
+        im->sm = sm;
+        if (sm < minsm) minsm = sm;
+        p = e ? e + 1 : p + len;
+    }
+    CudaImage *px = &out->img[out->n++];
+    snprintf(px->arch, sizeof px->arch, "compute_%d", minsm);
+    px->sm = minsm;
+    px->ptx = true;
+
+    const char *dir = cg_cuda_cache_dir();
+    bool use_cache = !getenv("TRAINC_NO_CACHE");
+    if (use_cache) mkdirs(dir);
+    Job jobs[8];
+    pthread_t th[8];
+    bool started[8] = {0};
+    char paths[8][4200];
+    for (int i = 0; i < out->n; i++) {
+        CudaImage *im = &out->img[i];
+        Hash h = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+        int ver[2] = {nv.major, nv.minor};
+        hash_add(&h, "trainc-cuda-1", 13);
+        hash_add(&h, ver, sizeof ver);
+        hash_add(&h, im->arch, strlen(im->arch));
+        hash_add(&h, src, strlen(src));
+        for (int k = 0; k < 2; k++) hash_add(&h, htext[k], strlen(htext[k]));
+        snprintf(paths[i], sizeof paths[i], "%s/%016llx%016llx.%s", dir, (unsigned long long)h.a, (unsigned long long)h.b,
+                 im->ptx ? "ptx" : "cubin");
+        memset(&jobs[i], 0, sizeof jobs[i]);
+        jobs[i].src = src;
+        jobs[i].img = im;
+        for (int k = 0; k < 2; k++) {
+            jobs[i].hdr[k] = htext[k];
+            jobs[i].hname[k] = hnames[k];
+        }
+        if (use_cache && cache_read(paths[i], &im->data, &im->size)) {
+            char lp[4400];
+            snprintf(lp, sizeof lp, "%.4200s.log", paths[i]);
+            size_t n;
+            im->log = read_file(lp, &n);
+            if (!im->log) {
+                im->log = xmalloc(1);
+                im->log[0] = 0;
+            }
+            im->cached = true;
+            jobs[i].ok = true;
+            continue;
+        }
+        if (pthread_create(&th[i], NULL, compile_one, &jobs[i]) == 0) started[i] = true;
+        else compile_one(&jobs[i]);
+    }
+    bool ok = true;
+    for (int i = 0; i < out->n; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        CudaImage *im = &out->img[i];
+        if (!jobs[i].ok) {
+            error_at(d, NOLOC, "%s", jobs[i].err);
+            ok = false;
+            continue;
+        }
+        if (use_cache && !im->cached) {
+            cache_write(paths[i], im->data, im->size);
+            char lp[4400];
+            snprintf(lp, sizeof lp, "%.4200s.log", paths[i]);
+            cache_write(lp, im->log, strlen(im->log));
+        }
+    }
+    free(htext[0]);
+    free(htext[1]);
+    out->seconds = now() - t0;
+    if (!ok) cg_cuda_build_free(out);
+    return ok;
+}
+
+void cg_cuda_build_free(CudaBuild *b) {
+    for (int i = 0; i < b->n; i++) {
+        free(b->img[i].data);
+        free(b->img[i].log);
+    }
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- the resource report: ptxas -v lines ----
+ *   ptxas info    : Compiling entry function 'NAME' for 'sm_90'
+ *   ptxas info    : Function properties for NAME
+ *   ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ *   ptxas info    : Used 40 registers, used 1 barriers, 8192 bytes smem, 400 bytes cmem[0]
+ */
+int cg_cuda_resources(const CudaBuild *b, CudaRes **rows) {
+    int n = 0, cap = 0;
+    CudaRes *r = NULL;
+    for (int i = 0; i < b->n; i++) {
+        if (b->img[i].ptx || !b->img[i].log) continue;
+        CudaRes *cur = NULL;
+        for (const char *line = b->img[i].log; line && *line;) {
+            const char *nl = strchr(line, '\n');
+            size_t len = nl ? (size_t)(nl - line) : strlen(line);
+            char buf[512];
+            snprintf(buf, sizeof buf, "%.*s", (int)(len < 511 ? len : 511), line);
+            char *p;
+            if ((p = strstr(buf, "Compiling entry function '"))) {
+                if (n == cap) {
+                    cap = cap ? 2 * cap : 256;
+                    r = xrealloc(r, sizeof(CudaRes) * (size_t)cap);
+                }
+                cur = &r[n++];
+                memset(cur, 0, sizeof *cur);
+                p += strlen("Compiling entry function '");
+                char *q = strchr(p, '\'');
+                if (q) *q = 0;
+                snprintf(cur->name, sizeof cur->name, "%s", p);
+                snprintf(cur->arch, sizeof cur->arch, "%s", b->img[i].arch);
+            } else if (cur && (p = strstr(buf, "bytes stack frame"))) {
+                sscanf(strstr(buf, ".") + 1, "%d bytes stack frame, %d bytes spill stores, %d bytes spill loads", &cur->stack, &cur->spill_st,
+                       &cur->spill_ld);
+            } else if (cur && (p = strstr(buf, "Used "))) {
+                sscanf(p, "Used %d registers", &cur->regs);
+                char *s = strstr(p, "bytes smem");
+                if (s) {
+                    while (s > p && s[-1] == ' ') s--;
+                    while (s > p && s[-1] >= '0' && s[-1] <= '9') s--;
+                    cur->smem = atoi(s);
+                }
+            }
+            line = nl ? nl + 1 : NULL;
+        }
+    }
+    *rows = r;
+    return n;
+}
+
+void cg_cuda_print_report(FILE *f, const CudaModule *m, const CudaBuild *b) {
+    CudaRes *rows;
+    int n = cg_cuda_resources(b, &rows);
+    fprintf(f, "# CUDA resource report: %d functions, images", m ? cg_cuda_nfns(m) : 0);
+    for (int i = 0; i < b->n; i++) fprintf(f, " %s (%zu bytes%s)", b->img[i].arch, b->img[i].size, b->img[i].cached ? ", cached" : "");
+    fprintf(f, "\n# %-60s %-6s %5s %7s %6s %6s %6s %s\n", "function", "arch", "regs", "smem", "stack", "spillS", "spillL", "kind");
+    int spills = 0;
+    for (int i = 0; i < n; i++) {
+        bool tmpl = false;
+        for (int j = 0; m && j < cg_cuda_nfns(m); j++)
+            if (strcmp(cg_cuda_fn_name(m, j), rows[i].name) == 0) tmpl = cg_cuda_fn_is_template(m, j);
+        fprintf(f, "  %-60s %-6s %5d %7d %6d %6d %6d %s\n", rows[i].name, rows[i].arch, rows[i].regs, rows[i].smem, rows[i].stack, rows[i].spill_st,
+                rows[i].spill_ld, tmpl ? "template" : "generated");
+        spills += rows[i].spill_st + rows[i].spill_ld > 0;
+    }
+    fprintf(f, "# %d function(s) with spills\n", spills);
+    free(rows);
+}

@@ -1,0 +1,176 @@
+/* frontend/params.c — tensor types, parameters and model inputs.
+ *
+ * A parameter's name is the scope path of its activation plus its own name
+ * (h.0.attn.c_attn.weight).  Parameters and inputs share one namespace:
+ * duplicates are errors (with a note at the first declaration, or, for two
+ * unlabelled calls of one block, a hint to use `as`), and the prefixes the
+ * compiler uses for its own sources are reserved.
+ */
+#include "elab.h"
+
+#include <string.h>
+
+static bool eval_type(Elab *e, TypeExpr *t, Type *out) {
+    bool ok = true;
+    memset(out, 0, sizeof *out);
+    out->dt = DT_f32;
+    if (t->dtype && !dtype_parse(t->dtype, &out->dt)) {
+        Suggest s;
+        elab_suggest_init(&s, t->dtype);
+        for (int i = 0; i < DT__COUNT; i++) elab_suggest_add(&s, dtype_name[i]);
+        error_at(e->d, t->dtloc, "unknown dtype '%s'%s", t->dtype, elab_suggest_hint(e, &s));
+        ok = false;
+    }
+    if (t->dims.n > IR_MAX_RANK) {
+        error_at(e->d, t->loc, "a tensor has at most %d dimensions, not %d", IR_MAX_RANK, t->dims.n);
+        return false;
+    }
+    out->shape.rank = t->dims.n;
+    for (int i = 0; i < t->dims.n; i++) {
+        Expr *x = t->dims.v[i];
+        int64_t v;
+        if (!elab_want_int(e, elab_eval(e, x), x->loc, "a dimension", &v)) {
+            ok = false;
+            continue;
+        }
+        if (v <= 0) {
+            error_at(e->d, x->loc, "dimension %d is %lld; dimensions must be positive", i, (long long)v);
+            ok = false;
+        }
+        out->shape.d[i] = v;
+    }
+    return ok && elab_check_type(e, out, t->loc);
+}
+
+typedef struct Source {
+    SrcLoc      loc;
+    bool        is_input;
+    int         frame;
+    bool        unlabelled;
+    SrcLoc      call_loc;
+    const char *blk;
+} Source;
+
+static const char *const reserved_prefixes[] = {"opt.", "rng.", "adamw.", "sgd.", "grad_acc."};
+
+/* Checks that a new parameter or input name is free; records it. */
+static bool claim_name(Elab *e, const char *full, SrcLoc loc, bool is_input) {
+    for (size_t i = 0; i < sizeof reserved_prefixes / sizeof *reserved_prefixes; i++)
+        if (strncmp(full, reserved_prefixes[i], strlen(reserved_prefixes[i])) == 0) {
+            const char *key = arena_printf(e->a, "prefix:%d:%d:%d:%d", loc.line, loc.col, e->fr->call_loc.line, e->fr->call_loc.col);
+            if (elab_map_get(&e->reported, key)) return false; /* once per declaration, not per repeat */
+            elab_map_put(e->a, &e->reported, key, e);
+            error_at(e->d, loc, "'%s' starts with the reserved prefix '%s' (names starting with opt. rng. adamw. sgd. grad_acc. belong to the compiler)",
+                     full, reserved_prefixes[i]);
+            elab_note_chain(e);
+            return false;
+        }
+    Source *prev = elab_map_get(&e->sources, full);
+    Frame *f = e->fr;
+    if (prev) {
+        if (prev->is_input || is_input) {
+            error_at(e->d, loc, "'%s' is already the name of a model %s", full, prev->is_input ? "input" : "parameter");
+            elab_note(e, prev->loc, "declared here");
+        } else if (f->unlabelled && prev->unlabelled && prev->frame != f->id) {
+            const char *where = f->up->scope[0] ? arena_printf(e->a, "in scope '%s'", f->up->scope) : "at the root";
+            error_at(e->d, loc, "block '%s' is called twice %s without `as`, so both calls declare parameter '%s'",
+                     f->blk->name, where, full);
+            elab_note(e, prev->call_loc, "the first call is here; give each call its own scope with `%s(...) as NAME`", f->blk->name);
+        } else {
+            error_at(e->d, loc, "duplicate parameter '%s'", full);
+            elab_note(e, prev->loc, "'%s' is first declared here", full);
+        }
+        return false;
+    }
+    Source *s = arena_alloc(e->a, sizeof *s);
+    *s = (Source){loc, is_input, f->id, f->unlabelled, f->call_loc, f->blk ? f->blk->name : NULL};
+    elab_map_put(e->a, &e->sources, arena_strdup(e->a, full), s);
+    return true;
+}
+
+/* A parameter initialiser: init kind and up to two float attributes. */
+typedef struct Init { const char *kind; int n; const char *keys[2]; double v[2]; } Init;
+
+/* init = zeros | ones | normal(std) | uniform(lo, hi) | constant(value) */
+static bool eval_init(Elab *e, Expr *x, Init *in) {
+    static const char *const kinds[] = {"zeros", "ones", "normal", "uniform", "constant"};
+    static const char *const params[] = {"", "", "std", "lo, hi", "value"};
+    static const char *const expected = "expected an initialiser: zeros, ones, normal(std), uniform(lo, hi) or constant(value)";
+    memset(in, 0, sizeof *in);
+    in->kind = "zeros";
+    if (!x) return true;
+    const char *name = x->kind == EX_IDENT || x->kind == EX_CALL ? x->s : NULL;
+    int k = -1;
+    for (int i = 0; name && i < 5; i++)
+        if (strcmp(name, kinds[i]) == 0) k = i;
+    if (k < 0) {
+        Suggest s;
+        elab_suggest_init(&s, name ? name : "");
+        for (int i = 0; name && i < 5; i++) elab_suggest_add(&s, kinds[i]);
+        error_at(e->d, x->loc, "%s%s", expected, elab_suggest_hint(e, &s));
+        return false;
+    }
+    in->kind = kinds[k];
+    if (x->kind == EX_IDENT) {
+        if (k >= 2) {
+            error_at(e->d, x->loc, "the initialiser '%s' needs arguments: %s(%s)", kinds[k], kinds[k], params[k]);
+            return false;
+        }
+        return true;
+    }
+    const char *names[2] = {"std", NULL};
+    bool optional[2] = {false, false}, given[2];
+    Val vals[2];
+    SrcLoc locs[2];
+    int np = k < 2 ? 0 : k == 3 ? 2 : 1;
+    if (k == 3) names[0] = "lo", names[1] = "hi";
+    if (k == 4) names[0] = "value";
+    if (!elab_bind_args(e, x, np, names, optional, vals, locs, given)) return false;
+    for (int i = 0; i < np; i++)
+        if (!elab_want_num(e, vals[i], locs[i], names[i], &in->v[i])) return false;
+    if (k == 2 && !(in->v[0] >= 0)) {
+        error_at(e->d, locs[0], "std must not be negative");
+        return false;
+    }
+    in->n = np;
+    in->keys[0] = names[0];
+    in->keys[1] = names[1];
+    return true;
+}
+
+void elab_param(Elab *e, Stmt *s) {
+    Frame *f = e->fr;
+    const char *full = elab_join(e, f->scope, s->name);
+    Type ty;
+    bool ok = eval_type(e, s->type, &ty);
+    Init init;
+    ok &= eval_init(e, s->init, &init);
+    ok &= claim_name(e, full, s->nameloc, false);
+    if (ok && !dtype_is_float[ty.dt]) {
+        error_at(e->d, s->type->dtloc, "parameters must be floating point, not %s", dtype_name[ty.dt]);
+        ok = false;
+    }
+    if (!ok) {
+        elab_set_var(e, s->name, val_poison());
+        return;
+    }
+    Node *p = ir_source(e->g, OP_param, full, ty, s->nameloc);
+    ir_set_str(e->g, p, "init", init.kind);
+    for (int i = 0; i < init.n; i++) ir_set_float(e->g, p, init.keys[i], init.v[i]);
+    if (s->frozen) ir_set_int(e->g, p, "frozen", 1);
+    if (!ir_infer(e->g, p, e->d)) {
+        elab_set_var(e, s->name, val_poison());
+        return;
+    }
+    elab_set_var(e, s->name, val_tensor(p->out[0]));
+}
+
+void elab_input(Elab *e, Formal *f) {
+    Type ty;
+    if (!eval_type(e, f->type, &ty) || !claim_name(e, f->name, f->loc, true)) {
+        elab_set_var(e, f->name, val_poison());
+        return;
+    }
+    Node *n = ir_source(e->g, OP_input, f->name, ty, f->loc);
+    elab_set_var(e, f->name, val_tensor(n->out[0]));
+}

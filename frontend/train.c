@@ -1,0 +1,103 @@
+/* frontend/train.c — the train section.
+ *
+ * Each `KEY = EXPR` is evaluated at compile time (constants visible, other
+ * bare names are symbols), turned into text and set with train_set
+ * (ir/types.c), which checks kinds and enum values.  memory_budget also
+ * takes sizes such as "40GB" or "512MiB".
+ */
+#include "elab.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- the train section ---- */
+
+/* "40GB", "512MiB", "1.5 TB" -> bytes; false if not a size. */
+static bool parse_size(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v >= 0)) return false;
+    while (*end == ' ') end++;
+    static const struct { const char *unit; double mul; } units[] = {
+        {"", 1}, {"b", 1}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+        {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (strcasecmp(end, units[i].unit) == 0) {
+            double b = v * units[i].mul;
+            if (b >= 9.2e18) return false;
+            *out = (int64_t)b;
+            return true;
+        }
+    return false;
+}
+
+static void train_item(Elab *e, TrainItem *t, Map *seen) {
+    Graph *g = e->g;
+    const TrainKeyInfo *k = train_key_lookup(t->key);
+    if (!k) {
+        Suggest s;
+        elab_suggest_init(&s, t->key);
+        for (int i = 0; i < ntrain_keys; i++) elab_suggest_add(&s, train_keys[i].name);
+        error_at(e->d, t->loc, "unknown train key '%s'%s", t->key, elab_suggest_hint(e, &s));
+        return;
+    }
+    TrainItem *prev = elab_map_get(seen, t->key);
+    if (prev) {
+        error_at(e->d, t->loc, "train key '%s' is set twice", t->key);
+        elab_note(e, prev->loc, "first set here");
+        return;
+    }
+    elab_map_put(e->a, seen, t->key, t);
+    Val v = elab_eval(e, t->value);
+    if (v.k == V_POISON) return;
+    char text[64], b[200], err[256];
+    const char *txt = NULL;
+    bool numeric = k->kind == TK_INT || k->kind == TK_FLOAT;
+    switch (v.k) {
+    case V_INT: if (numeric) txt = (snprintf(text, sizeof text, "%lld", (long long)v.i), text); break;
+    case V_FLOAT: if (numeric) txt = (fmt_double(text, v.f), text); break;
+    case V_BOOL: if (k->kind == TK_INT) txt = v.i ? "1" : "0"; break;
+    case V_STR:
+    case V_SYM:
+        if (!numeric) txt = v.s;
+        else if (strcmp(k->name, "memory_budget") == 0 && v.k == V_STR) {
+            int64_t bytes;
+            if (!parse_size(v.s, &bytes)) {
+                error_at(e->d, t->value->loc, "'%s' is not a size (write e.g. \"40GB\", \"512MiB\" or a number of bytes)", v.s);
+                return;
+            }
+            snprintf(text, sizeof text, "%lld", (long long)bytes);
+            txt = text;
+        }
+        break;
+    default: break;
+    }
+    if (!txt) {
+        static const char *const kinds[] = {"an integer", "a number", "a name", "a string"};
+        error_at(e->d, t->value->loc, "train key '%s' takes %s, not %s", k->name, kinds[k->kind], elab_desc(&v, b, sizeof b));
+        return;
+    }
+    if (!train_set(&g->train, g->arena, k->name, txt, err, sizeof err)) {
+        const char *hint = "";
+        if (k->kind == TK_ENUM) {
+            Suggest s;
+            elab_suggest_init(&s, txt);
+            char al[256];
+            snprintf(al, sizeof al, "%s", k->allowed);
+            for (char *p = strtok(al, " "); p; p = strtok(NULL, " ")) elab_suggest_add(&s, p);
+            hint = elab_suggest_hint(e, &s); /* copied: s.best points into al */
+        }
+        error_at(e->d, t->value->loc, "%s%s", err, hint);
+    }
+}
+
+void elab_train(Elab *e, Top *train) {
+    Map seen = {0};
+    e->in_train = true;
+    for (int i = 0; i < train->body.n; i++) train_item(e, train->body.v[i], &seen);
+    e->in_train = false;
+}

@@ -1,0 +1,773 @@
+/* runtime/trainc_cuda.cuh — the hand-written prelude of generated CUDA C.
+ *
+ * Compiled by NVRTC at `trainc compile --target=cuda` time together with
+ * the kernels codegen/emit_cuda.c generates; never by the host compiler.
+ * It holds what every generated kernel shares: dtype conversions (bf16,
+ * f16), the scalar functions of pointwise ops, warp and block reductions,
+ * 16-byte vector loads, Philox (philox.h), and the template kernels for the
+ * ops generic fusion cannot make fast (norms, softmax, RoPE, attention,
+ * cross-entropy, embedding, optimizer updates).  Generated kernels call the
+ * templates with compile-time constant sizes.
+ *
+ * Numerics (docs/cuda.md): pointwise ops compute in float for f32 (a single
+ * +, -, *, / or sqrt in float is exactly the C backend's double-then-round;
+ * exp, log, tanh, erf differ by an ulp or two); reductions and the
+ * statistics of norms and optimizer updates accumulate in double, as the C
+ * backend does, so results agree to ~1e-6 relative.  Shapes are written
+ * next to every argument.
+ */
+#ifndef TRAINC_CUDA_CUH
+#define TRAINC_CUDA_CUH
+
+/* NVRTC has no C library headers: the fixed-width types philox.h needs. */
+typedef unsigned char      uint8_t;
+typedef unsigned short     uint16_t;
+typedef unsigned int       uint32_t;
+typedef unsigned long long uint64_t;
+typedef signed char        int8_t;
+typedef short              int16_t;
+typedef int                int32_t;
+typedef long long          int64_t;
+
+#include "philox.h"
+
+#define TRN_DEV     static __device__ __forceinline__
+#define TRN_MEMBER  __device__ __forceinline__      /* member functions: no storage class */
+#define TRN_FULL    0xffffffffu
+#define TRN_INF     __int_as_float(0x7f800000)
+#define TRN_DINF    __longlong_as_double(0x7ff0000000000000ll)
+
+/* ---- dtypes: bf16 and f16 are stored as distinct 16-bit types ---- */
+
+struct trn_bf16 { uint16_t x; };
+struct trn_f16 { uint16_t x; };
+
+TRN_DEV float trn_f32(float v) { return v; }
+TRN_DEV float trn_f32(trn_bf16 v) { return __uint_as_float((uint32_t)v.x << 16); }
+TRN_DEV float trn_f32(trn_f16 v) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.x));
+    return f;
+}
+/* f32 -> bf16, round to nearest even; NaN stays NaN (as trainc_kernels.h). */
+TRN_DEV trn_bf16 trn_to_bf16(float f) {
+    uint32_t u = __float_as_uint(f);
+    trn_bf16 r;
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        r.x = (uint16_t)((u >> 16) | 0x40);
+        return r;
+    }
+    u += 0x7fffu + ((u >> 16) & 1u);
+    r.x = (uint16_t)(u >> 16);
+    return r;
+}
+TRN_DEV trn_f16 trn_to_f16(float f) {
+    trn_f16 r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.x) : "f"(f));
+    return r;
+}
+/* Stores a float into any storage type. */
+TRN_DEV void trn_st(float *p, float v) { *p = v; }
+TRN_DEV void trn_st(trn_bf16 *p, float v) { *p = trn_to_bf16(v); }
+TRN_DEV void trn_st(trn_f16 *p, float v) { *p = trn_to_f16(v); }
+/* Per-op rounding of a float to bf16 / f16 precision (loop kernels). */
+TRN_DEV float trn_r_bf16(float v) { return trn_f32(trn_to_bf16(v)); }
+TRN_DEV float trn_r_f16(float v) { return trn_f32(trn_to_f16(v)); }
+
+/* ---- scalar functions of pointwise ops (float and double) ---- */
+
+TRN_DEV float  trn_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+TRN_DEV double trn_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+TRN_DEV float  trn_silu(float x) { return x / (1.0f + expf(-x)); }
+TRN_DEV double trn_silu(double x) { return x / (1.0 + exp(-x)); }
+TRN_DEV float  trn_sign(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f; }
+TRN_DEV double trn_sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }
+TRN_DEV float trn_gelu(float x, int approx) {
+    if (approx) return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+}
+TRN_DEV double trn_gelu(double x, int approx) {
+    if (approx) return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    return 0.5 * x * (1.0 + erf(x * 0.7071067811865476));
+}
+TRN_DEV float trn_gelu_grad(float dy, float x, int approx) {
+    if (approx) {
+        float u = 0.7978845608028654f * (x + 0.044715f * x * x * x), t = tanhf(u);
+        float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
+        return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+    }
+    float cdf = 0.5f * (1.0f + erff(x * 0.7071067811865476f));
+    float pdf = expf(-0.5f * x * x) * 0.3989422804014327f;
+    return dy * (cdf + x * pdf);
+}
+TRN_DEV double trn_gelu_grad(double dy, double x, int approx) {
+    if (approx) {
+        double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), t = tanh(u);
+        double du = 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+        return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du);
+    }
+    double cdf = 0.5 * (1.0 + erf(x * 0.7071067811865476));
+    double pdf = exp(-0.5 * x * x) * 0.3989422804014327;
+    return dy * (cdf + x * pdf);
+}
+TRN_DEV float trn_silu_grad(float dy, float x) {
+    float s = 1.0f / (1.0f + expf(-x));
+    return dy * s * (1.0f + x * (1.0f - s));
+}
+TRN_DEV double trn_silu_grad(double dy, double x) {
+    double s = 1.0 / (1.0 + exp(-x));
+    return dy * s * (1.0 + x * (1.0 - s));
+}
+
+/* ---- reductions: warp (shuffles) and block (one word per warp in shared memory) ---- */
+
+template <typename V> TRN_DEV V trn_warp_sum(V v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(TRN_FULL, v, o);
+    return v;
+}
+TRN_DEV float trn_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(TRN_FULL, v, o));
+    return v;
+}
+/* Sum over the threads of a group of G consecutive lanes (G = 1, 2, 4, 8, 16). */
+template <int G, typename V> TRN_DEV V trn_group_sum(V v) {
+#pragma unroll
+    for (int o = 1; o < G; o <<= 1) v += __shfl_xor_sync(TRN_FULL, v, o);
+    return v;
+}
+/* Block-wide sum; every thread gets the result.  Callable several times in
+ * one kernel (the leading barrier protects the shared words). */
+template <typename V> TRN_DEV V trn_block_sum(V v) {
+    __shared__ V sh[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = trn_warp_sum(v);
+    __syncthreads();
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    V r = lane < nw ? sh[lane] : (V)0;
+    return trn_warp_sum(r);
+}
+TRN_DEV float trn_block_max(float v) {
+    __shared__ float sh[32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = trn_warp_max(v);
+    __syncthreads();
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    float r = lane < nw ? sh[lane] : -TRN_INF;
+    return trn_warp_max(r);
+}
+/* Column sums of a (32 x NY) block: thread (x, y) holds v; returns the sum
+ * over y in the threads with y == 0. */
+template <int NY, typename V> TRN_DEV V trn_col_sum(V v) {
+    __shared__ V sh[NY][33];
+    sh[threadIdx.y][threadIdx.x] = v;
+    __syncthreads();
+    for (int s = NY / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.y < s) sh[threadIdx.y][threadIdx.x] += sh[threadIdx.y + s][threadIdx.x];
+        __syncthreads();
+    }
+    return sh[0][threadIdx.x];
+}
+
+/* ---- 16-byte vector access ---- */
+
+TRN_DEV float4 trn_ld4(const float *p) { return *(const float4 *)p; }
+TRN_DEV void   trn_st4(float *p, float4 v) { *(float4 *)p = v; }
+TRN_DEV float  trn_get(const float4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+
+/* ===================================================================== */
+/* template kernels: each is called by one generated __global__ function  */
+/* ===================================================================== */
+
+/* ---- embedding: out [N,C] = table [V,C] rows idx [N]; one thread per
+ * element (VEC = 4: per four, with 16-byte accesses) ---- */
+template <typename T, int VEC>
+TRN_DEV void tk_embedding(T *__restrict__ out, const T *__restrict__ table, const int32_t *__restrict__ idx, int64_t N, int64_t C,
+                          int64_t V) {
+    int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+    if (i >= N * C) return;
+    int64_t n = i / C, c = i - n * C;
+    int64_t r = idx[n];
+    bool ok = r >= 0 && r < V;
+    if constexpr (VEC == 4) {
+        float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+        trn_st4((float *)out + i, ok ? trn_ld4((const float *)table + r * C + c) : z);
+    } else {
+        if (ok) out[i] = table[r * C + c];
+        else trn_st(out + i, 0.0f);
+    }
+}
+
+/* ---- embedding_grad: dtable [V,C] = scatter-add of dy [N,C] at idx [N].
+ * Thread c owns column c: zeroes it, then adds the rows in order n = 0, 1,
+ * ... exactly as the C backend does (deterministic, bit-identical in f32).
+ * grid: ceil(C / blockDim.x). ---- */
+TRN_DEV void tk_embedding_bwd(float *__restrict__ dtable, const float *__restrict__ dy, const int32_t *__restrict__ idx, int64_t N,
+                              int64_t C, int64_t V) {
+    int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    for (int64_t v = 0; v < V; v++) dtable[v * C + c] = 0.0f;
+    for (int64_t n = 0; n < N; n++) {
+        int64_t r = idx[n];
+        if (r < 0 || r >= V) continue;
+        dtable[r * C + c] += dy[n * C + c];
+    }
+}
+
+/* ---- softmax over the middle axis of [outer, n, inner] ----
+ * inner == 1: one block per row (block reductions); otherwise one thread
+ * per (o, i) column. */
+TRN_DEV void tk_softmax_rows(float *__restrict__ y, const float *__restrict__ x, int64_t outer, int64_t n) {
+    int64_t o = blockIdx.x;
+    if (o >= outer) return;
+    const float *xr = x + o * n;
+    float *yr = y + o * n;
+    float mx = -TRN_INF;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, xr[j]);
+    mx = trn_block_max(mx);
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += (double)expf(xr[j] - mx);
+    s = trn_block_sum(s);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = (float)((double)expf(xr[j] - mx) / s);
+}
+TRN_DEV void tk_softmax_cols(float *__restrict__ y, const float *__restrict__ x, int64_t outer, int64_t n, int64_t inner) {
+    int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= outer * inner) return;
+    int64_t o = t / inner, i = t - o * inner, base = o * n * inner + i;
+    float mx = -TRN_INF;
+    for (int64_t j = 0; j < n; j++) mx = fmaxf(mx, x[base + j * inner]);
+    double s = 0;
+    for (int64_t j = 0; j < n; j++) s += (double)expf(x[base + j * inner] - mx);
+    for (int64_t j = 0; j < n; j++) y[base + j * inner] = (float)((double)expf(x[base + j * inner] - mx) / s);
+}
+/* dx = y (dy - sum(dy y)) */
+TRN_DEV void tk_softmax_bwd_rows(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ y, int64_t outer,
+                                 int64_t n) {
+    int64_t o = blockIdx.x;
+    if (o >= outer) return;
+    double dot = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) dot += (double)dy[o * n + j] * (double)y[o * n + j];
+    dot = trn_block_sum(dot);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) dx[o * n + j] = (float)((double)y[o * n + j] * ((double)dy[o * n + j] - dot));
+}
+TRN_DEV void tk_softmax_bwd_cols(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ y, int64_t outer,
+                                 int64_t n, int64_t inner) {
+    int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= outer * inner) return;
+    int64_t o = t / inner, i = t - o * inner, base = o * n * inner + i;
+    double dot = 0;
+    for (int64_t j = 0; j < n; j++) dot += (double)dy[base + j * inner] * (double)y[base + j * inner];
+    for (int64_t j = 0; j < n; j++)
+        dx[base + j * inner] = (float)((double)y[base + j * inner] * ((double)dy[base + j * inner] - dot));
+}
+
+/* ---- norms over rows of [N,C]: one warp per row, the row held in
+ * registers (C / 32 values per lane), statistics in double ---- */
+template <int C> struct TrnRow {
+    static constexpr int PER = (C + 31) / 32;          /* values per lane */
+    float v[PER];
+    TRN_MEMBER void load(const float *__restrict__ r, int lane) {
+#pragma unroll
+        for (int k = 0; k < PER; k++) {
+            int c = lane + 32 * k;
+            v[k] = c < C ? r[c] : 0.0f;
+        }
+    }
+};
+
+/* y, mean [N], rstd [N] = layer_norm(x [N,C], w [C], b [C]); block: 8 warps, grid ceil(N / 8) */
+template <int C>
+TRN_DEV void tk_layernorm(float *__restrict__ y, float *__restrict__ mean, float *__restrict__ rstd, const float *__restrict__ x,
+                          const float *__restrict__ w, const float *__restrict__ b, int64_t N, double eps) {
+    int lane = threadIdx.x & 31;
+    int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (n >= N) return;
+    TrnRow<C> row;
+    row.load(x + n * C, lane);
+    double s = 0;
+#pragma unroll
+    for (int k = 0; k < row.PER; k++) s += (double)row.v[k];
+    double m = trn_warp_sum(s) / (double)C;
+    double q = 0;
+#pragma unroll
+    for (int k = 0; k < row.PER; k++)
+        if (lane + 32 * k < C) q += ((double)row.v[k] - m) * ((double)row.v[k] - m);
+    double var = trn_warp_sum(q) / (double)C;
+    double rs = 1.0 / sqrt(var + eps);
+#pragma unroll
+    for (int k = 0; k < row.PER; k++) {
+        int c = lane + 32 * k;
+        if (c < C) y[n * C + c] = (float)(((double)row.v[k] - m) * rs * (double)w[c] + (double)b[c]);
+    }
+    if (lane == 0) {
+        mean[n] = (float)m;
+        rstd[n] = (float)rs;
+    }
+}
+
+/* dx [N,C] from dy, x, w, mean, rstd (rows; dw, db by tk_norm_bwd_cols) */
+template <int C>
+TRN_DEV void tk_layernorm_bwd_rows(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ x,
+                                   const float *__restrict__ w, const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N) {
+    int lane = threadIdx.x & 31;
+    int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (n >= N) return;
+    /* x held in registers; dy read twice (from L1) to stay clear of spills at C = 2048 */
+    TrnRow<C> xr;
+    xr.load(x + n * C, lane);
+    const float *dr = dy + n * C;
+    double m = mean[n], rs = rstd[n], s1 = 0, s2 = 0;
+#pragma unroll
+    for (int k = 0; k < xr.PER; k++) {
+        int c = lane + 32 * k;
+        if (c >= C) continue;
+        double xh = ((double)xr.v[k] - m) * rs, dxh = (double)dr[c] * (double)w[c];
+        s1 += dxh;
+        s2 += dxh * xh;
+    }
+    s1 = trn_warp_sum(s1) / (double)C;
+    s2 = trn_warp_sum(s2) / (double)C;
+#pragma unroll
+    for (int k = 0; k < xr.PER; k++) {
+        int c = lane + 32 * k;
+        if (c >= C) continue;
+        double xh = ((double)xr.v[k] - m) * rs, dxh = (double)dr[c] * (double)w[c];
+        dx[n * C + c] = (float)(rs * (dxh - s1 - xh * s2));
+    }
+}
+
+/* dw [C] = sum_rows dy xhat, db [C] = sum_rows dy (db may be NULL: rms_norm,
+ * whose xhat = x rstd has no mean).  Block (32, NY): x over columns, y over
+ * rows; grid ceil(C / 32). */
+template <int NY>
+TRN_DEV void tk_norm_bwd_cols(float *__restrict__ dw, float *__restrict__ db, const float *__restrict__ dy, const float *__restrict__ x,
+                              const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N, int64_t C) {
+    int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    bool ok = c < C;
+    double sw = 0, sb = 0;
+    if (ok)
+        for (int64_t n = threadIdx.y; n < N; n += NY) {
+            double d = (double)dy[n * C + c];
+            double xh = ((double)x[n * C + c] - (mean ? (double)mean[n] : 0.0)) * (double)rstd[n];
+            sw += d * xh;
+            sb += d;
+        }
+    sw = trn_col_sum<NY>(sw);
+    __syncthreads();
+    sb = trn_col_sum<NY>(sb);
+    if (ok && threadIdx.y == 0) {
+        dw[c] = (float)sw;
+        if (db) db[c] = (float)sb;
+    }
+}
+
+/* y, rstd [N] = rms_norm(x [N,C], w [C]) */
+template <int C>
+TRN_DEV void tk_rmsnorm(float *__restrict__ y, float *__restrict__ rstd, const float *__restrict__ x, const float *__restrict__ w,
+                        int64_t N, double eps) {
+    int lane = threadIdx.x & 31;
+    int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (n >= N) return;
+    TrnRow<C> row;
+    row.load(x + n * C, lane);
+    double ss = 0;
+#pragma unroll
+    for (int k = 0; k < row.PER; k++) ss += (double)row.v[k] * (double)row.v[k];
+    double rs = 1.0 / sqrt(trn_warp_sum(ss) / (double)C + eps);
+#pragma unroll
+    for (int k = 0; k < row.PER; k++) {
+        int c = lane + 32 * k;
+        if (c < C) y[n * C + c] = (float)((double)row.v[k] * rs * (double)w[c]);
+    }
+    if (lane == 0) rstd[n] = (float)rs;
+}
+
+/* dx = rstd (dy w - xhat mean(dy w xhat)) over rows */
+template <int C>
+TRN_DEV void tk_rmsnorm_bwd_rows(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ x,
+                                 const float *__restrict__ w, const float *__restrict__ rstd, int64_t N) {
+    int lane = threadIdx.x & 31;
+    int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (n >= N) return;
+    TrnRow<C> xr;
+    xr.load(x + n * C, lane);
+    const float *dr = dy + n * C;
+    double rs = rstd[n], s = 0;
+#pragma unroll
+    for (int k = 0; k < xr.PER; k++) {
+        int c = lane + 32 * k;
+        if (c < C) s += (double)dr[c] * (double)w[c] * (double)xr.v[k] * rs;
+    }
+    s = trn_warp_sum(s) / (double)C;
+#pragma unroll
+    for (int k = 0; k < xr.PER; k++) {
+        int c = lane + 32 * k;
+        if (c < C) dx[n * C + c] = (float)(rs * ((double)dr[c] * (double)w[c] - (double)xr.v[k] * rs * s));
+    }
+}
+
+/* ---- rope over [outer, T, D], rotate-half; one thread per (row, i < D/2).
+ * The angle t * theta^(-2i/D) reaches thousands of radians: it is formed
+ * and reduced in double (a float angle would be off by ~1e-4). ---- */
+TRN_DEV void tk_rope(float *__restrict__ y, const float *__restrict__ x, int64_t outer, int64_t T, int64_t D, double theta, int inverse) {
+    int64_t half = D / 2, t_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t_ >= outer * T * half) return;
+    int64_t row = t_ / half, i = t_ - row * half, t = row % T;
+    double ang = (double)t * pow(theta, -2.0 * (double)i / (double)D);
+    if (inverse) ang = -ang;
+    double s, c;
+    sincos(ang, &s, &c);
+    double x1 = x[row * D + i], x2 = x[row * D + i + half];
+    y[row * D + i] = (float)(x1 * c - x2 * s);
+    y[row * D + i + half] = (float)(x1 * s + x2 * c);
+}
+
+/* ---- attention (flash-attention style, f32 on the CUDA cores) ----
+ * q [B,H,T,D], k, v [B,Hkv,S,D] -> o [B,H,T,D], lse f32 [B,H,T].
+ * A group of TPR consecutive threads holds one query row: with D % 16 == 0,
+ * TPR = 4 and each thread keeps D/4 values of q and of the output
+ * accumulator as float4 chunks (chunk sub + 4 j: conflict-free shared-memory
+ * reads); otherwise TPR = 1 and a thread keeps the whole row.  Key and value
+ * tiles of BK rows go through shared memory; the softmax is online (running
+ * maximum and sum, rescaled per tile); only lse is saved for the backward. */
+template <int D> struct TrnAtt {
+    static constexpr int TPR = D % 16 == 0 ? 4 : 1;          /* threads per query row */
+    static constexpr int VW = D % 16 == 0 ? 4 : 1;           /* values per chunk */
+    static constexpr int NE = D / TPR;                       /* values per thread */
+    static constexpr int NC = NE / VW;                       /* chunks per thread */
+    static constexpr int BK = D <= 128 ? 32 : D <= 256 ? 16 : 8; /* key rows per shared-memory tile */
+    /* element e (< NE) of thread `sub`: its index in the row */
+    static TRN_MEMBER int col(int sub, int e) { return ((e / VW) * TPR + sub) * VW + e % VW; }
+};
+
+/* Loads rows r0.. r0+nr-1 (< lim) of a [.., D] matrix into tile [nr][D]; zeros past lim. */
+template <int D>
+TRN_DEV void trn_load_tile(float *__restrict__ tile, const float *__restrict__ src, int64_t r0, int nr, int64_t lim) {
+    if constexpr (D % 4 == 0) {
+        for (int e = threadIdx.x; e < nr * D / 4; e += blockDim.x) {
+            int r = e / (D / 4), c = (e - r * (D / 4)) * 4;
+            float4 v = r0 + r < lim ? trn_ld4(src + (r0 + r) * D + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+            trn_st4(tile + r * D + c, v);
+        }
+    } else {
+        for (int e = threadIdx.x; e < nr * D; e += blockDim.x) {
+            int r = e / D, c = e - r * D;
+            tile[e] = r0 + r < lim ? src[(r0 + r) * D + c] : 0.0f;
+        }
+    }
+}
+
+/* block: BQ * TPR threads; grid (ceil(T / BQ), B * H) */
+template <int D, int BQ>
+TRN_DEV void tk_attention(float *__restrict__ o, float *__restrict__ lse, const float *__restrict__ q, const float *__restrict__ k,
+                          const float *__restrict__ v, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
+    typedef TrnAtt<D> A;
+    __shared__ __align__(16) float Ks[A::BK * D];
+    __shared__ __align__(16) float Vs[A::BK * D];
+    int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
+    int64_t q0 = (int64_t)blockIdx.x * BQ;
+    int sub = threadIdx.x % A::TPR;
+    int64_t row = q0 + threadIdx.x / A::TPR;
+    bool valid = row < T;
+    int64_t rr = valid ? row : T - 1;
+    const float *qr = q + (bh * T + rr) * D;
+    const float *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
+    float qv[A::NE], acc[A::NE];
+#pragma unroll
+    for (int e = 0; e < A::NE; e++) {
+        qv[e] = qr[A::col(sub, e)];
+        acc[e] = 0.0f;
+    }
+    float m = -TRN_INF, l = 0.0f;
+    int64_t kend = causal ? min(S, q0 + BQ) : S;
+    for (int64_t k0 = 0; k0 < kend; k0 += A::BK) {
+        __syncthreads();
+        trn_load_tile<D>(Ks, kb, k0, A::BK, S);
+        trn_load_tile<D>(Vs, vb, k0, A::BK, S);
+        __syncthreads();
+        float s[A::BK];
+        float tmax = -TRN_INF;
+#pragma unroll
+        for (int j = 0; j < A::BK; j++) {
+            float d = 0.0f;
+#pragma unroll
+            for (int e = 0; e < A::NE; e++) d += qv[e] * Ks[j * D + A::col(sub, e)];
+            d = trn_group_sum<A::TPR>(d) * scale;
+            int64_t kj = k0 + j;
+            if (kj >= S || (causal && kj > rr)) d = -TRN_INF;
+            s[j] = d;
+            tmax = fmaxf(tmax, d);
+        }
+        float mn = fmaxf(m, tmax);
+        if (mn == -TRN_INF) continue; /* every key so far masked */
+        float corr = expf(m - mn);
+        l *= corr;
+#pragma unroll
+        for (int e = 0; e < A::NE; e++) acc[e] *= corr;
+#pragma unroll
+        for (int j = 0; j < A::BK; j++) {
+            float p = expf(s[j] - mn);
+            l += p;
+#pragma unroll
+            for (int e = 0; e < A::NE; e++) acc[e] += p * Vs[j * D + A::col(sub, e)];
+        }
+        m = mn;
+    }
+    if (!valid) return;
+    float *orow = o + (bh * T + row) * D;
+    float inv = 1.0f / l;
+#pragma unroll
+    for (int e = 0; e < A::NE; e++) orow[A::col(sub, e)] = acc[e] * inv;
+    if (sub == 0) lse[bh * T + row] = m + logf(l);
+}
+
+/* Backward, part 1: dq.  Same layout as the forward; p recomputed from lse,
+ * Di = do_i . o_i, ds = p (do_i . v_j - Di), dq_i = scale sum_j ds k_j. */
+template <int D, int BQ>
+TRN_DEV void tk_attention_bwd_dq(float *__restrict__ dq, const float *__restrict__ dout, const float *__restrict__ q,
+                                 const float *__restrict__ k, const float *__restrict__ v, const float *__restrict__ o,
+                                 const float *__restrict__ lse, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
+    typedef TrnAtt<D> A;
+    __shared__ __align__(16) float Ks[A::BK * D];
+    __shared__ __align__(16) float Vs[A::BK * D];
+    int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
+    int64_t q0 = (int64_t)blockIdx.x * BQ;
+    int sub = threadIdx.x % A::TPR;
+    int64_t row = q0 + threadIdx.x / A::TPR;
+    bool valid = row < T;
+    int64_t rr = valid ? row : T - 1;
+    const float *qr = q + (bh * T + rr) * D, *dr = dout + (bh * T + rr) * D, *orow = o + (bh * T + rr) * D;
+    const float *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
+    float qv[A::NE], dov[A::NE], acc[A::NE];
+    float di = 0.0f;
+#pragma unroll
+    for (int e = 0; e < A::NE; e++) {
+        int c = A::col(sub, e);
+        qv[e] = qr[c];
+        dov[e] = dr[c];
+        di += dov[e] * orow[c];
+        acc[e] = 0.0f;
+    }
+    di = trn_group_sum<A::TPR>(di);
+    float L = lse[bh * T + rr];
+    int64_t kend = causal ? min(S, q0 + BQ) : S;
+    for (int64_t k0 = 0; k0 < kend; k0 += A::BK) {
+        __syncthreads();
+        trn_load_tile<D>(Ks, kb, k0, A::BK, S);
+        trn_load_tile<D>(Vs, vb, k0, A::BK, S);
+        __syncthreads();
+#pragma unroll 4
+        for (int j = 0; j < A::BK; j++) {
+            float sd = 0.0f, dp = 0.0f;
+#pragma unroll
+            for (int e = 0; e < A::NE; e++) {
+                int c = A::col(sub, e);
+                sd += qv[e] * Ks[j * D + c];
+                dp += dov[e] * Vs[j * D + c];
+            }
+            sd = trn_group_sum<A::TPR>(sd);
+            dp = trn_group_sum<A::TPR>(dp);
+            int64_t kj = k0 + j;
+            float p = (kj >= S || (causal && kj > rr)) ? 0.0f : expf(sd * scale - L);
+            float ds = p * (dp - di) * scale;
+#pragma unroll
+            for (int e = 0; e < A::NE; e++) acc[e] += ds * Ks[j * D + A::col(sub, e)];
+        }
+    }
+    if (!valid) return;
+    float *dqr = dq + (bh * T + row) * D;
+#pragma unroll
+    for (int e = 0; e < A::NE; e++) dqr[A::col(sub, e)] = acc[e];
+}
+
+/* Backward, part 2: dk, dv.  A group of TPR threads holds one key row j
+ * (k_j, v_j and the dk_j, dv_j accumulators); tiles of BQ2 query rows (q,
+ * do, lse, Di) go through shared memory, for every query head sharing the
+ * kv head.  block: BKV * TPR threads; grid (ceil(S / BKV), B * Hkv). */
+template <int D, int BKV>
+TRN_DEV void tk_attention_bwd_dkv(float *__restrict__ dk, float *__restrict__ dv, const float *__restrict__ dout,
+                                  const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,
+                                  const float *__restrict__ o, const float *__restrict__ lse, int64_t H, int64_t Hkv, int64_t T,
+                                  int64_t S, float scale, int causal) {
+    typedef TrnAtt<D> A;
+    constexpr int BQ2 = A::BK;
+    __shared__ __align__(16) float Qs[BQ2 * D];
+    __shared__ __align__(16) float Os[BQ2 * D];
+    __shared__ float Ls[BQ2], Ds[BQ2];
+    int64_t bk = blockIdx.y, b = bk / Hkv, hk = bk - b * Hkv, grp = H / Hkv;
+    int64_t j0 = (int64_t)blockIdx.x * BKV;
+    int sub = threadIdx.x % A::TPR;
+    int64_t kj = j0 + threadIdx.x / A::TPR;
+    bool valid = kj < S;
+    int64_t jj = valid ? kj : S - 1;
+    const float *kr = k + (bk * S + jj) * D, *vr = v + (bk * S + jj) * D;
+    float kv[A::NE], vv[A::NE], dka[A::NE], dva[A::NE];
+#pragma unroll
+    for (int e = 0; e < A::NE; e++) {
+        int c = A::col(sub, e);
+        kv[e] = kr[c];
+        vv[e] = vr[c];
+        dka[e] = 0.0f;
+        dva[e] = 0.0f;
+    }
+    int64_t istart = causal ? (j0 / BQ2) * BQ2 : 0;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int64_t h = hk * grp; h < (hk + 1) * grp; h++) {
+        int64_t bh = b * H + h;
+        for (int64_t i0 = istart; i0 < T; i0 += BQ2) {
+            __syncthreads();
+            trn_load_tile<D>(Qs, q + bh * T * D, i0, BQ2, T);
+            trn_load_tile<D>(Os, dout + bh * T * D, i0, BQ2, T);
+            /* Di = do_i . o_i, one warp per row */
+            for (int r = warp; r < BQ2; r += nw) {
+                float d = 0.0f;
+                if (i0 + r < T)
+                    for (int c = lane; c < D; c += 32) d += dout[(bh * T + i0 + r) * D + c] * o[(bh * T + i0 + r) * D + c];
+                d = trn_warp_sum(d);
+                if (lane == 0) {
+                    Ds[r] = d;
+                    Ls[r] = i0 + r < T ? lse[bh * T + i0 + r] : 0.0f;
+                }
+            }
+            __syncthreads();
+#pragma unroll 4
+            for (int r = 0; r < BQ2; r++) {
+                int64_t i = i0 + r;
+                float sd = 0.0f, dp = 0.0f;
+#pragma unroll
+                for (int e = 0; e < A::NE; e++) {
+                    int c = A::col(sub, e);
+                    sd += kv[e] * Qs[r * D + c];
+                    dp += vv[e] * Os[r * D + c];
+                }
+                sd = trn_group_sum<A::TPR>(sd);
+                dp = trn_group_sum<A::TPR>(dp);
+                float p = (i >= T || (causal && jj > i)) ? 0.0f : expf(sd * scale - Ls[r]);
+                float ds = p * (dp - Ds[r]) * scale;
+#pragma unroll
+                for (int e = 0; e < A::NE; e++) {
+                    int c = A::col(sub, e);
+                    dva[e] += p * Os[r * D + c];
+                    dka[e] += ds * Qs[r * D + c];
+                }
+            }
+        }
+    }
+    if (!valid) return;
+#pragma unroll
+    for (int e = 0; e < A::NE; e++) {
+        int c = A::col(sub, e);
+        dk[(bk * S + kj) * D + c] = dka[e];
+        dv[(bk * S + kj) * D + c] = dva[e];
+    }
+}
+
+/* ---- cross-entropy over rows of logits [N,V] with targets [N] ----
+ * Three launches: tk_ce_count (one block: the kept rows, into scratch),
+ * a row kernel (one block per row: lse, the row's loss in scratch, and for
+ * the fused and backward forms the gradient), tk_ce_mean (one block: the
+ * mean of the row losses in a fixed order).  scratch: int64 count at 0,
+ * double row losses from byte 256. */
+#define TRN_CE_ROWS(scratch) ((double *)((unsigned char *)(scratch) + 256))
+
+TRN_DEV void tk_ce_count(void *scratch, const int32_t *__restrict__ tg, int64_t N, int64_t ignore) {
+    long long c = 0;
+    for (int64_t n = threadIdx.x; n < N; n += blockDim.x) c += tg[n] != ignore;
+    c = trn_block_sum(c);
+    if (threadIdx.x == 0) *(long long *)scratch = c;
+}
+
+/* mode 0: forward (lse, row loss); 1: forward and backward fused, dlogits
+ * written over the logits; 2: backward only (dlogits from lse). */
+template <int MODE>
+TRN_DEV void tk_ce_rows(float *__restrict__ lse, float *logits, float *dlogits, const int32_t *__restrict__ tg,
+                        const float *__restrict__ dloss, void *scratch, int64_t N, int64_t V, int64_t ignore) {
+    int64_t n = blockIdx.x;
+    if (n >= N) return;
+    float *r = logits + n * V;
+    int64_t t = tg[n];
+    double l;
+    if (MODE != 2) {
+        float mx = -TRN_INF;
+        for (int64_t j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, r[j]);
+        mx = trn_block_max(mx);
+        double s = 0;
+        for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += (double)expf(r[j] - mx);
+        s = trn_block_sum(s);
+        l = (double)mx + log(s);
+        if (threadIdx.x == 0) {
+            lse[n] = (float)l;
+            TRN_CE_ROWS(scratch)[n] = (t == ignore || t < 0 || t >= V) ? 0.0 : l - (double)r[t];
+        }
+        __syncthreads(); /* r[t] read before the fused form overwrites it */
+    } else {
+        l = lse[n];
+    }
+    if (MODE == 0) return;
+    long long cnt = *(const long long *)scratch;
+    double sc = cnt ? (double)*dloss / (double)cnt : 0.0;
+    float *d = (MODE == 1 ? logits : dlogits) + n * V;
+    bool skip = MODE == 1 ? (t == ignore || t < 0 || t >= V) : t == ignore;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+        d[j] = skip ? 0.0f : (float)(sc * ((double)expf((float)((double)r[j] - l)) - (j == t ? 1.0 : 0.0)));
+}
+
+TRN_DEV void tk_ce_mean(float *__restrict__ loss, const void *scratch, int64_t N) {
+    double s = 0;
+    for (int64_t n = threadIdx.x; n < N; n += blockDim.x) s += TRN_CE_ROWS(scratch)[n];
+    s = trn_block_sum(s);
+    long long cnt = *(const long long *)scratch;
+    if (threadIdx.x == 0) *loss = (float)(cnt ? s / (double)cnt : 0.0);
+}
+
+/* ---- optimizer ---- */
+
+/* Sum of squares of n floats into a per-block partial (double), added to acc. */
+TRN_DEV double trn_sumsq(const float *__restrict__ x, int64_t n) {
+    double s = 0;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        s += (double)x[i] * (double)x[i];
+    return s;
+}
+/* The partials of gridDim.x blocks (scratch, doubles) -> out = sqrt(sum); one block. */
+TRN_DEV void tk_norm_final(float *__restrict__ out, const double *__restrict__ part, int nparts) {
+    double s = 0;
+    for (int i = threadIdx.x; i < nparts; i += blockDim.x) s += part[i];
+    s = trn_block_sum(s);
+    if (threadIdx.x == 0) *out = (float)sqrt(s);
+}
+
+/* AdamW on n elements, in place (w, m, v may alias the outputs); double, as the C backend. */
+TRN_DEV void tk_adamw(float *wo, float *mo, float *vo, const float *w, const float *__restrict__ g, const float *m, const float *v,
+                      int64_t n, const float *__restrict__ lrp, const int32_t *__restrict__ stepp, const float *__restrict__ gsp,
+                      double b1, double b2, double eps, double wd) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double lr = *lrp, gscale = *gsp, step = (double)*stepp;
+    double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
+    double gi = (double)g[i] * gscale;
+    double mi = b1 * (double)m[i] + (1.0 - b1) * gi;
+    double vi = b2 * (double)v[i] + (1.0 - b2) * gi * gi;
+    double wi = (double)w[i];
+    wi = wi - lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * wi);
+    wo[i] = (float)wi;
+    mo[i] = (float)mi;
+    vo[i] = (float)vi;
+}
+
+TRN_DEV void tk_sgd(float *wo, float *bo, const float *w, const float *__restrict__ g, const float *buf, int64_t n,
+                    const float *__restrict__ lrp, const float *__restrict__ gsp, double momentum, double wd, int nesterov) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double lr = *lrp, gscale = *gsp;
+    double wi = (double)w[i], gi = (double)g[i] * gscale + wd * wi, upd = gi, bi = (double)buf[i];
+    if (momentum != 0.0) {
+        bi = momentum * bi + gi;
+        upd = nesterov ? gi + momentum * bi : bi;
+    }
+    wo[i] = (float)(wi - lr * upd);
+    bo[i] = (float)bi;
+}
+
+#endif /* TRAINC_CUDA_CUH */

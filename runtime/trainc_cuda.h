@@ -1,0 +1,122 @@
+/* runtime/trainc_cuda.h — what a compiled CUDA module looks like: the
+ * contract between the code `trainc compile --target=cuda` generates and
+ * the CUDA backend (runtime/cuda.c).  TrnModel.cuda points at one
+ * TrnCudaModule.  Plain C, no CUDA header: the generated code and the
+ * runtime build and run where no CUDA is installed.
+ *
+ * A schedule is a list of kernels (the kernel IR's, one per C-backend
+ * kernel, in the same order), each carried out on the GPU by a few
+ * launches of compiled functions, one cuBLASLt matrix product, or one
+ * memset.  Every kernel also names the C function that computes the same
+ * thing on the CPU, and the buffers it reads and writes, so that a test can
+ * run one kernel on both and compare (tests/gpu/kcheck.c).
+ */
+#ifndef TRAINC_CUDA_H
+#define TRAINC_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trainc_rt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TRN_CUDA_ABI 1
+#define TRN_CUDA_MAXARGS 16
+
+/* A compiled image: cubin for one architecture, or PTX (JIT-compiled by the driver). */
+typedef struct TrnCudaImage {
+    const char          *arch;      /* "sm_90", "compute_80" */
+    int                  sm;        /* 90 */
+    int                  ptx;       /* 1: PTX text (NUL-terminated) */
+    const unsigned char *data;
+    size_t               size;
+} TrnCudaImage;
+
+/* One launch: function fns[fn] with grid x block threads and smem bytes of
+ * dynamic shared memory; argument i is the device pointer arena + arg[i]. */
+typedef struct TrnCudaLaunch {
+    int      fn;
+    unsigned grid[3], block[3];
+    unsigned smem;
+    int      nargs;
+    int64_t  arg[TRN_CUDA_MAXARGS];
+} TrnCudaLaunch;
+
+/* A matrix product C[M,N] = op(A)[M,K] op(B)[K,N] (+ bias[N]), row-major
+ * with leading dimensions, as the C backend's tk_gemm computes it; the
+ * runtime maps it onto cuBLASLt's column-major matmul.  Offsets in bytes
+ * (arena), strides and leading dimensions in elements. */
+typedef struct TrnCudaGemm {
+    int     dtype;              /* TrnDType of A, B and C */
+    int     ta, tb;             /* op = transpose */
+    int64_t M, N, K;
+    int64_t a, b, c;            /* byte offsets */
+    int64_t lda, ldb, ldc;
+    int64_t bias;               /* byte offset of the bias row, -1: none */
+    int     nbatch;             /* batch dims (strided), 0: one product */
+    int64_t batch[TRN_MAX_RANK];
+    int64_t sa[TRN_MAX_RANK], sb[TRN_MAX_RANK], sc[TRN_MAX_RANK];
+} TrnCudaGemm;
+
+/* A buffer a kernel reads or writes (for the single-kernel checks): bytes
+ * at an arena offset, its dtype, and the range random test data for it
+ * should come from (integers: [lo, hi)). */
+typedef struct TrnCudaBuf {
+    int64_t off, bytes;
+    int     dtype;
+    double  lo, hi;
+} TrnCudaBuf;
+
+enum { TRN_CK_LAUNCH, TRN_CK_GEMM, TRN_CK_MEMSET };
+
+typedef struct TrnCudaKernel {
+    const char          *name;      /* the kernel IR's name: k12_layer_norm_gpt2_model_L31 */
+    const char          *where;     /* "gpt2.model:31" (or "") */
+    int                  kind;      /* TRN_CK_* */
+    int                  nlaunch;
+    const TrnCudaLaunch *launch;
+    const TrnCudaGemm   *gemm;
+    int64_t              ms_off, ms_bytes;  /* TRN_CK_MEMSET: zero bytes at ms_off */
+    void               (*cpu)(unsigned char *arena);   /* the C backend's kernel */
+    int                  nreads, nwrites;
+    const TrnCudaBuf    *reads, *writes;
+} TrnCudaKernel;
+
+typedef struct TrnCudaModule {
+    int                  abi;               /* TRN_CUDA_ABI */
+    const char          *hash;              /* of the CUDA source and options */
+    int                  nimages;
+    const TrnCudaImage  *images;
+    int                  nfns;
+    const char *const   *fns;               /* __global__ function names */
+    int                  nkern[TRN_RUN__COUNT];
+    const TrnCudaKernel *kern[TRN_RUN__COUNT];
+    int64_t              workspace_off, workspace_bytes;  /* cuBLASLt workspace and kernel scratch */
+    int                  tf32;              /* f32 GEMMs on TF32 tensor cores (train.precision = tf32) */
+} TrnCudaModule;
+
+/* ---- the device, one kernel at a time (runtime/cuda.c; for tests) ----
+ * trn_cuda_backend() is built on these.  Every function returns 0, or -1
+ * with a message naming the failed call in err. */
+typedef struct TrnCudaDev TrnCudaDev;
+TrnCudaDev *trn_cuda_open(const TrnModel *m, int flags, char *err, size_t errn);
+void        trn_cuda_close(TrnCudaDev *g);
+int         trn_cuda_upload(TrnCudaDev *g, int64_t off, const void *src, size_t n, char *err, size_t errn);
+int         trn_cuda_download(TrnCudaDev *g, int64_t off, void *dst, size_t n, char *err, size_t errn);
+int         trn_cuda_fill(TrnCudaDev *g, int64_t off, unsigned char byte, size_t n, char *err, size_t errn);
+/* Runs kernel i of schedule `which` and waits for it. */
+int         trn_cuda_run_kernel(TrnCudaDev *g, int which, int i, char *err, size_t errn);
+/* Runs a whole schedule (graph-captured after its first run unless TRAINC_CUDA_GRAPH=0). */
+int         trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn);
+int         trn_cuda_sync(TrnCudaDev *g, char *err, size_t errn);
+/* Device name, compute capability, image used, peak device memory of the process so far (bytes). */
+const char *trn_cuda_describe(TrnCudaDev *g);
+int64_t     trn_cuda_mem_used(TrnCudaDev *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TRAINC_CUDA_H */

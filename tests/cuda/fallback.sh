@@ -1,0 +1,37 @@
+#!/bin/bash
+# tests/cuda/fallback.sh — an executable compiled with --target=cuda on this
+# machine (no GPU, no driver):
+#   - has no load-time dependency on libcuda or cuBLASLt (readelf -d);
+#   - trains on the CPU with --device=auto, exactly as the CPU-target build;
+#   - fails cleanly with --device=cuda (exit 1, a message saying why).
+# usage: fallback.sh CUDA_EMIT TOKENIZE WORKDIR
+set -u
+emit=$1 tokenize=$2 dir=$3
+root=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$dir" && cd "$dir" || exit 1
+fail=0
+check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; else echo "ok: $2"; fi; }
+tiny="-D vocab=256 -D layers=2 -D heads=4 -D dim=64 -D seq=64 -D batch=4"
+"$emit" "$root/examples/gpt2.model" gpt2_cuda exe $tiny || { echo "FAIL: cuda-target build"; exit 1; }
+"$emit" "$root/examples/gpt2.model" gpt2_cpu exe $tiny --cpu || { echo "FAIL: cpu-target build"; exit 1; }
+check "! readelf -d gpt2_cuda | grep -E 'NEEDED.*(libcuda|cublas|cudart|nvrtc)'" "no CUDA library is a load-time dependency"
+check "grep -q trn_cuda_module_gpt2 <(nm gpt2_cuda)" "the executable embeds its CUDA module"
+text="$root/../shared/data/tinyshakespeare.txt"
+[ -f "$text" ] || { cat "$root"/examples/*.model "$root"/docs/*.md > corpus.txt; text=corpus.txt; }
+"$tokenize" "$text" tok > /dev/null || exit 1
+./gpt2_cuda --data tok_train.bin --steps 4 --device auto --metrics auto.jsonl > auto.out 2> auto.err
+check "[ $? -eq 0 ]" "--device=auto trains (exit 0)"
+check "grep -q 'device cpu' auto.err" "--device=auto fell back to the CPU"
+./gpt2_cpu --data tok_train.bin --steps 4 --device cpu --metrics cpu.jsonl > /dev/null 2>&1
+check "cmp -s <(grep -o '\"loss\":[^,]*' auto.jsonl) <(grep -o '\"loss\":[^,]*' cpu.jsonl)" "the same losses as the CPU-target executable"
+./gpt2_cuda --data tok_train.bin --steps 4 --device cuda > cuda.out 2> cuda.err
+rc=$?
+cat cuda.err
+check "[ $rc -eq 1 ]" "--device=cuda exits with status 1 (got $rc)"
+check "grep -q 'device cuda: ' cuda.err" "--device=cuda says why"
+TRAINC_LIBCUDA=/nonexistent/libcuda.so.1 ./gpt2_cuda --data tok_train.bin --steps 1 --device cuda > /dev/null 2> cuda2.err
+check "[ $? -eq 1 ] && grep -q 'no CUDA driver\|no CUDA device' cuda2.err" "a missing driver is reported, not a crash"
+./gpt2_cpu --data tok_train.bin --steps 1 --device cuda > /dev/null 2> cpu.err
+check "[ $? -eq 1 ] && grep -q 'without a CUDA module' cpu.err" "a CPU-target executable says it has no CUDA module"
+[ $fail -eq 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
+exit $fail

@@ -1,0 +1,110 @@
+/* tests/cuda/test_nvrtc.c — every kernel of a model compiles with NVRTC to
+ * sm_80 and sm_90 cubin (and PTX), without a GPU:
+ *   test_nvrtc MODEL PRECISION [--no-spills] [--arch LIST] [-D NAME=VALUE]...
+ * checks that every kernel of every schedule has its CUDA form (a launch, a
+ * cuBLASLt product or a memset), that each image holds every function, and
+ * with --no-spills that no template kernel spills registers (the resource
+ * report of ptxas -v).  PRECISION is train.precision (fp32, tf32, bf16...). */
+#include "cg.h"
+#include "compile.h"
+#include "cuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_nvrtc MODEL PRECISION [--no-spills] [--arch LIST] [-D NAME=VALUE]...\n");
+        return 2;
+    }
+    Define dv[32];
+    int nd = 0;
+    bool nospill = false;
+    const char *archs = "sm_80,sm_90";
+    for (int i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "--no-spills") == 0) nospill = true;
+        else if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc) archs = argv[++i];
+        else if (strcmp(argv[i], "-D") == 0 && i + 1 < argc && nd < 32) {
+            char *eq = strchr(argv[++i], '=');
+            if (!eq) return 2;
+            *eq = 0;
+            dv[nd++] = (Define){argv[i], eq + 1};
+        } else {
+            fprintf(stderr, "test_nvrtc: unknown argument %s\n", argv[i]);
+            return 2;
+        }
+    }
+    char set[64];
+    snprintf(set, sizeof set, "precision=%s", argv[2]);
+    const char *sets[] = {set, NULL};
+    CompileOptions o = {0};
+    o.model = argv[1];
+    o.defs = dv;
+    o.ndefs = nd;
+    o.fuse = true;
+    o.target = "cuda";
+    o.sets = sets;
+    o.pm.verify_each = true;
+    Diag d;
+    diag_init(&d, stderr);
+    Graph *train = NULL, *eval = NULL, *sample = NULL;
+    Program *p = cg_build(&o, &train, &eval, &sample, &d);
+    if (!p) return 1;
+    int fails = 0, nk = 0;
+    for (int s = 0; s < TRN_RUN__COUNT; s++) nk += p->sched[s].nk;
+    CudaModule *m = cg_cuda_emit(p, &d);
+    if (!m) return 1;
+    if (cg_cuda_nkernels(m) != nk) {
+        fprintf(stderr, "FAIL: %d kernels in the program, %d in the CUDA module\n", nk, cg_cuda_nkernels(m));
+        fails++;
+    }
+    printf("%s (%s): %d kernels -> %d CUDA functions, %zu bytes of CUDA C; workspace %lld bytes\n", argv[1], argv[2], nk, cg_cuda_nfns(m),
+           strlen(cg_cuda_source(m)), (long long)p->workspace_bytes);
+    CudaBuild b;
+    if (!cg_nvrtc_build(cg_cuda_source(m), archs, &b, &d)) return 1;
+    printf("NVRTC: %d images in %.1f s (cache %s)\n", b.n, b.seconds, cg_cuda_cache_dir());
+    CudaRes *rows;
+    int nr = cg_cuda_resources(&b, &rows);
+    int ncubin = 0;
+    for (int i = 0; i < b.n; i++) {
+        ncubin += !b.img[i].ptx;
+        printf("  %-11s %9zu bytes%s\n", b.img[i].arch, b.img[i].size, b.img[i].cached ? " (cached)" : "");
+        if (b.img[i].size == 0) {
+            fprintf(stderr, "FAIL: empty image %s\n", b.img[i].arch);
+            fails++;
+        }
+    }
+    if (nr != ncubin * cg_cuda_nfns(m)) {
+        fprintf(stderr, "FAIL: the report lists %d functions, expected %d x %d\n", nr, ncubin, cg_cuda_nfns(m));
+        fails++;
+    }
+    int spills = 0, tspills = 0, maxregs = 0;
+    for (int i = 0; i < nr; i++) {
+        bool tmpl = false;
+        for (int j = 0; j < cg_cuda_nfns(m); j++)
+            if (strcmp(cg_cuda_fn_name(m, j), rows[i].name) == 0) tmpl = cg_cuda_fn_is_template(m, j);
+        if (rows[i].regs > maxregs) maxregs = rows[i].regs;
+        if (rows[i].spill_st + rows[i].spill_ld == 0) continue;
+        spills++;
+        tspills += tmpl;
+        printf("  spill: %s %s: %d registers, %d bytes stores, %d bytes loads (%s)\n", rows[i].name, rows[i].arch, rows[i].regs, rows[i].spill_st,
+               rows[i].spill_ld, tmpl ? "template" : "generated");
+    }
+    printf("resource report: %d function images, at most %d registers, %d with spills (%d templates)\n", nr, maxregs, spills, tspills);
+    if (nospill && tspills) {
+        fprintf(stderr, "FAIL: %d template kernel image(s) spill registers\n", tspills);
+        fails++;
+    }
+    free(rows);
+    cg_cuda_build_free(&b);
+    cg_cuda_free(m);
+    cg_free(p);
+    ir_graph_free(train);
+    ir_graph_free(eval);
+    ir_graph_free(sample);
+    diag_free(&d);
+    if (fails) return 1;
+    printf("ok\n");
+    return 0;
+}

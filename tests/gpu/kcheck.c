@@ -1,0 +1,185 @@
+/* tests/gpu/kcheck.c — every kernel of a compiled model, one at a time, on
+ * the GPU against the C backend's kernel on the CPU (tests/gpu/run.sh).
+ *
+ * Linked with a model's generated C (--target=cuda, built with -DTRN_MODEL=
+ * trn_model_NAME): its CUDA module lists, for each kernel, the C function
+ * computing the same thing and the buffers it reads and writes.  For each
+ * kernel: fresh random inputs (in the range the compiler gives for each
+ * buffer: indices below the table size, variances >= 0, ...) go into both
+ * arenas; the outputs are poisoned on the GPU first (0xA5 bytes), so an
+ * element the kernel never writes shows up; both run; the outputs are
+ * compared: max |gpu - cpu| / max |cpu| per buffer within the tolerance
+ * (fp32: 2e-4; TF32 products 5e-3), integers exactly, NaN where the CPU has
+ * one.  One JSON object per kernel goes to the file named by argv[1], a
+ * summary to stdout; the exit status is 1 when any kernel fails.
+ *   kcheck OUT.jsonl [SEED] */
+#include "trainc_cuda.h"
+#include "trainc_rt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+extern const TrnModel TRN_MODEL;
+
+static uint64_t rng = 88172645463325252ull;
+static double urand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static void fill_random(unsigned char *p, const TrnCudaBuf *b) {
+    int64_t n = b->bytes / (b->dtype == TRN_F64 || b->dtype == TRN_I64 ? 8 : b->dtype == TRN_U8 ? 1 : b->dtype == TRN_BF16 || b->dtype == TRN_F16 ? 2 : 4);
+    for (int64_t i = 0; i < n; i++) {
+        double v = b->lo + (b->hi - b->lo) * urand();
+        switch (b->dtype) {
+        case TRN_F32: ((float *)p)[i] = (float)v; break;
+        case TRN_F64: ((double *)p)[i] = v; break;
+        case TRN_BF16: ((uint16_t *)p)[i] = to_bf16((float)v); break;
+        case TRN_F16: ((uint16_t *)p)[i] = to_bf16((float)v); break; /* any bits: both sides read the same */
+        case TRN_I32: ((int32_t *)p)[i] = (int32_t)floor(v); break;
+        case TRN_I64: ((int64_t *)p)[i] = (int64_t)floor(v); break;
+        case TRN_U8: p[i] = (unsigned char)floor(v); break;
+        }
+    }
+}
+
+static double get(const unsigned char *p, int dt, int64_t i) {
+    switch (dt) {
+    case TRN_F32: return ((const float *)p)[i];
+    case TRN_F64: return ((const double *)p)[i];
+    case TRN_BF16: {
+        uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    case TRN_F16: return ((const uint16_t *)p)[i];
+    case TRN_I32: return ((const int32_t *)p)[i];
+    case TRN_I64: return (double)((const int64_t *)p)[i];
+    default: return p[i];
+    }
+}
+
+static int esize(int dt) { return dt == TRN_F64 || dt == TRN_I64 ? 8 : dt == TRN_U8 ? 1 : dt == TRN_BF16 || dt == TRN_F16 ? 2 : 4; }
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    const TrnModel *m = &TRN_MODEL;
+    const TrnCudaModule *cm = m->cuda;
+    if (argc > 2) rng ^= (uint64_t)strtoull(argv[2], NULL, 10) * 0x9E3779B97F4A7C15ull;
+    else rng ^= (uint64_t)time(NULL);
+    FILE *out = fopen(argc > 1 ? argv[1] : "kcheck.jsonl", "w");
+    if (!out) {
+        perror("kcheck: output");
+        return 2;
+    }
+    char err[2048];
+    TrnCudaDev *g = trn_cuda_open(m, 0, err, sizeof err);
+    if (!g) {
+        fprintf(stderr, "kcheck: %s\n", err);
+        fprintf(out, "{\"model\":\"%s\",\"error\":\"cannot open the device\"}\n", m->name);
+        return 2;
+    }
+    printf("kcheck %s on %s: arena %lld bytes\n", m->name, trn_cuda_describe(g), (long long)m->arena_bytes);
+    unsigned char *A = calloc(1, (size_t)m->arena_bytes), *G = malloc((size_t)m->arena_bytes);
+    if (!A || !G) return 2;
+    int total = 0, failed = 0;
+    double worst = 0;
+    const char *worst_name = "";
+    static const char *const sname[] = {"micro", "update", "eval", "sample"};
+    for (int s = 0; s < TRN_RUN__COUNT; s++)
+        for (int i = 0; i < cm->nkern[s]; i++) {
+            const TrnCudaKernel *k = &cm->kern[s][i];
+            int rc = 0;
+            /* inputs, into both arenas */
+            for (int r = 0; r < k->nreads && rc == 0; r++) {
+                const TrnCudaBuf *b = &k->reads[r];
+                fill_random(A + b->off, b);
+                rc = trn_cuda_upload(g, b->off, A + b->off, (size_t)b->bytes, err, sizeof err);
+            }
+            /* outputs poisoned on the GPU (not those also read: in place) */
+            for (int w = 0; w < k->nwrites && rc == 0; w++) {
+                const TrnCudaBuf *b = &k->writes[w];
+                int also = 0;
+                for (int r = 0; r < k->nreads; r++) also |= k->reads[r].off == b->off;
+                if (!also) rc = trn_cuda_fill(g, b->off, 0xA5, (size_t)b->bytes, err, sizeof err);
+            }
+            if (rc == 0) rc = trn_cuda_run_kernel(g, s, i, err, sizeof err);
+            k->cpu(A);
+            double kworst = 0;
+            int64_t unwritten = 0, nanmis = 0, intmis = 0;
+            for (int w = 0; w < k->nwrites && rc == 0; w++) {
+                const TrnCudaBuf *b = &k->writes[w];
+                rc = trn_cuda_download(g, b->off, G + b->off, (size_t)b->bytes, err, sizeof err);
+                int es = esize(b->dtype);
+                int64_t n = b->bytes / es;
+                int fl = b->dtype <= TRN_F16;
+                double scale = 0, diff = 0;
+                for (int64_t e = 0; e < n && rc == 0; e++) {
+                    const unsigned char *gp = G + b->off + e * es, *cp = A + b->off + e * es;
+                    int poison = 1;
+                    for (int q = 0; q < es; q++) poison &= gp[q] == 0xA5;
+                    if (poison && memcmp(gp, cp, (size_t)es) != 0) {
+                        unwritten++;
+                        continue;
+                    }
+                    double c = get(A + b->off, b->dtype, e), x = get(G + b->off, b->dtype, e);
+                    if (!fl) {
+                        intmis += c != x;
+                        continue;
+                    }
+                    if (isnan(c) != isnan(x)) {
+                        nanmis++;
+                        continue;
+                    }
+                    if (isnan(c)) continue;
+                    scale = fmax(scale, fabs(c));
+                    diff = fmax(diff, fabs(c - x));
+                }
+                double rel = scale > 0 ? diff / scale : diff;
+                if (rel > kworst) kworst = rel;
+            }
+            double tol = k->kind == TRN_CK_GEMM && cm->tf32 ? 5e-3 : 2e-4;
+            int ok = rc == 0 && unwritten == 0 && nanmis == 0 && intmis == 0 && kworst <= tol;
+            total++;
+            if (!ok) failed++;
+            if (kworst > worst) {
+                worst = kworst;
+                worst_name = k->name;
+            }
+            fprintf(out,
+                    "{\"model\":\"%s\",\"schedule\":\"%s\",\"kernel\":\"%s\",\"where\":\"%s\",\"kind\":%d,\"rel_err\":%.3e,\"tol\":%.1e,"
+                    "\"unwritten\":%lld,\"nan_mismatch\":%lld,\"int_mismatch\":%lld,\"ok\":%s%s%s%s}\n",
+                    m->name, sname[s], k->name, k->where, k->kind, kworst, tol, (long long)unwritten, (long long)nanmis, (long long)intmis,
+                    ok ? "true" : "false", rc ? ",\"error\":\"" : "", rc ? "see stderr" : "", rc ? "\"" : "");
+            if (!ok)
+                printf("FAIL %-56s rel %.3e (tol %.0e) unwritten %lld nan %lld int %lld%s%s\n", k->name, kworst, tol, (long long)unwritten,
+                       (long long)nanmis, (long long)intmis, rc ? " error: " : "", rc ? err : "");
+            if (rc) {
+                /* a failed launch may leave the context unusable: stop */
+                fprintf(stderr, "kcheck: %s\n", err);
+                goto end;
+            }
+        }
+end:
+    printf("kcheck %s: %d kernels, %d failed, worst relative error %.3e (%s)\n", m->name, total, failed, worst, worst_name);
+    fprintf(out, "{\"model\":\"%s\",\"summary\":true,\"kernels\":%d,\"failed\":%d,\"worst\":%.3e,\"worst_kernel\":\"%s\"}\n", m->name, total, failed,
+            worst, worst_name);
+    fclose(out);
+    trn_cuda_close(g);
+    free(A);
+    free(G);
+    return failed ? 1 : 0;
+}

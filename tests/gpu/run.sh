@@ -1,0 +1,160 @@
+#!/bin/bash
+# tests/gpu/run.sh — the GPU checks and the benchmark, in one call on the
+# device machine (an H200 with CUDA 13, gcc, PyTorch; no network, no
+# OpenBLAS).  Uses what tests/gpu/build.sh built here into build-gpu/:
+#
+#   1. kernels: every kernel of five models (tiny GPT-2 and Llama, the MLP,
+#      GPT-2 with head dim 64, Llama with head dim 128 and GQA) on the GPU
+#      against the C kernel on the CPU, fresh random inputs, poisoned outputs
+#      (build-gpu/kcheck_*, tests/gpu/kcheck.c);
+#   2. end to end: 20 steps of tiny GPT-2 and Llama on the GPU against the
+#      same executable on the CPU: losses within 1e-4 relative (and the
+#      CUDA-graph run equal to the eager one);
+#   3. benchmark: GPT-2 small (124M), B=16 x T=1024, TF32 (and a few fp32
+#      steps), beside PyTorch (AdamW, bf16 autocast, SDPA) eager and
+#      torch.compile (bench/gpt2_torch.py): tokens/s, step time, MFU vs
+#      989 TFLOP/s, peak device memory.
+#
+# Every stage has a time limit; a failure is recorded in the JSON and the
+# next stage runs.  Results: $OUT/results.json, $OUT/table.txt (also printed
+# last), logs in $OUT/logs.tar.gz.  About 5 minutes on an H200.
+#
+# From a session with a device (see docs/cuda.md):
+#   here:   bash tests/gpu/build.sh
+#   device: run(command="bash tests/gpu/run.sh", carry=["build-gpu"], timeout_s=540)
+set -u
+root=$(cd "$(dirname "$0")/../.." && pwd)
+B=$root/build-gpu
+OUT=${OUT:-$root/gpu-out}
+mkdir -p "$OUT" "$OUT/logs"
+L=$OUT/logs
+R=$L/results.jsonl
+: > "$R"
+cd "$root"
+start=$(date +%s)
+rec() { echo "$1" >> "$R"; }
+
+[ -x "$B/gpt2_tiny" ] || { echo "build-gpu/ is missing: run tests/gpu/build.sh here and carry build-gpu"; exit 1; }
+chmod +x "$B"/* 2>/dev/null
+
+# cuBLASLt: the toolkit's, else the one PyTorch's wheels carry
+if [ -z "${TRAINC_CUBLASLT:-}" ]; then
+    for c in $(ldconfig -p 2>/dev/null | awk '/libcublasLt.so.13 /{print $NF}') /usr/local/cuda/lib64/libcublasLt.so.13 \
+             /usr/local/cuda/targets/x86_64-linux/lib/libcublasLt.so.13 \
+             $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, d, "lib/libcublasLt.so.13") for p in nvidia.__path__ for d in ("cu13", "cublas")))' 2>/dev/null); do
+        [ -f "$c" ] && { export TRAINC_CUBLASLT=$c; break; }
+    done
+fi
+echo "cuBLASLt: ${TRAINC_CUBLASLT:-(default search)}"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader > "$L/gpu.txt" 2>&1
+cat "$L/gpu.txt"
+rec "{\"stage\":\"env\",\"gpu\":\"$(head -1 "$L/gpu.txt" | tr -d '"')\",\"cublaslt\":\"${TRAINC_CUBLASLT:-}\"}"
+
+# ---- 1. kernels ----
+for m in gpt2_tiny llama_tiny mlp gpt2_d64 llama_d128; do
+    t0=$(date +%s%N)
+    timeout -k 5 75 "$B/kcheck_$m" "$L/kcheck_$m.jsonl" 1234 > "$L/kcheck_$m.log" 2>&1
+    rc=$?
+    t1=$(date +%s%N)
+    tail -3 "$L/kcheck_$m.log"
+    summ=$(grep '"summary"' "$L/kcheck_$m.jsonl" 2>/dev/null | tail -1)
+    rec "{\"stage\":\"kernels\",\"model\":\"$m\",\"rc\":$rc,\"ms\":$(( (t1 - t0) / 1000000 )),\"summary\":${summ:-null}}"
+done
+
+# ---- 2. end to end ----
+steps=20
+for m in gpt2_tiny llama_tiny; do
+    args="--data $B/data/ts_train.bin --steps $steps --lr 1e-3 --warmup 0 --schedule constant --seed 7 --quiet"
+    timeout -k 5 120 "$B/$m" $args --device cpu --metrics "$L/e2e_${m}_cpu.jsonl" > "$L/e2e_${m}_cpu.log" 2>&1
+    rc1=$?
+    timeout -k 5 120 "$B/$m" $args --device cuda --metrics "$L/e2e_${m}_cuda.jsonl" > "$L/e2e_${m}_cuda.log" 2>&1
+    rc2=$?
+    TRAINC_CUDA_GRAPH=0 timeout -k 5 120 "$B/$m" $args --device cuda --metrics "$L/e2e_${m}_eager.jsonl" > "$L/e2e_${m}_eager.log" 2>&1
+    rc3=$?
+    cmp=$(python3 - "$L/e2e_${m}_cpu.jsonl" "$L/e2e_${m}_cuda.jsonl" "$L/e2e_${m}_eager.jsonl" $steps <<'EOF'
+import json, sys
+def losses(p):
+    try:
+        return [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
+    except Exception:
+        return []
+c, g, e = (losses(p) for p in sys.argv[1:4])
+n = min(len(c), len(g))
+rel = max((abs(a - b) / max(abs(a), 1e-12) for a, b in zip(c, g)), default=None)
+same = len(g) == len(e) and g == e
+print(json.dumps({"steps": n, "max_rel": rel, "graph_equals_eager": same, "cpu_first": c[0] if c else None,
+                  "cpu_last": c[-1] if c else None, "gpu_last": g[-1] if g else None,
+                  "ok": bool(n == int(sys.argv[4]) and rel is not None and rel <= 1e-4)}))
+EOF
+)
+    echo "e2e $m: $cmp"
+    rec "{\"stage\":\"e2e\",\"model\":\"$m\",\"rc_cpu\":$rc1,\"rc_cuda\":$rc2,\"rc_eager\":$rc3,\"result\":${cmp:-null}}"
+done
+
+# ---- 3. benchmark ----
+bench_trainc() {   # NAME STEPS LIMIT
+    local name=$1 n=$2 lim=$3
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$L/mem_$name.txt" 2>/dev/null &
+    local smi=$!
+    timeout -k 5 "$lim" "$B/$name" --data "$B/data/ts_train.bin" --steps "$n" --lr 6e-4 --warmup 0 --device cuda \
+        --metrics "$L/bench_$name.jsonl" > "$L/bench_$name.log" 2>&1
+    local rc=$?
+    kill $smi 2>/dev/null
+    local res
+    res=$(python3 - "$L/bench_$name.jsonl" "$L/mem_$name.txt" <<'EOF'
+import json, sys
+try:
+    rows = [json.loads(l) for l in open(sys.argv[1]) if '"ms"' in l]
+except Exception:
+    rows = []
+try:
+    mem = [int(x) for x in open(sys.argv[2]).read().split() if x.isdigit()]
+except Exception:
+    mem = []
+N, tok, T, C, L = 124475904, 16 * 1024, 1024, 768, 12
+flops = 6 * N * tok + 6 * L * T * C * tok
+ms = sorted(r["ms"] for r in rows[2:]) or sorted(r["ms"] for r in rows)
+med = ms[len(ms) // 2] if ms else None
+print(json.dumps({"steps": len(rows), "step_ms": med, "tokens_per_s": tok / med * 1e3 if med else None,
+                  "mfu": flops / (med / 1e3) / 989e12 if med else None, "peak_mem_bytes": max(mem) * 2**20 if mem else None,
+                  "last_loss": rows[-1]["loss"] if rows else None}))
+EOF
+)
+    echo "bench $name: $res"
+    rec "{\"stage\":\"bench\",\"impl\":\"trainc-$name\",\"rc\":$rc,\"result\":${res:-null}}"
+}
+bench_trainc gpt2_124m 14 150
+bench_trainc gpt2_124m_fp32 6 120
+for mode in eager compile; do
+    lim=$([ $mode = compile ] && echo 200 || echo 120)
+    res=$(PYTHONUNBUFFERED=1 timeout -k 5 $lim python3 bench/gpt2_torch.py --mode $mode --batch 16 --steps 15 2> "$L/torch_$mode.err" | tail -1)
+    rc=$?
+    echo "bench torch $mode: $res"
+    echo "$res" | python3 -c 'import json,sys; json.loads(sys.stdin.read())' 2>/dev/null || res=null
+    rec "{\"stage\":\"bench\",\"impl\":\"pytorch-$mode\",\"rc\":$rc,\"result\":${res:-null}}"
+done
+
+# ---- results ----
+python3 - "$R" "$OUT/results.json" "$OUT/table.txt" $(( $(date +%s) - start )) <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+res = {"seconds": int(sys.argv[4]), "stages": rows}
+json.dump(res, open(sys.argv[2], "w"), indent=1)
+t = []
+for r in rows:
+    if r["stage"] == "kernels":
+        s = r.get("summary") or {}
+        t.append(f"kernels  {r['model']:<12} {'ok ' if r['rc'] == 0 else 'FAIL'} {s.get('kernels', '?')} kernels, {s.get('failed', '?')} failed, worst {s.get('worst', float('nan')):.2e} ({s.get('worst_kernel', '')})")
+    elif r["stage"] == "e2e":
+        x = r.get("result") or {}
+        t.append(f"e2e      {r['model']:<12} {'ok ' if x.get('ok') else 'FAIL'} {x.get('steps')} steps, max rel {x.get('max_rel')}, graph==eager {x.get('graph_equals_eager')}, loss {x.get('cpu_first')} -> {x.get('gpu_last')}")
+    elif r["stage"] == "bench":
+        x = r.get("result") or {}
+        f = lambda k, s=1, d=1: f"{x[k] / s:.{d}f}" if x.get(k) is not None else "-"
+        t.append(f"bench    {r['impl']:<22} step {f('step_ms')} ms  {f('tokens_per_s', 1, 0)} tok/s  MFU {f('mfu', 0.01, 1)}%  peak {f('peak_mem_bytes', 2**30, 1)} GiB  rc {r['rc']}")
+t.append(f"total {sys.argv[4]} s")
+open(sys.argv[3], "w").write("\n".join(t) + "\n")
+EOF
+tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
+echo "================ results ($OUT/results.json) ================"
+cat "$OUT/table.txt"
