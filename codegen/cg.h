@@ -151,6 +151,7 @@ typedef struct Program {
      * kernels' scratch, one region at the end of the arena, counted in
      * arena_bytes and cat_bytes[MC_WORKSPACE]; 0 bytes for the CPU target */
     int64_t     workspace_off, workspace_bytes;
+    const char *cuda_symbol;  /* the embedded CUDA module's symbol (cuda target), or NULL */
 } Program;
 
 /* lower.c */

@@ -263,28 +263,10 @@ int cg_compile(const CompileOptions *o, Diag *d) {
     size_t tlen = 0;
     FILE *mf = open_memstream(&text, &tlen);
     if (!mf) die("open_memstream failed");
+    if (cuda) p->cuda_symbol = cg_cuda_module_symbol(cm);
     bool ok = cg_emit_c(mf, p, !lib, d);
+    if (ok && cuda) ok = cg_cuda_emit_host(mf, cm, &cb, d); /* the module the descriptor points at */
     fclose(mf);
-    if (ok && cuda) {
-        /* point the descriptor's `cuda` at the module appended below.  emit_c
-         * writes ".cuda = NULL"; the lead may prefer emit_c to print a
-         * Program field instead (then this patch goes) */
-        const char *sym = cg_cuda_module_symbol(cm);
-        char *at = strstr(text, "    .cuda = NULL,\n};\n");
-        char *model = strstr(text, "const TrnModel trn_model_");
-        if (!at || !model) die("cuda target: the C descriptor has no '.cuda = NULL' to patch");
-        StrBuf nt = {0};
-        sb_printf(&nt, "%.*sextern const struct TrnCudaModule %s;\n%.*s    .cuda = &%s,\n};\n", (int)(model - text), text, sym, (int)(at - model),
-                  model, sym);
-        sb_puts(&nt, at + strlen("    .cuda = NULL,\n};\n"));
-        free(text);
-        FILE *hf = open_memstream(&text, &tlen);
-        if (!hf) die("open_memstream failed");
-        fputs(nt.s, hf);
-        ok = cg_cuda_emit_host(hf, cm, &cb, d);
-        fclose(hf);
-        sb_free(&nt);
-    }
     cg_cuda_build_free(&cb);
     cg_cuda_free(cm);
     if (!ok) {
@@ -353,6 +335,9 @@ int cg_compile(const CompileOptions *o, Diag *d) {
         argv[a++] = "-D_GNU_SOURCE";
         if (o->blas) argv[a++] = "-DTRN_HAVE_BLAS";
         if (o->native) argv[a++] = "-march=native";
+#ifdef TRAINC_RT_SANITIZE
+        argv[a++] = "-fsanitize=address,undefined"; /* the runtime library was built with them */
+#endif
         argv[a++] = inc;
         argv[a++] = blas_inc;
         argv[a++] = cpath;

@@ -308,19 +308,21 @@ static void vname(char *buf, size_t n, Value *v) { snprintf(buf, n, "v%d", v->id
 
 /* The expression of one pointwise node (operands already named). */
 static void node_expr(StrBuf *b, Node *m, char ops[][48], DType dt) {
-    bool fl = dtype_is_float[dt];
+    bool fl = dtype_is_float[dt], f64 = dt == DT_f64;
     const char *a = ops[0], *c = m->nin > 1 ? ops[1] : "", *y = m->nin > 2 ? ops[2] : "";
     switch (m->op) {
+    /* transcendental functions of values stored in f32 or narrower are
+     * evaluated in float (see trainc_kernels.h); f64 values in double */
     case OP_neg: sb_printf(b, "-(%s)", a); break;
-    case OP_exp: sb_printf(b, "exp(%s)", a); break;
-    case OP_log: sb_printf(b, "log(%s)", a); break;
+    case OP_exp: sb_printf(b, f64 ? "exp(%s)" : "expf((float)%s)", a); break;
+    case OP_log: sb_printf(b, f64 ? "log(%s)" : "logf((float)%s)", a); break;
     case OP_sqrt: sb_printf(b, "sqrt(%s)", a); break;
     case OP_rsqrt: sb_printf(b, "1.0 / sqrt(%s)", a); break;
-    case OP_tanh: sb_printf(b, "tanh(%s)", a); break;
-    case OP_sigmoid: sb_printf(b, "trn_sigmoid(%s)", a); break;
+    case OP_tanh: sb_printf(b, f64 ? "tanh(%s)" : "tanhf((float)%s)", a); break;
+    case OP_sigmoid: sb_printf(b, f64 ? "trn_sigmoid(%s)" : "trn_sigmoidf((float)%s)", a); break;
     case OP_relu: sb_printf(b, "(%s > 0 ? %s : 0)", a, a); break;
-    case OP_gelu: sb_printf(b, "trn_gelu(%s, %d)", a, (int)ir_int(m, "approx", 0)); break;
-    case OP_silu: sb_printf(b, "trn_silu(%s)", a); break;
+    case OP_gelu: sb_printf(b, f64 ? "trn_gelu(%s, %d)" : "trn_geluf((float)%s, %d)", a, (int)ir_int(m, "approx", 0)); break;
+    case OP_silu: sb_printf(b, f64 ? "trn_silu(%s)" : "trn_siluf((float)%s)", a); break;
     case OP_abs: sb_printf(b, fl ? "fabs(%s)" : "llabs(%s)", a); break;
     case OP_sign: sb_printf(b, fl ? "trn_sign(%s)" : "(%s > 0 ? 1 : %s < 0 ? -1 : 0)", a, a); break;
     case OP_cast:
@@ -337,8 +339,8 @@ static void node_expr(StrBuf *b, Node *m, char ops[][48], DType dt) {
     case OP_tanh_grad: sb_printf(b, "%s * (1.0 - %s * %s)", a, c, c); break;
     case OP_sigmoid_grad: sb_printf(b, "%s * %s * (1.0 - %s)", a, c, c); break;
     case OP_relu_grad: sb_printf(b, "(%s > 0 ? %s : 0)", c, a); break;
-    case OP_gelu_grad: sb_printf(b, "trn_gelu_grad(%s, %s, %d)", a, c, (int)ir_int(m, "approx", 0)); break;
-    case OP_silu_grad: sb_printf(b, "trn_silu_grad(%s, %s)", a, c); break;
+    case OP_gelu_grad: sb_printf(b, f64 ? "trn_gelu_grad(%s, %s, %d)" : "trn_gelu_gradf((float)%s, (float)%s, %d)", a, c, (int)ir_int(m, "approx", 0)); break;
+    case OP_silu_grad: sb_printf(b, f64 ? "trn_silu_grad(%s, %s)" : "trn_silu_gradf((float)%s, (float)%s)", a, c); break;
     case OP_max_grad: sb_printf(b, "(%s == %s ? %s : 0)", c, y, a); break;
     case OP_clip_coef: {
         char mx[32];
@@ -552,35 +554,62 @@ static void emit_loop(Emit *e, Kernel *k) {
     int kept = 0;
     for (int i = 0; i < L->nl; i++) kept += !L->lred[i];
     int depth = 1;
-    /* outer (kept) loops */
-    bool par = total >= 32768 && kept > 0;
-    if (par) {
-        int c = kept;
-        if (!k->red && kept > 1) c = kept - 1; /* leave the innermost loop to the vectoriser */
-        if (c > 1) fprintf(f, "    #pragma omp parallel for collapse(%d) schedule(static)\n", c);
-        else fprintf(f, "    #pragma omp parallel for schedule(static)\n");
-    }
-    for (int i = 0; i < L->nl; i++) {
-        if (L->lred[i]) continue;
-        indent(f, depth);
-        fprintf(f, "for (int64_t i%d = 0; i%d < %lld; i%d++) {\n", i, i, (long long)L->lsize[i], i);
-        depth++;
-    }
-    const char *racc = NULL;
-    char accdecl[64];
+    const char *accty = NULL, *accinit = NULL;
     if (k->red) {
-        Op ro = k->red->op;
         bool fl = dtype_is_float[k->red->out[0]->ty.dt];
-        indent(f, depth);
-        snprintf(accdecl, sizeof accdecl, "acc");
-        if (ro == OP_max) fprintf(f, "%s acc = %s;\n", fl ? "double" : "int64_t", fl ? "-INFINITY" : "INT64_MIN");
-        else fprintf(f, "%s acc = 0;\n", fl ? "double" : "int64_t");
-        racc = accdecl;
+        accty = fl ? "double" : "int64_t";
+        accinit = k->red->op == OP_max ? (fl ? "-INFINITY" : "INT64_MIN") : "0";
+    }
+    /* A column reduction (rows reduced, one run of contiguous columns kept:
+     * bias gradients) runs rows outside and columns inside, a block of
+     * accumulators per thread, so memory is walked in order; the sum over
+     * each column still goes row by row, the order of the plain form. */
+    bool colred = k->red && kept == 1 && L->nl >= 2 && !L->lred[0];
+    bool unit = false;
+    for (int a = 0; colred && a < L->nacc; a++) {
+        if (L->acc[a].post) continue;
+        colred = L->lst[a][0] == 0 || L->lst[a][0] == 1;
+        unit |= L->lst[a][0] == 1;
+    }
+    colred = colred && unit;
+    const char *racc = "acc";
+    if (colred) {
+        if (total >= 32768) fprintf(f, "    #pragma omp parallel for schedule(static)\n");
+        fprintf(f, "    for (int64_t cb = 0; cb < %lld; cb += 64) {\n", (long long)L->lsize[0]);
+        fprintf(f, "        const int64_t ce = cb + 64 < %lld ? cb + 64 : %lld;\n", (long long)L->lsize[0], (long long)L->lsize[0]);
+        fprintf(f, "        %s accv[64];\n        for (int64_t c = 0; c < ce - cb; c++) accv[c] = %s;\n", accty, accinit);
+        depth = 2;
+        for (int i = 1; i < L->nl; i++) {
+            indent(f, depth++);
+            fprintf(f, "for (int64_t i%d = 0; i%d < %lld; i%d++) {\n", i, i, (long long)L->lsize[i], i);
+        }
+        indent(f, depth++);
+        fputs("for (int64_t i0 = cb; i0 < ce; i0++) {\n", f);
+        racc = "accv[i0 - cb]";
+    } else {
+        /* outer (kept) loops */
+        bool par = total >= 32768 && kept > 0;
+        if (par) {
+            int c = kept;
+            if (!k->red && kept > 1) c = kept - 1; /* leave the innermost loop to the vectoriser */
+            if (c > 1) fprintf(f, "    #pragma omp parallel for collapse(%d) schedule(static)\n", c);
+            else fprintf(f, "    #pragma omp parallel for schedule(static)\n");
+        }
         for (int i = 0; i < L->nl; i++) {
-            if (!L->lred[i]) continue;
+            if (L->lred[i]) continue;
             indent(f, depth);
             fprintf(f, "for (int64_t i%d = 0; i%d < %lld; i%d++) {\n", i, i, (long long)L->lsize[i], i);
             depth++;
+        }
+        if (k->red) {
+            indent(f, depth);
+            fprintf(f, "%s acc = %s;\n", accty, accinit);
+            for (int i = 0; i < L->nl; i++) {
+                if (!L->lred[i]) continue;
+                indent(f, depth);
+                fprintf(f, "for (int64_t i%d = 0; i%d < %lld; i%d++) {\n", i, i, (long long)L->lsize[i], i);
+                depth++;
+            }
         }
     }
     /* body: prologue nodes inside every loop, the reduction's accumulation,
@@ -594,14 +623,28 @@ static void emit_loop(Emit *e, Kernel *k) {
         char in0[48];
         loop_operand(&c, i, 0, depth, in0);
         indent(f, depth);
-        if (m->op == OP_max) fprintf(f, "if (%s > acc) acc = %s;\n", in0, in0);
-        else fprintf(f, "acc += %s;\n", in0);
-        for (int q = 0; q < L->nl; q++)
-            if (L->lred[q]) {
+        if (m->op == OP_max) fprintf(f, "if (%s > %s) %s = %s;\n", in0, racc, racc, in0);
+        else fprintf(f, "%s += %s;\n", racc, in0);
+        if (colred) {
+            /* close the column loop and the row loops; reopen the columns */
+            for (int q = 0; q < L->nl; q++) {
                 depth--;
                 indent(f, depth);
                 fputs("}\n", f);
             }
+            indent(f, depth++);
+            fputs("for (int64_t i0 = cb; i0 < ce; i0++) {\n", f);
+            indent(f, depth);
+            fprintf(f, "const %s acc = accv[i0 - cb];\n", accty);
+            racc = "acc";
+        } else {
+            for (int q = 0; q < L->nl; q++)
+                if (L->lred[q]) {
+                    depth--;
+                    indent(f, depth);
+                    fputs("}\n", f);
+                }
+        }
         DType rdt = m->out[0]->ty.dt;
         char rn[32];
         vname(rn, sizeof rn, m->out[0]);
@@ -1117,6 +1160,7 @@ bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {
     StrBuf id = {0};
     c_ident(&id, p->name);
     const TrainConfig *tc = &p->tc;
+    if (p->cuda_symbol) fprintf(f, "extern const struct TrnCudaModule %s; /* the CUDA module, below */\n", p->cuda_symbol);
     fprintf(f, "const TrnModel trn_model_%s = {\n", id.s);
     fprintf(f, "    .abi = TRN_ABI_VERSION,\n    .name = ");
     c_string(f, p->name);
@@ -1146,7 +1190,9 @@ bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {
     fprintf(f, "    .arena_bytes = %lld,\n    .nmem = %d,\n    .mem = mem,\n", (long long)p->arena_bytes, MC__COUNT + 1);
     fputs("    .cpu_run = {", f);
     for (int s = 0; s < TRN_RUN__COUNT; s++) fprintf(f, "%s%s", s ? ", " : "", p->sched[s].g ? run_fn[s] : "NULL");
-    fputs("},\n    .cuda = NULL,\n};\n", f);
+    fputs("},\n", f);
+    if (p->cuda_symbol) fprintf(f, "    .cuda = &%s,\n};\n", p->cuda_symbol);
+    else fputs("    .cuda = NULL,\n};\n", f);
     if (with_main) {
         fprintf(f, "\nint main(int argc, char **argv)\n{\n    return trn_main(argc, argv, &trn_model_%s, NULL);\n}\n", id.s);
     }

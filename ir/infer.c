@@ -519,6 +519,17 @@ static bool infer_dropout(Graph *g, Node *n, Diag *d) {
     return true;
 }
 
+/* {classes}: only the first `classes` of V columns count (pad-tiles masks
+ * its padding this way).  Optional; when present 1 <= classes <= V. */
+static bool check_classes(Graph *g, Node *n, Diag *d, int64_t V) {
+    (void)g;
+    const Attr *a = ir_attr(n, "classes");
+    if (!a) return true;
+    if (a->kind != ATTR_INT || a->i < 1 || a->i > V)
+        return fail(d, n, "classes must be an integer in 1..%lld (the class dimension)", (long long)V);
+    return true;
+}
+
 static bool check_ce(Graph *g, Node *n, Diag *d, int lg) {
     char a[160], b[160];
     const Type *L = IN(lg), *T = IN(lg + 1);
@@ -527,7 +538,7 @@ static bool check_ce(Graph *g, Node *n, Diag *d, int lg) {
     for (int i = 0; ok && i < T->shape.rank; i++) ok = L->shape.d[i] == T->shape.d[i];
     if (!ok) return fail(d, n, "logits %s must be targets %s with one more (class) dimension", TS(L, a), TS(T, b));
     ir_set_int(g, n, "ignore_index", ir_int(n, "ignore_index", -100));
-    return true;
+    return check_classes(g, n, d, L->shape.d[L->shape.rank - 1]);
 }
 
 static bool infer_cross_entropy(Graph *g, Node *n, Diag *d) {
@@ -544,6 +555,95 @@ static bool infer_cross_entropy_grad(Graph *g, Node *n, Diag *d) {
     Type lse = {DT_f32, IN(2)->shape};
     if (!type_eq(IN(3), &lse)) return fail(d, n, "lse must be %s, not %s", TS(&lse, a), TS(IN(3), b));
     *OUT(0) = *IN(1);
+    return true;
+}
+
+/* ---- fused ops ---- */
+
+/* add_layer_norm (x, r, w, b) / add_rms_norm (x, r, w): x and r of one type. */
+static bool infer_add_norm(Graph *g, Node *n, Diag *d) {
+    bool ln = n->op == OP_add_layer_norm;
+    if (!need_float(d, n, 0) || !need_same(d, n, 0, 1)) return false;
+    if (IN(0)->shape.rank < 1) return fail(d, n, "needs a tensor of rank >= 1");
+    int64_t C = IN(0)->shape.d[IN(0)->shape.rank - 1];
+    if (!need_float(d, n, 2) || !check_gain(d, n, 2, C, IN(2)->dt)) return false;
+    if (ln && !check_gain(d, n, 3, C, IN(2)->dt)) return false;
+    if (!norm_eps(g, n, d, ln ? 1e-5 : 1e-6)) return false;
+    *OUT(0) = *OUT(1) = *IN(0);
+    for (int i = 2; i < n->nout; i++) *OUT(i) = row_stats(IN(0));
+    return true;
+}
+
+/* add_layer_norm_grad (dy, ds, s, w, mean, rstd) / add_rms_norm_grad (dy, ds, s, w, rstd). */
+static bool infer_add_norm_grad(Graph *g, Node *n, Diag *d) {
+    (void)g;
+    if (!need_same(d, n, 0, 1) || !need_same(d, n, 0, 2) || !need_float(d, n, 0)) return false;
+    int64_t C = IN(2)->shape.d[IN(2)->shape.rank - 1];
+    if (!check_gain(d, n, 3, C, IN(3)->dt)) return false;
+    for (int i = 4; i < n->nin; i++)
+        if (!check_stats(d, n, i, IN(2))) return false;
+    *OUT(0) = *IN(2);
+    for (int i = 1; i < n->nout; i++) *OUT(i) = *IN(3);
+    return true;
+}
+
+/* rope_qk (q [...,T,D], k [...,T,D] [, cos [T,D], sin [T,D]]). */
+static bool infer_rope_qk(Graph *g, Node *n, Diag *d) {
+    char a[160], b[160];
+    if (n->nin == 3) return fail(d, n, "takes q and k, or q, k, cos and sin");
+    for (int i = 0; i < n->nin; i++)
+        if (!need_float(d, n, i)) return false;
+    const Shape *q = &IN(0)->shape, *k = &IN(1)->shape;
+    if (q->rank < 2 || q->d[q->rank - 1] % 2) return fail(d, n, "q must be [..., T, D] with an even D, not %s", TS(IN(0), a));
+    if (k->rank < 2 || k->d[k->rank - 1] != q->d[q->rank - 1] || k->d[k->rank - 2] != q->d[q->rank - 2] || IN(1)->dt != IN(0)->dt)
+        return fail(d, n, "k %s must have q's dtype, T and D (q %s)", TS(IN(1), b), TS(IN(0), a));
+    if (n->nin == 4) {
+        Shape td = shape_make(2, q->d + q->rank - 2);
+        for (int i = 2; i < 4; i++)
+            if (!shape_eq(&IN(i)->shape, &td) || IN(i)->dt != IN(2)->dt)
+                return fail(d, n, "cos and sin must be [T, D] = %s of one dtype, not %s", shape_str(&td, a, sizeof a), TS(IN(i), b));
+    }
+    double theta = ir_float(n, "theta", 10000.0);
+    if (!(theta > 0)) return fail(d, n, "theta must be > 0");
+    ir_set_float(g, n, "theta", theta);
+    ir_set_int(g, n, "inverse", ir_int(n, "inverse", 0) ? 1 : 0);
+    *OUT(0) = *IN(0);
+    *OUT(1) = *IN(1);
+    return true;
+}
+
+/* swiglu / geglu (a, b): a binary pointwise op, a float. */
+static bool infer_glu(Graph *g, Node *n, Diag *d) {
+    if (!need_float(d, n, 0) || !infer_binary(g, n, d)) return false;
+    if (n->op == OP_geglu) {
+        int64_t ap = ir_int(n, "approx", 0);
+        if (ap != 0 && ap != 1) return fail(d, n, "approx must be 0 (erf) or 1 (tanh)");
+        ir_set_int(g, n, "approx", ap);
+    }
+    return true;
+}
+
+/* linear_cross_entropy (x [...,C], w [V,C], targets [...]) {ignore_index, classes, chunk}. */
+static bool infer_linear_ce(Graph *g, Node *n, Diag *d) {
+    char a[160], b[160];
+    const Type *X = IN(0), *W = IN(1), *T = IN(2);
+    if (!need_float(d, n, 0) || !need_float(d, n, 1) || !need_int(d, n, 2)) return false;
+    if (X->shape.rank < 1 || W->shape.rank != 2 || W->shape.d[1] != X->shape.d[X->shape.rank - 1] || W->dt != X->dt)
+        return fail(d, n, "needs x [..., C] and w [V, C] of one dtype, not %s and %s", TS(X, a), TS(W, b));
+    bool ok = T->shape.rank == X->shape.rank - 1;
+    for (int i = 0; ok && i < T->shape.rank; i++) ok = T->shape.d[i] == X->shape.d[i];
+    if (!ok) return fail(d, n, "targets %s must be x %s without its last dimension", TS(T, a), TS(X, b));
+    int64_t V = W->shape.d[0], rows = shape_numel(&T->shape);
+    ir_set_int(g, n, "ignore_index", ir_int(n, "ignore_index", -100));
+    int64_t cls = ir_int(n, "classes", V), chunk = ir_int(n, "chunk", rows);
+    if (cls < 1 || cls > V) return fail(d, n, "classes must be in 1..%lld", (long long)V);
+    if (chunk < 1) return fail(d, n, "chunk must be >= 1");
+    ir_set_int(g, n, "classes", cls);
+    ir_set_int(g, n, "chunk", chunk < rows ? chunk : rows);
+    OUT(0)->dt = DT_f32;
+    OUT(0)->shape.rank = 0;
+    *OUT(1) = *X;
+    *OUT(2) = *W;
     return true;
 }
 
@@ -582,6 +682,7 @@ static bool infer_adamw(Graph *g, Node *n, Diag *d) {
     ir_set_float(g, n, "beta2", ir_float(n, "beta2", 0.999));
     ir_set_float(g, n, "eps", ir_float(n, "eps", 1e-8));
     ir_set_float(g, n, "wd", ir_float(n, "wd", 0.0));
+    if (n->nin > 7 && !need_float(d, n, 7)) return false;
     *OUT(0) = *IN(0);
     *OUT(1) = *IN(2);
     *OUT(2) = *IN(3);
@@ -596,8 +697,21 @@ static bool infer_sgd(Graph *g, Node *n, Diag *d) {
     ir_set_float(g, n, "momentum", ir_float(n, "momentum", 0.0));
     ir_set_float(g, n, "wd", ir_float(n, "wd", 0.0));
     ir_set_int(g, n, "nesterov", ir_int(n, "nesterov", 0) ? 1 : 0);
+    if (n->nin > 5 && !need_float(d, n, 5)) return false;
     *OUT(0) = *IN(0);
     *OUT(1) = *IN(2);
+    return true;
+}
+
+/* (scale, good, skipped, norm) {window}: four f32 scalars in, four out. */
+static bool infer_loss_scale_update(Graph *g, Node *n, Diag *d) {
+    char a[160];
+    for (int i = 0; i < 4; i++)
+        if (IN(i)->dt != DT_f32 || IN(i)->shape.rank != 0) return fail(d, n, "operand %d must be f32[], not %s", i + 1, TS(IN(i), a));
+    int64_t w = ir_int(n, "window", 1000);
+    if (w < 1) return fail(d, n, "window must be >= 1");
+    ir_set_int(g, n, "window", w);
+    for (int i = 0; i < 4; i++) *OUT(i) = (Type){DT_f32, {0}};
     return true;
 }
 
@@ -635,7 +749,12 @@ static InferFn *const infer_fn[OP__COUNT] = {
     [OP_cross_entropy] = infer_cross_entropy, [OP_cross_entropy_grad] = infer_cross_entropy_grad,
 
     [OP_global_norm] = infer_global_norm, [OP_clip_coef] = infer_clip_coef,
-    [OP_adamw] = infer_adamw, [OP_sgd] = infer_sgd,
+    [OP_adamw] = infer_adamw, [OP_sgd] = infer_sgd, [OP_loss_scale_update] = infer_loss_scale_update,
+
+    [OP_add_layer_norm] = infer_add_norm, [OP_add_rms_norm] = infer_add_norm,
+    [OP_add_layer_norm_grad] = infer_add_norm_grad, [OP_add_rms_norm_grad] = infer_add_norm_grad,
+    [OP_rope_qk] = infer_rope_qk, [OP_swiglu] = infer_glu, [OP_geglu] = infer_glu,
+    [OP_linear_cross_entropy] = infer_linear_ce,
 };
 
 bool ir_infer(Graph *g, Node *n, Diag *d) {

@@ -258,6 +258,8 @@ static double binary(Op op, double a, double b, int approx) {
         double s = sigmoid(b);
         return a * s * (1.0 + b * (1.0 - s));
     }
+    case OP_swiglu: return a * sigmoid(a) * b;
+    case OP_geglu: return gelu(a, approx) * b;
     default: unreachable();
     }
 }
@@ -769,18 +771,19 @@ static bool ce_count(Diag *d, Node *n, const Tensor *targets, int64_t V, int64_t
 
 /* Per row r: lse_r = log sum exp(logits_r) (max subtracted), loss_r = lse_r -
  * logits_r[t_r]; loss = sum of loss_r over kept rows / their count (0 if
- * none).  Results loss, lse (every row). */
+ * none).  Results loss, lse (every row).  Only the first {classes} (default
+ * V) columns of a row count: pad-tiles' padding is invisible. */
 static bool run_cross_entropy(Interp *it, Node *n, Diag *d) {
     const Tensor *logits = arg(it, n, 0), *targets = arg(it, n, 1);
     Tensor *loss = res(it, n, 0), *lse = res(it, n, 1);
-    int64_t V = logits->ty.shape.d[logits->ty.shape.rank - 1], count;
+    int64_t V = logits->ty.shape.d[logits->ty.shape.rank - 1], count, nc = ir_int(n, "classes", V);
     double ignore = (double)ir_int(n, "ignore_index", -100), total = 0;
-    if (!ce_count(d, n, targets, V, &count)) return false;
+    if (!ce_count(d, n, targets, nc, &count)) return false;
     for (int64_t r = 0; r < targets->n; r++) {
         const double *l = logits->data + r * V;
         double m = -INFINITY, s = 0;
-        for (int64_t c = 0; c < V; c++) m = l[c] > m ? l[c] : m;
-        for (int64_t c = 0; c < V; c++) s += exp(l[c] - m);
+        for (int64_t c = 0; c < nc; c++) m = l[c] > m ? l[c] : m;
+        for (int64_t c = 0; c < nc; c++) s += exp(l[c] - m);
         lse->data[r] = m + log(s);
         if (targets->data[r] != ignore) total += lse->data[r] - l[(int64_t)targets->data[r]];
     }
@@ -789,20 +792,165 @@ static bool run_cross_entropy(Interp *it, Node *n, Diag *d) {
 }
 
 /* dlogits_r = dloss / count (exp(logits_r - lse_r) - onehot(t_r)) for kept
- * rows, 0 for ignored rows. */
+ * rows, 0 for ignored rows and for columns from {classes} on. */
 static bool run_cross_entropy_grad(Interp *it, Node *n, Diag *d) {
     const Tensor *dloss = arg(it, n, 0), *logits = arg(it, n, 1), *targets = arg(it, n, 2), *lse = arg(it, n, 3);
     Tensor *dl = res(it, n, 0);
-    int64_t V = logits->ty.shape.d[logits->ty.shape.rank - 1], count;
+    int64_t V = logits->ty.shape.d[logits->ty.shape.rank - 1], count, nc = ir_int(n, "classes", V);
     double ignore = (double)ir_int(n, "ignore_index", -100);
-    if (!ce_count(d, n, targets, V, &count)) return false;
+    if (!ce_count(d, n, targets, nc, &count)) return false;
     for (int64_t r = 0; r < targets->n; r++) {
         if (targets->data[r] == ignore) continue;
         int64_t t = (int64_t)targets->data[r];
         double scale = dloss->data[0] / (double)count;
-        for (int64_t c = 0; c < V; c++)
+        for (int64_t c = 0; c < nc; c++)
             dl->data[r * V + c] = scale * (exp(logits->data[r * V + c] - lse->data[r]) - (c == t ? 1.0 : 0.0));
     }
+    return true;
+}
+
+/* ===================================================================== */
+/* Fused ops (passes/liger.c)                                            */
+/* ===================================================================== */
+
+/* s = x + r (rounded to its dtype: the value the unfused add stores), then
+ * layer_norm or rms_norm of s into (y, [mean,] rstd). */
+static bool run_add_norm(Interp *it, Node *n, Diag *d) {
+    (void)d;
+    bool ln = n->op == OP_add_layer_norm;
+    const Tensor *x = arg(it, n, 0), *r = arg(it, n, 1), *w = arg(it, n, 2), *b = ln ? arg(it, n, 3) : NULL;
+    Tensor *y = res(it, n, 0), *s = res(it, n, 1), *mean = ln ? res(it, n, 2) : NULL, *rstd = res(it, n, ln ? 3 : 2);
+    double eps = ir_float(n, "eps", ln ? 1e-5 : 1e-6);
+    int64_t C = w->n, rows = x->n / C;
+    for (int64_t i = 0; i < x->n; i++) s->data[i] = round_to(it, s->ty.dt, x->data[i] + r->data[i]);
+    for (int64_t row = 0; row < rows; row++) {
+        const double *sr = s->data + row * C;
+        double mu = 0, var = 0;
+        if (ln) {
+            for (int64_t c = 0; c < C; c++) mu += sr[c];
+            mu /= (double)C;
+        }
+        for (int64_t c = 0; c < C; c++) var += (sr[c] - mu) * (sr[c] - mu);
+        var /= (double)C;
+        double rs = 1.0 / sqrt(var + eps);
+        for (int64_t c = 0; c < C; c++) y->data[row * C + c] = (sr[c] - mu) * rs * w->data[c] + (ln ? b->data[c] : 0.0);
+        if (ln) mean->data[row] = mu;
+        rstd->data[row] = rs;
+    }
+    return true;
+}
+
+/* The norm's gradients (as layer_norm_grad / rms_norm_grad, at s) with ds
+ * added to dx: the residual sum's gradient from its other users. */
+static bool run_add_norm_grad(Interp *it, Node *n, Diag *d) {
+    (void)d;
+    bool ln = n->op == OP_add_layer_norm_grad;
+    const Tensor *dy = arg(it, n, 0), *ds = arg(it, n, 1), *s = arg(it, n, 2), *w = arg(it, n, 3);
+    const Tensor *mean = ln ? arg(it, n, 4) : NULL, *rstd = arg(it, n, ln ? 5 : 4);
+    Tensor *dx = res(it, n, 0), *dw = res(it, n, 1), *db = ln ? res(it, n, 2) : NULL;
+    int64_t C = w->n, rows = s->n / C;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *sr = s->data + r * C, *dyr = dy->data + r * C;
+        double mu = ln ? mean->data[r] : 0.0, rs = rstd->data[r], m1 = 0, m2 = 0;
+        for (int64_t c = 0; c < C; c++) {
+            double xhat = (sr[c] - mu) * rs, dxhat = dyr[c] * w->data[c];
+            m1 += dxhat;
+            m2 += dxhat * xhat;
+            dw->data[c] += dyr[c] * xhat;
+            if (ln) db->data[c] += dyr[c];
+        }
+        m1 = ln ? m1 / (double)C : 0.0;
+        m2 /= (double)C;
+        for (int64_t c = 0; c < C; c++) {
+            double xhat = (sr[c] - mu) * rs, dxhat = dyr[c] * w->data[c];
+            dx->data[r * C + c] = ds->data[r * C + c] + rs * (dxhat - m1 - xhat * m2);
+        }
+    }
+    return true;
+}
+
+/* One tensor of rope_qk: rows x[..., t, :] of length D, h = D/2.  Without
+ * tables: cos_i = cos(t theta^(-2i/D)), sin_i = sin(...) for both halves
+ * (the rotation of run_rope).  With tables: cos[t, :], sin[t, :].
+ *   forward  y[i] = x[i] cos[i] - x[i+h] sin[i],   y[i+h] = x[i+h] cos[i+h] + x[i] sin[i+h]
+ *   inverse  y[i] = x[i] cos[i] + x[i+h] sin[i+h], y[i+h] = x[i+h] cos[i+h] - x[i] sin[i]
+ * (inverse is the transpose of forward: its gradient, and for the rotation
+ * its inverse). */
+static void rope_rows(const Tensor *x, Tensor *y, const Tensor *cs, const Tensor *sn, double theta, bool inverse) {
+    const Shape *s = &x->ty.shape;
+    int64_t T = s->d[s->rank - 2], D = s->d[s->rank - 1], h = D / 2, rows = x->n / D;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t t = r % T;
+        const double *xr = x->data + r * D;
+        double *yr = y->data + r * D;
+        for (int64_t i = 0; i < h; i++) {
+            double c1, s1, c2, s2;
+            if (cs) {
+                c1 = cs->data[t * D + i], c2 = cs->data[t * D + i + h];
+                s1 = sn->data[t * D + i], s2 = sn->data[t * D + i + h];
+            } else {
+                double angle = (double)t * pow(theta, -2.0 * (double)i / (double)D);
+                c1 = c2 = cos(angle);
+                s1 = s2 = sin(angle);
+            }
+            double x1 = xr[i], x2 = xr[i + h];
+            if (!inverse) {
+                yr[i] = x1 * c1 - x2 * s1;
+                yr[i + h] = x2 * c2 + x1 * s2;
+            } else {
+                yr[i] = x1 * c1 + x2 * s2;
+                yr[i + h] = x2 * c2 - x1 * s1;
+            }
+        }
+    }
+}
+
+static bool run_rope_qk(Interp *it, Node *n, Diag *d) {
+    (void)d;
+    const Tensor *cs = n->nin == 4 ? arg(it, n, 2) : NULL, *sn = n->nin == 4 ? arg(it, n, 3) : NULL;
+    double theta = ir_float(n, "theta", 10000.0);
+    bool inverse = ir_int(n, "inverse", 0) != 0;
+    for (int j = 0; j < 2; j++) rope_rows(arg(it, n, j), res(it, n, j), cs, sn, theta, inverse);
+    return true;
+}
+
+/* logits_rc = x_r . w_c for c < {classes} (the rows of w from there on are
+ * padding and are never read); per kept row (target != ignore_index) the
+ * cross-entropy as in run_cross_entropy; loss = their mean (0 if none).
+ * With dl_rc = (softmax_rc - [c == t_r]) / count: dx_r = sum_c dl_rc w_c,
+ * dw_c = sum_r dl_rc x_r (rows of w from {classes} on: 0; ignored rows of
+ * x: 0).  Exact in double; {chunk} changes nothing here. */
+static bool run_linear_ce(Interp *it, Node *n, Diag *d) {
+    const Tensor *x = arg(it, n, 0), *w = arg(it, n, 1), *targets = arg(it, n, 2);
+    Tensor *loss = res(it, n, 0), *dx = res(it, n, 1), *dw = res(it, n, 2);
+    int64_t C = w->ty.shape.d[1], V = w->ty.shape.d[0], nc = ir_int(n, "classes", V), count;
+    double ignore = (double)ir_int(n, "ignore_index", -100), total = 0;
+    if (!ce_count(d, n, targets, nc, &count)) return false;
+    double *l = xmalloc(sizeof(double) * (size_t)nc);
+    for (int64_t r = 0; r < targets->n; r++) {
+        if (targets->data[r] == ignore) continue;
+        const double *xr = x->data + r * C;
+        double m = -INFINITY, s = 0;
+        for (int64_t c = 0; c < nc; c++) {
+            double acc = 0;
+            for (int64_t k = 0; k < C; k++) acc += xr[k] * w->data[c * C + k];
+            l[c] = acc;
+            m = acc > m ? acc : m;
+        }
+        for (int64_t c = 0; c < nc; c++) s += exp(l[c] - m);
+        double lse = m + log(s);
+        int64_t t = (int64_t)targets->data[r];
+        total += lse - l[t];
+        for (int64_t c = 0; c < nc; c++) {
+            double g = (exp(l[c] - lse) - (c == t ? 1.0 : 0.0)) / (double)count;
+            for (int64_t k = 0; k < C; k++) {
+                dx->data[r * C + k] += g * w->data[c * C + k];
+                dw->data[c * C + k] += g * xr[k];
+            }
+        }
+    }
+    free(l);
+    loss->data[0] = count ? total / (double)count : 0.0;
     return true;
 }
 
@@ -841,6 +989,13 @@ static bool run_adamw(Interp *it, Node *n, Diag *d) {
         error_at(d, n->loc, "adamw: step is %.17g; it counts from 1", t);
         return false;
     }
+    if (n->nin > 7 && arg(it, n, 7)->data[0] != 0) {
+        /* a skipped step (fp16 overflow): nothing moves */
+        memcpy(w2->data, w->data, sizeof(double) * (size_t)w->n);
+        memcpy(m2->data, m->data, sizeof(double) * (size_t)m->n);
+        memcpy(v2->data, v->data, sizeof(double) * (size_t)v->n);
+        return true;
+    }
     double c1 = 1.0 - pow(b1, t), c2 = 1.0 - pow(b2, t);
     for (int64_t i = 0; i < w->n; i++) {
         double gi = g->data[i] * gscale;
@@ -864,6 +1019,11 @@ static bool run_sgd(Interp *it, Node *n, Diag *d) {
     Tensor *w2 = res(it, n, 0), *buf2 = res(it, n, 1);
     double mom = ir_float(n, "momentum", 0.0), wd = ir_float(n, "wd", 0.0);
     int nesterov = (int)ir_int(n, "nesterov", 0);
+    if (n->nin > 5 && arg(it, n, 5)->data[0] != 0) {
+        memcpy(w2->data, w->data, sizeof(double) * (size_t)w->n);
+        memcpy(buf2->data, buf->data, sizeof(double) * (size_t)buf->n);
+        return true;
+    }
     for (int64_t i = 0; i < w->n; i++) {
         double gi = g->data[i] * gscale + wd * w->data[i], upd;
         if (mom == 0) {
@@ -875,6 +1035,36 @@ static bool run_sgd(Interp *it, Node *n, Diag *d) {
         }
         w2->data[i] = w->data[i] - lr * upd;
     }
+    return true;
+}
+
+/* Dynamic loss scaling, once per step.  norm is the global norm of the
+ * scaled gradients.  Finite: good' = good + 1, and when it reaches {window}
+ * the scale doubles (at most 2^40) and good' = 0; skip = 0.  Not finite
+ * (an overflow): the scale halves, good' = 0, skipped' = skipped + 1,
+ * skip = 1 (the update is skipped). */
+static bool run_loss_scale_update(Interp *it, Node *n, Diag *d) {
+    (void)d;
+    double scale = arg(it, n, 0)->data[0], good = arg(it, n, 1)->data[0], skipped = arg(it, n, 2)->data[0];
+    double norm = arg(it, n, 3)->data[0];
+    int64_t window = ir_int(n, "window", 1000);
+    double skip = 0;
+    if (isfinite(norm)) {
+        good += 1;
+        if (good >= (double)window) {
+            scale = fmin(scale * 2.0, 0x1p40);
+            good = 0;
+        }
+    } else {
+        scale *= 0.5;
+        good = 0;
+        skipped += 1;
+        skip = 1;
+    }
+    res(it, n, 0)->data[0] = scale;
+    res(it, n, 1)->data[0] = good;
+    res(it, n, 2)->data[0] = skipped;
+    res(it, n, 3)->data[0] = skip;
     return true;
 }
 
@@ -921,7 +1111,12 @@ static InterpFn *const interp_fn[OP__COUNT] = {
     [OP_cross_entropy] = run_cross_entropy, [OP_cross_entropy_grad] = run_cross_entropy_grad,
 
     [OP_global_norm] = run_global_norm, [OP_clip_coef] = run_clip_coef,
-    [OP_adamw] = run_adamw, [OP_sgd] = run_sgd,
+    [OP_adamw] = run_adamw, [OP_sgd] = run_sgd, [OP_loss_scale_update] = run_loss_scale_update,
+
+    [OP_add_layer_norm] = run_add_norm, [OP_add_rms_norm] = run_add_norm,
+    [OP_add_layer_norm_grad] = run_add_norm_grad, [OP_add_rms_norm_grad] = run_add_norm_grad,
+    [OP_rope_qk] = run_rope_qk, [OP_swiglu] = run_binary, [OP_geglu] = run_binary,
+    [OP_linear_cross_entropy] = run_linear_ce,
 };
 
 bool interp_supports(Op op) { return (int)op >= 0 && op < OP__COUNT && interp_fn[op] != NULL; }
@@ -950,13 +1145,18 @@ void interp_free(Interp *it) {
 
 /* Element i of the param or state named N is rng_init_value(init, a, b,
  * seed, rng_name_stream(N), i), a = {std} (normal, default 1), {lo}
- * (uniform, default 0) or {value} (constant, default 0), b = {hi} (default 1). */
+ * (uniform, default 0) or {value} (constant, default 0), b = {hi} (default 1).
+ * A tensor that pad-tiles padded ({unpadded} = its original shape) counts i
+ * over the original shape, row-major, and its padding is zero: it starts
+ * from the values it would have unpadded.  A state with {copy_of=P} (a
+ * half-precision copy of param P, mixed-precision) is P rounded to its dtype. */
 void interp_init(Interp *it, uint64_t seed) {
     Graph *g = it->g;
     ensure_values(it);
     for (int i = 0; i < g->nnodes; i++) {
         Node *n = g->nodes[i];
         if (n->op != OP_param && n->op != OP_state) continue;
+        if (n->op == OP_state && ir_attr(n, "copy_of")) continue;
         Tensor *t = source_storage(it, n);
         const char *init = ir_str(n, "init", "zeros"), *name = ir_source_name(n);
         double a = 0, b = 1;
@@ -964,7 +1164,41 @@ void interp_init(Interp *it, uint64_t seed) {
         if (strcmp(init, "uniform") == 0) a = ir_float(n, "lo", 0.0), b = ir_float(n, "hi", 1.0);
         if (strcmp(init, "constant") == 0) a = ir_float(n, "value", 0.0);
         uint64_t stream = rng_name_stream(name ? name : "");
-        for (int64_t k = 0; k < t->n; k++) t->data[k] = round_to(it, t->ty.dt, rng_init_value(init, a, b, seed, stream, (uint64_t)k));
+        const Attr *up = ir_attr(n, "unpadded");
+        const Shape *s = &t->ty.shape;
+        if (!up || up->kind != ATTR_INTS || up->n != s->rank) {
+            for (int64_t k = 0; k < t->n; k++) t->data[k] = round_to(it, t->ty.dt, rng_init_value(init, a, b, seed, stream, (uint64_t)k));
+            continue;
+        }
+        /* k walks the unpadded block in row-major order; idx is its index */
+        int64_t cn = 1, idx[IR_MAX_RANK] = {0};
+        for (int d = 0; d < s->rank; d++) cn *= up->v[d];
+        memset(t->data, 0, sizeof(double) * (size_t)t->n);
+        for (int64_t k = 0; k < cn; k++) {
+            int64_t off = 0;
+            for (int d = 0; d < s->rank; d++) off = off * s->d[d] + idx[d];
+            t->data[off] = round_to(it, t->ty.dt, rng_init_value(init, a, b, seed, stream, (uint64_t)k));
+            for (int d = s->rank - 1; d >= 0; d--) {
+                if (++idx[d] < up->v[d]) break;
+                idx[d] = 0;
+            }
+        }
+    }
+    interp_refresh_copies(it);
+}
+
+void interp_refresh_copies(Interp *it) {
+    Graph *g = it->g;
+    ensure_values(it);
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = g->nodes[i];
+        const char *of = n->op == OP_state ? ir_str(n, "copy_of", NULL) : NULL;
+        if (!of) continue;
+        Node *p = ir_find_source(g, OP_param, of);
+        if (!p) continue;
+        Tensor *t = source_storage(it, n), *src = source_storage(it, p);
+        if (src->n != t->n) continue;
+        for (int64_t k = 0; k < t->n; k++) t->data[k] = round_to(it, t->ty.dt, src->data[k]);
     }
 }
 

@@ -413,8 +413,13 @@ typedef struct Interp Interp;
 
 Interp *interp_new(Graph *g, InterpMode mode);
 void    interp_free(Interp *it);
-/* Initialises every param and state from its initialiser with seed. */
+/* Initialises every param and state from its initialiser with seed
+ * (padded params: see docs/interpreter.md), then the copies below. */
 void    interp_init(Interp *it, uint64_t seed);
+/* Sets every state with {copy_of=P} to param P rounded to the state's dtype
+ * (the half-precision weight copies of mixed-precision): after init and
+ * after anything writes the params other than the graph's own updates. */
+void    interp_refresh_copies(Interp *it);
 /* The current value of a param/state (by its name) or input; NULL if none. */
 Tensor *interp_source(Interp *it, const char *name);
 /* The value computed for v by the last run of its phase (NULL if not computed). */
@@ -458,8 +463,24 @@ typedef struct PMOptions {
 } PMOptions;
 /* Runs the named passes in order; dumps "*** IR Dump After NAME ***" as asked. */
 bool pm_run(Graph *g, const char *const *names, int n, const PassOptions *po, const PMOptions *pm, Diag *d);
-/* The standard training pipeline for g->train, as a list of pass names. */
+/* The standard training pipeline for g->train, as a list of pass names:
+ * [liger-fusion] [mixed-precision] [pad-tiles] fold cse dce autodiff
+ * optimizer cse dce, the bracketed ones where the train section (or po)
+ * turns them on.  g NULL: the passes that are always there. */
 int  pm_training_pipeline(const Graph *g, const PassOptions *po, const char **names, int max);
+/* Its forward passes and the cleanups after them (for the eval and
+ * sampling graphs of a compilation). */
+int  pm_forward_pipeline(const Graph *g, const PassOptions *po, const char **names, int max);
+/* po->precision, else g->train.precision ("fp32" when g is NULL). */
+const char *pm_precision(const Graph *g, const PassOptions *po);
+/* The padding multiple pad-tiles uses (pad_tiles.c): po->pad_multiple or
+ * train.pad_multiple when set, else chosen from the precision and the
+ * target: 1 (no padding) for fp32/tf32 on the CPU, 8 for bf16/fp16, and
+ * for the vocabulary (vocab) 64 on the cuda target. */
+int  pm_pad_multiple(const Graph *g, const PassOptions *po, bool vocab);
+/* Whether po's target runs the ops the passes make (false for the cuda
+ * target until codegen/emit_cuda.c has their templates: docs/passes.md). */
+bool pm_target_has_fused_ops(const PassOptions *po);
 
 bool pass_verify(Graph *g, const PassOptions *po, Diag *d);     /* verify.c */
 bool pass_dce(Graph *g, const PassOptions *po, Diag *d);        /* dce.c */
@@ -467,6 +488,13 @@ bool pass_cse(Graph *g, const PassOptions *po, Diag *d);        /* cse.c */
 bool pass_fold(Graph *g, const PassOptions *po, Diag *d);       /* fold.c: constant and shape folding */
 bool pass_autodiff(Graph *g, const PassOptions *po, Diag *d);   /* autodiff.c */
 bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d);  /* optimizer.c */
+bool pass_liger_fusion(Graph *g, const PassOptions *po, Diag *d);    /* liger.c */
+bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d); /* mixed_precision.c */
+bool pass_pad_tiles(Graph *g, const PassOptions *po, Diag *d);       /* pad_tiles.c */
+/* pad_tiles.c: --report's tile advice: GEMM dimensions (batch x sequence
+ * rows, hidden sizes) that are not tile multiples, with the nearest good
+ * values. */
+void pad_tiles_advice(FILE *f, Graph *g, const PassOptions *po);
 
 /* ===================================================================== */
 /* frontend/ — the .model language                                       */

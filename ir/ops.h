@@ -83,11 +83,22 @@ OP(rope,            1, 1, 1, OPF_DIFF)           /* (x [...,T,D]) {theta, invers
 OP(attention,       3, 3, 2, OPF_DIFF)           /* (q [B,H,T,D], k [B,Hkv,T,D], v [B,Hkv,T,D]) {causal, scale} -> (o [B,H,T,D], lse f32[B,H,T]); H % Hkv == 0 */
 OP(attention_grad,  6, 6, 3, 0)                  /* (do, q, k, v, o, lse) {causal, scale} -> (dq, dk, dv) */
 OP(dropout,         2, 2, 1, OPF_DIFF|OPF_RANDOM)/* (x, seed i32[]) {p, stream}: mask from Philox(seed, stream, element index); the gradient is the same dropout applied to dy */
-OP(cross_entropy,   2, 2, 2, OPF_DIFF)           /* (logits [...,V], targets i32[...]) {ignore_index} -> (loss f32[] mean over kept rows, lse f32[...]) */
-OP(cross_entropy_grad, 4, 4, 1, 0)               /* (dloss f32[], logits, targets, lse) {ignore_index} -> dlogits */
+OP(cross_entropy,   2, 2, 2, OPF_DIFF)           /* (logits [...,V], targets i32[...]) {ignore_index, classes} -> (loss f32[] mean over kept rows, lse f32[...]); only the first `classes` logits of a row count (pad-tiles' padding) */
+OP(cross_entropy_grad, 4, 4, 1, 0)               /* (dloss f32[], logits, targets, lse) {ignore_index, classes} -> dlogits */
+
+/* ---- fused ops (passes/liger.c makes them; docs/passes.md) ---- */
+OP(add_layer_norm,      4, 4, 4, OPF_DIFF)       /* (x [...,C], r [...,C], w [C], b [C]) {eps} -> (y, s = x + r, mean [...], rstd [...]): layer_norm of the residual sum s, which is a result too */
+OP(add_layer_norm_grad, 6, 6, 3, 0)              /* (dy, ds, s, w, mean, rstd) -> (dx, dw, db): dx = ds + layer_norm's input gradient (x and r both get dx) */
+OP(add_rms_norm,        3, 3, 3, OPF_DIFF)       /* (x [...,C], r [...,C], w [C]) {eps} -> (y, s = x + r, rstd [...]) */
+OP(add_rms_norm_grad,   5, 5, 2, 0)              /* (dy, ds, s, w, rstd) -> (dx, dw): dx = ds + rms_norm's input gradient */
+OP(rope_qk,         2, 4, 2, OPF_DIFF)           /* (q [...,T,D], k [...,T,D] [, cos [T,D], sin [T,D]]) {theta, inverse} -> (q', k'): rope of q and k in one kernel; with tables y = x cos + rotate_half(x) sin; inverse=1 applies the transpose (its own gradient) */
+OP(swiglu,     2, 2, 1, OPF_POINTWISE|OPF_DIFF)  /* (a, b): silu(a) * b; the gradient recomputes silu(a) */
+OP(geglu,      2, 2, 1, OPF_POINTWISE|OPF_DIFF)  /* (a, b) {approx}: gelu(a) * b; the gradient recomputes gelu(a) */
+OP(linear_cross_entropy, 3, 3, 3, OPF_DIFF)      /* (x [...,C], w [V,C], targets i32[...]) {ignore_index, classes, chunk} -> (loss f32[], dx, dw): cross_entropy(x w^T) and its gradients (for dloss = 1), chunk rows at a time; the logits never exist */
 
 /* ---- optimizer ---- */
 OP(global_norm, 1, -1, 1, OPF_OPT)               /* (g...) -> f32[] sqrt(sum of squares of every element of every operand) */
 OP(clip_coef,   1, 1, 1, OPF_OPT)                /* (norm f32[]) {max_norm} -> f32[] min(1, max_norm / (norm + 1e-6)) */
-OP(adamw,       7, 7, 3, OPF_OPT)                /* (w, g, m, v, lr f32[], step i32[], gscale f32[]) {beta1, beta2, eps, wd} -> (w', m', v'); g is multiplied by gscale first; step counts from 1 */
-OP(sgd,         5, 5, 2, OPF_OPT)                /* (w, g, buf, lr f32[], gscale f32[]) {momentum, wd, nesterov} -> (w', buf') */
+OP(adamw,       7, 8, 3, OPF_OPT)                /* (w, g, m, v, lr f32[], step i32[], gscale f32[] [, skip f32[]]) {beta1, beta2, eps, wd} -> (w', m', v'); g is multiplied by gscale first; step counts from 1; skip != 0: every result equals its operand */
+OP(sgd,         5, 6, 2, OPF_OPT)                /* (w, g, buf, lr f32[], gscale f32[] [, skip f32[]]) {momentum, wd, nesterov} -> (w', buf'); skip != 0: w' = w, buf' = buf */
+OP(loss_scale_update, 4, 4, 4, OPF_OPT)          /* (scale, good, skipped, norm: f32[]) {window} -> (scale', good', skipped', skip): fp16 dynamic loss scaling (docs/passes.md) */

@@ -393,6 +393,94 @@ static void grad_cross_entropy(GradCtx *c, Node *n, Value *const *dy) {
     give(c, n, 0, fin(c, m));
 }
 
+/* ---- fused ops (passes/liger.c) ---- */
+
+/* y = silu(a) b: da = silu_grad(dy b, a), db = dy silu(a).  silu(a) is
+ * recomputed here from a, which the rule reads anyway: the forward pass
+ * stores nothing for it. */
+static void grad_swiglu(GradCtx *c, Node *n, Value *const *dy) {
+    Value *a = n->in[0], *b = n->in[1];
+    if (need(c, a)) give(c, n, 0, bin(c, OP_silu_grad, bin(c, OP_mul, dy[0], b), a));
+    if (need(c, b)) give(c, n, 1, bin(c, OP_mul, dy[0], un(c, OP_silu, a)));
+}
+
+/* y = gelu(a) b: da = gelu_grad(dy b, a), db = dy gelu(a) (recomputed). */
+static void grad_geglu(GradCtx *c, Node *n, Value *const *dy) {
+    Value *a = n->in[0], *b = n->in[1];
+    if (need(c, a)) {
+        Value *in[2] = {bin(c, OP_mul, dy[0], b), a};
+        Node *m = mk(c, OP_gelu_grad, 2, in);
+        copy_attr(c, m, n, "approx");
+        give(c, n, 0, fin(c, m));
+    }
+    if (need(c, b)) {
+        Node *m = mk(c, OP_gelu, 1, &n->in[0]);
+        copy_attr(c, m, n, "approx");
+        give(c, n, 1, bin(c, OP_mul, dy[0], fin(c, m)));
+    }
+}
+
+/* (y, s, [mean,] rstd) = add_*_norm(x, r, w[, b]).  With gradients of both
+ * y and s: add_*_norm_grad(dy, ds, s, w, [mean,] rstd), whose dx is the
+ * total gradient of s; with dy only: the plain norm gradient at s; with ds
+ * only: ds.  x and r (the two addends) both get dx. */
+static void grad_add_norm(GradCtx *c, Node *n, Value *const *dy) {
+    bool ln = n->op == OP_add_layer_norm;
+    Value *s = n->out[1], *w = n->in[2], *dx = dy[1];
+    Node *m = NULL;
+    if (dy[0] && dy[1]) {
+        Value *in[6] = {dy[0], dy[1], s, w, n->out[2], ln ? n->out[3] : NULL};
+        m = mk(c, ln ? OP_add_layer_norm_grad : OP_add_rms_norm_grad, ln ? 6 : 5, in);
+    } else if (dy[0]) {
+        Value *in[5] = {dy[0], s, w, n->out[2], ln ? n->out[3] : NULL};
+        m = mk(c, ln ? OP_layer_norm_grad : OP_rms_norm_grad, ln ? 5 : 4, in);
+    }
+    if (m) {
+        fin(c, m);
+        dx = m->out[0];
+        if (need(c, w)) give(c, n, 2, m->out[1]);
+        if (ln && need(c, n->in[3])) give(c, n, 3, m->out[2]);
+    }
+    for (int i = 0; i < 2; i++)
+        if (need(c, n->in[i])) give(c, n, i, dx);
+}
+
+/* rope_qk is linear: its gradient is rope_qk with the other `inverse`
+ * (the transpose), on (dq', dk'); a missing one is zeros.  The tables are
+ * constants of the model (liger-fusion only makes table ropes of sources
+ * that need no gradient). */
+static void grad_rope_qk(GradCtx *c, Node *n, Value *const *dy) {
+    Value *in[4] = {dy[0], dy[1], n->nin == 4 ? n->in[2] : NULL, n->nin == 4 ? n->in[3] : NULL};
+    for (int i = 0; i < 2; i++)
+        if (!in[i]) {
+            in[i] = ir_const(c->g, 0.0, n->out[i]->ty, c->fwd->loc);
+            in[i]->def->phase = PH_MICRO;
+        }
+    for (int i = 2; i < n->nin; i++)
+        if (need(c, n->in[i])) die("rope_qk (node %d): a gradient for its cos/sin tables is not supported", n->id);
+    Node *m = mk(c, OP_rope_qk, n->nin, in);
+    copy_attr(c, m, n, "theta");
+    ir_set_int(c->g, m, "inverse", !ir_int(n, "inverse", 0));
+    fin(c, m);
+    for (int i = 0; i < 2; i++)
+        if (need(c, n->in[i])) give(c, n, i, m->out[i]);
+}
+
+/* The forward computed dx and dw for dloss = 1: scale them by dloss (a
+ * constant 1 that fold removes, or the fp16 loss scale). */
+static void grad_linear_ce(GradCtx *c, Node *n, Value *const *dy) {
+    for (int i = 0; i < 2; i++) {
+        if (!need(c, n->in[i])) continue;
+        Value *g = n->out[1 + i], *dl = dy[0];
+        if (dl->ty.dt != g->ty.dt) {
+            Node *m = mk(c, OP_cast, 1, &dl);
+            ir_set_str(c->g, m, "dtype", dtype_name[g->ty.dt]);
+            dl = fin(c, m);
+        }
+        give(c, n, i, bin(c, OP_mul, g, dl));
+    }
+}
+
 /* ---- the column ---- */
 
 static GradFn *const grad_fn[OP__COUNT] = {
@@ -413,6 +501,9 @@ static GradFn *const grad_fn[OP__COUNT] = {
     [OP_embedding] = grad_embedding, [OP_softmax] = grad_softmax, [OP_layer_norm] = grad_layer_norm,
     [OP_rms_norm] = grad_rms_norm, [OP_rope] = grad_rope, [OP_attention] = grad_attention,
     [OP_dropout] = grad_dropout, [OP_cross_entropy] = grad_cross_entropy,
+
+    [OP_swiglu] = grad_swiglu, [OP_geglu] = grad_geglu, [OP_add_layer_norm] = grad_add_norm,
+    [OP_add_rms_norm] = grad_add_norm, [OP_rope_qk] = grad_rope_qk, [OP_linear_cross_entropy] = grad_linear_ce,
 };
 
 bool grad_has_rule(Op op) { return op < OP__COUNT && grad_fn[op] != NULL; }
@@ -425,13 +516,27 @@ const char *grad_nondiff_result(Op op, int res) {
     case OP_rms_norm: return res == 1 ? "rstd" : NULL;
     case OP_attention: return res == 1 ? "lse" : NULL;
     case OP_cross_entropy: return res == 1 ? "lse" : NULL;
+    case OP_add_layer_norm: return res == 2 ? "mean" : res == 3 ? "rstd" : NULL;
+    case OP_add_rms_norm: return res == 2 ? "rstd" : NULL;
+    case OP_linear_cross_entropy: return res == 1 ? "dx" : res == 2 ? "dw" : NULL;
     default: return NULL;
+    }
+}
+
+int grad_diff_results(Op op) {
+    switch (op) {
+    case OP_add_layer_norm:
+    case OP_add_rms_norm:
+    case OP_rope_qk: return 2;
+    default: return 1;
     }
 }
 
 void grad_node(GradCtx *c, Node *n, Value *const *dy) {
     if (!grad_fn[n->op]) die("grad_node: %s has no gradient rule", op_name(n->op));
-    if (!dy[0]) die("grad_node: %s without a gradient of its first result", op_name(n->op));
+    bool any = false;
+    for (int j = 0; j < grad_diff_results(n->op); j++) any |= dy[j] != NULL;
+    if (!any) die("grad_node: %s without a gradient of a differentiable result", op_name(n->op));
     Node *saved = c->fwd;
     c->fwd = n;
     grad_fn[n->op](c, n, dy);

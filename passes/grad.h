@@ -31,8 +31,13 @@ bool grad_is_zero(Op op);
  * cross_entropy), else NULL.  Backward ops may read such a result, but the
  * loss must not depend on it. */
 const char *grad_nondiff_result(Op op, int res);
+/* How many leading results of op are differentiable: 1 for most ops; 2
+ * for the fused ops that return two tensors (add_layer_norm's y and s,
+ * rope_qk's q' and k').  The results after them are statistics. */
+int grad_diff_results(Op op);
 
 /* Emits the backward nodes of n (n->op must have a rule) from dy[0..nout-1]
+ * (at least one differentiable result has a gradient)
  * and accumulates the operands' gradients into c->grad.  Every emitted
  * node gets n's loc and phase PH_MICRO. */
 void grad_node(GradCtx *c, Node *n, Value *const *dy);

@@ -15,6 +15,9 @@ const PassInfo pass_list[] = {
     {"fold", pass_fold, "fold constants, identity arithmetic, casts and shape ops"},
     {"autodiff", pass_autodiff, "reverse-mode differentiation: add the backward pass"},
     {"optimizer", pass_optimizer, "add gradient accumulation, clipping and the update rule"},
+    {"liger-fusion", pass_liger_fusion, "fuse norms, residual add + norm, RoPE, SwiGLU/GeGLU, softmax/linear + cross-entropy"},
+    {"mixed-precision", pass_mixed_precision, "bf16/fp16 matrix products with fp32 master weights and reductions; tf32 marks"},
+    {"pad-tiles", pass_pad_tiles, "pad vocabulary and hidden GEMM dimensions to tile multiples, results unchanged"},
 };
 const int npass_list = (int)(sizeof pass_list / sizeof pass_list[0]);
 
@@ -121,15 +124,69 @@ bool pm_run(Graph *g, const char *const *names, int n, const PassOptions *po, co
     return ok;
 }
 
-/* The standard training pipeline, one literal list (later passes are
- * inserted here). */
+/* The CUDA emitter (codegen/emit_cuda.c) has no templates yet for the ops
+ * these passes make (the fused ops, cross_entropy's {classes} mask, the
+ * optimizers' skip operand: docs/passes.md lists them).  Until it has, the
+ * cuda target gets only what it can run; set this to true when it does. */
+static const bool cuda_has_fused_ops = false;
+
+bool pm_target_has_fused_ops(const PassOptions *po) {
+    bool cuda = po && po->target && strcmp(po->target, "cuda") == 0;
+    return !cuda || cuda_has_fused_ops;
+}
+
+int pm_pad_multiple(const Graph *g, const PassOptions *po, bool vocab) {
+    if (po && po->pad_multiple > 0) return po->pad_multiple;
+    if (g && g->train.pad_multiple > 0) return (int)g->train.pad_multiple;
+    const char *p = pm_precision(g, po);
+    bool half = strcmp(p, "bf16") == 0 || strcmp(p, "fp16") == 0;
+    bool cuda = po && po->target && strcmp(po->target, "cuda") == 0;
+    if (cuda && !cuda_has_fused_ops) return 1;
+    if (cuda && vocab) return 64;
+    return half ? 8 : 1;
+}
+
+/* The precision the passes use: the option, else the train section's. */
+const char *pm_precision(const Graph *g, const PassOptions *po) {
+    if (po && po->precision) return po->precision;
+    return g && g->train.precision ? g->train.precision : "fp32";
+}
+
+/* The forward passes, each where its train key (or option) turns it on:
+ * liger-fusion (fusion), mixed-precision (precision other than fp32),
+ * pad-tiles (pad_tiles, when the multiple is above 1). */
+static int forward_passes(const Graph *g, const PassOptions *po, const char **out) {
+    int n = 0;
+    if (!g) return 0;
+    if (g->train.fusion) out[n++] = "liger-fusion";
+    if (strcmp(pm_precision(g, po), "fp32") != 0) out[n++] = "mixed-precision";
+    if (g->train.pad_tiles && pm_pad_multiple(g, po, false) > 1) out[n++] = "pad-tiles";
+    return n;
+}
+
+static int fill(const char *const *list, int n, const char **names, int max) {
+    for (int i = 0; i < n && i < max; i++) names[i] = list[i];
+    return n;
+}
+
+/* The standard training pipeline, one literal list: the forward passes
+ * that are on, then the cleanups, autodiff, the optimizer, cleanups. */
 int pm_training_pipeline(const Graph *g, const PassOptions *po, const char **names, int max) {
-    (void)g;
-    (void)po;
+    const char *list[16];
+    int n = forward_passes(g, po, list);
     static const char *const pipeline[] = {
         "fold", "cse", "dce", "autodiff", "optimizer", "cse", "dce",
     };
-    int n = (int)(sizeof pipeline / sizeof pipeline[0]);
-    for (int i = 0; i < n && i < max; i++) names[i] = pipeline[i];
-    return n;
+    for (size_t i = 0; i < sizeof pipeline / sizeof pipeline[0]; i++) list[n++] = pipeline[i];
+    return fill(list, n, names, max);
+}
+
+/* The forward part alone, for the eval and sampling graphs, which must see
+ * the same fused ops, dtypes and padded parameters as the training graph. */
+int pm_forward_pipeline(const Graph *g, const PassOptions *po, const char **names, int max) {
+    const char *list[16];
+    int n = forward_passes(g, po, list);
+    static const char *const cleanup[] = {"fold", "cse", "dce"};
+    for (size_t i = 0; i < sizeof cleanup / sizeof cleanup[0]; i++) list[n++] = cleanup[i];
+    return fill(list, n, names, max);
 }

@@ -314,10 +314,26 @@ TRN_DEV void tk_layernorm_bwd_rows(float *__restrict__ dx, const float *__restri
     int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (n >= N) return;
     /* x held in registers; dy read twice (from L1) to stay clear of spills at C = 2048 */
-    TrnRow<C> xr;
-    xr.load(x + n * C, lane);
     const float *dr = dy + n * C;
     double m = mean[n], rs = rstd[n], s1 = 0, s2 = 0;
+    if constexpr (C > 1024) {
+        /* wide rows: no register copy, x and dy re-read from L1 */
+        const float *xg = x + n * C;
+        for (int c = lane; c < C; c += 32) {
+            double xh = ((double)xg[c] - m) * rs, dxh = (double)dr[c] * (double)w[c];
+            s1 += dxh;
+            s2 += dxh * xh;
+        }
+        s1 = trn_warp_sum(s1) / (double)C;
+        s2 = trn_warp_sum(s2) / (double)C;
+        for (int c = lane; c < C; c += 32) {
+            double xh = ((double)xg[c] - m) * rs, dxh = (double)dr[c] * (double)w[c];
+            dx[n * C + c] = (float)(rs * (dxh - s1 - xh * s2));
+        }
+        return;
+    }
+    TrnRow<C> xr;
+    xr.load(x + n * C, lane);
 #pragma unroll
     for (int k = 0; k < xr.PER; k++) {
         int c = lane + 32 * k;
@@ -390,10 +406,18 @@ TRN_DEV void tk_rmsnorm_bwd_rows(float *__restrict__ dx, const float *__restrict
     int lane = threadIdx.x & 31;
     int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (n >= N) return;
-    TrnRow<C> xr;
-    xr.load(x + n * C, lane);
     const float *dr = dy + n * C;
     double rs = rstd[n], s = 0;
+    if constexpr (C > 1024) {
+        /* wide rows (Llama's 2048): no register copy, x and dy re-read from L1 */
+        const float *xg = x + n * C;
+        for (int c = lane; c < C; c += 32) s += (double)dr[c] * (double)w[c] * (double)xg[c] * rs;
+        s = trn_warp_sum(s) / (double)C;
+        for (int c = lane; c < C; c += 32) dx[n * C + c] = (float)(rs * ((double)dr[c] * (double)w[c] - (double)xg[c] * rs * s));
+        return;
+    }
+    TrnRow<C> xr;
+    xr.load(x + n * C, lane);
 #pragma unroll
     for (int k = 0; k < xr.PER; k++) {
         int c = lane + 32 * k;

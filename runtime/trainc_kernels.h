@@ -112,6 +112,38 @@ TRN_INLINE double trn_silu_grad(double dy, double x) {
 }
 TRN_INLINE double trn_sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }
 
+/* Float versions, for values stored in f32 or narrower: the transcendental
+ * functions are evaluated in float (expf, tanhf, erff), which is several
+ * times faster than double and differs from the interpreter's double
+ * evaluation by at most about an ulp of the f32 result. */
+TRN_INLINE float trn_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* tanh through one expf: glibc's tanhf goes through expm1f and costs several
+ * times more.  Absolute error a few 1e-8; exact limits for large |x|. */
+TRN_INLINE float trn_tanhf(float x) {
+    if (x > 9.0f) return 1.0f;
+    if (x < -9.0f) return -1.0f;
+    return 1.0f - 2.0f / (expf(2.0f * x) + 1.0f);
+}
+TRN_INLINE float trn_siluf(float x) { return x / (1.0f + expf(-x)); }
+TRN_INLINE float trn_geluf(float x, int approx) {
+    if (approx) return 0.5f * x * (1.0f + trn_tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+}
+TRN_INLINE float trn_gelu_gradf(float dy, float x, int approx) {
+    if (approx) {
+        float u = 0.7978845608028654f * (x + 0.044715f * x * x * x), t = trn_tanhf(u);
+        float du = 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
+        return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+    }
+    float cdf = 0.5f * (1.0f + erff(x * 0.7071067811865476f));
+    float pdf = expf(-0.5f * x * x) * 0.3989422804014327f;
+    return dy * (cdf + x * pdf);
+}
+TRN_INLINE float trn_silu_gradf(float dy, float x) {
+    float s = 1.0f / (1.0f + expf(-x));
+    return dy * s * (1.0f + x * (1.0f - s));
+}
+
 /* ---- GEMM: C[M,N] (+)= op(A)[M,K] op(B)[K,N], row-major with leading dims ---- */
 
 static inline void tk_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
@@ -315,91 +347,92 @@ static inline void tk_rope_f32(float *y, const float *x, int64_t outer, int64_t 
 
 /* ---- attention: q [B,H,T,D], k, v [B,Hkv,S,D] -> o [B,H,T,D], lse [B,H,T] ----
  * One query row at a time with an online softmax over key tiles, so no T x S
- * matrix exists beyond one tile. */
+ * matrix exists beyond one tile; dot products and updates are float vector
+ * loops (omp simd). */
 #define TK_ATT_TILE 64
+
+TRN_INLINE float tk_dot_f32(const float *a, const float *b, int64_t n) {
+    float s = 0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+TRN_INLINE void tk_axpy_f32(float *y, float a, const float *x, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
 static inline void tk_attention_f32(float *o, float *lse, const float *q, const float *k, const float *v, int64_t B, int64_t H,
                                     int64_t Hkv, int64_t T, int64_t S, int64_t D, double scale, int causal) {
     int64_t grp = H / Hkv;
-#pragma omp parallel for collapse(3) schedule(static) if (B * H * T * S * D > 65536)
+    float sc = (float)scale;
+#pragma omp parallel for collapse(3) schedule(dynamic, 8) if (B * H * T * S * D > 65536)
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < T; i++) {
                 const float *qr = q + ((b * H + h) * T + i) * D;
                 const float *kb = k + (b * Hkv + h / grp) * S * D, *vb = v + (b * Hkv + h / grp) * S * D;
-                double acc[512], mx = -INFINITY, l = 0, s[TK_ATT_TILE];
-                double *ac = D <= 512 ? acc : (double *)malloc(sizeof(double) * (size_t)D);
+                float acc[512], s[TK_ATT_TILE], mx = -INFINITY, l = 0;
+                float *ac = D <= 512 ? acc : (float *)malloc(sizeof(float) * (size_t)D);
                 for (int64_t d = 0; d < D; d++) ac[d] = 0;
                 int64_t jend = causal ? i + 1 : S;
                 for (int64_t j0 = 0; j0 < jend; j0 += TK_ATT_TILE) {
                     int64_t j1 = j0 + TK_ATT_TILE < jend ? j0 + TK_ATT_TILE : jend;
-                    double tmx = -INFINITY;
+                    float tmx = -INFINITY;
                     for (int64_t j = j0; j < j1; j++) {
-                        double dot = 0;
-                        for (int64_t d = 0; d < D; d++) dot += (double)qr[d] * (double)kb[j * D + d];
-                        s[j - j0] = dot * scale;
-                        tmx = fmax(tmx, s[j - j0]);
+                        s[j - j0] = tk_dot_f32(qr, kb + j * D, D) * sc;
+                        tmx = s[j - j0] > tmx ? s[j - j0] : tmx;
                     }
-                    double nmx = fmax(mx, tmx), corr = exp(mx - nmx);
+                    float nmx = mx > tmx ? mx : tmx, corr = expf(mx - nmx);
                     l *= corr;
+#pragma omp simd
                     for (int64_t d = 0; d < D; d++) ac[d] *= corr;
                     for (int64_t j = j0; j < j1; j++) {
-                        double p = exp(s[j - j0] - nmx);
-                        l += p;
-                        for (int64_t d = 0; d < D; d++) ac[d] += p * (double)vb[j * D + d];
+                        float pj = expf(s[j - j0] - nmx);
+                        l += pj;
+                        tk_axpy_f32(ac, pj, vb + j * D, D);
                     }
                     mx = nmx;
                 }
-                float *orow = o + ((b * H + h) * T + i) * D;
-                for (int64_t d = 0; d < D; d++) orow[d] = (float)(ac[d] / l);
-                lse[(b * H + h) * T + i] = (float)(mx + log(l));
+                float *orow = o + ((b * H + h) * T + i) * D, inv = 1.0f / l;
+                for (int64_t d = 0; d < D; d++) orow[d] = ac[d] * inv;
+                lse[(b * H + h) * T + i] = mx + logf(l);
                 if (ac != acc) free(ac);
             }
 }
 
 /* dq, dk, dv from do, q, k, v, o, lse (probabilities recomputed from lse).
  * Parallel over (b, kv head): the query heads sharing a kv head add into
- * its dk, dv in order. */
+ * its dk, dv in order, so the result does not depend on the thread count. */
 static inline void tk_attention_bwd_f32(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
                                         const float *v, const float *o, const float *lse, int64_t B, int64_t H, int64_t Hkv,
                                         int64_t T, int64_t S, int64_t D, double scale, int causal) {
     int64_t grp = H / Hkv;
-#pragma omp parallel for collapse(2) schedule(static) if (B * H * T * S * D > 65536)
+    float sc = (float)scale;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (B * H * T * S * D > 65536)
     for (int64_t b = 0; b < B; b++)
         for (int64_t hk = 0; hk < Hkv; hk++) {
             const float *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
             float *dkb = dk + (b * Hkv + hk) * S * D, *dvb = dv + (b * Hkv + hk) * S * D;
-            double *dka = (double *)calloc((size_t)(S * D), sizeof(double)), *dva = (double *)calloc((size_t)(S * D), sizeof(double));
-            double *dqa = (double *)malloc(sizeof(double) * (size_t)D);
+            memset(dkb, 0, sizeof(float) * (size_t)(S * D));
+            memset(dvb, 0, sizeof(float) * (size_t)(S * D));
             for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
                 for (int64_t i = 0; i < T; i++) {
                     int64_t row = (b * H + h) * T + i;
-                    const float *qr = q + row * D, *dor = dout + row * D, *orow = o + row * D;
-                    double Di = 0, L = lse[row];
-                    for (int64_t d = 0; d < D; d++) Di += (double)dor[d] * (double)orow[d];
-                    for (int64_t d = 0; d < D; d++) dqa[d] = 0;
+                    const float *qr = q + row * D, *dor = dout + row * D;
+                    float *dqr = dq + row * D;
+                    float Di = tk_dot_f32(dor, o + row * D, D), L = lse[row];
+                    for (int64_t d = 0; d < D; d++) dqr[d] = 0;
                     int64_t jend = causal ? i + 1 : S;
                     for (int64_t j = 0; j < jend; j++) {
-                        double dot = 0, dp = 0;
-                        for (int64_t d = 0; d < D; d++) {
-                            dot += (double)qr[d] * (double)kb[j * D + d];
-                            dp += (double)dor[d] * (double)vb[j * D + d];
-                        }
-                        double p = exp(dot * scale - L), ds = p * (dp - Di);
-                        for (int64_t d = 0; d < D; d++) {
-                            dqa[d] += scale * ds * (double)kb[j * D + d];
-                            dka[j * D + d] += scale * ds * (double)qr[d];
-                            dva[j * D + d] += p * (double)dor[d];
-                        }
+                        float pj = expf(tk_dot_f32(qr, kb + j * D, D) * sc - L);
+                        float ds = pj * (tk_dot_f32(dor, vb + j * D, D) - Di) * sc;
+                        tk_axpy_f32(dqr, ds, kb + j * D, D);
+                        tk_axpy_f32(dkb + j * D, ds, qr, D);
+                        tk_axpy_f32(dvb + j * D, pj, dor, D);
                     }
-                    for (int64_t d = 0; d < D; d++) dq[row * D + d] = (float)dqa[d];
                 }
-            for (int64_t e = 0; e < S * D; e++) {
-                dkb[e] = (float)dka[e];
-                dvb[e] = (float)dva[e];
-            }
-            free(dka);
-            free(dva);
-            free(dqa);
         }
 }
 

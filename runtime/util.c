@@ -330,12 +330,16 @@ int32_t rt_micro_seed(uint64_t seed, int64_t step, int64_t micro) {
 
 /* ---- OpenMP ---- */
 
-/* Weak: resolves to libgomp's function when the executable links OpenMP,
- * stays NULL otherwise, so the runtime never needs OpenMP itself. */
+/* Weak: resolves to libgomp's (OpenBLAS's) function when the executable
+ * links OpenMP (OpenBLAS), stays NULL otherwise, so the runtime needs
+ * neither itself.  OpenBLAS gets the same count: its own worker threads
+ * spinning beside OpenMP's would oversubscribe the cores. */
 #if defined(__GNUC__) || defined(__clang__)
 extern void omp_set_num_threads(int n) __attribute__((weak));
+extern void openblas_set_num_threads(int n) __attribute__((weak));
 void rt_set_threads(int n) {
     if (n > 0 && omp_set_num_threads) omp_set_num_threads(n);
+    if (n > 0 && openblas_set_num_threads) openblas_set_num_threads(n);
 }
 #else
 void rt_set_threads(int n) { (void)n; }

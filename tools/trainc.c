@@ -37,7 +37,7 @@ typedef struct Opts {
     const char **sets;            /* --set KEY=VALUE (NULL-terminated) */
     int          nsets;
     bool         keep, report, no_fuse, native, fp64, no_blas;
-    const char  *target, *cc, *opt_level, *precision;
+    const char  *target, *cc, *opt_level, *precision, *archs;
     int          pad_multiple;
     /* run: the arguments handed to the runtime (argv[0] first) */
     char       **rt_argv;
@@ -49,7 +49,7 @@ typedef struct Opts {
 typedef enum {
     F_OUTPUT, F_DEFINE, F_PASSES, F_TRAIN, F_PRINT_AFTER, F_PRINT_AFTER_ALL, F_PRINT_BEFORE, F_TIME_PASSES,
     F_EMIT, F_STATS, F_NO_VERIFY, F_NO_LOCS, F_VERBOSE,
-    F_SET, F_KEEP, F_REPORT, F_NO_FUSE, F_TARGET, F_CC, F_OPT_LEVEL, F_NATIVE, F_FP64, F_NO_BLAS, F_PRECISION, F_PAD_MULTIPLE,
+    F_SET, F_ARCH, F_KEEP, F_REPORT, F_NO_FUSE, F_TARGET, F_CC, F_OPT_LEVEL, F_NATIVE, F_FP64, F_NO_BLAS, F_PRECISION, F_PAD_MULTIPLE,
 } FlagId;
 
 typedef struct Flag {
@@ -69,8 +69,9 @@ static const Flag flags[] = {
     {F_PRINT_AFTER_ALL, "--print-ir-after-all", NULL, NULL, "dump the IR after every pass"},
     {F_PRINT_BEFORE, "--print-ir-before", "PASS", NULL, "dump the IR before PASS runs (repeatable)"},
     {F_TIME_PASSES, "--time-passes", NULL, NULL, "print the time each pass took, to stderr"},
-    {F_EMIT, "--emit", "FORMAT", "ir opt compile", "ir, opt: ir (default) or dot (Graphviz); compile: kernels (print the schedule), c (write NAME.c), lib (NAME.c, NAME.h and the runtime, to link into another program)"},
+    {F_EMIT, "--emit", "FORMAT", "ir opt compile", "ir, opt: ir (default) or dot (Graphviz); compile: kernels (print the schedule), c (write NAME.c), lib (NAME.c, NAME.h and the runtime, to link into another program), cuda (with --target=cuda: NAME.cu and the per-kernel resource report)"},
     {F_SET, "--set", "KEY=VALUE", "compile run ir", "override a key of the model's train section (e.g. --set grad_accum=4)"},
+    {F_ARCH, "--arch", "sm_80,sm_90", "compile", "cuda target: the GPU architectures to build cubin for (PTX of the newest is embedded too)"},
     {F_KEEP, "--keep", NULL, "compile", "keep the generated C source (NAME.c) next to the executable"},
     {F_REPORT, "--report", NULL, "compile", "print the memory plan (every byte of a training step) before anything runs"},
     {F_NO_FUSE, "--no-fuse", NULL, "compile", "one kernel per op: turn generic fusion off"},
@@ -226,8 +227,8 @@ static int set_flag(Opts *o, const Flag *f, const char *val) {
     case F_TIME_PASSES: o->time_passes = true; break;
     case F_EMIT:
         if (strcmp(o->cmd, "compile") == 0) {
-            if (strcmp(val, "kernels") != 0 && strcmp(val, "c") != 0 && strcmp(val, "lib") != 0)
-                return usage_error(o->cmd, "--emit takes 'kernels', 'c' or 'lib', not '%s'", val);
+            if (strcmp(val, "kernels") != 0 && strcmp(val, "c") != 0 && strcmp(val, "lib") != 0 && strcmp(val, "cuda") != 0)
+                return usage_error(o->cmd, "--emit takes 'kernels', 'c', 'lib' or 'cuda', not '%s'", val);
         } else if (strcmp(val, "ir") != 0 && strcmp(val, "dot") != 0) {
             return usage_error(o->cmd, "--emit takes 'ir' or 'dot', not '%s'", val);
         }
@@ -239,6 +240,7 @@ static int set_flag(Opts *o, const Flag *f, const char *val) {
         o->sets[o->nsets++] = val;
         o->sets[o->nsets] = NULL;
         break;
+    case F_ARCH: o->archs = val; break;
     case F_KEEP: o->keep = true; break;
     case F_REPORT: o->report = true; break;
     case F_NO_FUSE: o->no_fuse = true; break;
@@ -425,6 +427,7 @@ static CompileOptions compile_options(Opts *o) {
     c.cc = o->cc;
     c.opt = o->opt_level;
     c.sets = o->sets;
+    c.archs = o->archs;
     c.po.precision = o->precision;
     c.po.pad_multiple = o->pad_multiple;
     c.po.target = o->target;
@@ -507,6 +510,9 @@ static int cmd_opt(Opts *o) {
 }
 
 static int cmd_compile(Opts *o) {
+    if (o->emit && strcmp(o->emit, "cuda") == 0 && (!o->target || strcmp(o->target, "cuda") != 0))
+        return usage_error(o->cmd, "--emit=cuda needs --target=cuda");
+    if (o->archs && (!o->target || strcmp(o->target, "cuda") != 0)) return usage_error(o->cmd, "--arch needs --target=cuda");
     Diag d;
     diag_init(&d, stderr);
     CompileOptions c = compile_options(o);

@@ -58,7 +58,8 @@ for m in gpt2_tiny llama_tiny mlp gpt2_d64 llama_d128; do
     t1=$(date +%s%N)
     tail -3 "$L/kcheck_$m.log"
     summ=$(grep '"summary"' "$L/kcheck_$m.jsonl" 2>/dev/null | tail -1)
-    rec "{\"stage\":\"kernels\",\"model\":\"$m\",\"rc\":$rc,\"ms\":$(( (t1 - t0) / 1000000 )),\"summary\":${summ:-null}}"
+    msg=$(tail -1 "$L/kcheck_$m.log" | tr -d '"\\' | cut -c1-300)
+    rec "{\"stage\":\"kernels\",\"model\":\"$m\",\"rc\":$rc,\"ms\":$(( (t1 - t0) / 1000000 )),\"summary\":${summ:-null},\"last_line\":\"$msg\"}"
 done
 
 # ---- 2. end to end ----
@@ -81,7 +82,7 @@ def losses(p):
 c, g, e = (losses(p) for p in sys.argv[1:4])
 n = min(len(c), len(g))
 rel = max((abs(a - b) / max(abs(a), 1e-12) for a, b in zip(c, g)), default=None)
-same = len(g) == len(e) and g == e
+same = len(g) > 0 and g == e
 print(json.dumps({"steps": n, "max_rel": rel, "graph_equals_eager": same, "cpu_first": c[0] if c else None,
                   "cpu_last": c[-1] if c else None, "gpu_last": g[-1] if g else None,
                   "ok": bool(n == int(sys.argv[4]) and rel is not None and rel <= 1e-4)}))
@@ -127,8 +128,9 @@ bench_trainc gpt2_124m 14 150
 bench_trainc gpt2_124m_fp32 6 120
 for mode in eager compile; do
     lim=$([ $mode = compile ] && echo 200 || echo 120)
-    res=$(PYTHONUNBUFFERED=1 timeout -k 5 $lim python3 bench/gpt2_torch.py --mode $mode --batch 16 --steps 15 2> "$L/torch_$mode.err" | tail -1)
+    PYTHONUNBUFFERED=1 timeout -k 5 $lim python3 bench/gpt2_torch.py --mode $mode --batch 16 --steps 15 > "$L/torch_$mode.out" 2> "$L/torch_$mode.err"
     rc=$?
+    res=$(tail -1 "$L/torch_$mode.out")
     echo "bench torch $mode: $res"
     echo "$res" | python3 -c 'import json,sys; json.loads(sys.stdin.read())' 2>/dev/null || res=null
     rec "{\"stage\":\"bench\",\"impl\":\"pytorch-$mode\",\"rc\":$rc,\"result\":${res:-null}}"

@@ -4,6 +4,7 @@
  * The op table is enumerated: an OPF_DIFF op without a case fails. */
 #include "harness.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -223,6 +224,69 @@ static Value *c_cross_entropy(GT *t) {
     return gt_emit(t, n);
 }
 
+/* ---- fused ops (passes/liger.c) ---- */
+
+static Value *glu(GT *t, Op op, int approx) {
+    Value *in[2] = {PF(t, "a", FILL_UNIFORM, -3, 3, 2, 3, 4), PF(t, "b", FILL_UNIFORM, -2, 2, 2, 3, 4)};
+    Node *n = gt_node(t, op, 2, in);
+    if (op == OP_geglu) ir_set_int(t->g, n, "approx", approx);
+    return gt_emit(t, n);
+}
+static Value *c_swiglu(GT *t) { return glu(t, OP_swiglu, 0); }
+static Value *c_geglu_erf(GT *t) { return glu(t, OP_geglu, 0); }
+static Value *c_geglu_tanh(GT *t) { return glu(t, OP_geglu, 1); }
+
+/* y + s: the gradient flows into both results (add_*_norm_grad); `y_only`
+ * differentiates y alone (the plain norm gradient at s). */
+static Value *add_norm(GT *t, Op op, bool y_only) {
+    bool ln = op == OP_add_layer_norm;
+    Value *in[4] = {PF(t, "x", FILL_UNIFORM, -2, 2, 2, 3, 8), PF(t, "r", FILL_UNIFORM, -2, 2, 2, 3, 8),
+                    PF(t, "w", FILL_UNIFORM, 0.5, 1.5, 8), ln ? P(t, "b", 8) : NULL};
+    Node *n = gt_node(t, op, ln ? 4 : 3, in);
+    gt_emit(t, n);
+    return y_only ? n->out[0] : gt_op2(t, OP_add, n->out[0], n->out[1]);
+}
+static Value *c_add_layer_norm(GT *t) { return add_norm(t, OP_add_layer_norm, false); }
+static Value *c_add_layer_norm_y(GT *t) { return add_norm(t, OP_add_layer_norm, true); }
+static Value *c_add_rms_norm(GT *t) { return add_norm(t, OP_add_rms_norm, false); }
+static Value *c_add_rms_norm_y(GT *t) { return add_norm(t, OP_add_rms_norm, true); }
+
+/* q [2,4,5,8] and k [2,2,5,8] (grouped-query shapes); the result is both,
+ * concatenated over the heads.  Tables: arbitrary values (not a rotation),
+ * so the transpose is checked in general. */
+static Value *rope_qk(GT *t, bool tables, int inverse) {
+    Value *in[4] = {P(t, "q", 2, 4, 5, 8), P(t, "k", 2, 2, 5, 8), NULL, NULL};
+    if (tables) {
+        double cs[40], sn[40];
+        for (int i = 0; i < 40; i++) cs[i] = cos(0.3 * i) * 1.1, sn[i] = sin(0.7 * i + 0.2);
+        in[2] = gt_input(t, "cos", DT_f32, 2, D(5, 8), cs);
+        in[3] = gt_input(t, "sin", DT_f32, 2, D(5, 8), sn);
+    }
+    Node *n = gt_node(t, OP_rope_qk, tables ? 4 : 2, in);
+    ir_set_float(t->g, n, "theta", 100.0);
+    ir_set_int(t->g, n, "inverse", inverse);
+    gt_emit(t, n);
+    Node *c = gt_node(t, OP_concat, 2, n->out);
+    ir_set_int(t->g, c, "axis", 1);
+    return gt_emit(t, c);
+}
+static Value *c_rope_qk(GT *t) { return rope_qk(t, false, 0); }
+static Value *c_rope_qk_inverse(GT *t) { return rope_qk(t, false, 1); }
+static Value *c_rope_qk_tables(GT *t) { return rope_qk(t, true, 0); }
+static Value *c_rope_qk_tables_inverse(GT *t) { return rope_qk(t, true, 1); }
+
+/* x [2,3,5] w [7,5]: classes=6 (the last row of w is padding), chunk 2,
+ * one ignored target. */
+static Value *c_linear_ce(GT *t) {
+    static const double tg[6] = {2, 0, -100, 5, 5, 1};
+    Value *in[3] = {PF(t, "x", FILL_UNIFORM, -1.5, 1.5, 2, 3, 5), PF(t, "w", FILL_UNIFORM, -1, 1, 7, 5),
+                    gt_input(t, "targets", DT_i32, 2, D(2, 3), tg)};
+    Node *n = gt_node(t, OP_linear_cross_entropy, 3, in);
+    ir_set_int(t->g, n, "classes", 6);
+    ir_set_int(t->g, n, "chunk", 2);
+    return gt_emit(t, n);
+}
+
 static const Case cases[] = {
     {OP_neg, "neg", c_neg}, {OP_exp, "exp", c_exp}, {OP_log, "log", c_log}, {OP_sqrt, "sqrt", c_sqrt},
     {OP_rsqrt, "rsqrt", c_rsqrt}, {OP_tanh, "tanh", c_tanh}, {OP_sigmoid, "sigmoid", c_sigmoid},
@@ -256,6 +320,13 @@ static const Case cases[] = {
     {OP_attention, "attention GQA non-causal S=7", c_attn_full_s7},
     {OP_dropout, "dropout p=0.3", c_dropout},
     {OP_cross_entropy, "cross_entropy (ignored target)", c_cross_entropy},
+
+    {OP_swiglu, "swiglu", c_swiglu}, {OP_geglu, "geglu approx=0", c_geglu_erf}, {OP_geglu, "geglu approx=1", c_geglu_tanh},
+    {OP_add_layer_norm, "add_layer_norm (y and s)", c_add_layer_norm}, {OP_add_layer_norm, "add_layer_norm (y only)", c_add_layer_norm_y},
+    {OP_add_rms_norm, "add_rms_norm (y and s)", c_add_rms_norm}, {OP_add_rms_norm, "add_rms_norm (y only)", c_add_rms_norm_y},
+    {OP_rope_qk, "rope_qk", c_rope_qk}, {OP_rope_qk, "rope_qk inverse=1", c_rope_qk_inverse},
+    {OP_rope_qk, "rope_qk tables", c_rope_qk_tables}, {OP_rope_qk, "rope_qk tables inverse=1", c_rope_qk_tables_inverse},
+    {OP_linear_cross_entropy, "linear_cross_entropy (classes < V, ignored target)", c_linear_ce},
 };
 
 static GTResult run_case(const Case *c, const char *label) {

@@ -20,8 +20,9 @@ static int fails;
         }                                                   \
     } while (0)
 
-/* Every OPF_DIFF op has a rule and no other op does; extra results of
- * multi-result differentiable ops are the non-differentiable statistics. */
+/* Every OPF_DIFF op has a rule and no other op does; the results of a
+ * differentiable op after its grad_diff_results() differentiable ones are
+ * the non-differentiable statistics. */
 static void test_table(void) {
     int ndiff = 0;
     for (int op = 0; op < OP__COUNT; op++) {
@@ -29,8 +30,12 @@ static void test_table(void) {
         ndiff += diff;
         EXPECT(grad_has_rule(op) == diff, "%s: OPF_DIFF is %d but grad_has_rule is %d", op_name(op), diff, grad_has_rule(op));
         EXPECT(!grad_nondiff_result(op, 0), "%s: result 1 must be differentiable", op_name(op));
-        for (int r = 1; r < op_info[op].nout; r++)
-            if (diff) EXPECT(grad_nondiff_result(op, r), "%s: result %d should be marked non-differentiable", op_name(op), r + 1);
+        int nd = grad_diff_results(op);
+        EXPECT(nd >= 1 && nd <= op_info[op].nout, "%s: %d differentiable results of %d", op_name(op), nd, op_info[op].nout);
+        for (int r = 1; r < op_info[op].nout; r++) {
+            if (diff && r >= nd) EXPECT(grad_nondiff_result(op, r), "%s: result %d should be marked non-differentiable", op_name(op), r + 1);
+            if (r < nd) EXPECT(!grad_nondiff_result(op, r), "%s: result %d is differentiable", op_name(op), r + 1);
+        }
         EXPECT(!(grad_is_zero(op) && diff), "%s: both zero-gradient and differentiable", op_name(op));
     }
     printf("rules: %d differentiable ops, each with a rule\n", ndiff);

@@ -214,7 +214,8 @@ static void test_devices(void) {
     TrnModel withcuda = bigram_adam;
     withcuda.cuda = &bigram_adam;
     s = trn_create(&withcuda, &o, err, sizeof err);
-    CHECK(!s && strstr(err, "not available yet"), "cuda module: %s", s ? "created" : err);
+    /* no driver here (or, on a GPU machine, not a real module): a clean error */
+    CHECK(!s && strstr(err, "cuda"), "cuda module: %s", s ? "created" : err);
     o.device = "auto";
     s = trn_create(&withcuda, &o, err, sizeof err);
     CHECK(s && strcmp(s->be.name, "cpu") == 0, "auto: %s", s ? s->be.name : err);

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# bench/cpu.sh — the compiled CPU executable against PyTorch eager on the
+# CPU, for the same tiny GPT-2 (same shapes, fp32, AdamW, same threads),
+# both measured in the same run.  Prints the ratio and writes
+# bench/results/cpu.json.  Needs Debian's python3-torch.
+#
+#   bench/cpu.sh [THREADS] [STEPS]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+threads=${1:-2}
+steps=${2:-40}
+warm=5
+trainc=$root/build/tools/trainc
+[ -x "$trainc" ] || "$root/scripts/build.sh" build >/dev/null
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+text=$root/../shared/data/tinyshakespeare.txt
+[ -f "$text" ] || text=$root/README.md
+"$root/build/tools/trainc-tokenize" "$text" "$work/t" >/dev/null
+# the model: vocab 256, 4 layers, 4 heads, 128 wide, context 128, batch 8
+declare -A size=([vocab]=256 [layers]=4 [heads]=4 [dim]=128 [seq]=128 [batch]=8)
+defs=()
+for k in "${!size[@]}"; do defs+=(-D "$k=${size[$k]}"); done
+"$trainc" compile "$root/examples/gpt2.model" "${defs[@]}" -o "$work/gpt2" >/dev/null
+total=$((warm + steps))
+"$work/gpt2" --data "$work/t_train.bin" --steps "$total" --warmup 0 --lr 6e-4 --schedule constant \
+  --threads "$threads" --quiet --metrics "$work/m.jsonl"
+ours=$(sed -n 's/.*"step": *\([0-9]*\).*"ms": *\([0-9.eE+-]*\).*/\1 \2/p' "$work/m.jsonl" |
+       awk -v w="$warm" '$1 > w {print $2}' | sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}')
+py=python3; /usr/bin/python3 -c "import torch" 2>/dev/null && py=/usr/bin/python3
+torch=$(OMP_NUM_THREADS=$threads $py "$root/bench/gpt2_cpu_torch.py" "$work/t_train.bin" --vocab "${size[vocab]}" \
+  --layers "${size[layers]}" --heads "${size[heads]}" --dim "${size[dim]}" --seq "${size[seq]}" --batch "${size[batch]}" \
+  --steps "$steps" --warmup-steps "$warm" --threads "$threads")
+tms=$(echo "$torch" | sed 's/.*"ms_per_step": *\([0-9.eE+-]*\).*/\1/')
+tver=$(echo "$torch" | sed 's/.*"torch": *"\([^"]*\)".*/\1/')
+ratio=$(awk -v a="$tms" -v b="$ours" 'BEGIN {printf "%.2f", a / b}')
+cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
+printf 'tiny GPT-2 (vocab 256, 4 layers, 128 wide, T=128, B=8), fp32, %s threads, median of %s steps:\n' "$threads" "$steps"
+printf '  trainc compiled   %8.2f ms/step\n  PyTorch %s eager %8.2f ms/step\n  speed-up          %8sx\n' "$ours" "$tver" "$tms" "$ratio"
+cat > "$root/bench/results/cpu.json" <<JSON
+{"model": "gpt2 vocab=256 layers=4 heads=4 dim=128 seq=128 batch=8", "dtype": "f32", "threads": $threads, "steps": $steps,
+ "trainc_ms_per_step": $ours, "torch_ms_per_step": $tms, "torch_version": "$tver", "speedup": $ratio,
+ "cpu": "$cpu", "date": "$(date -u +%Y-%m-%d)"}
+JSON

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages trainc needs that the machine lacks.
+#   build: cmake, a C compiler, flex, bison
+#   generated code: OpenBLAS (GEMMs), OpenMP (libgomp comes with gcc)
+#   tests: LLVM's FileCheck (llvm-14-tools), clang and its libFuzzer runtime
+set -euo pipefail
+pkgs=(cmake gcc make flex bison libopenblas-dev llvm-14-tools clang-14 libclang-rt-14-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

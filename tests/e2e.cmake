@@ -1,0 +1,21 @@
+# End-to-end tests: training with the interpreter and with compiled code,
+# resume, checkpoints, the embedding example.
+set(SHAKESPEARE ${CMAKE_SOURCE_DIR}/../shared/data/tinyshakespeare.txt)
+
+add_executable(e2e_mlp_interp ${CMAKE_SOURCE_DIR}/tests/e2e/mlp_interp.c ${CMAKE_SOURCE_DIR}/tools/interp_backend.c)
+target_include_directories(e2e_mlp_interp PRIVATE ${CMAKE_SOURCE_DIR}/tools)
+target_link_libraries(e2e_mlp_interp PRIVATE trainc_core trainc_frontend trainc_rt)
+add_test(NAME e2e_mlp_interp COMMAND e2e_mlp_interp WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(e2e_mlp_interp PROPERTIES LABELS "e2e")
+
+add_test(NAME e2e_interp_gpt2
+         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/interp_gpt2.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
+                 ${CMAKE_CURRENT_BINARY_DIR}/e2e_interp_gpt2 ${SHAKESPEARE})
+add_test(NAME e2e_compiled_gpt2
+         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/compiled_gpt2.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
+                 ${CMAKE_CURRENT_BINARY_DIR}/e2e_compiled_gpt2 ${SHAKESPEARE})
+# The embedding example: its own CMake build against `trainc compile --emit=lib`.
+add_test(NAME e2e_embed
+         COMMAND bash -c "rm -rf embed && ${CMAKE_COMMAND} -S ${CMAKE_SOURCE_DIR}/examples/embed -B embed -DTRAINC=$<TARGET_FILE:trainc> >/dev/null && ${CMAKE_COMMAND} --build embed >/dev/null && ./embed/embed embed/mlp.safetensors"
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(e2e_interp_gpt2 e2e_compiled_gpt2 e2e_embed PROPERTIES LABELS "e2e;slow" SKIP_RETURN_CODE 77 TIMEOUT 900)

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# End to end with the compiled CPU executable (tests/e2e.cmake):
+#   1. tiny GPT-2 trained on tiny Shakespeare reaches a validation loss clearly
+#      below the unigram baseline (the entropy of the byte frequencies);
+#   2. a run resumed from its step-20 checkpoint reproduces the uninterrupted
+#      run's losses bit for bit;
+#   3. the checkpoint is a safetensors file: 8-byte little-endian header
+#      length, a JSON header with dtype, shape and data_offsets per tensor;
+#   4. --report's total equals the arena the executable allocates.
+# Usage: compiled_gpt2.sh TRAINC TOKENIZE SCRATCH TEXT
+set -euo pipefail
+trainc=$1 tokenize=$2 dir=$3 text=$4
+fail() { echo "FAIL: $*"; exit 1; }
+if [ ! -f "$text" ]; then echo "no $text: skipped"; exit 77; fi
+root=$(cd "$(dirname "$0")/../.." && pwd)
+text=$(cd "$(dirname "$text")" && pwd)/$(basename "$text")
+rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
+
+"$tokenize" "$text" shakes --val-fraction 0.1 >/dev/null
+tiny=(-D vocab=256 -D layers=2 -D heads=4 -D dim=64 -D seq=64 -D batch=8)
+"$trainc" compile "$root/examples/gpt2.model" "${tiny[@]}" -o gpt2 --keep
+[ -x gpt2 ] && [ -f gpt2.c ] || fail "no executable or kept source"
+
+# 1. learning
+./gpt2 --data shakes_train.bin --val shakes_val.bin --steps 400 --warmup 20 --lr 3e-3 --min-lr 3e-4 \
+       --eval-every 200 --eval-steps 20 --threads 1 --metrics m.jsonl --sample 80 > out.txt 2> err.txt || { cat err.txt; fail "training failed"; }
+val=$(grep '"val_loss"' m.jsonl | tail -1 | sed 's/.*"val_loss": *\([0-9.eE+-]*\).*/\1/')
+# unigram baseline: entropy (nats) of the byte distribution of the training text
+unigram=$(od -An -v -tu1 -w1 "$text" | sort -n | uniq -c | awk '{c[NR]=$1; n+=$1} END {for (i in c) {p=c[i]/n; h-=p*log(p)} printf "%.4f", h}')
+echo "validation loss $val; unigram baseline $unigram nats; first loss $(head -1 m.jsonl | sed 's/.*"loss": *\([0-9.]*\).*/\1/')"
+awk -v v="$val" -v u="$unigram" 'BEGIN {exit !(v < u - 0.5)}' || fail "validation loss $val is not clearly below the unigram baseline $unigram"
+grep -q "sample (80 tokens)" err.txt out.txt || fail "no sample printed"
+
+# 2. resume reproduces the losses bit for bit
+./gpt2 --data shakes_train.bin --steps 40 --threads 1 --quiet --metrics full.jsonl --save 'ck_{step}.safetensors' --save-every 20
+[ -f ck_20.safetensors ] || fail "no step-20 checkpoint"
+./gpt2 --data shakes_train.bin --steps 40 --threads 1 --quiet --metrics resumed.jsonl --resume ck_20.safetensors
+losses() { grep -v val_loss "$1" | sed 's/.*"step": *\([0-9]*\).*"loss": *\([0-9.eE+-]*\).*/\1 \2/'; }
+diff <(losses full.jsonl | awk '$1 > 20') <(losses resumed.jsonl) || fail "resumed losses differ from the uninterrupted run"
+[ "$(losses resumed.jsonl | wc -l)" -eq 20 ] || fail "the resumed run did not take 20 steps"
+echo "resume: steps 21-40 identical"
+
+# 3. safetensors format
+ck=ck_40.safetensors
+n=$(od -An -t u8 -N 8 "$ck" | tr -d ' ')
+head -c $((8 + n)) "$ck" | tail -c "$n" > header.json
+head -c 1 header.json | grep -q '{' || fail "header is not JSON"
+grep -q '"wte": *{"dtype": *"F32", *"shape": *\[256, *64\], *"data_offsets": *\[' header.json || fail "no wte entry of the right form"
+grep -q '"__metadata__"' header.json || fail "no metadata"
+size=$(stat -c %s "$ck")
+last=$(grep -o '"data_offsets": *\[[0-9]*, *[0-9]*\]' header.json | sed 's/.*, *\([0-9]*\)\]/\1/' | sort -n | tail -1)
+[ $((8 + n + last)) -eq "$size" ] || fail "data offsets do not end at the file's end ($((8 + n + last)) vs $size)"
+echo "checkpoint: header of $n bytes, data ends at the file's end"
+
+# 4. the arena is what --report says
+planned=$("$trainc" compile "$root/examples/gpt2.model" "${tiny[@]}" --report | awk '/total \(arena\)/ {print $3}')
+./gpt2 --report > rep.txt 2>&1
+grep -q "$planned" rep.txt || { cat rep.txt; fail "the executable's arena differs from the plan ($planned)"; }
+echo "arena: $planned bytes, as planned"
+echo "ok"
