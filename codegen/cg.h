@@ -107,6 +107,7 @@ typedef struct Kernel {
     int        *writes, nwrites, capwrites;
     bool        ce_fused;     /* KK_TMPL cross_entropy: forward + backward in one pass */
     Node       *ce_grad;      /* the cross_entropy_grad node it absorbed */
+    int         scratch;      /* KK_TMPL: buffer id + 1 of its workspace (linear_cross_entropy's logits chunk); 0: none */
 } Kernel;
 
 /* How a value is available to kernels. */
@@ -152,6 +153,7 @@ typedef struct Program {
      * arena_bytes and cat_bytes[MC_WORKSPACE]; 0 bytes for the CPU target */
     int64_t     workspace_off, workspace_bytes;
     const char *cuda_symbol;  /* the embedded CUDA module's symbol (cuda target), or NULL */
+    const char *target;       /* "cpu" or "cuda" (CgOptions.target): --report's tile advice */
 } Program;
 
 /* lower.c */

@@ -23,6 +23,15 @@
 #define TRAINC_RT_LIB "libtrainc_rt.a"
 #endif
 
+#ifndef TRAINC_OPENBLAS_DIR
+#define TRAINC_OPENBLAS_DIR ""
+#endif
+
+const char *cg_openblas_dir(void) {
+    const char *e = getenv("TRAINC_OPENBLAS_DIR");
+    return e ? e : TRAINC_OPENBLAS_DIR;
+}
+
 const char *cg_runtime_dir(void) {
     const char *e = getenv("TRAINC_RUNTIME_DIR");
     return e && *e ? e : TRAINC_RUNTIME_DIR;
@@ -150,8 +159,23 @@ bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Gr
     Graph *train = ir_clone(fwd);
     ir_graph_free(fwd);
     const char *names[64];
-    int n = pm_training_pipeline(train, &o->po, names, 64);
-    if (!eval || n > 64 || !pm_run(train, names, n, &o->po, &o->pm, d)) {
+    PassOptions po = o->po;
+    if (!po.target) po.target = o->target; /* the passes choose by target */
+    int n = pm_training_pipeline(train, &po, names, 64);
+    bool ok = eval && n <= 64 && pm_run(train, names, n, &po, &o->pm, d);
+    /* the eval and sampling graphs get the same forward passes (fused ops,
+     * dtypes, padded parameters), quietly: pad-tiles' notes came once */
+    PassOptions fpo = po;
+    fpo.quiet = fpo.forward_only = true;
+    PMOptions fpm = {0};
+    fpm.verify_each = o->pm.verify_each;
+    for (int i = 0; ok && i < 2; i++) {
+        Graph *g = i ? sample : eval;
+        if (!g) continue;
+        n = pm_forward_pipeline(g, &fpo, names, 64);
+        ok = n <= 64 && pm_run(g, names, n, &fpo, &fpm, d);
+    }
+    if (!ok) {
         ir_graph_free(eval);
         ir_graph_free(sample);
         ir_graph_free(train);
@@ -342,6 +366,13 @@ int cg_compile(const CompileOptions *o, Diag *d) {
         argv[a++] = blas_inc;
         argv[a++] = cpath;
         argv[a++] = cg_runtime_lib();
+        char blas_l[4200], blas_r[4200];
+        if (o->blas && *cg_openblas_dir()) {
+            snprintf(blas_l, sizeof blas_l, "-L%s", cg_openblas_dir());
+            snprintf(blas_r, sizeof blas_r, "-Wl,-rpath,%s", cg_openblas_dir());
+            argv[a++] = blas_l;
+            argv[a++] = blas_r;
+        }
         if (o->blas) argv[a++] = "-lopenblas";
         argv[a++] = "-lm";
         argv[a++] = "-lpthread";

@@ -38,6 +38,8 @@ Program    *cg_build(const CompileOptions *o, Graph **train, Graph **fwd, Graph 
 /* Applies "key=value" train-section overrides to g->train. */
 bool        cg_apply_sets(Graph *g, const char *const *sets, Diag *d);
 const char *cg_runtime_dir(void);
+/* The folder of the OpenBLAS generated code links ("" = the default one). */
+const char *cg_openblas_dir(void);
 const char *cg_runtime_lib(void);
 
 #endif

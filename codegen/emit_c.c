@@ -341,6 +341,8 @@ static void node_expr(StrBuf *b, Node *m, char ops[][48], DType dt) {
     case OP_relu_grad: sb_printf(b, "(%s > 0 ? %s : 0)", c, a); break;
     case OP_gelu_grad: sb_printf(b, f64 ? "trn_gelu_grad(%s, %s, %d)" : "trn_gelu_gradf((float)%s, (float)%s, %d)", a, c, (int)ir_int(m, "approx", 0)); break;
     case OP_silu_grad: sb_printf(b, f64 ? "trn_silu_grad(%s, %s)" : "trn_silu_gradf((float)%s, (float)%s)", a, c); break;
+    case OP_swiglu: sb_printf(b, f64 ? "trn_silu(%s) * %s" : "trn_siluf((float)%s) * %s", a, c); break;
+    case OP_geglu: sb_printf(b, f64 ? "trn_gelu(%s, %d) * %s" : "trn_geluf((float)%s, %d) * %s", a, (int)ir_int(m, "approx", 0), c); break;
     case OP_max_grad: sb_printf(b, "(%s == %s ? %s : 0)", c, y, a); break;
     case OP_clip_coef: {
         char mx[32];
@@ -723,12 +725,15 @@ static void emit_gemm(Emit *e, Kernel *k) {
     FILE *f = e->f;
     GemmInfo *gi = &k->gemm;
     DType dt = e->p->bufs[gi->c.buf].dt;
-    if (dt != DT_f32 && dt != DT_f64) {
-        error_at(e->d, k->loc, "the C backend does not support matmul in %s yet", dtype_name[dt]);
+    if (dt != DT_f32 && dt != DT_f64 && dt != DT_bf16 && dt != DT_f16) {
+        error_at(e->d, k->loc, "the C backend does not support matmul in %s", dtype_name[dt]);
         e->ok = false;
         return;
     }
-    const char *T = storage_type(dt), *fn = dt == DT_f32 ? "tk_gemm_f32" : "tk_gemm_f64";
+    /* bf16/f16: emulated (tk_gemm_dt: double accumulation, one rounding),
+     * the bias added after with its own rounding, as the interpreter does */
+    bool half = dt == DT_bf16 || dt == DT_f16;
+    const char *T = storage_type(dt), *fn = dt == DT_f32 ? "tk_gemm_f32" : dt == DT_f64 ? "tk_gemm_f64" : "tk_gemm_dt";
     kernel_header(e, k);
     buf_ptr(e, gi->a.buf, "a", false);
     buf_ptr(e, gi->b.buf, "b", false);
@@ -754,10 +759,11 @@ static void emit_gemm(Emit *e, Kernel *k) {
     if (gi->bias.buf >= 0) {
         buf_ptr(e, gi->bias.buf, "bias", false);
         int64_t rows = shape_numel(&e->p->bufs[gi->c.buf].shape) / gi->N;
-        if (dt == DT_f32) fprintf(f, "    tk_bias_rows_f32(c, %lld, %lld, %lld, bias + %lld);\n", (long long)rows, (long long)gi->N, (long long)ldc, (long long)gi->bias.off);
+        if (half) {}
+        else if (dt == DT_f32) fprintf(f, "    tk_bias_rows_f32(c, %lld, %lld, %lld, bias + %lld);\n", (long long)rows, (long long)gi->N, (long long)ldc, (long long)gi->bias.off);
         else fprintf(f, "    for (int64_t r = 0; r < %lld; r++) memcpy(c + r * %lld, bias + %lld, sizeof(double) * %lld);\n", (long long)rows, (long long)ldc, (long long)gi->bias.off, (long long)gi->N);
     }
-    const char *beta = gi->bias.buf >= 0 ? "1" : "0";
+    const char *beta = gi->bias.buf >= 0 && !half ? "1" : "0";
     int depth = 1;
     for (int i = 0; i < gi->nbatch; i++) {
         indent(f, depth++);
@@ -773,8 +779,12 @@ static void emit_gemm(Emit *e, Kernel *k) {
         if (gi->bsc[i]) sb_printf(&co, " + n%d * %lld", i, (long long)gi->bsc[i]);
     }
     indent(f, depth);
-    fprintf(f, "%s(%d, %d, %lld, %lld, %lld, a + %s, %lld, b + %s, %lld, (%s)%s, c + %s, %lld);\n", fn, ta, tb, (long long)gi->M,
-            (long long)gi->N, (long long)gi->K, ao.s, (long long)lda, bo.s, (long long)ldb, T, beta, co.s, (long long)ldc);
+    if (half)
+        fprintf(f, "%s(%d, %d, %d, %lld, %lld, %lld, a + %s, %lld, b + %s, %lld, c + %s, %lld);\n", fn, dt == DT_bf16 ? 2 : 3, ta, tb,
+                (long long)gi->M, (long long)gi->N, (long long)gi->K, ao.s, (long long)lda, bo.s, (long long)ldb, co.s, (long long)ldc);
+    else
+        fprintf(f, "%s(%d, %d, %lld, %lld, %lld, a + %s, %lld, b + %s, %lld, (%s)%s, c + %s, %lld);\n", fn, ta, tb, (long long)gi->M,
+                (long long)gi->N, (long long)gi->K, ao.s, (long long)lda, bo.s, (long long)ldb, T, beta, co.s, (long long)ldc);
     sb_free(&ao);
     sb_free(&bo);
     sb_free(&co);
@@ -782,6 +792,9 @@ static void emit_gemm(Emit *e, Kernel *k) {
         indent(f, --depth);
         fputs("}\n", f);
     }
+    if (half && gi->bias.buf >= 0)
+        fprintf(f, "    tk_bias_add_dt(c, %lld, %lld, %lld, bias + %lld, %d);\n", (long long)(shape_numel(&e->p->bufs[gi->c.buf].shape) / gi->N),
+                (long long)gi->N, (long long)ldc, (long long)gi->bias.off, dt == DT_bf16 ? 2 : 3);
     fputs("}\n\n", f);
 }
 
@@ -803,11 +816,31 @@ static void ptr_decl(Emit *e, const char *var, Value *v, bool writable) {
     buf_ptr(e, vbuf(e, v), var, writable);
 }
 
+/* The dtype code of the runtime's kernels (tk_ld/tk_st): 0 f32, 1 f64,
+ * 2 bf16, 3 f16. */
+static int dt_code(DType dt) { return dt == DT_f32 ? 0 : dt == DT_f64 ? 1 : dt == DT_bf16 ? 2 : 3; }
+
+/* Templates written for any float dtype (the ones mixed precision feeds
+ * bf16/f16 tensors); the others take f32 only. */
+static bool any_float_template(Op op) {
+    return op == OP_attention || op == OP_attention_grad || op == OP_rope || op == OP_rope_qk || op == OP_linear_cross_entropy;
+}
+
+/* The pointer to a template result, or NULL when nothing reads it (no buffer). */
+static void opt_ptr_decl(Emit *e, const char *var, Value *v) {
+    ValInfo *vi = &e->s->vi[v->id];
+    if (vi->st != VS_BUF && vi->st != VS_VIEW) fprintf(e->f, "    %s *%s = NULL; /* not needed */\n", storage_type(v->ty.dt), var);
+    else buf_ptr(e, vi->view.buf, var, true);
+}
+
 static void emit_template(Emit *e, Kernel *k) {
     FILE *f = e->f;
     Node *n = k->nodes[0];
-    for (int i = 0; i < n->nin; i++)
-        if (dtype_is_float[n->in[i]->ty.dt] && !need_f32(e, k, n->in[i])) return;
+    for (int i = 0; i < n->nin; i++) {
+        DType dt = n->in[i]->ty.dt;
+        if (!dtype_is_float[dt] || (any_float_template(n->op) && dt != DT_f64)) continue;
+        if (!need_f32(e, k, n->in[i])) return;
+    }
     kernel_header(e, k);
     const Shape *s0 = &n->in[0]->ty.shape;
     int64_t last = s0->rank ? s0->d[s0->rank - 1] : 1;
@@ -901,8 +934,34 @@ static void emit_template(Emit *e, Kernel *k) {
         int64_t T = s0->d[s0->rank - 2], D = last;
         ptr_decl(e, "x", n->in[0], false);
         ptr_decl(e, "y", n->out[0], true);
-        fprintf(f, "    tk_rope_f32(y, x, %lld, %lld, %lld, %s, %d);\n", (long long)(shape_numel(s0) / (T * D)), (long long)T,
-                (long long)D, th, (int)ir_int(n, "inverse", 0));
+        if (n->in[0]->ty.dt == DT_f32)
+            fprintf(f, "    tk_rope_f32(y, x, %lld, %lld, %lld, %s, %d);\n", (long long)(shape_numel(s0) / (T * D)), (long long)T,
+                    (long long)D, th, (int)ir_int(n, "inverse", 0));
+        else
+            fprintf(f, "    tk_rope_dt(y, x, %lld, %lld, %lld, %s, %d, %d);\n", (long long)(shape_numel(s0) / (T * D)), (long long)T,
+                    (long long)D, th, (int)ir_int(n, "inverse", 0), dt_code(n->in[0]->ty.dt));
+        break;
+    }
+    case OP_rope_qk: {
+        /* q and k in one pass; in place when their buffers die here (lower.c) */
+        char th[32];
+        fmt_double(th, ir_float(n, "theta", 10000.0));
+        const Shape *ks = &n->in[1]->ty.shape;
+        int64_t T = s0->d[s0->rank - 2], D = last;
+        ptr_decl(e, "q", n->in[0], false);
+        ptr_decl(e, "k", n->in[1], false);
+        ptr_decl(e, "yq", n->out[0], true);
+        ptr_decl(e, "yk", n->out[1], true);
+        bool tab = n->nin == 4;
+        if (tab) {
+            ptr_decl(e, "cs", n->in[2], false);
+            ptr_decl(e, "sn", n->in[3], false);
+        }
+        fprintf(f, "    tk_rope_qk(yq, q, %lld, yk, k, %lld, %lld, %lld, %s, %s, %d, %s, %d, %d); /* q [%lld,%lld,%lld], k [%lld,%lld,%lld] */\n",
+                (long long)(shape_numel(s0) / (T * D)), (long long)(shape_numel(ks) / (T * D)), (long long)T, (long long)D, tab ? "cs" : "NULL",
+                tab ? "sn" : "NULL", tab ? dt_code(n->in[2]->ty.dt) : 0, th, (int)ir_int(n, "inverse", 0), dt_code(n->in[0]->ty.dt),
+                (long long)(shape_numel(s0) / (T * D)), (long long)T, (long long)D, (long long)(shape_numel(ks) / (T * D)), (long long)T,
+                (long long)D);
         break;
     }
     case OP_attention:
@@ -917,9 +976,12 @@ static void emit_template(Emit *e, Kernel *k) {
             ptr_decl(e, "v", n->in[2], false);
             ptr_decl(e, "o", n->out[0], true);
             ptr_decl(e, "lse", n->out[1], true);
-            fprintf(f, "    tk_attention_f32(o, lse, q, k, v, %lld, %lld, %lld, %lld, %lld, %lld, %s, %d);\n", (long long)qs->d[0],
+            bool h = n->in[0]->ty.dt != DT_f32;
+            fprintf(f, "    tk_attention_%s(o, lse, q, k, v, %lld, %lld, %lld, %lld, %lld, %lld, %s, %d", h ? "dt" : "f32", (long long)qs->d[0],
                     (long long)qs->d[1], (long long)ks->d[1], (long long)qs->d[2], (long long)ks->d[2], (long long)qs->d[3], sc,
                     (int)ir_int(n, "causal", 1));
+            if (h) fprintf(f, ", %d", dt_code(n->in[0]->ty.dt));
+            fputs(");\n", f);
         } else {
             ptr_decl(e, "dout", n->in[0], false);
             ptr_decl(e, "q", n->in[1], false);
@@ -930,14 +992,17 @@ static void emit_template(Emit *e, Kernel *k) {
             ptr_decl(e, "dq", n->out[0], true);
             ptr_decl(e, "dk", n->out[1], true);
             ptr_decl(e, "dv", n->out[2], true);
-            fprintf(f, "    tk_attention_bwd_f32(dq, dk, dv, dout, q, k, v, o, lse, %lld, %lld, %lld, %lld, %lld, %lld, %s, %d);\n",
+            bool h = n->in[1]->ty.dt != DT_f32;
+            fprintf(f, "    tk_attention_bwd_%s(dq, dk, dv, dout, q, k, v, o, lse, %lld, %lld, %lld, %lld, %lld, %lld, %s, %d", h ? "dt" : "f32",
                     (long long)qs->d[0], (long long)qs->d[1], (long long)ks->d[1], (long long)qs->d[2], (long long)ks->d[2],
                     (long long)qs->d[3], sc, (int)ir_int(n, "causal", 1));
+            if (h) fprintf(f, ", %d", dt_code(n->in[1]->ty.dt));
+            fputs(");\n", f);
         }
         break;
     }
     case OP_cross_entropy: {
-        int64_t V = last, N = shape_numel(s0) / V, ig = ir_int(n, "ignore_index", -100);
+        int64_t V = last, N = shape_numel(s0) / V, ig = ir_int(n, "ignore_index", -100), nc = ir_int(n, "classes", V);
         ptr_decl(e, "targets", n->in[1], false);
         ptr_decl(e, "loss", n->out[0], true);
         ptr_decl(e, "lse", n->out[1], true);
@@ -945,10 +1010,12 @@ static void emit_template(Emit *e, Kernel *k) {
             ptr_decl(e, "logits", n->in[0], true);
             ptr_decl(e, "dloss", k->ce_grad->in[0], false);
             fprintf(f, "    /* forward and backward in one pass: logits [%lld,%lld] become dlogits */\n", (long long)N, (long long)V);
-            fprintf(f, "    tk_cross_entropy_fused_f32(loss, lse, logits, targets, dloss, %lld, %lld, %lld);\n", (long long)N, (long long)V, (long long)ig);
+            fprintf(f, "    tk_cross_entropy_fused_f32(loss, lse, logits, targets, dloss, %lld, %lld, %lld, %lld);\n", (long long)N, (long long)V,
+                    (long long)nc, (long long)ig);
         } else {
             ptr_decl(e, "logits", n->in[0], false);
-            fprintf(f, "    tk_cross_entropy_f32(loss, lse, logits, targets, %lld, %lld, %lld);\n", (long long)N, (long long)V, (long long)ig);
+            fprintf(f, "    tk_cross_entropy_f32(loss, lse, logits, targets, %lld, %lld, %lld, %lld);\n", (long long)N, (long long)V, (long long)nc,
+                    (long long)ig);
         }
         break;
     }
@@ -960,8 +1027,68 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, "targets", n->in[2], false);
         ptr_decl(e, "lse", n->in[3], false);
         ptr_decl(e, "dlogits", n->out[0], true);
-        fprintf(f, "    tk_cross_entropy_bwd_f32(dlogits, dloss, logits, targets, lse, %lld, %lld, %lld);\n", (long long)N, (long long)V,
-                (long long)ir_int(n, "ignore_index", -100));
+        fprintf(f, "    tk_cross_entropy_bwd_f32(dlogits, dloss, logits, targets, lse, %lld, %lld, %lld, %lld);\n", (long long)N, (long long)V,
+                (long long)ir_int(n, "classes", V), (long long)ir_int(n, "ignore_index", -100));
+        break;
+    }
+    case OP_linear_cross_entropy: {
+        const Shape *ws = &n->in[1]->ty.shape;
+        int64_t C = ws->d[1], V = ws->d[0], N = shape_numel(&n->in[2]->ty.shape);
+        ptr_decl(e, "x", n->in[0], false);
+        ptr_decl(e, "w", n->in[1], false);
+        ptr_decl(e, "targets", n->in[2], false);
+        ptr_decl(e, "loss", n->out[0], true);
+        opt_ptr_decl(e, "dx", n->out[1]);
+        opt_ptr_decl(e, "dw", n->out[2]);
+        if (!k->scratch) die("linear_cross_entropy kernel %s without scratch", k->name);
+        buf_ptr(e, k->scratch - 1, "scratch", true);
+        fprintf(f, "    /* x [%lld,%lld] w [%lld,%lld]: %lld rows at a time, the logits never exist */\n", (long long)N, (long long)C, (long long)V,
+                (long long)C, (long long)ir_int(n, "chunk", N));
+        fprintf(f, "    tk_linear_ce(loss, dx, dw, x, w, targets, %lld, %lld, %lld, %lld, %lld, %lld, scratch, %d);\n", (long long)N, (long long)C,
+                (long long)V, (long long)ir_int(n, "classes", V), (long long)ir_int(n, "chunk", N), (long long)ir_int(n, "ignore_index", -100),
+                dt_code(n->in[0]->ty.dt));
+        break;
+    }
+    case OP_add_layer_norm:
+    case OP_add_rms_norm: {
+        bool ln = n->op == OP_add_layer_norm;
+        char eps[32];
+        fmt_double(eps, ir_float(n, "eps", ln ? 1e-5 : 1e-6));
+        ptr_decl(e, "x", n->in[0], false);
+        ptr_decl(e, "r", n->in[1], false);
+        ptr_decl(e, "w", n->in[2], false);
+        if (ln) ptr_decl(e, "b", n->in[3], false);
+        ptr_decl(e, "y", n->out[0], true);
+        ptr_decl(e, "s", n->out[1], true);
+        if (ln) ptr_decl(e, "mean", n->out[2], true);
+        ptr_decl(e, "rstd", n->out[ln ? 3 : 2], true);
+        fprintf(f, "    tk_add_norm_f32(y, s, %s, rstd, x, r, w, %s, %lld, %lld, %s); /* s = x + r [%lld,%lld] */\n", ln ? "mean" : "NULL",
+                ln ? "b" : "NULL", (long long)(shape_numel(s0) / last), (long long)last, eps, (long long)(shape_numel(s0) / last), (long long)last);
+        break;
+    }
+    case OP_add_layer_norm_grad:
+    case OP_add_rms_norm_grad: {
+        bool ln = n->op == OP_add_layer_norm_grad;
+        const Shape *xs = &n->in[2]->ty.shape;
+        int64_t C = xs->d[xs->rank - 1];
+        ptr_decl(e, "dy", n->in[0], false);
+        ptr_decl(e, "ds", n->in[1], false);
+        ptr_decl(e, "s", n->in[2], false);
+        ptr_decl(e, "w", n->in[3], false);
+        if (ln) ptr_decl(e, "mean", n->in[4], false);
+        ptr_decl(e, "rstd", n->in[ln ? 5 : 4], false);
+        ptr_decl(e, "dx", n->out[0], true);
+        ptr_decl(e, "dw", n->out[1], true);
+        if (ln) ptr_decl(e, "db", n->out[2], true);
+        fprintf(f, "    tk_add_norm_bwd_f32(dx, dw, %s, dy, ds, s, w, %s, rstd, %lld, %lld);\n", ln ? "db" : "NULL", ln ? "mean" : "NULL",
+                (long long)(shape_numel(xs) / C), (long long)C);
+        break;
+    }
+    case OP_loss_scale_update: {
+        static const char *const in[4] = {"scale", "good", "skipped", "norm"}, *out[4] = {"scale2", "good2", "skipped2", "skip"};
+        for (int i = 0; i < 4; i++) ptr_decl(e, in[i], n->in[i], false);
+        for (int i = 0; i < 4; i++) ptr_decl(e, out[i], n->out[i], true);
+        fprintf(f, "    tk_loss_scale_update(scale2, good2, skipped2, skip, scale, good, skipped, norm, %lld);\n", (long long)ir_int(n, "window", 1000));
         break;
     }
     case OP_global_norm: {
@@ -984,6 +1111,8 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, "lr", n->in[lr], false);
         if (adam) ptr_decl(e, "step", n->in[5], false);
         ptr_decl(e, "gscale", n->in[adam ? 6 : 4], false);
+        bool skip = n->nin > (adam ? 7 : 5);
+        if (skip) ptr_decl(e, "skip", n->in[adam ? 7 : 5], false);
         ptr_decl(e, "wo", n->out[0], true);
         ptr_decl(e, adam ? "mo" : "bo", n->out[1], true);
         if (adam) ptr_decl(e, "vo", n->out[2], true);
@@ -994,13 +1123,14 @@ static void emit_template(Emit *e, Kernel *k) {
             fmt_double(b2, ir_float(n, "beta2", 0.999));
             fmt_double(ep, ir_float(n, "eps", 1e-8));
             fmt_double(wd, ir_float(n, "wd", 0));
-            fprintf(f, "    tk_adamw_f32(wo, mo, vo, w, g, m, v, %lld, lr[0], step[0], gscale[0], %s, %s, %s, %s);\n", (long long)cnt, b1, b2, ep, wd);
+            fprintf(f, "    tk_adamw_f32(wo, mo, vo, w, g, m, v, %lld, lr[0], step[0], gscale[0], %s, %s, %s, %s, %s);\n", (long long)cnt, b1, b2, ep, wd,
+                    skip ? "skip" : "NULL");
         } else {
             char mo[32], wd[32];
             fmt_double(mo, ir_float(n, "momentum", 0));
             fmt_double(wd, ir_float(n, "wd", 0));
-            fprintf(f, "    tk_sgd_f32(wo, bo, w, g, buf, %lld, lr[0], gscale[0], %s, %s, %d);\n", (long long)cnt, mo, wd,
-                    (int)ir_int(n, "nesterov", 0));
+            fprintf(f, "    tk_sgd_f32(wo, bo, w, g, buf, %lld, lr[0], gscale[0], %s, %s, %d, %s);\n", (long long)cnt, mo, wd,
+                    (int)ir_int(n, "nesterov", 0), skip ? "skip" : "NULL");
         }
         break;
     }
@@ -1089,7 +1219,10 @@ static void emit_tensor(FILE *f, Program *p, const char *name, int kind, int buf
     fmt_double(bs, bb);
     c_string(f, init);
     fprintf(f, ", %s, %s, %d, {", as, bs, src && src->op == OP_param ? ir_is_trainable(src) : 0);
-    for (int i = 0; i < b->shape.rank; i++) fprintf(f, "%s%lld", i ? ", " : "", (long long)b->shape.d[i]);
+    /* the checkpoint view: the shape before pad-tiles ({unpadded}) */
+    const Attr *up = src ? ir_attr(src, "unpadded") : NULL;
+    bool padded = up && up->kind == ATTR_INTS && up->n == b->shape.rank;
+    for (int i = 0; i < b->shape.rank; i++) fprintf(f, "%s%lld", i ? ", " : "", (long long)(padded ? up->v[i] : b->shape.d[i]));
     fputs("}},\n", f);
 }
 

@@ -33,6 +33,9 @@ typedef struct Lower {
     bool    *in_sched;        /* by node id: node belongs to this schedule */
     bool    *done;            /* by node id: already lowered (absorbed by a GEMM) */
     int      nkern;           /* kernels created (creation order) */
+    unsigned *seen;           /* by kernel id: depends_on's visit stamp */
+    int      nseen;
+    unsigned stamp;
 } Lower;
 
 /* ---- small helpers ---- */
@@ -102,22 +105,40 @@ static void kern_add_dep(Kernel *k, Kernel *dep) {
     k->deps[k->ndeps++] = dep->id;
 }
 
+/* While lowering, a kernel's id is its index in the schedule. */
 static Kernel *kern_by_id(Sched *s, int id) {
+    if (id >= 0 && id < s->nk && s->k[id]->id == id) return s->k[id];
     for (int i = 0; i < s->nk; i++)
         if (s->k[i]->id == id) return s->k[i];
     return NULL;
 }
 
 /* Does kernel `from` depend (transitively) on kernel `on`?  Kernels made
- * before `on` cannot, so the search stops there. */
-static bool depends_on(Sched *s, Kernel *from, Kernel *on) {
+ * before `on` cannot, so the search stops there.  Each kernel is visited
+ * once per query (a stamp per kernel): without it the search is
+ * exponential in the depth of a graph with many shared operands. */
+static bool depends_on_rec(Lower *L, Kernel *from, Kernel *on) {
     if (from == on) return true;
-    if (from->id < on->id) return false;
+    if (from->id < on->id || L->seen[from->id] == L->stamp) return false;
+    L->seen[from->id] = L->stamp;
     for (int i = 0; i < from->ndeps; i++) {
-        Kernel *d = kern_by_id(s, from->deps[i]);
-        if (d && depends_on(s, d, on)) return true;
+        Kernel *d = kern_by_id(L->s, from->deps[i]);
+        if (d && depends_on_rec(L, d, on)) return true;
     }
     return false;
+}
+
+static bool depends_on(Lower *L, Kernel *from, Kernel *on) {
+    if (L->nseen < L->nkern) {
+        L->seen = xrealloc(L->seen, sizeof(unsigned) * (size_t)(2 * L->nkern));
+        memset(L->seen + L->nseen, 0, sizeof(unsigned) * (size_t)(2 * L->nkern - L->nseen));
+        L->nseen = 2 * L->nkern;
+    }
+    if (++L->stamp == 0) {
+        memset(L->seen, 0, sizeof(unsigned) * (size_t)L->nseen);
+        L->stamp = 1;
+    }
+    return depends_on_rec(L, from, on);
 }
 
 static ValInfo *VI(Lower *L, Value *v) { return &L->s->vi[v->id]; }
@@ -271,7 +292,7 @@ static bool can_join(Lower *L, Kernel *k, Node *n, bool red) {
             continue;
         }
         /* computed elsewhere: that kernel must not depend on k */
-        if (vi->kern && depends_on(L->s, vi->kern, k)) return false;
+        if (vi->kern && depends_on(L, vi->kern, k)) return false;
     }
     return true;
 }
@@ -440,6 +461,47 @@ static void lower_template(Lower *L, Node *n) {
     }
 }
 
+/* linear_cross_entropy: a template with a workspace for one chunk of
+ * logits [chunk, classes] f32 in the memory plan; a gradient result nothing
+ * reads (the eval schedule) gets no buffer and is not computed. */
+static void lower_linear_ce(Lower *L, Node *n) {
+    Kernel *k = new_kernel(L, KK_TMPL, n);
+    kern_add_node(L, k, n);
+    for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
+    for (int j = 0; j < n->nout; j++) {
+        Value *y = n->out[j];
+        ValInfo *yi = VI(L, y);
+        yi->kern = k;
+        if (j > 0 && L->uses->of[y->id].n == 0 && L->uses->nout_refs[y->id] == 0) continue;
+        yi->st = VS_BUF;
+        view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
+    }
+    int64_t rows = ir_int(n, "chunk", 1), nc = ir_int(n, "classes", n->in[1]->ty.shape.d[0]);
+    int64_t d = rows * nc;
+    k->scratch = new_buf(L->p, BK_TEMP, (Type){DT_f32, shape_make(1, &d)}, "linear_ce.logits_chunk", NULL, (int)L->s->which) + 1;
+}
+
+/* rope_qk: q and k may be rotated in place: an operand whose buffer holds
+ * only it (made for it, or copied contiguous for this kernel) and that
+ * nothing else reads gives its buffer to the result. */
+static void lower_rope_qk(Lower *L, Node *n) {
+    Kernel *k = new_kernel(L, KK_TMPL, n);
+    kern_add_node(L, k, n);
+    View iv[4];
+    for (int i = 0; i < n->nin; i++) iv[i] = contiguous(L, n->in[i], k);
+    for (int j = 0; j < 2; j++) {
+        Value *x = n->in[j], *y = n->out[j];
+        ValInfo *yi = VI(L, y), *xi = VI(L, x);
+        Buf *xb = xi->st == VS_BUF ? &L->p->bufs[iv[j].buf] : NULL;
+        bool own = xb && xb->kind == BK_TEMP && xb->value == x && iv[j].off == 0 && L->uses->of[x->id].n == 1 &&
+                   L->uses->nout_refs[x->id] == 0 && (j == 0 || n->in[1] != n->in[0]);
+        yi->st = VS_BUF;
+        yi->kern = k;
+        if (own) yi->view = iv[j];
+        else view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
+    }
+}
+
 /* cross_entropy and its gradient in one pass, the gradient written in place
  * of the logits: when the logits are read by nothing else and dloss is
  * ready before the forward. */
@@ -556,12 +618,13 @@ static void lower_updates(Lower *L) {
         bool inplace = false;
         if (vi->st == VS_INLINE && k && k->kind == KK_LOOP && ul->n == 0 && pointwise_inplace_ok(L, k, o->target->out[0]))
             inplace = true;
-        if (vi->st == VS_NONE && k && k->kind == KK_TMPL && (k->nodes[0]->op == OP_adamw || k->nodes[0]->op == OP_sgd))
+        if (vi->st == VS_BUF && k && k->kind == KK_TMPL && (k->nodes[0]->op == OP_adamw || k->nodes[0]->op == OP_sgd) && vi->view.buf == tb)
             inplace = true;
         if (inplace) {
             vi->st = VS_BUF;
             view_contig(&vi->view, tb, &v->ty.shape);
-            /* write-after-read: every other reader of the target runs first */
+            /* write-after-read: every other reader of the target runs first
+             * (a reader of the new value, which k makes, runs after) */
             for (int j = 0; j < s->nk; j++) {
                 Kernel *r = s->k[j];
                 if (r == k) continue;
@@ -569,7 +632,7 @@ static void lower_updates(Lower *L) {
                     for (int b = 0; b < r->nodes[a]->nin; b++) {
                         Value *x = r->nodes[a]->in[b];
                         ValInfo *xi = VI(L, x);
-                        if ((xi->st == VS_BUF || xi->st == VS_VIEW) && xi->view.buf == tb) kern_add_dep(k, r);
+                        if ((xi->st == VS_BUF || xi->st == VS_VIEW) && xi->view.buf == tb && xi->kern != k) kern_add_dep(k, r);
                     }
             }
             continue;
@@ -605,7 +668,9 @@ static void lower_updates(Lower *L) {
 
 /* The adamw/sgd template writes its results in place of w, m, v: the
  * results need no buffer of their own when every one of them updates its
- * operand.  Decided before lowering the node. */
+ * operand.  Decided before lowering the node.  Later nodes may read the
+ * results (mixed precision's cast of the new weight): they read the
+ * updated buffers, after the template. */
 static bool opt_inplace(Lower *L, Node *n) {
     int pairs[3][2] = {{0, 0}, {1, 2}, {2, 3}}; /* result, operand */
     int np = n->op == OP_adamw ? 3 : 2;
@@ -616,7 +681,6 @@ static bool opt_inplace(Lower *L, Node *n) {
     for (int i = 0; i < np; i++) {
         Value *r = n->out[pairs[i][0]];
         Node *src = n->in[pairs[i][1]]->def;
-        if (L->uses->of[r->id].n) return false;
         bool found = false;
         for (int o = 0; o < L->g->noutputs; o++) {
             Output *out = &L->g->outputs[o];
@@ -635,10 +699,13 @@ static void lower_opt(Lower *L, Node *n) {
     Kernel *k = new_kernel(L, KK_TMPL, n);
     kern_add_node(L, k, n);
     for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
+    int operand[3] = {0, 2, 3}; /* of each result: the state it updates */
     for (int j = 0; j < n->nout; j++) {
-        ValInfo *yi = VI(L, n->out[j]);
-        yi->st = VS_NONE; /* lower_updates binds it to the target buffer */
+        Value *y = n->out[j];
+        ValInfo *yi = VI(L, y);
         yi->kern = k;
+        yi->st = VS_BUF; /* the target's buffer (lower_updates keeps it there) */
+        view_contig(&yi->view, persistent_buf(L, n->in[operand[j]]->def), &y->ty.shape);
     }
 }
 
@@ -746,7 +813,7 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
     s->g = g;
     s->phase = phase;
     if (!g) return true;
-    Lower L = {p, s, g, d, fuse, ir_uses(g), NULL, NULL, 0};
+    Lower L = {p, s, g, d, fuse, ir_uses(g), NULL, NULL, 0, NULL, 0, 0};
     L.in_sched = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
     L.done = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
     s->vi = arena_alloc(p->arena, sizeof(ValInfo) * (size_t)(g->nvalues + 1));
@@ -779,6 +846,8 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
         case OP_cross_entropy:
             if (!try_fuse_ce(&L, n)) lower_template(&L, n);
             break;
+        case OP_linear_cross_entropy: lower_linear_ce(&L, n); break;
+        case OP_rope_qk: lower_rope_qk(&L, n); break;
         case OP_adamw:
         case OP_sgd: lower_opt(&L, n); break;
         default:
@@ -813,6 +882,7 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
     ir_uses_free(L.uses);
     free(L.in_sched);
     free(L.done);
+    free(L.seen);
     return ok;
 }
 
@@ -826,6 +896,7 @@ Program *cg_lower(Graph *train, Graph *fwd, Graph *sample, const char *source, c
     p->fwd = fwd;
     p->sample = sample;
     p->fuse = o->fuse;
+    p->target = arena_strdup(a, o->target ? o->target : "cpu");
     p->tc = train->train;
     bool accum = false;
     for (int i = 0; i < train->nnodes; i++) accum |= train->nodes[i]->phase == PH_STEP;

@@ -63,6 +63,7 @@ static void collect_rw(Sched *s) {
                     if (has_buf(vi) && vi->kern == k) wr(k, vi->view.buf);
                 }
             }
+            if (k->scratch) wr(k, k->scratch - 1);
             break;
         case KK_GEMM:
             rd(k, k->gemm.a.buf);
@@ -229,7 +230,7 @@ bool cg_plan_memory(Program *p, Diag *d) {
             if (!(b->first <= peak_pos && peak_pos <= b->last)) continue;
             ValInfo *vi = b->value ? &s->vi[b->value->id] : NULL;
             if (vi && vi->grad) b->cat = MC_GRAD;
-            else if (b->first <= loss_pos && peak_pos > loss_pos) b->cat = MC_ACT;
+            else if (b->first <= loss_pos && b->last > loss_pos) b->cat = MC_ACT; /* made by the forward pass, read after the loss */
             else b->cat = MC_TEMP;
             p->cat_bytes[b->cat] += b->bytes;
         }
@@ -272,4 +273,7 @@ void cg_print_report(FILE *f, Program *p) {
     fprintf(f, "  %-42s %16lld  %12s\n", "alignment, fragmentation, other schedules", (long long)(p->arena_bytes - sum), h);
     human(h, sizeof h, p->arena_bytes);
     fprintf(f, "  %-42s %16lld  %12s\n", "total (arena)", (long long)p->arena_bytes, h);
+    PassOptions po = {0};
+    po.target = p->target;
+    pad_tiles_advice(f, p->train, &po);
 }

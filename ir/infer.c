@@ -642,8 +642,8 @@ static bool infer_linear_ce(Graph *g, Node *n, Diag *d) {
     ir_set_int(g, n, "chunk", chunk < rows ? chunk : rows);
     OUT(0)->dt = DT_f32;
     OUT(0)->shape.rank = 0;
-    *OUT(1) = *X;
-    *OUT(2) = *W;
+    *OUT(1) = (Type){DT_f32, X->shape}; /* gradients leave in f32, whatever x and w are */
+    *OUT(2) = (Type){DT_f32, W->shape};
     return true;
 }
 

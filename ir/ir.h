@@ -234,7 +234,7 @@ typedef enum { TK_INT, TK_FLOAT, TK_ENUM, TK_STR } TrainKeyKind;
     X(precision,        TK_ENUM,  "fp32",     "fp32 tf32 bf16 fp16") \
     X(loss_scale,       TK_FLOAT, "65536",    NULL)  /* fp16: initial dynamic loss scale */ \
     X(loss_scale_window,TK_INT,   "1000",     NULL)  /* fp16: clean steps before the scale doubles */ \
-    X(fusion,           TK_INT,   "1",        NULL)  /* liger-fusion pass */ \
+    X(fusion,           TK_INT,   "1",        NULL)  /* liger-fusion: 0 off, 1 all, else a sum of fusions (docs/passes.md) */ \
     X(pad_tiles,        TK_INT,   "1",        NULL)  /* pad-tiles pass */ \
     X(pad_multiple,     TK_INT,   "0",        NULL)  /* 0 = chosen from dtype and target */ \
     X(checkpoint,       TK_ENUM,  "none",     "none blocks all budget") \
@@ -444,6 +444,8 @@ typedef struct PassOptions {
     int         pad_multiple;     /* overrides train.pad_multiple when > 0 */
     const char *target;           /* "cpu" or "cuda" */
     int         accum;            /* overrides train.grad_accum when > 0 */
+    bool        quiet;            /* passes print no notes (pad-tiles' report of what it padded) */
+    bool        forward_only;     /* an eval or sampling graph: never trained (mixed-precision scales no loss) */
 } PassOptions;
 
 typedef bool (*PassFn)(Graph *g, const PassOptions *po, Diag *d);
@@ -465,8 +467,9 @@ typedef struct PMOptions {
 bool pm_run(Graph *g, const char *const *names, int n, const PassOptions *po, const PMOptions *pm, Diag *d);
 /* The standard training pipeline for g->train, as a list of pass names:
  * [liger-fusion] [mixed-precision] [pad-tiles] fold cse dce autodiff
- * optimizer cse dce, the bracketed ones where the train section (or po)
- * turns them on.  g NULL: the passes that are always there. */
+ * optimizer fold cse dce, the bracketed ones where the train section (or
+ * po) turns them on.  g NULL: the passes that are always there (no
+ * forward passes, no second fold). */
 int  pm_training_pipeline(const Graph *g, const PassOptions *po, const char **names, int max);
 /* Its forward passes and the cleanups after them (for the eval and
  * sampling graphs of a compilation). */

@@ -68,6 +68,20 @@ static double node_flops(const Node *n) {
         return s;
     }
     case OP_clip_coef: return 3;
+    /* fused ops (passes/liger.c): their parts' counts */
+    case OP_add_layer_norm:
+    case OP_add_rms_norm: return 9 * numel(n->in[0]);
+    case OP_add_layer_norm_grad:
+    case OP_add_rms_norm_grad: return 17 * numel(n->in[2]);
+    case OP_rope_qk: return 3 * (numel(n->out[0]) + numel(n->out[1]));
+    case OP_swiglu:
+    case OP_geglu: return 2 * numel(y);
+    case OP_linear_cross_entropy: {
+        /* logits (2NVC), dx and dw (4NVC), the loss (5 per logit) */
+        double N = numel(n->in[2]), V = (double)ir_int(n, "classes", n->in[1]->ty.shape.d[0]), C = (double)n->in[1]->ty.shape.d[1];
+        return 6 * N * V * C + 5 * N * V;
+    }
+    case OP_loss_scale_update: return 4;
     case OP_adamw:
     case OP_sgd: return 10 * numel(n->in[0]);
     default: break;
@@ -161,10 +175,11 @@ static int family(Op op) {
     case OP_max_grad: return FAM_REDUCE;
     case OP_reshape: case OP_permute: case OP_broadcast: case OP_slice: case OP_pad: case OP_concat: return FAM_SHAPE;
     case OP_matmul: return FAM_MATMUL;
-    case OP_layer_norm: case OP_layer_norm_grad: case OP_rms_norm: case OP_rms_norm_grad: return FAM_NORM;
+    case OP_layer_norm: case OP_layer_norm_grad: case OP_rms_norm: case OP_rms_norm_grad:
+    case OP_add_layer_norm: case OP_add_layer_norm_grad: case OP_add_rms_norm: case OP_add_rms_norm_grad: return FAM_NORM;
     case OP_attention: case OP_attention_grad: return FAM_ATTENTION;
     case OP_embedding: case OP_embedding_grad: case OP_softmax: case OP_softmax_grad: case OP_rope: case OP_dropout:
-    case OP_cross_entropy: case OP_cross_entropy_grad: return FAM_NN;
+    case OP_cross_entropy: case OP_cross_entropy_grad: case OP_rope_qk: case OP_linear_cross_entropy: return FAM_NN;
     default: break;
     }
     if (op_has(op, OPF_SOURCE)) return FAM_SOURCE;

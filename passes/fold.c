@@ -10,7 +10,14 @@
  *   cast to x's dtype              -> x
  *   cast(cast(x, W), T)            -> cast(x, T) when W holds every value of
  *                                     x's float dtype exactly (f16/bf16 -> f32
- *                                     -> f64)
+ *                                     -> f64); so a widening cast and the
+ *                                     narrowing one back (mixed precision's
+ *                                     pairs) leave x
+ *   cast of a constant             -> a constant of the new float dtype (the
+ *                                     value rounded to it, bf16 and f16 too)
+ *   cast(sum(x), W), W wider       -> sum(cast(x, W)) when the sum has no
+ *                                     other use: a half-precision reduction
+ *                                     (a bias gradient) accumulates in W
  *   x*1, 1*x, x/1, x+0, 0+x, x-0   -> x when the result type is x's type
  *   pointwise unary/binary op on constants -> constant (f32/f64 only)
  * Folded constants are computed in double from operands rounded to their
@@ -67,6 +74,29 @@ static double round_to(DType dt, double v) {
     if (dt == DT_f64 || v != v || isinf(v)) return v;
     if (fabs(v) > FLT_MAX) return fabs(v) >= 0x1.ffffffp127 ? copysign(INFINITY, v) : copysign(FLT_MAX, v);
     return (double)(float)v;
+}
+
+/* Round to nearest even with p significand bits, normal exponents from
+ * emin, infinity above the largest finite value (the interpreter's rule). */
+static double round_format(double x, int p, int emin, int emax) {
+    if (isnan(x) || isinf(x) || x == 0) return x;
+    int e;
+    frexp(fabs(x), &e);
+    int E = e - 1 < emin ? emin : e - 1;
+    double ulp = ldexp(1.0, E - (p - 1)), q = fabs(x) / ulp, fl = floor(q), frac = q - fl;
+    if (frac > 0.5 || (frac == 0.5 && fmod(fl, 2.0) != 0)) fl += 1;
+    double r = fl * ulp;
+    if (r > ldexp(2.0 - ldexp(1.0, 1 - p), emax)) r = INFINITY;
+    return copysign(r, x);
+}
+
+/* A float value as stored in dt (any float dtype). */
+static double round_any(DType dt, double v) {
+    switch (dt) {
+    case DT_bf16: return round_format(v, 8, -126, 127);
+    case DT_f16: return round_format(v, 11, -14, 15);
+    default: return round_to(dt, v);
+    }
 }
 
 static double sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -180,6 +210,17 @@ static void fold_node(Folder *F, int idx) {
             replace_by(F, n, n->in[0]);
             return;
         }
+        if (is_const(n->in[0]) && dtype_is_float[n->in[0]->ty.dt] && dtype_is_float[y->ty.dt]) {
+            Node *c = ir_new(g, OP_constant, 0, NULL, n->loc);
+            ir_set_float(g, c, "value", round_any(y->ty.dt, round_any(n->in[0]->ty.dt, const_value(n->in[0]))));
+            c->out[0]->ty = y->ty;
+            c->out[0]->name = y->name;
+            c->phase = n->phase;
+            F->keep[c->id] = true;
+            g->nodes[idx] = c;
+            replace_by(F, n, c->out[0]);
+            return;
+        }
         break;
     }
     case OP_reshape:
@@ -226,9 +267,58 @@ static void fold_node(Folder *F, int idx) {
     if (k >= 0) replace_by(F, n, n->in[k]);
 }
 
+/* cast(sum(x) or mean(x), W) with W wider than the reduction's dtype and
+ * the reduction read only by that cast: the reduction of cast(x, W).  Run
+ * after the sweep (it adds a node). */
+static void widen_reductions(Graph *g, Diag *d) {
+    Uses *u = ir_uses(g);
+    int nn = g->nnodes;
+    Node **snap = xmalloc(sizeof(Node *) * (size_t)(nn ? nn : 1));
+    if (nn) memcpy(snap, g->nodes, sizeof(Node *) * (size_t)nn);
+    int nb = g->nextnode + 1; /* node ids of the snapshot */
+    bool *bypassed = xcalloc((size_t)nb, sizeof(bool)), any = false;
+    for (int i = 0; i < nn; i++) {
+        Node *c = snap[i];
+        if (c->op != OP_cast) continue;
+        Node *r = c->in[0]->def;
+        DType from = c->in[0]->ty.dt, to = c->out[0]->ty.dt;
+        if ((r->op != OP_sum && r->op != OP_mean) || !dtype_is_float[from] || from == to || !widens_exactly(from, to)) continue;
+        if (u->of[r->out[0]->id].n != 1 || u->nout_refs[r->out[0]->id]) continue;
+        Value *x = r->in[0];
+        Node *w = ir_new(g, OP_cast, 1, &x, r->loc);
+        ir_set_str(g, w, "dtype", dtype_name[to]);
+        w->phase = r->phase;
+        g->ip = ir_node_index(g, r);
+        if (!ir_emit(g, w, d)) die("fold: a widening cast does not infer");
+        g->ip = -1;
+        r->in[0] = w->out[0];
+        if (!ir_infer(g, r, d)) die("fold: a widened reduction does not infer");
+        if (!r->out[0]->name) r->out[0]->name = c->out[0]->name;
+        ir_replace_all_uses(g, c->out[0], r->out[0]);
+        bypassed[c->id] = any = true;
+    }
+    free(snap);
+    ir_uses_free(u);
+    if (!any) {
+        free(bypassed);
+        return;
+    }
+    /* the casts just bypassed are dead */
+    u = ir_uses(g);
+    bool *keep = xmalloc(sizeof(bool) * (size_t)(g->nextnode + 1));
+    for (int i = 0; i < g->nextnode + 1; i++) keep[i] = true;
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = g->nodes[i];
+        if (n->id < nb && bypassed[n->id] && !u->of[n->out[0]->id].n && !u->nout_refs[n->out[0]->id]) keep[n->id] = false;
+    }
+    ir_filter_nodes(g, keep);
+    free(keep);
+    free(bypassed);
+    ir_uses_free(u);
+}
+
 bool pass_fold(Graph *g, const PassOptions *po, Diag *d) {
     (void)po;
-    (void)d;
     /* folded constants add at most one node and one value per node */
     size_t nv = (size_t)g->nvalues + (size_t)g->nnodes + 1, nn = (size_t)g->nextnode + (size_t)g->nnodes + 1;
     Folder F = {g, xcalloc(nv, sizeof(Value *)), xcalloc(nv, sizeof(int)), xcalloc(nv, sizeof(bool)), xcalloc(nn, sizeof(bool))};
@@ -264,5 +354,6 @@ bool pass_fold(Graph *g, const PassOptions *po, Diag *d) {
     free(F.uses);
     free(F.touched);
     free(F.keep);
+    widen_reductions(g, d);
     return true;
 }

@@ -280,6 +280,7 @@ static Value *mm(GradCtx *c, Value *a, Value *b, int ta, int tb) {
     Node *m = mk(c, OP_matmul, 2, in);
     ir_set_int(c->g, m, "ta", ta);
     ir_set_int(c->g, m, "tb", tb);
+    copy_attr(c, m, c->fwd, "tf32"); /* mixed-precision's tf32 mark holds for the backward products too */
     return fin(c, m);
 }
 
@@ -466,18 +467,24 @@ static void grad_rope_qk(GradCtx *c, Node *n, Value *const *dy) {
         if (need(c, n->in[i])) give(c, n, i, m->out[i]);
 }
 
-/* The forward computed dx and dw for dloss = 1: scale them by dloss (a
- * constant 1 that fold removes, or the fp16 loss scale). */
+static Value *cast_to(GradCtx *c, Value *v, DType dt) {
+    if (v->ty.dt == dt) return v;
+    Node *m = mk(c, OP_cast, 1, &v);
+    ir_set_str(c->g, m, "dtype", dtype_name[dt]);
+    return fin(c, m);
+}
+
+/* The forward computed dx and dw (f32) for dloss = 1: scale them by dloss
+ * (nothing to do for the seed 1; the fp16 loss scale otherwise), in f32,
+ * then give them the operands' dtype. */
 static void grad_linear_ce(GradCtx *c, Node *n, Value *const *dy) {
+    Value *dl = dy[0];
+    bool one = dl->def->op == OP_constant && ir_float(dl->def, "value", 0) == 1.0;
     for (int i = 0; i < 2; i++) {
         if (!need(c, n->in[i])) continue;
-        Value *g = n->out[1 + i], *dl = dy[0];
-        if (dl->ty.dt != g->ty.dt) {
-            Node *m = mk(c, OP_cast, 1, &dl);
-            ir_set_str(c->g, m, "dtype", dtype_name[g->ty.dt]);
-            dl = fin(c, m);
-        }
-        give(c, n, i, bin(c, OP_mul, g, dl));
+        Value *g = n->out[1 + i];
+        if (!one) g = bin(c, OP_mul, g, cast_to(c, dl, g->ty.dt));
+        give(c, n, i, cast_to(c, g, n->in[i]->ty.dt));
     }
 }
 

@@ -22,18 +22,26 @@
  *              projection and the loss in chunks of rows, the logits never
  *              exist; the chunk comes from train.memory_budget
  *
+ * train.fusion picks them: 0 none, 1 all (the default), else a sum of
+ * 2 norms, 4 add+norm, 8 rope, 16 glu, 32 softmax+CE, 64 linear+CE.
+ *
  * Each matcher is one sweep over the node list with fresh use lists; a
- * fused node is inserted right after the last definition of its operands,
- * which must come before every remaining user of the values it replaces
- * (else the match is skipped).  The nodes the rewrites leave dead are
- * removed at the end.  The cuda target gets only the rewrites into ops it
- * already has until codegen/emit_cuda.c has templates for the fused ops.
+ * fused node goes where its pattern's last node was (or right after its
+ * operands, if earlier), before every remaining user of the values it
+ * replaces (else the match is skipped); the interior values of a pattern
+ * have no other users.  The nodes a sweep leaves dead are removed after
+ * it.  The cuda target gets only the rewrites into ops it already has
+ * until codegen/emit_cuda.c has templates for the fused ops
+ * (pm_target_has_fused_ops).
  */
 #include "ir.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The fusions, as train.fusion's bits (1 = all). */
+enum { F_NORM = 2, F_ADD_NORM = 4, F_ROPE = 8, F_GLU = 16, F_SOFTMAX_CE = 32, F_LINEAR_CE = 64 };
 
 typedef struct Lg {
     Graph *g;
@@ -67,20 +75,11 @@ static void mark(Lg *L, Node *n) {
 
 static int nuses(Lg *L, Value *v) { return L->u->of[v->id].n + L->u->nout_refs[v->id]; }
 
-/* Every use of v is by node n (any operand slot), and it is no output. */
-static bool only_by(Lg *L, Value *v, Node *n) {
-    if (L->u->nout_refs[v->id]) return false;
-    UseList *ul = &L->u->of[v->id];
-    for (int i = 0; i < ul->n; i++)
-        if (ul->u[i].node != n) return false;
-    return ul->n > 0;
-}
-
-/* A constant with one element: its value as stored in its dtype. */
+/* A constant with one element: its value as written (an eps: the fused
+ * norm adds it in double, a few ulp of f32 away from the f32 constant). */
 static bool scalar_const(Value *v, double *val) {
     if (v->def->op != OP_constant || shape_numel(&v->ty.shape) != 1) return false;
-    double x = ir_float(v->def, "value", NAN);
-    *val = v->ty.dt == DT_f32 ? (double)(float)x : x;
+    *val = ir_float(v->def, "value", NAN);
     return true;
 }
 
@@ -99,7 +98,8 @@ static Value *through_reshape(Value *v) {
     return r && shape_numel(&r->in[0]->ty.shape) == shape_numel(&v->ty.shape) ? r->in[0] : v;
 }
 
-/* The operand of a binary node n that is not `other` (-1 if neither is). */
+/* The index of the operand of binary node n other than v (-1 if v is
+ * neither). */
 static int other_operand(Node *n, Value *v) {
     if (n->in[0] == v) return 1;
     if (n->in[1] == v) return 0;
@@ -110,10 +110,10 @@ static bool is_vector(Value *v, int64_t C, DType dt) { return v->ty.shape.rank =
 
 /* ---- placing a fused node ---- */
 
-/* Inserts m (made with ir_new, attributes set) right after the last
- * definition of its operands, when that is before every user outside
- * `pat` of the values in repl.  Returns false (m not inserted) when no
- * such place exists. */
+/* Inserts m (made with ir_new, attributes set) where the pattern's last
+ * node was, or else right after the last definition of its operands, when
+ * that is before every user outside `pat` of the values in repl.  Returns
+ * false (m not inserted) when no such place exists. */
 static bool place(Lg *L, Node *m, Value *const *repl, int nrepl, Node *const *pat, int npat) {
     Graph *g = L->g;
     int lo = 0, hi = g->nnodes;
@@ -131,7 +131,12 @@ static bool place(Lg *L, Node *m, Value *const *repl, int nrepl, Node *const *pa
                 if (n->in[j] == repl[k]) hi = i;
     }
     if (lo > hi) return false;
-    g->ip = lo;
+    int at = lo;
+    for (int k = 0; k < npat; k++) {
+        int p = ir_node_index(g, pat[k]);
+        if (p > at && p <= hi) at = p;
+    }
+    g->ip = at;
     bool ok = ir_emit(g, m, L->d) != NULL;
     g->ip = -1;
     if (!ok) die("liger-fusion: %s does not infer", op_name(m->op));
@@ -139,8 +144,21 @@ static bool place(Lg *L, Node *m, Value *const *repl, int nrepl, Node *const *pa
     return true;
 }
 
+/* Replaces every use of old by new, which inherits old's name hint. */
+static void swap(Lg *L, Value *old, Value *new_) {
+    if (!new_->name) new_->name = old->name;
+    ir_replace_all_uses(L->g, old, new_);
+}
+
+/* A constant vector [C] (a norm's missing gain or bias), one per value. */
 static Value *vconst(Lg *L, double v, int64_t C, DType dt, SrcLoc loc) {
     Graph *g = L->g;
+    for (int i = 0; i < g->nnodes; i++) {
+        Value *c = g->nodes[i]->out[0];
+        if (g->nodes[i]->op == OP_constant && c->ty.dt == dt && c->ty.shape.rank == 1 && c->ty.shape.d[0] == C &&
+            ir_float(g->nodes[i], "value", NAN) == v)
+            return c;
+    }
     g->ip = 0;
     Value *c = ir_const(g, v, (Type){dt, shape_make(1, &C)}, loc);
     g->ip = -1;
@@ -273,7 +291,7 @@ static void fuse_norm(Lg *L, Node *n) {
     Node *m = ir_new(L->g, ln ? OP_layer_norm : OP_rms_norm, ln ? 3 : 2, ins, n->loc);
     ir_set_float(L->g, m, "eps", eps);
     if (!place(L, m, &y, 1, pat, np)) return;
-    ir_replace_all_uses(L->g, y, m->out[0]);
+    swap(L, y, m->out[0]);
 }
 
 /* ---- cross_entropy(log_softmax(x)) -> cross_entropy(x) ---- */
@@ -421,8 +439,8 @@ static void fuse_ropes(Lg *L) {
             for (int k = 0; k < b->np; k++) pat[np++] = b->pat[k];
             Value *repl[2] = {a->root->out[0], b->root->out[0]};
             if (!place(L, m, repl, 2, pat, np)) continue;
-            ir_replace_all_uses(g, repl[0], m->out[0]);
-            ir_replace_all_uses(g, repl[1], m->out[1]);
+            swap(L, repl[0], m->out[0]);
+            swap(L, repl[1], m->out[1]);
             break;
         }
     }
@@ -458,7 +476,7 @@ static void fuse_glu(Lg *L, Node *n) {
         Node *m = ir_new(L->g, op, 2, in, n->loc);
         if (op == OP_geglu) ir_set_int(L->g, m, "approx", ir_int(an, "approx", 0));
         if (!place(L, m, &n->out[0], 1, pat, np)) continue;
-        ir_replace_all_uses(L->g, n->out[0], m->out[0]);
+        swap(L, n->out[0], m->out[0]);
         return;
     }
 }
@@ -479,9 +497,9 @@ static void fuse_add_norm(Lg *L, Node *n) {
     Value *repl[4] = {s, n->out[0], n->out[1], ln ? n->out[2] : NULL};
     Node *pat[2] = {add, n};
     if (!place(L, m, repl, ln ? 4 : 3, pat, 2)) return;
-    ir_replace_all_uses(L->g, s, m->out[1]);
-    ir_replace_all_uses(L->g, n->out[0], m->out[0]);
-    for (int i = 1; i < n->nout; i++) ir_replace_all_uses(L->g, n->out[i], m->out[i + 1]);
+    swap(L, s, m->out[1]);
+    swap(L, n->out[0], m->out[0]);
+    for (int i = 1; i < n->nout; i++) swap(L, n->out[i], m->out[i + 1]);
 }
 
 /* ---- linear + cross-entropy ---- */
@@ -518,30 +536,13 @@ static void fuse_linear_ce(Lg *L, Node *ce) {
     ir_set_int(L->g, m, "chunk", lce_chunk(L, N, V, C));
     Node *pat[2] = {mm, ce};
     if (!place(L, m, &ce->out[0], 1, pat, 2)) return;
-    ir_replace_all_uses(L->g, ce->out[0], m->out[0]);
+    swap(L, ce->out[0], m->out[0]);
 }
 
 /* ---- the pass ---- */
 
-typedef void NodeRule(Lg *L, Node *n);
-
-/* One sweep of rule over a snapshot of the node list, with fresh uses. */
-static void sweep(Lg *L, NodeRule *rule, Op only) {
-    Graph *g = L->g;
-    int nn = g->nnodes;
-    Node **snap = xmalloc(sizeof(Node *) * (size_t)(nn ? nn : 1));
-    memcpy(snap, g->nodes, sizeof(Node *) * (size_t)nn);
-    L->u = ir_uses(g);
-    grow(L);
-    for (int i = 0; i < nn; i++)
-        if ((only == OP__COUNT || snap[i]->op == only) && !gone(L, snap[i])) rule(L, snap[i]);
-    ir_uses_free(L->u);
-    L->u = NULL;
-    free(snap);
-}
-
 /* Removes the replaced nodes nothing reads any more (repeatedly: a chain
- * dies from its end). */
+ * dies from its end), and unused constants. */
 static void remove_dead(Lg *L) {
     Graph *g = L->g;
     for (bool again = true; again;) {
@@ -551,7 +552,7 @@ static void remove_dead(Lg *L) {
         for (int i = 0; i < g->nextnode + 1; i++) keep[i] = true;
         for (int i = 0; i < g->nnodes; i++) {
             Node *n = g->nodes[i];
-            if (!gone(L, n)) continue;
+            if (!gone(L, n) && n->op != OP_constant) continue; /* and constants the rewrites left unused */
             bool used = false;
             for (int r = 0; r < n->nout; r++) used |= u->of[n->out[r]->id].n > 0 || u->nout_refs[n->out[r]->id] > 0;
             if (!used) keep[n->id] = false, again = true;
@@ -560,6 +561,24 @@ static void remove_dead(Lg *L) {
         free(keep);
         ir_uses_free(u);
     }
+}
+
+typedef void NodeRule(Lg *L, Node *n);
+
+/* One sweep of rule over a snapshot of the node list, with fresh uses. */
+static void sweep(Lg *L, NodeRule *rule, Op only) {
+    Graph *g = L->g;
+    int nn = g->nnodes;
+    Node **snap = xmalloc(sizeof(Node *) * (size_t)(nn ? nn : 1));
+    if (nn) memcpy(snap, g->nodes, sizeof(Node *) * (size_t)nn);
+    L->u = ir_uses(g);
+    grow(L);
+    for (int i = 0; i < nn; i++)
+        if ((only == OP__COUNT || snap[i]->op == only) && !gone(L, snap[i])) rule(L, snap[i]);
+    ir_uses_free(L->u);
+    L->u = NULL;
+    free(snap);
+    remove_dead(L);
 }
 
 static void rule_norm(Lg *L, Node *n) {
@@ -573,18 +592,22 @@ bool pass_liger_fusion(Graph *g, const PassOptions *po, Diag *d) {
     }
     Lg L = {.g = g, .d = d, .budget = g->train.memory_budget};
     L.new_ops = pm_target_has_fused_ops(po);
+    int64_t on = g->train.fusion == 1 ? ~(int64_t)0 : g->train.fusion;
     grow(&L);
-    sweep(&L, rule_norm, OP__COUNT);
-    sweep(&L, fuse_softmax_ce, OP_cross_entropy);
+    if (on & F_NORM) sweep(&L, rule_norm, OP__COUNT);
+    if (on & F_SOFTMAX_CE) sweep(&L, fuse_softmax_ce, OP_cross_entropy);
     if (L.new_ops) {
-        sweep(&L, fuse_glu, OP_mul);
-        L.u = ir_uses(g);
-        grow(&L);
-        fuse_ropes(&L);
-        ir_uses_free(L.u);
-        L.u = NULL;
-        sweep(&L, fuse_add_norm, OP__COUNT);
-        sweep(&L, fuse_linear_ce, OP_cross_entropy);
+        if (on & F_GLU) sweep(&L, fuse_glu, OP_mul);
+        if (on & F_ROPE) {
+            L.u = ir_uses(g);
+            grow(&L);
+            fuse_ropes(&L);
+            ir_uses_free(L.u);
+            L.u = NULL;
+            remove_dead(&L);
+        }
+        if (on & F_ADD_NORM) sweep(&L, fuse_add_norm, OP__COUNT);
+        if (on & F_LINEAR_CE) sweep(&L, fuse_linear_ce, OP_cross_entropy);
     }
     remove_dead(&L);
     free(L.cand);

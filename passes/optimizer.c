@@ -19,6 +19,22 @@
  *            (w', buf') = sgd(w, G, buf, opt.lr, gscale)
  *   weight decay only for params of rank >= 2 unless train.decay_all.
  *
+ * Mixed precision (passes/mixed_precision.c, docs/passes.md):
+ *   - a cast of a param to bf16/f16 becomes a state amp.<dt>.<p>
+ *     {copy_of=<p>}: a persistent half-precision copy, refreshed after each
+ *     update (cast of the new weight) and by the runtime after init and
+ *     loads (it knows the copies by their names), so the weights are not
+ *     re-cast in every micro-batch;
+ *   - fp16 loss scaling (state amp.scale; "loss" = loss * scale, "amp.loss"
+ *     the true loss): states amp.good_steps and amp.skipped;
+ *       norm = global_norm(G...)            (of the scaled gradients: an
+ *                                            inf/NaN anywhere makes it inf/NaN)
+ *       (scale', good', skipped', skip) = loss_scale_update(scale, good, skipped, norm)
+ *       gscale = 1/scale (times clip_coef(norm/scale) and 1/N as above)
+ *     and every update gets the skip operand: an overflowing step changes
+ *     no weight and no moment; "loss" is the true loss again.
+ * States of a padded param (pad-tiles) carry its {unpadded} shape.
+ *
  * The grad.* results are removed; "loss" stays.  The update of every
  * parameter carries the parameter's loc.
  */
@@ -48,7 +64,65 @@ static Node *opt_state(Opt *o, const char *prefix, Node *p) {
     }
     Node *s = ir_source(o->g, OP_state, name, (Type){DT_f32, p->out[0]->ty.shape}, p->loc);
     ir_set_str(o->g, s, "init", "zeros");
+    const Attr *up = ir_attr(p, "unpadded");
+    if (up) ir_set_ints(o->g, s, "unpadded", up->n, up->v);
     return s;
+}
+
+/* ---- mixed precision ---- */
+
+/* Every cast of a param to another float dtype becomes a state copy of it
+ * (one per param and dtype); returns the copies via copies/ncopies so the
+ * update can refresh them. */
+typedef struct Copy { Node *p, *state; DType dt; } Copy;
+
+static int half_copies(Opt *o, Copy **out) {
+    Graph *g = o->g;
+    Copy *c = NULL;
+    int n = 0, nn = g->nnodes;
+    for (int i = 0; i < nn; i++) {
+        Node *m = g->nodes[i];
+        if (m->op != OP_cast || m->phase != PH_MICRO || m->in[0]->def->op != OP_param) continue;
+        DType dt = m->out[0]->ty.dt;
+        if ((dt != DT_bf16 && dt != DT_f16) || dt == m->in[0]->ty.dt) continue; /* the runtime knows these names (trainc_rt.h) */
+        Node *p = m->in[0]->def, *st = NULL;
+        for (int k = 0; k < n && !st; k++)
+            if (c[k].p == p && c[k].dt == dt) st = c[k].state;
+        if (!st) {
+            const char *name = arena_printf(g->arena, "amp.%s.%s", dtype_name[dt], ir_source_name(p));
+            if (ir_find_source(g, OP_state, name)) continue;
+            g->ip = ir_node_index(g, m); /* before the cast's users */
+            st = ir_source(g, OP_state, name, m->out[0]->ty, p->loc);
+            g->ip = -1;
+            ir_set_str(g, st, "init", "zeros");
+            ir_set_str(g, st, "copy_of", ir_source_name(p));
+            const Attr *up = ir_attr(p, "unpadded");
+            if (up) ir_set_ints(g, st, "unpadded", up->n, up->v);
+            c = xrealloc(c, sizeof(Copy) * (size_t)(n + 1));
+            c[n++] = (Copy){p, st, dt};
+        }
+        ir_replace_all_uses(g, m->out[0], st->out[0]);
+    }
+    *out = c;
+    return n;
+}
+
+/* fp16 loss scaling set up by mixed-precision: "loss" is the true loss
+ * again; returns the scale state (NULL when there is none). */
+static Node *amp_scale(Opt *o) {
+    Graph *g = o->g;
+    Node *scale = ir_find_source(g, OP_state, "amp.scale");
+    Value *true_loss = ir_output(g, "amp.loss");
+    if (!scale || !true_loss) return NULL;
+    int k = 0;
+    for (int i = 0; i < g->noutputs; i++) {
+        Output *out = &g->outputs[i];
+        if (out->kind == OUT_RESULT && strcmp(out->name, "amp.loss") == 0) continue;
+        if (out->kind == OUT_RESULT && strcmp(out->name, "loss") == 0) out->value = true_loss;
+        g->outputs[k++] = *out;
+    }
+    g->noutputs = k;
+    return scale;
 }
 
 static Value *opt_input(Opt *o, const char *name, DType dt) {
@@ -107,6 +181,16 @@ static bool collect(Opt *o, ParamGrad **out, int *nout) {
     return true;
 }
 
+/* After p's update w2: each half copy of p becomes cast(w2). */
+static void refresh_copies(Opt *o, const Copy *c, int n, Node *p, Value *w2) {
+    for (int k = 0; k < n; k++) {
+        if (c[k].p != p) continue;
+        Node *cast = ir_new(o->g, OP_cast, 1, &w2, p->loc);
+        ir_set_str(o->g, cast, "dtype", dtype_name[c[k].dt]);
+        ir_add_update(o->g, c[k].state, emit(o, cast, o->phase)->out[0]);
+    }
+}
+
 static void drop_grad_outputs(Graph *g) {
     int k = 0;
     for (int i = 0; i < g->noutputs; i++) {
@@ -142,6 +226,15 @@ bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d) {
     int np;
     if (!collect(&o, &pg, &np)) return false;
     g->ip = -1;
+    Copy *copies = NULL;
+    int ncopies = half_copies(&o, &copies);
+    Node *scale = amp_scale(&o), *good = NULL, *skipped = NULL;
+    if (scale) {
+        good = ir_source(g, OP_state, "amp.good_steps", (Type){DT_f32, {0}}, NOLOC);
+        skipped = ir_source(g, OP_state, "amp.skipped", (Type){DT_f32, {0}}, NOLOC);
+        ir_set_str(g, good, "init", "zeros");
+        ir_set_str(g, skipped, "init", "zeros");
+    }
 
     /* Sources: the runtime scalars and the states, read from PH_MICRO on. */
     Value *lr = opt_input(&o, "opt.lr", DT_f32), *step = opt_input(&o, "opt.step", DT_i32);
@@ -172,19 +265,36 @@ bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d) {
         pg[i].G = pg[i].acc->out[0]; /* read in PH_STEP: holds the sum */
     }
 
-    /* The gradient scale: 1/N, times the clipping coefficient. */
+    /* The gradient scale: 1/N, times the clipping coefficient (and with
+     * loss scaling 1/scale, the norm then being that of the scaled
+     * gradients: it is also the overflow check). */
     Type f32s = {DT_f32, {0}};
-    Value *inv_n = N > 1 ? konst(&o, 1.0 / (double)N, f32s, NOLOC, o.phase) : NULL, *gscale;
-    if (tc->grad_clip > 0) {
+    Value *inv_n = N > 1 ? konst(&o, 1.0 / (double)N, f32s, NOLOC, o.phase) : NULL, *gscale, *skip = NULL, *inv_s = NULL;
+    Value *norm = NULL;
+    if (tc->grad_clip > 0 || scale) {
         Value **gs = xcalloc((size_t)np + 1, sizeof(Value *));
         for (int i = 0; i < np; i++) gs[i] = pg[i].G;
-        Value *norm;
         if (np > 0) {
             norm = emit(&o, ir_new(g, OP_global_norm, np, gs, NOLOC), o.phase)->out[0];
         } else {
             norm = konst(&o, 0.0, f32s, NOLOC, o.phase);
         }
         free(gs);
+    }
+    if (scale) {
+        Value *in[4] = {scale->out[0], good->out[0], skipped->out[0], norm};
+        Node *ls = ir_new(g, OP_loss_scale_update, 4, in, NOLOC);
+        ir_set_int(g, ls, "window", tc->loss_scale_window);
+        emit(&o, ls, o.phase);
+        ir_add_update(g, scale, ls->out[0]);
+        ir_add_update(g, good, ls->out[1]);
+        ir_add_update(g, skipped, ls->out[2]);
+        skip = ls->out[3];
+        skip->name = "amp.skip";
+        inv_s = op2(&o, OP_div, konst(&o, 1.0, f32s, NOLOC, o.phase), scale->out[0], NOLOC, o.phase);
+        norm = op2(&o, OP_mul, norm, inv_s, NOLOC, o.phase);
+    }
+    if (tc->grad_clip > 0) {
         if (N > 1) norm = op2(&o, OP_mul, norm, inv_n, NOLOC, o.phase);
         norm->name = "grad_norm";
         Node *cc = ir_new(g, OP_clip_coef, 1, &norm, NOLOC);
@@ -195,6 +305,7 @@ bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d) {
     } else {
         gscale = N > 1 ? inv_n : konst(&o, 1.0, f32s, NOLOC, o.phase);
     }
+    if (inv_s) gscale = op2(&o, OP_mul, gscale, inv_s, NOLOC, o.phase);
     gscale->name = "gscale";
 
     /* The update rule. */
@@ -202,8 +313,8 @@ bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d) {
         Node *p = pg[i].p;
         double wd = decays(g, p) ? tc->weight_decay : 0.0;
         if (adamw) {
-            Value *in[7] = {p->out[0], pg[i].G, m[i]->out[0], v[i]->out[0], lr, step, gscale};
-            Node *u = ir_new(g, OP_adamw, 7, in, p->loc);
+            Value *in[8] = {p->out[0], pg[i].G, m[i]->out[0], v[i]->out[0], lr, step, gscale, skip};
+            Node *u = ir_new(g, OP_adamw, skip ? 8 : 7, in, p->loc);
             ir_set_float(g, u, "beta1", tc->beta1);
             ir_set_float(g, u, "beta2", tc->beta2);
             ir_set_float(g, u, "eps", tc->eps);
@@ -212,17 +323,19 @@ bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d) {
             ir_add_update(g, p, u->out[0]);
             ir_add_update(g, m[i], u->out[1]);
             ir_add_update(g, v[i], u->out[2]);
+            refresh_copies(&o, copies, ncopies, p, u->out[0]);
         } else {
             /* Without momentum the buffer is never read: a zero constant stands in. */
             Value *buf = m[i] ? m[i]->out[0] : konst(&o, 0.0, (Type){DT_f32, p->out[0]->ty.shape}, p->loc, o.phase);
-            Value *in[5] = {p->out[0], pg[i].G, buf, lr, gscale};
-            Node *u = ir_new(g, OP_sgd, 5, in, p->loc);
+            Value *in[6] = {p->out[0], pg[i].G, buf, lr, gscale, skip};
+            Node *u = ir_new(g, OP_sgd, skip ? 6 : 5, in, p->loc);
             ir_set_float(g, u, "momentum", tc->momentum);
             ir_set_float(g, u, "wd", wd);
             ir_set_int(g, u, "nesterov", tc->nesterov ? 1 : 0);
             emit(&o, u, o.phase);
             ir_add_update(g, p, u->out[0]);
             if (m[i]) ir_add_update(g, m[i], u->out[1]);
+            refresh_copies(&o, copies, ncopies, p, u->out[0]);
         }
     }
 
@@ -232,6 +345,7 @@ bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d) {
 
     drop_grad_outputs(g);
 done:
+    free(copies);
     free(m);
     free(v);
     free(pg);

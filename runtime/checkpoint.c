@@ -65,6 +65,7 @@ int trn_save(TrnSession *s, const char *path, int with_state) {
     for (int i = 0; i < m->ntensors; i++) {
         const TrnTensor *t = &m->tensors[i];
         if (t->kind != TRN_PARAM && !(with_state && t->kind == TRN_STATE)) continue;
+        if (rt_copy_of(t)) continue; /* derived from its param */
         Item *it = &items[n++];
         it->ti = i;
         it->st.name = (char *)t->name;
@@ -318,6 +319,7 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
     for (int i = 0; i < m->ntensors; i++) {
         const TrnTensor *t = &m->tensors[i];
         if (t->kind != TRN_PARAM && !(!params_only && t->kind == TRN_STATE)) continue;
+        if (rt_copy_of(t)) continue; /* derived: refreshed after the load */
         const RtStTensor *x = rt_st_find(&st, t->name);
         int64_t cs[TRN_MAX_RANK];
         rt_ckpt_shape(t, cs);
@@ -349,6 +351,7 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
         TrnKind kind = i >= 0 ? m->tensors[i].kind : TRN_INPUT;
         int needed = i >= 0 && (kind == TRN_PARAM || (!params_only && kind == TRN_STATE));
         if (needed) continue;                                   /* loaded, or its problem listed above */
+        if (i >= 0 && rt_copy_of(&m->tensors[i])) continue;     /* a copy saved by someone else: derived anyway */
         if (i >= 0 && params_only && kind == TRN_STATE) continue;   /* a checkpoint with state initialises the params only */
         if (nprob++ < MAX_LISTED)
             rt_buf_printf(&probs, "\n  extra tensor '%s'%s", st.t[j].name,
@@ -405,7 +408,7 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
     free(blk);
     free(full);
     rt_st_free(&st);
-    return 0;
+    return rt_refresh_copies(s);
 fail:
     if (!err[0]) rt_seterr(s, "%s: loading failed", label);
     rt_buf_free(&probs);

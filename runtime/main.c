@@ -362,12 +362,21 @@ static int train(Run *r) {
             progress(r, step, loss, lr, gn, tok_s, ema * (double)(s->total - step), last);
             last_draw = t;
         }
-        char l[64], g[64], lrs[64];
+        char l[64], g[64], lrs[64], amp[160] = "";
         json_num(l, sizeof l, loss);
         json_num(g, sizeof g, gn);
         json_num(lrs, sizeof lrs, lr);
-        if (metric(r, "{\"step\":%" PRId64 ",\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"tokens_per_s\":%.1f,\"ms\":%.3f}\n", step, l, lrs, g,
-                   tok_s, dt * 1e3) != 0)
+        /* fp16 dynamic loss scaling (mixed precision): the scale for the next
+         * step and how many steps overflow has skipped so far */
+        int tsc = trn_find(s, "amp.scale"), tsk = trn_find(s, "amp.skipped");
+        double sc, sk;
+        if (tsc >= 0 && tsk >= 0 && rt_get_scalar(s, tsc, &sc) == 0 && rt_get_scalar(s, tsk, &sk) == 0) {
+            char a[64];
+            json_num(a, sizeof a, sc);
+            snprintf(amp, sizeof amp, ",\"loss_scale\":%s,\"skipped\":%.0f", a, sk);
+        }
+        if (metric(r, "{\"step\":%" PRId64 ",\"loss\":%s,\"lr\":%s,\"grad_norm\":%s%s,\"tokens_per_s\":%.1f,\"ms\":%.3f}\n", step, l, lrs, g,
+                   amp, tok_s, dt * 1e3) != 0)
             return -1;
         if (r->val && ((r->a.eval_every > 0 && step % r->a.eval_every == 0) || last) && evaluate(r, step) != 0) return -1;
         if (r->a.save && r->a.save_every > 0 && step % r->a.save_every == 0 && !last && save(r, step) != 0) return -1;

@@ -95,6 +95,13 @@ int    rt_dtype_is_float(TrnDType dt);
 /* numel * dtype size with an overflow check; -1 on overflow. */
 int64_t rt_nbytes(TrnDType dt, int64_t numel);
 
+/* The param a state "amp.bf16.P" / "amp.f16.P" copies (mixed precision's
+ * half-precision weights: trainc_rt.h), or NULL. */
+const char *rt_copy_of(const TrnTensor *t);
+/* Sets every such copy to its param converted to the copy's dtype: after
+ * initialising, loading, or trn_set of a param. */
+int     rt_refresh_copies(TrnSession *s);
+
 /* The saved view of a tensor: ckpt_shape, or shape when ckpt_shape is all 0. */
 void    rt_ckpt_shape(const TrnTensor *t, int64_t out[TRN_MAX_RANK]);
 int64_t rt_ckpt_numel(const TrnTensor *t);

@@ -99,6 +99,41 @@ static int init_tensor(TrnSession *s, int ti, unsigned char *host) {
     return 0;
 }
 
+const char *rt_copy_of(const TrnTensor *t) {
+    static const char *const prefix[] = {"amp.bf16.", "amp.f16."};
+    if (t->kind != TRN_STATE || !t->name) return NULL;
+    for (int i = 0; i < 2; i++)
+        if (strncmp(t->name, prefix[i], strlen(prefix[i])) == 0) return t->name + strlen(prefix[i]);
+    return NULL;
+}
+
+int rt_refresh_copies(TrnSession *s) {
+    const TrnModel *m = s->m;
+    for (int i = 0; i < m->ntensors; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        const char *of = rt_copy_of(t);
+        if (!of) continue;
+        int pi = trn_find(s, of);
+        if (pi < 0 || m->tensors[pi].kind != TRN_PARAM || m->tensors[pi].numel != t->numel)
+            return rt_seterr(s, "model: '%s' copies '%s', which it does not match", t->name, of);
+        const TrnTensor *p = &m->tensors[pi];
+        unsigned char *src = rt_malloc((size_t)rt_nbytes(p->dtype, p->numel), s->err, sizeof s->err);
+        unsigned char *dst = src ? rt_malloc((size_t)rt_nbytes(t->dtype, t->numel), s->err, sizeof s->err) : NULL;
+        char e[512];
+        int rc = -1;
+        if (dst && s->be.read(s->be.self, pi, src, e, sizeof e) != 0) rt_seterr(s, "refreshing '%s': reading '%s': %s", t->name, p->name, e);
+        else if (dst) {
+            for (int64_t k = 0; k < t->numel; k++) rt_elem_set(t->dtype, dst, k, rt_elem_get(p->dtype, src, k));
+            if (s->be.write(s->be.self, i, dst, e, sizeof e) != 0) rt_seterr(s, "refreshing '%s': %s", t->name, e);
+            else rc = 0;
+        }
+        free(src);
+        free(dst);
+        if (rc != 0) return -1;
+    }
+    return 0;
+}
+
 static int init_all(TrnSession *s) {
     const TrnModel *m = s->m;
     int64_t maxb = 0;
@@ -112,6 +147,7 @@ static int init_all(TrnSession *s) {
     for (int i = 0; i < m->ntensors; i++) {
         const TrnTensor *t = &m->tensors[i];
         if (t->kind != TRN_PARAM && t->kind != TRN_STATE) continue;
+        if (rt_copy_of(t)) continue; /* below, from its param */
         init_tensor(s, i, host);
         char e[512];
         if (s->be.write(s->be.self, i, host, e, sizeof e) != 0) {
@@ -120,7 +156,7 @@ static int init_all(TrnSession *s) {
         }
     }
     free(host);
-    return 0;
+    return rt_refresh_copies(s);
 }
 
 TrnSession *trn_create_with_backend(const TrnModel *m, TrnBackend be, const TrnOptions *opt, char *err, size_t errn) {
@@ -226,7 +262,12 @@ static int xfer(TrnSession *s, const char *name, void *data, size_t bytes, int p
     return 0;
 }
 
-int trn_set(TrnSession *s, const char *name, const void *data, size_t bytes) { return xfer(s, name, (void *)data, bytes, 1); }
+int trn_set(TrnSession *s, const char *name, const void *data, size_t bytes) {
+    if (xfer(s, name, (void *)data, bytes, 1) != 0) return -1;
+    /* a param with half-precision copies: they follow it */
+    int t = trn_find(s, name);
+    return s->m->tensors[t].kind == TRN_PARAM ? rt_refresh_copies(s) : 0;
+}
 int trn_get(TrnSession *s, const char *name, void *data, size_t bytes) { return xfer(s, name, data, bytes, 0); }
 
 int rt_get_scalar(TrnSession *s, int t, double *v) {

@@ -88,6 +88,30 @@ TRN_INLINE double trn_r_f32(double x) { return (double)(float)x; }
 TRN_INLINE double trn_r_bf16(double x) { return trn_round_format(x, 8, -126, 127); }
 TRN_INLINE double trn_r_f16(double x) { return trn_round_format(x, 11, -14, 15); }
 
+/* ---- element access by dtype (TrnDType codes: 0 f32, 1 f64, 2 bf16, 3 f16) ----
+ * For templates that mixed precision feeds half-precision tensors: loads
+ * widen exactly; stores round from double straight to the dtype (no double
+ * rounding through f32), as the interpreter does.  Called with a constant
+ * dt from an always-inlined body, the switch folds away. */
+
+TRN_INLINE double tk_ld(const void *p, int dt, int64_t i) {
+    switch (dt) {
+    case 0: return (double)((const float *)p)[i];
+    case 1: return ((const double *)p)[i];
+    case 2: return (double)trn_bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return (double)trn_f16_to_f32(((const uint16_t *)p)[i]);
+    }
+}
+
+TRN_INLINE void tk_st(void *p, int dt, int64_t i, double v) {
+    switch (dt) {
+    case 0: ((float *)p)[i] = (float)v; break;
+    case 1: ((double *)p)[i] = v; break;
+    case 2: ((uint16_t *)p)[i] = trn_f32_to_bf16((float)trn_r_bf16(v)); break;
+    default: ((uint16_t *)p)[i] = trn_f32_to_f16((float)trn_r_f16(v)); break;
+    }
+}
+
 /* ---- scalar functions of pointwise ops (double, as the interpreter) ---- */
 
 TRN_INLINE double trn_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -176,6 +200,42 @@ static inline void tk_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, 
             C[i * ldc + j] = acc;
         }
 #endif
+}
+
+/* Half-precision GEMM (bf16 dt 2, f16 dt 3), emulated: the operands are
+ * widened exactly to double, multiplied and summed in double, and each
+ * result rounded once to dt, as the interpreter computes a matmul. */
+static inline void tk_gemm_dt(int dt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B, int64_t ldb,
+                              void *C, int64_t ldc) {
+    double *a = (double *)malloc(sizeof(double) * (size_t)(M * K + 1)), *b = (double *)malloc(sizeof(double) * (size_t)(K * N + 1));
+    double *c = (double *)malloc(sizeof(double) * (size_t)(M * N + 1));
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t k = 0; k < K; k++) a[i * K + k] = tk_ld(A, dt, ta ? k * lda + i : i * lda + k);
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < N; j++) b[k * N + j] = tk_ld(B, dt, tb ? j * ldb + k : k * ldb + j);
+#ifdef TRN_HAVE_BLAS
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0, a, (int)K, b, (int)N, 0.0, c, (int)N);
+#else
+#pragma omp parallel for schedule(static) if (M * N * K > 65536)
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; k++) acc += a[i * K + k] * b[k * N + j];
+            c[i * N + j] = acc;
+        }
+#endif
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) tk_st(C, dt, i * ldc + j, c[i * N + j]);
+    free(a);
+    free(b);
+    free(c);
+}
+
+/* The bias epilogue of a half-precision GEMM: C = round(C + bias) per
+ * element (the interpreter's separate add). */
+static inline void tk_bias_add_dt(void *C, int64_t M, int64_t N, int64_t ldc, const void *bias /* [N] */, int dt) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) tk_st(C, dt, i * ldc + j, tk_ld(C, dt, i * ldc + j) + tk_ld(bias, dt, j));
 }
 
 /* Copies a bias row into every row of C (the bias epilogue: then beta = 1). */
@@ -326,6 +386,61 @@ static inline void tk_rmsnorm_bwd_f32(float *dx, float *dw, const float *dy, con
     }
 }
 
+/* ---- residual add + norm (add_layer_norm, add_rms_norm) over rows of [N,C] ----
+ * s = x + r (rounded to f32: what the unfused add stores), then the norm of
+ * s; mean == NULL (and b == NULL): rms_norm. */
+static inline void tk_add_norm_f32(float *y, float *s, float *mean, float *rstd, const float *x, const float *r, const float *w,
+                                   const float *b, int64_t N, int64_t C, double eps) {
+#pragma omp parallel for schedule(static) if (N * C > 32768)
+    for (int64_t n = 0; n < N; n++) {
+        float *sr = s + n * C;
+        for (int64_t c = 0; c < C; c++) sr[c] = (float)((double)x[n * C + c] + (double)r[n * C + c]);
+        double m = 0, v = 0;
+        if (mean) {
+            for (int64_t c = 0; c < C; c++) m += sr[c];
+            m /= (double)C;
+        }
+        for (int64_t c = 0; c < C; c++) v += ((double)sr[c] - m) * ((double)sr[c] - m);
+        v /= (double)C;
+        double rs = 1.0 / sqrt(v + eps);
+        for (int64_t c = 0; c < C; c++) y[n * C + c] = (float)(((double)sr[c] - m) * rs * (double)w[c] + (b ? (double)b[c] : 0.0));
+        if (mean) mean[n] = (float)m;
+        rstd[n] = (float)rs;
+    }
+}
+
+/* dx = ds + the norm's input gradient at s; dw, db (db NULL for rms). */
+static inline void tk_add_norm_bwd_f32(float *dx, float *dw, float *db, const float *dy, const float *ds, const float *s, const float *w,
+                                       const float *mean, const float *rstd, int64_t N, int64_t C) {
+#pragma omp parallel for schedule(static) if (N * C > 32768)
+    for (int64_t n = 0; n < N; n++) {
+        const float *sr = s + n * C, *dr = dy + n * C;
+        double m = mean ? (double)mean[n] : 0.0, rs = rstd[n], s1 = 0, s2 = 0;
+        for (int64_t c = 0; c < C; c++) {
+            double xh = ((double)sr[c] - m) * rs, dxh = (double)dr[c] * (double)w[c];
+            s1 += dxh;
+            s2 += dxh * xh;
+        }
+        s1 = mean ? s1 / (double)C : 0.0;
+        s2 /= (double)C;
+        for (int64_t c = 0; c < C; c++) {
+            double xh = ((double)sr[c] - m) * rs, dxh = (double)dr[c] * (double)w[c];
+            dx[n * C + c] = (float)((double)ds[n * C + c] + rs * (dxh - s1 - xh * s2));
+        }
+    }
+#pragma omp parallel for schedule(static) if (N * C > 32768)
+    for (int64_t c = 0; c < C; c++) {
+        double sw = 0, sb = 0;
+        for (int64_t n = 0; n < N; n++) {
+            double xh = ((double)s[n * C + c] - (mean ? (double)mean[n] : 0.0)) * (double)rstd[n];
+            sw += (double)dy[n * C + c] * xh;
+            sb += (double)dy[n * C + c];
+        }
+        dw[c] = (float)sw;
+        if (db) db[c] = (float)sb;
+    }
+}
+
 /* ---- rope over [outer, T, D], rotate-half convention ---- */
 
 static inline void tk_rope_f32(float *y, const float *x, int64_t outer, int64_t T, int64_t D, double theta, int inverse) {
@@ -343,6 +458,68 @@ static inline void tk_rope_f32(float *y, const float *x, int64_t outer, int64_t 
                 yr[i + half] = (float)(x1 * s + x2 * c);
             }
         }
+}
+
+/* rope on rows [outer, T, D] of any float dtype (the builtin rope in bf16/f16). */
+static inline void tk_rope_dt(void *y, const void *x, int64_t outer, int64_t T, int64_t D, double theta, int inverse, int dt) {
+    int64_t half = D / 2;
+#pragma omp parallel for collapse(2) schedule(static) if (outer * T * D > 65536)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t t = 0; t < T; t++) {
+            int64_t r = (o * T + t) * D;
+            for (int64_t i = 0; i < half; i++) {
+                double ang = (double)t * pow(theta, -2.0 * (double)i / (double)D);
+                if (inverse) ang = -ang;
+                double c = cos(ang), s = sin(ang), x1 = tk_ld(x, dt, r + i), x2 = tk_ld(x, dt, r + i + half);
+                tk_st(y, dt, r + i, x1 * c - x2 * s);
+                tk_st(y, dt, r + i + half, x1 * s + x2 * c);
+            }
+        }
+}
+
+/* rope_qk: q [outer_q, T, D] and k [outer_k, T, D] in one pass; per
+ * position the factors are computed once for every head of both.  Without
+ * tables (cs == NULL): the rotation with theta; with tables cs, sn [T, D]
+ * (dtype tdt): y = x cos + rotate_half(x) sin.  inverse: the transpose.
+ * y may be x (in place: each pair is read before it is written). */
+static inline void tk_rope_qk(void *yq, const void *xq, int64_t outer_q, void *yk, const void *xk, int64_t outer_k, int64_t T, int64_t D,
+                              const void *cs, const void *sn, int tdt, double theta, int inverse, int dt) {
+    int64_t h = D / 2;
+#pragma omp parallel for schedule(static) if ((outer_q + outer_k) * T * D > 65536)
+    for (int64_t t = 0; t < T; t++) {
+        double f[4 * 256], *fa = h <= 256 ? f : (double *)malloc(sizeof(double) * (size_t)(4 * h));
+        for (int64_t i = 0; i < h; i++) {
+            double *c = fa + 4 * i;
+            if (cs) {
+                c[0] = tk_ld(cs, tdt, t * D + i), c[1] = tk_ld(cs, tdt, t * D + i + h);
+                c[2] = tk_ld(sn, tdt, t * D + i), c[3] = tk_ld(sn, tdt, t * D + i + h);
+            } else {
+                double ang = (double)t * pow(theta, -2.0 * (double)i / (double)D);
+                c[0] = c[1] = cos(ang);
+                c[2] = c[3] = sin(ang);
+            }
+        }
+        for (int w = 0; w < 2; w++) {
+            void *y = w ? yk : yq;
+            const void *x = w ? xk : xq;
+            int64_t outer = w ? outer_k : outer_q;
+            for (int64_t o = 0; o < outer; o++) {
+                int64_t r = (o * T + t) * D;
+                for (int64_t i = 0; i < h; i++) {
+                    const double *c = fa + 4 * i;
+                    double x1 = tk_ld(x, dt, r + i), x2 = tk_ld(x, dt, r + i + h);
+                    if (!inverse) {
+                        tk_st(y, dt, r + i, x1 * c[0] - x2 * c[2]);
+                        tk_st(y, dt, r + i + h, x2 * c[1] + x1 * c[3]);
+                    } else {
+                        tk_st(y, dt, r + i, x1 * c[0] + x2 * c[3]);
+                        tk_st(y, dt, r + i + h, x2 * c[1] - x1 * c[2]);
+                    }
+                }
+            }
+        }
+        if (fa != f) free(fa);
+    }
 }
 
 /* ---- attention: q [B,H,T,D], k, v [B,Hkv,S,D] -> o [B,H,T,D], lse [B,H,T] ----
@@ -436,6 +613,103 @@ static inline void tk_attention_bwd_f32(float *dq, float *dk, float *dv, const f
         }
 }
 
+/* ---- attention in bf16/f16 (mixed precision): the same algorithm as the
+ * f32 kernels above, in double, with q, k, v, o of dtype dt (2 bf16, 3 f16)
+ * loaded and stored through tk_ld/tk_st; lse f32. */
+TRN_INLINE void tk_attention_g(void *o, float *lse, const void *q, const void *k, const void *v, int64_t B, int64_t H, int64_t Hkv,
+                               int64_t T, int64_t S, int64_t D, double scale, int causal, int dt) {
+    int64_t grp = H / Hkv;
+#pragma omp parallel for collapse(3) schedule(static) if (B * H * T * S * D > 65536)
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < T; i++) {
+                int64_t qr = ((b * H + h) * T + i) * D;
+                int64_t kb = (b * Hkv + h / grp) * S * D;
+                double acc[512], mx = -INFINITY, l = 0, s[TK_ATT_TILE];
+                double *ac = D <= 512 ? acc : (double *)malloc(sizeof(double) * (size_t)D);
+                for (int64_t d = 0; d < D; d++) ac[d] = 0;
+                int64_t jend = causal ? i + 1 : S;
+                for (int64_t j0 = 0; j0 < jend; j0 += TK_ATT_TILE) {
+                    int64_t j1 = j0 + TK_ATT_TILE < jend ? j0 + TK_ATT_TILE : jend;
+                    double tmx = -INFINITY;
+                    for (int64_t j = j0; j < j1; j++) {
+                        double dot = 0;
+                        for (int64_t d = 0; d < D; d++) dot += tk_ld(q, dt, qr + d) * tk_ld(k, dt, kb + j * D + d);
+                        s[j - j0] = dot * scale;
+                        tmx = fmax(tmx, s[j - j0]);
+                    }
+                    double nmx = fmax(mx, tmx), corr = exp(mx - nmx);
+                    l *= corr;
+                    for (int64_t d = 0; d < D; d++) ac[d] *= corr;
+                    for (int64_t j = j0; j < j1; j++) {
+                        double p = exp(s[j - j0] - nmx);
+                        l += p;
+                        for (int64_t d = 0; d < D; d++) ac[d] += p * tk_ld(v, dt, kb + j * D + d);
+                    }
+                    mx = nmx;
+                }
+                for (int64_t d = 0; d < D; d++) tk_st(o, dt, qr + d, ac[d] / l);
+                lse[(b * H + h) * T + i] = (float)(mx + log(l));
+                if (ac != acc) free(ac);
+            }
+}
+
+static inline void tk_attention_dt(void *o, float *lse, const void *q, const void *k, const void *v, int64_t B, int64_t H, int64_t Hkv,
+                                   int64_t T, int64_t S, int64_t D, double scale, int causal, int dt) {
+    if (dt == 2) tk_attention_g(o, lse, q, k, v, B, H, Hkv, T, S, D, scale, causal, 2);
+    else tk_attention_g(o, lse, q, k, v, B, H, Hkv, T, S, D, scale, causal, 3);
+}
+
+/* Its gradient, as tk_attention_bwd_f32. */
+TRN_INLINE void tk_attention_bwd_g(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k, const void *v,
+                                   const void *o, const float *lse, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t S, int64_t D,
+                                   double scale, int causal, int dt) {
+    int64_t grp = H / Hkv;
+#pragma omp parallel for collapse(2) schedule(static) if (B * H * T * S * D > 65536)
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t hk = 0; hk < Hkv; hk++) {
+            int64_t kb = (b * Hkv + hk) * S * D;
+            double *dka = (double *)calloc((size_t)(S * D), sizeof(double)), *dva = (double *)calloc((size_t)(S * D), sizeof(double));
+            double *dqa = (double *)malloc(sizeof(double) * (size_t)D);
+            for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
+                for (int64_t i = 0; i < T; i++) {
+                    int64_t row = (b * H + h) * T + i, qr = row * D;
+                    double Di = 0, L = lse[row];
+                    for (int64_t d = 0; d < D; d++) Di += tk_ld(dout, dt, qr + d) * tk_ld(o, dt, qr + d);
+                    for (int64_t d = 0; d < D; d++) dqa[d] = 0;
+                    int64_t jend = causal ? i + 1 : S;
+                    for (int64_t j = 0; j < jend; j++) {
+                        double dot = 0, dp = 0;
+                        for (int64_t d = 0; d < D; d++) {
+                            dot += tk_ld(q, dt, qr + d) * tk_ld(k, dt, kb + j * D + d);
+                            dp += tk_ld(dout, dt, qr + d) * tk_ld(v, dt, kb + j * D + d);
+                        }
+                        double p = exp(dot * scale - L), ds = p * (dp - Di);
+                        for (int64_t d = 0; d < D; d++) {
+                            dqa[d] += scale * ds * tk_ld(k, dt, kb + j * D + d);
+                            dka[j * D + d] += scale * ds * tk_ld(q, dt, qr + d);
+                            dva[j * D + d] += p * tk_ld(dout, dt, qr + d);
+                        }
+                    }
+                    for (int64_t d = 0; d < D; d++) tk_st(dq, dt, qr + d, dqa[d]);
+                }
+            for (int64_t e = 0; e < S * D; e++) {
+                tk_st(dk, dt, kb + e, dka[e]);
+                tk_st(dv, dt, kb + e, dva[e]);
+            }
+            free(dka);
+            free(dva);
+            free(dqa);
+        }
+}
+
+static inline void tk_attention_bwd_dt(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k, const void *v,
+                                       const void *o, const float *lse, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t S,
+                                       int64_t D, double scale, int causal, int dt) {
+    if (dt == 2) tk_attention_bwd_g(dq, dk, dv, dout, q, k, v, o, lse, B, H, Hkv, T, S, D, scale, causal, 2);
+    else tk_attention_bwd_g(dq, dk, dv, dout, q, k, v, o, lse, B, H, Hkv, T, S, D, scale, causal, 3);
+}
+
 /* ---- cross-entropy over rows of logits [N,V] with targets [N] ---- */
 
 static inline int64_t tk_ce_count(const int32_t *tg, int64_t N, int64_t ignore) {
@@ -444,20 +718,21 @@ static inline int64_t tk_ce_count(const int32_t *tg, int64_t N, int64_t ignore) 
     return c;
 }
 
-/* loss f32[] = mean over kept rows of lse - logit[target]; lse [N]. */
+/* loss f32[] = mean over kept rows of lse - logit[target]; lse [N].  Rows
+ * are V long, of which the first nc count (pad-tiles' {classes}). */
 static inline void tk_cross_entropy_f32(float *loss, float *lse, const float *logits, const int32_t *tg, int64_t N, int64_t V,
-                                        int64_t ignore) {
+                                        int64_t nc, int64_t ignore) {
     double *rl = (double *)malloc(sizeof(double) * (size_t)(N ? N : 1));
 #pragma omp parallel for schedule(static) if (N * V > 65536)
     for (int64_t n = 0; n < N; n++) {
         const float *r = logits + n * V;
         double mx = -INFINITY, s = 0;
-        for (int64_t j = 0; j < V; j++) mx = fmax(mx, (double)r[j]);
-        for (int64_t j = 0; j < V; j++) s += exp((double)r[j] - mx);
+        for (int64_t j = 0; j < nc; j++) mx = fmax(mx, (double)r[j]);
+        for (int64_t j = 0; j < nc; j++) s += exp((double)r[j] - mx);
         double l = mx + log(s);
         lse[n] = (float)l;
         int64_t t = tg[n];
-        rl[n] = (t == ignore || t < 0 || t >= V) ? 0.0 : l - (double)r[t];
+        rl[n] = (t == ignore || t < 0 || t >= nc) ? 0.0 : l - (double)r[t];
     }
     double tot = 0;
     int64_t cnt = tk_ce_count(tg, N, ignore);
@@ -466,9 +741,10 @@ static inline void tk_cross_entropy_f32(float *loss, float *lse, const float *lo
     free(rl);
 }
 
-/* dlogits [N,V] = dloss / count (softmax - onehot) for kept rows, 0 for ignored. */
+/* dlogits [N,V] = dloss / count (softmax - onehot) for kept rows, 0 for
+ * ignored rows and for the columns from nc on. */
 static inline void tk_cross_entropy_bwd_f32(float *dl, const float *dloss, const float *logits, const int32_t *tg,
-                                            const float *lse, int64_t N, int64_t V, int64_t ignore) {
+                                            const float *lse, int64_t N, int64_t V, int64_t nc, int64_t ignore) {
     int64_t cnt = tk_ce_count(tg, N, ignore);
     double sc = cnt ? (double)*dloss / (double)cnt : 0.0;
 #pragma omp parallel for schedule(static) if (N * V > 65536)
@@ -481,14 +757,15 @@ static inline void tk_cross_entropy_bwd_f32(float *dl, const float *dloss, const
             continue;
         }
         double l = lse[n];
-        for (int64_t j = 0; j < V; j++) d[j] = (float)(sc * (exp((double)r[j] - l) - (j == t ? 1.0 : 0.0)));
+        for (int64_t j = 0; j < nc; j++) d[j] = (float)(sc * (exp((double)r[j] - l) - (j == t ? 1.0 : 0.0)));
+        for (int64_t j = nc; j < V; j++) d[j] = 0;
     }
 }
 
 /* Forward and backward in one pass over the logits, the gradient written in
  * place of the logits: loss, lse, and logits := dlogits. */
 static inline void tk_cross_entropy_fused_f32(float *loss, float *lse, float *logits /* in: logits, out: dlogits */,
-                                              const int32_t *tg, const float *dloss, int64_t N, int64_t V, int64_t ignore) {
+                                              const int32_t *tg, const float *dloss, int64_t N, int64_t V, int64_t nc, int64_t ignore) {
     int64_t cnt = tk_ce_count(tg, N, ignore);
     double sc = cnt ? (double)*dloss / (double)cnt : 0.0;
     double *rl = (double *)malloc(sizeof(double) * (size_t)(N ? N : 1));
@@ -496,23 +773,108 @@ static inline void tk_cross_entropy_fused_f32(float *loss, float *lse, float *lo
     for (int64_t n = 0; n < N; n++) {
         float *r = logits + n * V;
         double mx = -INFINITY, s = 0;
-        for (int64_t j = 0; j < V; j++) mx = fmax(mx, (double)r[j]);
-        for (int64_t j = 0; j < V; j++) s += exp((double)r[j] - mx);
+        for (int64_t j = 0; j < nc; j++) mx = fmax(mx, (double)r[j]);
+        for (int64_t j = 0; j < nc; j++) s += exp((double)r[j] - mx);
         double l = mx + log(s);
         lse[n] = (float)l;
         int64_t t = tg[n];
-        if (t == ignore || t < 0 || t >= V) {
+        for (int64_t j = nc; j < V; j++) r[j] = 0;
+        if (t == ignore || t < 0 || t >= nc) {
             rl[n] = 0;
-            for (int64_t j = 0; j < V; j++) r[j] = 0;
+            for (int64_t j = 0; j < nc; j++) r[j] = 0;
             continue;
         }
         rl[n] = l - (double)r[t];
-        for (int64_t j = 0; j < V; j++) r[j] = (float)(sc * (exp((double)r[j] - l) - (j == t ? 1.0 : 0.0)));
+        for (int64_t j = 0; j < nc; j++) r[j] = (float)(sc * (exp((double)r[j] - l) - (j == t ? 1.0 : 0.0)));
     }
     double tot = 0;
     for (int64_t n = 0; n < N; n++) tot += rl[n];
     *loss = (float)(cnt ? tot / (double)cnt : 0.0);
     free(rl);
+}
+
+/* ---- fused linear + cross-entropy ----
+ * loss f32[], dx [N,C], dw [V,C] (f32) for x [N,C] and w [V,C] (dtype dt)
+ * and targets tg [N]: logits = x w^T over the first nc rows of w, computed
+ * `chunk` rows of x at a time into scratch [chunk, nc] (f32), each chunk's
+ * softmax - onehot written in place of its logits, then dx = dl w and
+ * dw += dl^T x; so the [N, V] logits never exist.  dx or dw may be NULL
+ * (nothing needs them: the eval schedule).  Rows of w from nc on are
+ * padding: dw is 0 there. */
+static inline void tk_linear_ce(float *loss, float *dx, float *dw, const void *x, const void *w, const int32_t *tg, int64_t N, int64_t C,
+                                int64_t V, int64_t nc, int64_t chunk, int64_t ignore, float *scratch, int dt) {
+    int64_t cnt = tk_ce_count(tg, N, ignore);
+    double inv = cnt ? 1.0 / (double)cnt : 0.0, total = 0;
+    int blas = 0;
+#ifdef TRN_HAVE_BLAS
+    blas = dt == 0;
+#endif
+    /* half precision (and no BLAS): dw accumulates in double, rounded once */
+    double *dwa = dw && !blas ? (double *)calloc((size_t)(nc * C + 1), sizeof(double)) : NULL;
+    if (dw && blas) memset(dw, 0, sizeof(float) * (size_t)(V * C));
+    for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+        int64_t rows = r0 + chunk < N ? chunk : N - r0;
+        float *lg = scratch; /* [rows, nc] */
+#ifdef TRN_HAVE_BLAS
+        if (blas)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)nc, (int)C, 1.0f, (const float *)x + r0 * C, (int)C,
+                        (const float *)w, (int)C, 0.0f, lg, (int)nc);
+#endif
+        double part = 0;
+#pragma omp parallel for schedule(static) reduction(+ : part) if (rows * nc * C > 65536)
+        for (int64_t i = 0; i < rows; i++) {
+            float *l = lg + i * nc;
+            if (!blas)
+                for (int64_t c = 0; c < nc; c++) {
+                    double acc = 0;
+                    for (int64_t k = 0; k < C; k++) acc += tk_ld(x, dt, (r0 + i) * C + k) * tk_ld(w, dt, c * C + k);
+                    l[c] = (float)acc;
+                }
+            int64_t t = tg[r0 + i];
+            if (t == ignore || t < 0 || t >= nc) {
+                for (int64_t c = 0; c < nc; c++) l[c] = 0;
+                continue;
+            }
+            double mx = -INFINITY, sum = 0;
+            for (int64_t c = 0; c < nc; c++) mx = fmax(mx, (double)l[c]);
+            for (int64_t c = 0; c < nc; c++) sum += exp((double)l[c] - mx);
+            double lse = mx + log(sum);
+            part += lse - (double)l[t];
+            for (int64_t c = 0; c < nc; c++) l[c] = (float)(inv * (exp((double)l[c] - lse) - (c == t ? 1.0 : 0.0)));
+        }
+        total += part;
+#ifdef TRN_HAVE_BLAS
+        if (blas && dx)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)C, (int)nc, 1.0f, lg, (int)nc, (const float *)w, (int)C,
+                        0.0f, dx + r0 * C, (int)C);
+        if (blas && dw)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nc, (int)C, (int)rows, 1.0f, lg, (int)nc, (const float *)x + r0 * C,
+                        (int)C, 1.0f, dw, (int)C);
+#endif
+        if (!blas && dx) {
+#pragma omp parallel for schedule(static) if (rows * nc * C > 65536)
+            for (int64_t i = 0; i < rows; i++)
+                for (int64_t k = 0; k < C; k++) {
+                    double acc = 0;
+                    for (int64_t c = 0; c < nc; c++) acc += (double)lg[i * nc + c] * tk_ld(w, dt, c * C + k);
+                    dx[(r0 + i) * C + k] = (float)acc;
+                }
+        }
+        if (dwa) {
+#pragma omp parallel for schedule(static) if (rows * nc * C > 65536)
+            for (int64_t c = 0; c < nc; c++)
+                for (int64_t i = 0; i < rows; i++) {
+                    double g = lg[i * nc + c];
+                    if (g == 0) continue;
+                    for (int64_t k = 0; k < C; k++) dwa[c * C + k] += g * tk_ld(x, dt, (r0 + i) * C + k);
+                }
+        }
+    }
+    if (dwa) {
+        for (int64_t e = 0; e < V * C; e++) dw[e] = e < nc * C ? (float)dwa[e] : 0.0f;
+        free(dwa);
+    }
+    *loss = (float)(total * inv);
 }
 
 /* ---- optimizer ---- */
@@ -524,9 +886,22 @@ static inline void tk_sumsq_f32(double *acc, const float *x, int64_t n) {
     *acc += s;
 }
 
-/* AdamW on n elements, in place (w, m, v may alias the outputs). */
+/* A skipped step (fp16 overflow): the results are the operands. */
+static inline int tk_skip_update(const float *skip, float *wo, const float *w, float *mo, const float *m, float *vo, const float *v,
+                                 int64_t n) {
+    if (!skip || skip[0] == 0.0f) return 0;
+    if (wo != w) memcpy(wo, w, sizeof(float) * (size_t)n);
+    if (mo != m) memcpy(mo, m, sizeof(float) * (size_t)n);
+    if (vo && vo != v) memcpy(vo, v, sizeof(float) * (size_t)n);
+    return 1;
+}
+
+/* AdamW on n elements, in place (w, m, v may alias the outputs); skip
+ * (NULL: none) != 0 changes nothing. */
 static inline void tk_adamw_f32(float *wo, float *mo, float *vo, const float *w, const float *g, const float *m, const float *v,
-                                int64_t n, double lr, int64_t step, double gscale, double b1, double b2, double eps, double wd) {
+                                int64_t n, double lr, int64_t step, double gscale, double b1, double b2, double eps, double wd,
+                                const float *skip) {
+    if (tk_skip_update(skip, wo, w, mo, m, vo, v, n)) return;
     double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (int64_t i = 0; i < n; i++) {
@@ -543,7 +918,8 @@ static inline void tk_adamw_f32(float *wo, float *mo, float *vo, const float *w,
 
 /* SGD with momentum (and Nesterov) on n elements, in place. */
 static inline void tk_sgd_f32(float *wo, float *bo, const float *w, const float *g, const float *buf, int64_t n, double lr,
-                              double gscale, double momentum, double wd, int nesterov) {
+                              double gscale, double momentum, double wd, int nesterov, const float *skip) {
+    if (tk_skip_update(skip, wo, w, bo, buf, NULL, NULL, n)) return;
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (int64_t i = 0; i < n; i++) {
         double wi = (double)w[i], gi = (double)g[i] * gscale + wd * wi, upd = gi, bi = (double)buf[i];
@@ -554,6 +930,20 @@ static inline void tk_sgd_f32(float *wo, float *bo, const float *w, const float 
         wo[i] = (float)(wi - lr * upd);
         bo[i] = (float)bi;
     }
+}
+
+/* fp16 dynamic loss scaling (loss_scale_update): four f32 scalars. */
+static inline void tk_loss_scale_update(float *scale2, float *good2, float *skipped2, float *skip, const float *scale, const float *good,
+                                        const float *skipped, const float *norm, int64_t window) {
+    double s = scale[0], gd = good[0], sk = skipped[0];
+    float flag = 0;
+    if (isfinite(norm[0])) {
+        gd += 1;
+        if (gd >= (double)window) s = fmin(s * 2.0, 0x1p40), gd = 0;
+    } else {
+        s *= 0.5, gd = 0, sk += 1, flag = 1;
+    }
+    scale2[0] = (float)s, good2[0] = (float)gd, skipped2[0] = (float)sk, skip[0] = flag;
 }
 
 /* ---- memory-plan checking: fill a dead buffer with NaN ---- */

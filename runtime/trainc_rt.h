@@ -56,6 +56,10 @@ typedef struct TrnTensor {
      * ckpt_shape sub-block; equal to shape when nothing is padded. */
     int64_t     ckpt_shape[TRN_MAX_RANK];
 } TrnTensor;
+/* A state named "amp.bf16.P" or "amp.f16.P" is mixed precision's
+ * half-precision copy of param P (only the compiler makes states).  The
+ * training graph refreshes it after each update; the runtime after
+ * initialising, loading, or trn_set of P; it is not checkpointed. */
 
 /* The schedules a backend can run. */
 typedef enum {

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages trainc needs that the machine lacks.
 #   build: cmake, a C compiler, flex, bison
-#   generated code: OpenBLAS (GEMMs), OpenMP (libgomp comes with gcc)
+#   generated code: OpenBLAS, its OpenMP build (GEMMs), OpenMP (libgomp comes with gcc)
 #   tests: LLVM's FileCheck (llvm-14-tools), clang and its libFuzzer runtime
 set -euo pipefail
-pkgs=(cmake gcc make flex bison libopenblas-dev llvm-14-tools clang-14 libclang-rt-14-dev)
+pkgs=(cmake gcc make flex bison libopenblas-dev libopenblas-openmp-dev llvm-14-tools clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

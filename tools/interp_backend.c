@@ -59,6 +59,10 @@ static int add(InterpModel *m, const char *name, TrnKind kind, const Type *ty, N
         if (strcmp(init, "uniform") == 0) t->init_a = ir_float(src, "lo", 0.0), t->init_b = ir_float(src, "hi", 1.0);
         if (strcmp(init, "constant") == 0) t->init_a = ir_float(src, "value", 0.0);
         t->trainable = src->op == OP_param && ir_is_trainable(src);
+        /* pad-tiles: checkpoints and initialisation see the shape before padding */
+        const Attr *up = ir_attr(src, "unpadded");
+        if (up && up->kind == ATTR_INTS && up->n == t->rank)
+            for (int i = 0; i < t->rank; i++) t->ckpt_shape[i] = up->v[i];
     }
     return m->n++;
 }

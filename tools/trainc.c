@@ -378,24 +378,6 @@ static Graph *load(Opts *o, Diag *d) {
     return g;
 }
 
-static bool run_passes(Opts *o, Graph *g, const char *const *names, int n, Diag *d) {
-    PMOptions pm = {0};
-    pm.print_after = o->print_after;
-    pm.nprint_after = o->nprint_after;
-    pm.print_before = o->print_before;
-    pm.nprint_before = o->nprint_before;
-    pm.print_after_all = o->print_after_all;
-    pm.time_passes = o->time_passes;
-    pm.verify_each = !o->no_verify;
-    pm.print.locs = !o->no_locs;
-    pm.dump = stderr;
-    PassOptions po = {0};
-    po.precision = o->precision;
-    po.pad_multiple = o->pad_multiple;
-    po.target = o->target;
-    return pm_run(g, names, n, &po, &pm, d);
-}
-
 static PMOptions pm_options(Opts *o) {
     PMOptions pm = {0};
     pm.print_after = o->print_after;
@@ -408,6 +390,20 @@ static PMOptions pm_options(Opts *o) {
     pm.print.locs = !o->no_locs;
     pm.dump = stderr;
     return pm;
+}
+
+static PassOptions pass_options(Opts *o) {
+    PassOptions po = {0};
+    po.precision = o->precision;
+    po.pad_multiple = o->pad_multiple;
+    po.target = o->target;
+    return po;
+}
+
+static bool run_passes(Opts *o, Graph *g, const char *const *names, int n, Diag *d) {
+    PMOptions pm = pm_options(o);
+    PassOptions po = pass_options(o);
+    return pm_run(g, names, n, &po, &pm, d);
 }
 
 static CompileOptions compile_options(Opts *o) {
@@ -428,9 +424,7 @@ static CompileOptions compile_options(Opts *o) {
     c.opt = o->opt_level;
     c.sets = o->sets;
     c.archs = o->archs;
-    c.po.precision = o->precision;
-    c.po.pad_multiple = o->pad_multiple;
-    c.po.target = o->target;
+    c.po = pass_options(o);
     c.pm = pm_options(o);
     return c;
 }
@@ -484,9 +478,7 @@ static int cmd_ir(Opts *o) {
     if (g && !cg_apply_sets(g, o->sets, &d)) st = EXIT_USER;
     if (g && st == EXIT_OK && o->train) {
         const char *names[64];
-        PassOptions po = {0};
-        po.precision = o->precision;
-        po.pad_multiple = o->pad_multiple;
+        PassOptions po = pass_options(o);
         int n = pm_training_pipeline(g, &po, names, 64);
         if (n > 64) die("training pipeline longer than 64 passes");
         if (!run_passes(o, g, names, n, &d)) st = EXIT_USER;

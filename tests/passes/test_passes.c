@@ -1,0 +1,480 @@
+/* tests/passes/test_passes.c — liger-fusion, mixed-precision and pad-tiles
+ * through the reference interpreter (docs/passes.md states the tolerances
+ * these checks enforce):
+ *   fusion   every fusion alone and all of them give the losses of the
+ *            unfused graph (fp32, relative 1e-6) on tiny GPT-2, Llama and a
+ *            model spelled with primitive ops; the cuda target gets none of
+ *            the new ops
+ *   mixed    tiny GPT-2 50 steps in bf16 and fp16 ends within the stated
+ *            tolerance of fp32; a forced fp16 overflow skips that step
+ *            (nothing moves), halves the scale, and training recovers; the
+ *            scale grows after loss_scale_window clean steps
+ *   pad      tiny GPT-2 with vocabulary 257, padded to 8 and to 64, gives
+ *            bit-identical losses and parameters and byte-identical
+ *            checkpoints; the padding stays zero
+ *   report   --report's saved activations for GPT-2 small (batch 16) in
+ *            bf16 are about half of fp32; fused linear + cross-entropy
+ *            drops the logits from the peak
+ * Usage: test_passes [fusion|mixed|pad|report ...] (default: all). */
+#include "cg_harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                                       \
+    do {                                                                                                                       \
+        if (!(cond)) {                                                                                                         \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                               \
+            fprintf(stderr, __VA_ARGS__);                                                                                      \
+            fputc('\n', stderr);                                                                                               \
+            failures++;                                                                                                        \
+        }                                                                                                                      \
+    } while (0)
+
+static const char *const gpt2_defs[] = {"vocab=256", "layers=2", "heads=4", "dim=64", "seq=32", "batch=2", NULL};
+static const char *const llama_defs[] = {"vocab=256", "layers=2", "heads=4", "kv_heads=2", "dim=64", "ffn=128", "seq=32", "batch=2", NULL};
+static const char *const gpt2_257[] = {"vocab=257", "layers=2", "heads=4", "dim=64", "seq=32", "batch=2", NULL};
+
+static Tokens tokens, tokens61;  /* bytes of tiny Shakespeare (or synthetic); synthetic below 61 */
+
+/* ---- a model trained by the interpreter through the runtime ---- */
+
+typedef struct Run {
+    Graph       *train, *eval, *sample;
+    InterpModel *im;
+    TrnSession  *s;
+    const Tokens *tk;
+    int64_t      next;   /* batch counter */
+} Run;
+
+static int feed(void *ctx, TrnSession *s, int micro) {
+    (void)micro;
+    Run *r = ctx;
+    return h_feed(s, r->tk, r->next++);
+}
+
+/* Loads `model` with the -D defs and --set sets (NULL-terminated) and
+ * makes an interpreter session (seed 1234).  target may be NULL. */
+static bool run_open(Run *r, const char *model, const char *const *defs, const char *const *sets, const char *target) {
+    memset(r, 0, sizeof *r);
+    Define dv[32];
+    char store[32][64];
+    int nd = 0;
+    for (int i = 0; defs && defs[i]; i++) {
+        snprintf(store[nd], sizeof store[nd], "%s", defs[i]);
+        char *eq = strchr(store[nd], '=');
+        *eq = 0;
+        dv[nd] = (Define){store[nd], eq + 1};
+        nd++;
+    }
+    CompileOptions o = {0};
+    o.model = model;
+    o.defs = dv;
+    o.ndefs = nd;
+    o.sets = sets;
+    o.fuse = true;
+    o.target = target;
+    o.po.quiet = true;
+    o.pm.verify_each = true;
+    Diag d;
+    diag_init(&d, stderr);
+    bool ok = cg_prepare(&o, &r->train, &r->eval, &r->sample, &d);
+    if (ok) r->im = ib_new(r->train, r->eval, r->sample, INTERP_F32, model, &d);
+    diag_free(&d);
+    if (!ok || !r->im) return false;
+    char err[512];
+    TrnOptions opt = {"cpu", 0, 1234, 0};
+    r->s = trn_create_with_backend(ib_model(r->im), ib_backend(r->im), &opt, err, sizeof err);
+    if (!r->s) fprintf(stderr, "trn_create: %s\n", err);
+    r->tk = r->s && trn_model(r->s)->vocab < 256 ? &tokens61 : &tokens;
+    return r->s != NULL;
+}
+
+static void run_close(Run *r) {
+    if (r->s) trn_destroy(r->s);
+    if (r->im) ib_free(r->im);
+    ir_graph_free(r->train);
+    ir_graph_free(r->eval);
+    ir_graph_free(r->sample);
+    memset(r, 0, sizeof *r);
+}
+
+/* steps training steps; the losses into out (may be NULL). */
+static bool run_steps(Run *r, int steps, double *out) {
+    for (int i = 0; i < steps; i++) {
+        if (trn_step(r->s, feed, r, -1) != 0) {
+            fprintf(stderr, "step: %s\n", trn_error(r->s));
+            return false;
+        }
+        if (out) out[i] = trn_loss(r->s);
+    }
+    return true;
+}
+
+static double scalar(Run *r, const char *name) {
+    float v = NAN;
+    if (trn_get(r->s, name, &v, sizeof v) != 0) fprintf(stderr, "trn_get %s: %s\n", name, trn_error(r->s));
+    return v;
+}
+
+/* Every element of every f32 param of a and b, over b's checkpoint view
+ * (a may be padded, b not): the largest |difference| (0 = bit-identical). */
+static double param_diff(Run *a, Run *b, const char **worst) {
+    const TrnModel *ma = trn_model(a->s), *mb = trn_model(b->s);
+    double w = 0;
+    for (int i = 0; i < mb->ntensors; i++) {
+        const TrnTensor *tb = &mb->tensors[i];
+        if (tb->kind != TRN_PARAM || tb->dtype != TRN_F32) continue;
+        int ia = trn_find(a->s, tb->name);
+        if (ia < 0) return INFINITY;
+        const TrnTensor *ta = &ma->tensors[ia];
+        float *x = xmalloc(sizeof(float) * (size_t)ta->numel), *y = xmalloc(sizeof(float) * (size_t)tb->numel);
+        trn_get(a->s, tb->name, x, sizeof(float) * (size_t)ta->numel);
+        trn_get(b->s, tb->name, y, sizeof(float) * (size_t)tb->numel);
+        int64_t cols = tb->rank == 2 ? tb->shape[1] : 1, acols = ta->rank == 2 ? ta->shape[1] : 1;
+        for (int64_t k = 0; k < tb->numel; k++) {
+            double dv = fabs((double)x[(k / cols) * acols + k % cols] - (double)y[k]);
+            if (dv > w) w = dv, *worst = tb->name;
+        }
+        free(x);
+        free(y);
+    }
+    return w;
+}
+
+/* ---- fusion: every fusion on and off gives the same losses ---- */
+
+static double compare_losses(const double *a, const double *b, int n) {
+    double w = 0;
+    for (int i = 0; i < n; i++) w = fmax(w, h_rel(a[i], b[i], 1e-12));
+    return w;
+}
+
+static int count_op(Graph *g, Op op) {
+    int c = 0;
+    for (int i = 0; i < g->nnodes; i++) c += g->nodes[i]->op == op;
+    return c;
+}
+
+static void test_fusion_model(const char *label, const char *model, const char *const *defs) {
+    enum { STEPS = 8 };
+    static const struct { int bits; const char *name; } fusions[] = {
+        {2, "norms"}, {4, "add+norm"}, {8, "rope"}, {16, "glu"}, {32, "softmax+CE"}, {64, "linear+CE"}, {1, "all"},
+    };
+    const char *sets_off[] = {"fusion=0", "optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", NULL};
+    double ref[STEPS], got[STEPS];
+    Run r;
+    CHECK(run_open(&r, model, defs, sets_off, NULL), "%s: unfused build", label);
+    if (!r.s || !run_steps(&r, STEPS, ref)) {
+        CHECK(0, "%s: unfused run", label);
+        run_close(&r);
+        return;
+    }
+    int nref = r.train->nnodes;
+    run_close(&r);
+    for (size_t f = 0; f < sizeof fusions / sizeof fusions[0]; f++) {
+        char key[32];
+        snprintf(key, sizeof key, "fusion=%d", fusions[f].bits);
+        const char *sets[] = {key, "optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", NULL};
+        if (!run_open(&r, model, defs, sets, NULL) || !run_steps(&r, STEPS, got)) {
+            CHECK(0, "%s: %s run failed", label, fusions[f].name);
+            run_close(&r);
+            continue;
+        }
+        double w = compare_losses(ref, got, STEPS);
+        printf("%-9s %-11s training graph %4d nodes (unfused %4d)   worst loss difference %.2e  (step 1 %.6f, step %d %.6f)\n", label,
+               fusions[f].name, r.train->nnodes, nref, w, got[0], STEPS, got[STEPS - 1]);
+        CHECK(w <= 1e-6, "%s: fusion %s changes the losses by %.3e (limit 1e-6)", label, fusions[f].name, w);
+        run_close(&r);
+    }
+}
+
+static void test_fusion(void) {
+    printf("== fusion on and off (interpreter, fp32, %d-step AdamW runs)\n", 8);
+    test_fusion_model("gpt2", "examples/gpt2.model", gpt2_defs);
+    test_fusion_model("llama", "examples/llama.model", llama_defs);
+    test_fusion_model("primitive", "tests/passes/primitive.model", NULL);
+    /* the cuda target gets only the rewrites into ops it already has */
+    Run r;
+    const char *sets[] = {"fusion=1", NULL};
+    if (run_open(&r, "tests/passes/primitive.model", NULL, sets, "cuda")) {
+        int n = 0;
+        for (int op = OP_add_layer_norm; op <= OP_linear_cross_entropy; op++) n += count_op(r.train, (Op)op);
+        printf("cuda target: %d new fused ops, %d rms_norm\n", n, count_op(r.train, OP_rms_norm));
+        CHECK(n == 0 && count_op(r.train, OP_rms_norm) > 0, "cuda target: %d new fused ops", n);
+    } else {
+        CHECK(0, "cuda-target build");
+    }
+    run_close(&r);
+}
+
+/* ---- mixed precision ---- */
+
+/* IEEE binary16 bits -> float, and a float rounded to binary16 (nearest
+ * even), written out here independently of the runtime's conversions. */
+static float trn_f16_to_f32_ref(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return (float)(h & 0x8000 ? -v : v);
+}
+
+static double trn_r16(double x) {
+    if (x == 0 || isnan(x) || isinf(x)) return x;
+    int e;
+    frexp(fabs(x), &e);
+    int E = e - 1 < -14 ? -14 : e - 1;
+    double ulp = ldexp(1.0, E - 10), q = fabs(x) / ulp, fl = floor(q), fr = q - fl;
+    if (fr > 0.5 || (fr == 0.5 && fmod(fl, 2.0) != 0)) fl += 1;
+    double r = fl * ulp;
+    if (r > 65504.0) r = INFINITY;
+    return copysign(r, x);
+}
+
+static void test_mixed(void) {
+    enum { STEPS = 50 };
+    printf("== mixed precision: tiny GPT-2, %d steps, interpreter with bf16/fp16 rounding\n", STEPS);
+    static const char *const precs[] = {"fp32", "bf16", "fp16"};
+    double loss[3][STEPS], skipped = 0;
+    for (int p = 0; p < 3; p++) {
+        char key[32];
+        snprintf(key, sizeof key, "precision=%s", precs[p]);
+        const char *sets[] = {key, "optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "grad_clip=1.0", NULL};
+        Run r;
+        bool ok = run_open(&r, "examples/gpt2.model", gpt2_defs, sets, NULL) && run_steps(&r, STEPS, loss[p]);
+        CHECK(ok, "%s run failed", precs[p]);
+        /* the first steps at the initial scale of 2^16 may overflow, as with GradScaler */
+        if (ok && p == 2) skipped = scalar(&r, "amp.skipped");
+        run_close(&r);
+    }
+    /* the mean of the last 10 steps (one step is noisy) */
+    double m[3] = {0, 0, 0};
+    for (int p = 0; p < 3; p++)
+        for (int i = STEPS - 10; i < STEPS; i++) m[p] += loss[p][i] / 10;
+    for (int p = 1; p < 3; p++) {
+        double worst = 0;
+        for (int i = 0; i < STEPS; i++) worst = fmax(worst, h_rel(loss[p][i], loss[0][i], 1e-12));
+        double end = h_rel(m[p], m[0], 1e-12);
+        printf("%s: step 1 %.5f (fp32 %.5f), last 10 steps %.5f (fp32 %.5f): relative difference %.2e at the end, %.2e worst step", precs[p],
+               loss[p][0], loss[0][0], m[p], m[0], end, worst);
+        if (p == 2) printf(" (%g steps skipped on overflow)", skipped);
+        printf("\n");
+        CHECK(end < 0.02, "%s ends %.3e away from fp32 (limit 2%%)", precs[p], end);
+        /* bf16 never skips, so every step is comparable; fp16's skipped steps lag behind */
+        if (p == 1) CHECK(worst < 0.05, "%s: a step is %.3e away from fp32 (limit 5%%)", precs[p], worst);
+    }
+    CHECK(skipped <= 5, "fp16 skipped %g of %d steps", skipped, STEPS);
+    CHECK(m[0] < loss[0][0] - 1.0, "fp32 did not train (%.3f -> %.3f)", loss[0][0], m[0]);
+
+    /* fp16: a forced overflow is skipped and training recovers */
+    const char *sets[] = {"precision=fp16", "optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "loss_scale_window=4", NULL};
+    Run r;
+    if (!run_open(&r, "examples/gpt2.model", gpt2_defs, sets, NULL) || !run_steps(&r, 5, NULL)) {
+        CHECK(0, "fp16 run failed");
+        run_close(&r);
+        return;
+    }
+    /* window 4: the scale doubled after steps 4 (65536 -> 131072) */
+    double sc = scalar(&r, "amp.scale");
+    printf("fp16: scale %g after 5 clean steps (window 4)\n", sc);
+    CHECK(sc == 131072.0, "the scale is %g after 5 clean steps with window 4 (want 131072)", sc);
+    int iw = trn_find(r.s, "h.0.attn.c_attn.weight");
+    int64_t n = trn_model(r.s)->tensors[iw].numel;
+    float *before = xmalloc(sizeof(float) * (size_t)n), *after = xmalloc(sizeof(float) * (size_t)n);
+    trn_get(r.s, "h.0.attn.c_attn.weight", before, sizeof(float) * (size_t)n);
+    float big = 0x1p40f;
+    trn_set(r.s, "amp.scale", &big, sizeof big);
+    double l_before = trn_loss(r.s);
+    run_steps(&r, 1, NULL);
+    trn_get(r.s, "h.0.attn.c_attn.weight", after, sizeof(float) * (size_t)n);
+    bool same = memcmp(before, after, sizeof(float) * (size_t)n) == 0;
+    printf("fp16: scale forced to 2^40: step skipped %d, skipped count %g, scale now 2^%g, loss of that step %.4f (before %.4f)\n", same,
+           scalar(&r, "amp.skipped"), log2(scalar(&r, "amp.scale")), trn_loss(r.s), l_before);
+    CHECK(same, "the overflowing step changed the weights");
+    CHECK(scalar(&r, "amp.skipped") == 1 && scalar(&r, "amp.scale") == 0x1p39, "skip count %g, scale %g", scalar(&r, "amp.skipped"),
+          scalar(&r, "amp.scale"));
+    double after_loss[40];
+    run_steps(&r, 40, after_loss);
+    double m1 = 0;
+    skipped = scalar(&r, "amp.skipped");
+    for (int i = 30; i < 40; i++) m1 += after_loss[i] / 10;
+    trn_get(r.s, "h.0.attn.c_attn.weight", after, sizeof(float) * (size_t)n);
+    printf("fp16: after 40 more steps %g steps skipped in all, scale 2^%g, mean loss of the last 10 %.4f\n", skipped, log2(scalar(&r, "amp.scale")),
+           m1);
+    CHECK(skipped > 1 && skipped < 30 && memcmp(before, after, sizeof(float) * (size_t)n) != 0, "no recovery: %g skipped", skipped);
+    CHECK(m1 < l_before, "the loss did not go on down after the overflow (%.4f -> %.4f)", l_before, m1);
+    free(before);
+    free(after);
+    /* the half-precision weight copies follow their params through a load:
+     * a fresh session that loads these params has copies = round(param) */
+    char path[256];
+    snprintf(path, sizeof path, "/tmp/trainc_amp_%d.safetensors", (int)getpid());
+    CHECK(trn_save(r.s, path, 0) == 0, "save: %s", trn_error(r.s));
+    run_close(&r);
+    Run q;
+    if (run_open(&q, "examples/gpt2.model", gpt2_defs, sets, NULL)) {
+        CHECK(trn_load(q.s, path, 1) == 0, "load: %s", trn_error(q.s));
+        int ip = trn_find(q.s, "h.0.mlp.c_fc.weight");
+        int64_t m = trn_model(q.s)->tensors[ip].numel;
+        float *w = xmalloc(sizeof(float) * (size_t)m);
+        uint16_t *h16 = xmalloc(sizeof(uint16_t) * (size_t)m);
+        trn_get(q.s, "h.0.mlp.c_fc.weight", w, sizeof(float) * (size_t)m);
+        CHECK(trn_get(q.s, "amp.f16.h.0.mlp.c_fc.weight", h16, sizeof(uint16_t) * (size_t)m) == 0, "no f16 copy: %s", trn_error(q.s));
+        int64_t bad = 0;
+        for (int64_t k = 0; k < m; k++) bad += trn_f16_to_f32_ref(h16[k]) != (float)trn_r16(w[k]);
+        printf("fp16: after loading the params, %lld of %lld elements of the f16 weight copy differ from the rounded weight\n", (long long)bad,
+               (long long)m);
+        CHECK(bad == 0, "%lld stale elements in the f16 copy", (long long)bad);
+        free(w);
+        free(h16);
+    } else {
+        CHECK(0, "fp16 reload");
+    }
+    run_close(&q);
+    remove(path);
+}
+
+/* ---- pad-tiles ---- */
+
+static void test_pad(void) {
+    enum { STEPS = 10 };
+    printf("== pad-tiles: tiny GPT-2, vocabulary 257, fp32\n");
+    const char *base[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "weight_decay=0.1", "grad_clip=1.0", "pad_multiple=1", NULL};
+    double ref[STEPS], got[STEPS];
+    Run u;
+    if (!run_open(&u, "examples/gpt2.model", gpt2_257, base, NULL) || !run_steps(&u, STEPS, ref)) {
+        CHECK(0, "unpadded run failed");
+        run_close(&u);
+        return;
+    }
+    char path_u[256], path_p[256];
+    snprintf(path_u, sizeof path_u, "/tmp/trainc_pad_%d_u.safetensors", (int)getpid());
+    CHECK(trn_save(u.s, path_u, 1) == 0, "save: %s", trn_error(u.s));
+    for (int m = 8; m <= 64; m *= 8) {
+        char key[32];
+        snprintf(key, sizeof key, "pad_multiple=%d", m);
+        const char *sets[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "weight_decay=0.1", "grad_clip=1.0", key, NULL};
+        Run p;
+        if (!run_open(&p, "examples/gpt2.model", gpt2_257, sets, NULL) || !run_steps(&p, STEPS, got)) {
+            CHECK(0, "padded run failed");
+            run_close(&p);
+            continue;
+        }
+        int iw = trn_find(p.s, "wte");
+        const TrnTensor *t = &trn_model(p.s)->tensors[iw];
+        bool equal = memcmp(ref, got, sizeof ref) == 0;
+        const char *worst = "";
+        double pd = param_diff(&p, &u, &worst);
+        /* the padding rows of wte and of its AdamW moments are still zero */
+        float *w = xmalloc(sizeof(float) * (size_t)t->numel);
+        double padmax = 0;
+        const char *names[3] = {"wte", "adamw.m.wte", "adamw.v.wte"};
+        for (int k = 0; k < 3; k++) {
+            trn_get(p.s, names[k], w, sizeof(float) * (size_t)t->numel);
+            for (int64_t e = 257 * t->shape[1]; e < t->numel; e++) padmax = fmax(padmax, fabs(w[e]));
+        }
+        free(w);
+        snprintf(path_p, sizeof path_p, "/tmp/trainc_pad_%d_%d.safetensors", (int)getpid(), m);
+        CHECK(trn_save(p.s, path_p, 1) == 0, "save: %s", trn_error(p.s));
+        size_t nu, np;
+        char *cu = read_file(path_u, &nu), *cp = read_file(path_p, &np);
+        bool same_ckpt = cu && cp && nu == np && memcmp(cu, cp, nu) == 0;
+        printf("multiple %2d: wte %lldx%lld, losses bit-identical %s (step %d %.9f), params max |diff| %.1e, padding max |value| %.1e, "
+               "checkpoints identical %s (%zu bytes)\n",
+               m, (long long)t->shape[0], (long long)t->shape[1], equal ? "yes" : "no", STEPS, got[STEPS - 1], pd, padmax,
+               same_ckpt ? "yes" : "no", np);
+        CHECK(t->shape[0] == (m == 8 ? 264 : 320) && t->ckpt_shape[0] == 257, "wte is %lld rows (checkpoint %lld)", (long long)t->shape[0],
+              (long long)t->ckpt_shape[0]);
+        CHECK(equal, "padding to %d changes the losses (%.3e)", m, compare_losses(ref, got, STEPS));
+        CHECK(pd == 0, "padding to %d changes %s by %.3e", m, worst, pd);
+        CHECK(padmax == 0, "the padding moved (%.3e)", padmax);
+        CHECK(same_ckpt, "the checkpoints differ");
+        /* a padded run resumes from the unpadded checkpoint and vice versa */
+        CHECK(trn_load(p.s, path_u, 0) == 0, "a padded model cannot load the unpadded checkpoint: %s", trn_error(p.s));
+        free(cu);
+        free(cp);
+        remove(path_p);
+        run_close(&p);
+    }
+    remove(path_u);
+    run_close(&u);
+}
+
+/* ---- --report ---- */
+
+static Program *report(const char *prec, const char *fusion, const char *pad, Graph **gs) {
+    Define dv[1] = {{"batch", "16"}};
+    const char *sets[] = {prec, fusion, pad, NULL};
+    CompileOptions o = {0};
+    o.model = "examples/gpt2.model";
+    o.defs = dv;
+    o.ndefs = 1;
+    o.sets = sets;
+    o.fuse = true;
+    o.po.quiet = true;
+    Diag d;
+    diag_init(&d, stderr);
+    Program *p = cg_build(&o, &gs[0], &gs[1], &gs[2], &d);
+    diag_free(&d);
+    return p;
+}
+
+static void report_free(Program *p, Graph **gs) {
+    cg_free(p);
+    for (int i = 0; i < 3; i++) ir_graph_free(gs[i]);
+}
+
+static void test_report(void) {
+    printf("== --report for GPT-2 small at batch 16 x 1024 (bytes)\n");
+    Graph *g[3];
+    Program *f32 = report("precision=fp32", "fusion=1", "pad_tiles=0", g);
+    CHECK(f32, "fp32 build");
+    if (!f32) return;
+    int64_t act32 = f32->cat_bytes[MC_ACT], tot32 = f32->arena_bytes;
+    report_free(f32, g);
+    Graph *h[3];
+    Program *b16 = report("precision=bf16", "fusion=1", "pad_tiles=0", h);
+    CHECK(b16, "bf16 build");
+    if (!b16) return;
+    int64_t act16 = b16->cat_bytes[MC_ACT];
+    report_free(b16, h);
+    printf("saved activations: fp32 %lld, bf16 %lld (ratio %.3f)\n", (long long)act32, (long long)act16, (double)act16 / (double)act32);
+    CHECK((double)act16 / (double)act32 < 0.6, "bf16 saves %.3f of fp32's activations (want about half)", (double)act16 / (double)act32);
+    Graph *k[3];
+    Program *un = report("precision=fp32", "fusion=0", "pad_tiles=0", k);
+    CHECK(un, "unfused build");
+    if (!un) return;
+    int64_t logits = (int64_t)16 * 1024 * 50257 * 4;
+    printf("arena: unfused %lld, fused %lld: %lld less (the logits are %lld)\n", (long long)un->arena_bytes, (long long)tot32,
+           (long long)(un->arena_bytes - tot32), (long long)logits);
+    CHECK(un->arena_bytes - tot32 > logits * 9 / 10, "fusion saves only %lld bytes", (long long)(un->arena_bytes - tot32));
+    report_free(un, k);
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (h_tokens_from_file(&tokens, "../shared/data/tinyshakespeare.txt", 200000) != 0) {
+        printf("(tinyshakespeare.txt not found: synthetic tokens)\n");
+        h_tokens_synthetic(&tokens, 200000, 256, 7);
+    }
+    h_tokens_synthetic(&tokens61, 20000, 61, 11);
+    bool all = argc < 2;
+    for (int i = all ? 0 : 1; i < (all ? 1 : argc); i++) {
+        const char *w = all ? NULL : argv[i];
+        if (all || strcmp(w, "fusion") == 0) test_fusion();
+        if (all || strcmp(w, "mixed") == 0) test_mixed();
+        if (all || strcmp(w, "pad") == 0) test_pad();
+        if (all || strcmp(w, "report") == 0) test_report();
+    }
+    free(tokens.t);
+    free(tokens61.t);
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("all checks passed\n");
+    return 0;
+}

@@ -1,0 +1,210 @@
+/* tests/passes/test_passes_cg.c — the compiled CPU code of what the passes
+ * make, against the reference interpreter, step by step:
+ *   primitive  the fused ops made from primitive spellings (rms_norm,
+ *              add_rms_norm, rope_qk with tables, geglu, swiglu,
+ *              linear_cross_entropy), fp32: losses within 1e-5; the eval
+ *              loss too (linear_cross_entropy without its gradients); the
+ *              memory plan checked by poisoning dead buffers; rope_qk in place
+ *   bf16, fp16 tiny GPT-2 and Llama in mixed precision: the emulated half
+ *              GEMM and templates against the interpreter's rounding
+ *   padded     tiny GPT-2 with vocabulary 257 padded to 8: compiled against
+ *              the interpreter, and against the unpadded compiled code
+ * Usage: test_passes_cg [primitive|bf16|fp16|padded ...] (default: all). */
+#include "cg_harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                                       \
+    do {                                                                                                                       \
+        if (!(cond)) {                                                                                                         \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                               \
+            fprintf(stderr, __VA_ARGS__);                                                                                      \
+            fputc('\n', stderr);                                                                                               \
+            failures++;                                                                                                        \
+        }                                                                                                                      \
+    } while (0)
+
+static const char *const gpt2_defs[] = {"vocab=256", "layers=2", "heads=4", "dim=64", "seq=32", "batch=2", NULL};
+static const char *const llama_defs[] = {"vocab=256", "layers=2", "heads=4", "kv_heads=2", "dim=64", "ffn=128", "seq=32", "batch=2", NULL};
+static const char *const gpt2_257[] = {"vocab=257", "layers=2", "heads=4", "dim=64", "seq=32", "batch=2", NULL};
+
+static Tokens tokens, tokens61;
+
+typedef struct Feed { const Tokens *tk; int64_t next; } Feed;
+
+static int feed(void *ctx, TrnSession *s, int micro) {
+    (void)micro;
+    Feed *f = ctx;
+    return h_feed(s, f->tk, f->next++);
+}
+
+/* steps of a session; losses into out; also the eval loss of batch 1000. */
+static bool train(TrnSession *s, const Tokens *tk, int steps, double *out, double *eval) {
+    Feed f = {tk, 0};
+    for (int i = 0; i < steps; i++) {
+        if (trn_step(s, feed, &f, -1) != 0) {
+            fprintf(stderr, "step: %s\n", trn_error(s));
+            return false;
+        }
+        out[i] = trn_loss(s);
+    }
+    if (eval && (h_feed(s, tk, 1000) != 0 || trn_eval(s, eval) != 0)) {
+        fprintf(stderr, "eval: %s\n", trn_error(s));
+        return false;
+    }
+    return true;
+}
+
+static TrnSession *session(const TrnModel *m, TrnBackend *be, int poison) {
+    char err[512];
+    TrnOptions o = {"cpu", 0, 1234, poison};
+    TrnSession *s = be ? trn_create_with_backend(m, *be, &o, err, sizeof err) : trn_create(m, &o, err, sizeof err);
+    if (!s) fprintf(stderr, "trn_create: %s\n", err);
+    return s;
+}
+
+/* Builds, trains compiled and interpreted `steps` steps; returns the worst
+ * relative loss difference (INFINITY on failure); eval losses compared too.
+ * keep: the harness is left built (caller frees). */
+static double compare(const char *label, const char *model, const char *const *defs, const char *const *sets, int steps, const Tokens *tk,
+                      Harness *keep, double *last) {
+    Harness h;
+    if (h_build(&h, model, defs, sets, true, 0) != 0) {
+        CHECK(0, "%s: build failed", label);
+        h_free(&h);
+        return INFINITY;
+    }
+    double *li = calloc((size_t)steps, sizeof(double)), *lc = calloc((size_t)steps, sizeof(double)), ei = NAN, ec = NAN;
+    TrnBackend be = ib_backend(h.im);
+    TrnSession *si = session(ib_model(h.im), &be, 0), *sc = session(h.compiled, NULL, 0);
+    bool ok = si && sc && train(si, tk, steps, li, &ei) && train(sc, tk, steps, lc, &ec);
+    double worst = ok ? 0 : INFINITY;
+    for (int i = 0; ok && i < steps; i++) worst = fmax(worst, h_rel(li[i], lc[i], 1e-12));
+    double ev = ok ? h_rel(ei, ec, 1e-12) : INFINITY;
+    if (ok)
+        printf("%-22s %2d steps: interp %.6f -> %.6f, compiled %.6f -> %.6f, worst loss difference %.2e; eval loss %.6f / %.6f (%.2e)\n", label,
+               steps, li[0], li[steps - 1], lc[0], lc[steps - 1], worst, ei, ec, ev);
+    CHECK(ok, "%s: a run failed", label);
+    if (last) *last = ok ? lc[steps - 1] : NAN;
+    worst = fmax(worst, ev);
+    if (si) trn_destroy(si);
+    if (sc) trn_destroy(sc);
+    free(li);
+    free(lc);
+    if (keep) *keep = h;
+    else h_free(&h);
+    return worst;
+}
+
+static const char *const adamw[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "grad_clip=1.0", NULL};
+
+/* ---- primitive spellings, fp32 ---- */
+
+static Kernel *find_kernel(Program *p, TrnRun which, Op op) {
+    Sched *s = &p->sched[which];
+    for (int i = 0; i < s->nk; i++)
+        for (int j = 0; j < s->k[i]->nnodes; j++)
+            if (s->k[i]->nodes[j]->op == op) return s->k[i];
+    return NULL;
+}
+
+static void test_primitive(void) {
+    printf("== primitive.model (fp32): the fused ops made from primitive spellings\n");
+    Harness h;
+    double w = compare("primitive fp32", "tests/passes/primitive.model", NULL, adamw, 12, &tokens61, &h, NULL);
+    CHECK(w < 1e-5, "primitive: compiled and interpreted differ by %.3e (limit 1e-5)", w);
+    if (!h.prog) return;
+    /* rope_qk rotates q and k in place, forward and backward: the results
+     * share the operands' buffers */
+    Sched *ms = &h.prog->sched[TRN_RUN_MICRO];
+    int nrope = 0;
+    for (int i = 0; i < ms->nk; i++) {
+        Kernel *k = ms->k[i];
+        if (k->kind != KK_TMPL || k->nodes[0]->op != OP_rope_qk) continue;
+        Node *n = k->nodes[0];
+        int inplace = 0;
+        for (int j = 0; j < 2; j++) inplace += ms->vi[n->out[j]->id].view.buf == ms->vi[n->in[j]->id].view.buf;
+        printf("%s (%s): %d of 2 results in place\n", k->name, ir_int(n, "inverse", 0) ? "backward" : "forward", inplace);
+        CHECK(inplace == 2, "%s: %d of 2 results in place", k->name, inplace);
+        nrope++;
+    }
+    CHECK(nrope == 4, "%d rope_qk kernels (want 2 forward, 2 backward)", nrope);
+    /* linear_cross_entropy: a scratch chunk in the plan; in eval no gradients */
+    Kernel *lk = find_kernel(h.prog, TRN_RUN_MICRO, OP_linear_cross_entropy), *le = find_kernel(h.prog, TRN_RUN_EVAL, OP_linear_cross_entropy);
+    CHECK(lk && lk->scratch && le, "no linear_cross_entropy kernels");
+    if (le) {
+        Sched *s = &h.prog->sched[TRN_RUN_EVAL];
+        CHECK(s->vi[le->nodes[0]->out[1]->id].st == VS_NONE && s->vi[le->nodes[0]->out[2]->id].st == VS_NONE,
+              "the eval linear_cross_entropy computes gradients");
+    }
+    /* poisoning every dead buffer changes nothing (in-place rope, scratch) */
+    double a[12], b[12];
+    TrnSession *s1 = session(h.compiled, NULL, 0), *s2 = session(h.compiled, NULL, 1);
+    bool ok = s1 && s2 && train(s1, &tokens61, 12, a, NULL) && train(s2, &tokens61, 12, b, NULL);
+    CHECK(ok && memcmp(a, b, sizeof a) == 0, "poisoned dead buffers change the losses");
+    printf("poisoned dead buffers: losses %s\n", ok && memcmp(a, b, sizeof a) == 0 ? "identical" : "DIFFER");
+    if (s1) trn_destroy(s1);
+    if (s2) trn_destroy(s2);
+    h_free(&h);
+}
+
+/* ---- mixed precision ---- */
+
+static void test_half(const char *prec) {
+    printf("== %s: emulated half precision, compiled against the interpreter\n", prec);
+    char key[32];
+    snprintf(key, sizeof key, "precision=%s", prec);
+    const char *sets[] = {key, "optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "grad_clip=1.0", NULL};
+    char label[64];
+    snprintf(label, sizeof label, "gpt2 %s", prec);
+    double w = compare(label, "examples/gpt2.model", gpt2_defs, sets, 10, &tokens, NULL, NULL);
+    CHECK(w < 3e-4, "%s: gpt2 compiled and interpreted differ by %.3e (limit 3e-4)", prec, w);
+    snprintf(label, sizeof label, "llama %s", prec);
+    w = compare(label, "examples/llama.model", llama_defs, sets, 10, &tokens, NULL, NULL);
+    CHECK(w < 3e-4, "%s: llama compiled and interpreted differ by %.3e (limit 3e-4)", prec, w);
+}
+
+/* ---- padding ---- */
+
+static void test_padded(void) {
+    printf("== pad-tiles: vocabulary 257 padded to 8 (fp32)\n");
+    const char *sets[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "grad_clip=1.0", "pad_multiple=8", NULL};
+    const char *none[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "grad_clip=1.0", "pad_multiple=1", NULL};
+    double lp, lu;
+    double w = compare("gpt2 vocab 257 padded", "examples/gpt2.model", gpt2_257, sets, 10, &tokens, NULL, &lp);
+    CHECK(w < 1e-5, "padded: compiled and interpreted differ by %.3e (limit 1e-5)", w);
+    w = compare("gpt2 vocab 257", "examples/gpt2.model", gpt2_257, none, 10, &tokens, NULL, &lu);
+    CHECK(w < 1e-5, "unpadded: compiled and interpreted differ by %.3e (limit 1e-5)", w);
+    double d = h_rel(lp, lu, 1e-12);
+    printf("compiled, padded against unpadded: step 10 %.9f / %.9f (relative %.2e)\n", lp, lu, d);
+    CHECK(d < 1e-6, "compiled padded and unpadded differ by %.3e (limit 1e-6)", d);
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (h_tokens_from_file(&tokens, "../shared/data/tinyshakespeare.txt", 200000) != 0) {
+        printf("(tinyshakespeare.txt not found: synthetic tokens)\n");
+        h_tokens_synthetic(&tokens, 200000, 256, 7);
+    }
+    h_tokens_synthetic(&tokens61, 20000, 61, 11);
+    bool all = argc < 2;
+    for (int i = all ? 0 : 1; i < (all ? 1 : argc); i++) {
+        const char *w = all ? NULL : argv[i];
+        if (all || strcmp(w, "primitive") == 0) test_primitive();
+        if (all || strcmp(w, "bf16") == 0) test_half("bf16");
+        if (all || strcmp(w, "fp16") == 0) test_half("fp16");
+        if (all || strcmp(w, "padded") == 0) test_padded();
+    }
+    free(tokens.t);
+    free(tokens61.t);
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("all checks passed\n");
+    return 0;
+}
