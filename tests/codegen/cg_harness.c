@@ -36,16 +36,16 @@ int h_build(Harness *h, const char *model, const char *const *defs, const char *
     o.blas = true;
     o.po.accum = accum;
     o.pm.verify_each = true;
-    Diag d;
-    diag_init(&d, stderr);
-    h->prog = cg_build(&o, &h->train, &h->eval, &h->sample, &d);
+    Diag *d = &h->d;
+    diag_init(d, stderr);
+    h->prog = cg_build(&o, &h->train, &h->eval, &h->sample, d);
     if (!h->prog) return -1;
     static int counter;
     snprintf(h->cpath, sizeof h->cpath, "/tmp/trainc_cg_%d_%d.c", (int)getpid(), counter);
     snprintf(h->sopath, sizeof h->sopath, "/tmp/trainc_cg_%d_%d.so", (int)getpid(), counter++);
     FILE *f = fopen(h->cpath, "w");
     if (!f) return -1;
-    bool ok = cg_emit_c(f, h->prog, false, &d);
+    bool ok = cg_emit_c(f, h->prog, false, d);
     fclose(f);
     if (!ok) return -1;
     char cmd[2048];
@@ -66,12 +66,13 @@ int h_build(Harness *h, const char *model, const char *const *defs, const char *
         fprintf(stderr, "dlsym %s: %s\n", sym, dlerror());
         return -1;
     }
-    h->im = ib_new(h->train, h->eval, h->sample, INTERP_F32, model, &d);
+    h->im = ib_new(h->train, h->eval, h->sample, INTERP_F32, model, d);
     return h->im ? 0 : -1;
 }
 
 void h_free(Harness *h) {
     if (h->im) ib_free(h->im);
+    diag_free(&h->d);
     /* the shared object is not closed: OpenMP's worker threads may still
      * hold code from it, and unloading it under them crashes at exit */
     if (h->prog) cg_free(h->prog);

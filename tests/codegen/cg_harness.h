@@ -15,6 +15,7 @@ typedef struct Harness {
     void           *so;              /* dlopen handle */
     const TrnModel *compiled;        /* descriptor from the generated code */
     InterpModel    *im;              /* the interpreter backend */
+    Diag            d;               /* diagnostics (the interpreter backend keeps a pointer to it) */
     char            cpath[512], sopath[512];
 } Harness;
 
