@@ -27,6 +27,9 @@ typedef struct CudaModule CudaModule;
  * at the end of p's arena: sets p->workspace_off / workspace_bytes, grows
  * arena_bytes and the report's workspace line. */
 void        cg_cuda_plan_workspace(Program *p);
+/* The bytes of the scratch buffer a linear_cross_entropy kernel needs on
+ * the GPU (lower.c gives its kernel that much for the cuda target). */
+int64_t     cg_cuda_linear_ce_scratch(const Node *n);
 /* Generates the CUDA C of every kernel of every schedule of p.  NULL after
  * reporting (at the kernel's .model line) a kernel it cannot generate. */
 CudaModule *cg_cuda_emit(Program *p, Diag *d);

@@ -7,7 +7,7 @@
  * by a comment giving each buffer's shape, dtype and arena offset.  Output
  * depends only on the program: same model, same bytes.
  */
-#include "cg.h"
+#include "loops.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -21,37 +21,14 @@ typedef struct Emit {
     bool     ok;
 } Emit;
 
-/* ---- text helpers ---- */
-
-/* A C string literal for any text (identifiers from the .model never reach
- * generated code unescaped). */
-static void c_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p >= 32 && *p < 127 && *p != '?') fputc(*p, f);
-        else fprintf(f, "\\%03o", *p);
-    }
-    fputc('"', f);
-}
+/* ---- text helpers (loops.c has the ones emit_cuda.c shares) ---- */
 
 /* Text safe inside a C comment. */
 static void c_comment_text(FILE *f, const char *s) {
-    for (const char *p = s; *p; p++) {
-        if (p[0] == '*' && p[1] == '/') {
-            fputs("* /", f);
-            p++;
-        } else if (*p == '\n' || *p == '\r') {
-            fputc(' ', f);
-        } else {
-            fputc(*p, f);
-        }
-    }
-}
-
-static void c_ident(StrBuf *b, const char *s) {
-    for (const char *p = s; *p; p++)
-        sb_putc(b, (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ? *p : '_'));
+    StrBuf b = {0};
+    cg_comment_text(&b, s);
+    if (b.s) fputs(b.s, f);
+    sb_free(&b);
 }
 
 static const char *storage_type(DType dt) {
@@ -104,14 +81,10 @@ static void indent(FILE *f, int n) {
 }
 
 static void describe_buf(FILE *f, Program *p, int id, const char *role) {
-    Buf *b = &p->bufs[id];
-    char ts[160];
-    Type t = {b->dt, b->shape};
-    static const char *const kinds[] = {"param", "state", "input", "temp"};
-    fprintf(f, " *   b%-4d %-6s %-5s %-24s offset %-10lld ", id, role, kinds[b->kind], type_str(&t, ts, sizeof ts),
-            (long long)b->offset);
-    if (b->name) c_comment_text(f, b->name);
-    fputc('\n', f);
+    StrBuf b = {0};
+    cg_describe_buf(&b, p, id, role);
+    fputs(b.s, f);
+    sb_free(&b);
 }
 
 static void kernel_header(Emit *e, Kernel *k) {
@@ -140,170 +113,16 @@ static void buf_ptr(Emit *e, int id, const char *var, bool writable) {
 }
 
 /* ===================================================================== */
-/* loop kernels                                                          */
+/* loop kernels (the access analysis is loops.c's)                       */
 /* ===================================================================== */
 
-#define MAXACC 256
-
-typedef struct Acc {
-    int     buf;              /* -1: virtual (iota / linear index) */
-    int64_t off;
-    int64_t st[IR_MAX_RANK];  /* element strides over the space dims */
-    DType   dt;
-    bool    store;
-    bool    post;             /* indexed by kept dims only */
-    int     id;               /* variable number */
-} Acc;
-
+/* The C spelling of a loop kernel: the analysis and where it writes. */
 typedef struct Loop {
-    Emit    *e;
-    Kernel  *k;
-    int      rank;
-    bool     reduced[IR_MAX_RANK];
-    Acc      acc[MAXACC];
-    int      nacc;
-    /* collapsed loops */
-    int      nl;
-    int64_t  lsize[IR_MAX_RANK];
-    bool     lred[IR_MAX_RANK];
-    int64_t  lst[MAXACC][IR_MAX_RANK];
+    LoopNest *N;
+    Emit     *e;
 } Loop;
 
-static bool in_kernel(Sched *s, Kernel *k, Value *v) {
-    ValInfo *vi = &s->vi[v->id];
-    return vi->inl && vi->kern == k;
-}
-
-/* Strides over the space dims of a view of a value of shape `vs` used by a
- * node whose iteration is `post` (reduced shape) or not. */
-static bool map_view(Loop *L, View v, const Shape *vs, bool post, const Shape *opspace, int64_t *st, int64_t *off) {
-    Kernel *k = L->k;
-    (void)vs;
-    if (!view_broadcast(&v, opspace)) return false;
-    *off = v.off;
-    if (!post) {
-        for (int i = 0; i < L->rank; i++) st[i] = v.stride[i];
-        return true;
-    }
-    /* opspace is the reduction's result shape: map its dims onto the space */
-    bool keep = ir_int(k->red, "keepdim", 0);
-    int j = 0;
-    for (int i = 0; i < L->rank; i++) {
-        if (L->reduced[i]) {
-            st[i] = 0;
-            if (keep) j++;
-        } else {
-            st[i] = v.stride[j++];
-        }
-    }
-    return true;
-}
-
-static int add_acc(Loop *L, Acc a) {
-    for (int i = 0; i < L->nacc; i++) {
-        Acc *b = &L->acc[i];
-        if (b->buf == a.buf && b->off == a.off && b->store == a.store && b->dt == a.dt && b->post == a.post &&
-            memcmp(b->st, a.st, sizeof a.st) == 0 && a.buf >= 0)
-            return i;
-    }
-    if (L->nacc == MAXACC) die("too many accesses in one loop kernel");
-    a.id = L->nacc;
-    L->acc[L->nacc++] = a;
-    return a.id;
-}
-
-/* The shape an operand is seen in by node m (broadcast target). */
-static Shape operand_space(Loop *L, Node *m, int j) {
-    Kernel *k = L->k;
-    if (m == k->red) return k->space;
-    if (m->op == OP_max_grad && j != 1) {
-        /* dy, y: the reduced shape with unit dims put back */
-        Shape s = m->in[1]->ty.shape;
-        return s;
-    }
-    return m->out[0]->ty.shape;
-}
-
-/* For max_grad's reduced operands: a view of the reduced value with unit
- * dims at the reduced axes (so it broadcasts over them). */
-static View unreduce_view(Node *m, View v) {
-    if (ir_int(m, "keepdim", 0)) return v;
-    const Attr *ax = ir_attr(m, "axes");
-    int rank = m->in[1]->ty.shape.rank;
-    View r = v;
-    r.rank = rank;
-    int j = 0;
-    for (int i = 0; i < rank; i++) {
-        bool red = false;
-        for (int a = 0; a < ax->n; a++) red |= ax->v[a] == i;
-        if (red) {
-            r.shape[i] = 1;
-            r.stride[i] = 0;
-        } else {
-            r.shape[i] = v.shape[j];
-            r.stride[i] = v.stride[j];
-            j++;
-        }
-    }
-    return r;
-}
-
-static bool node_post(Loop *L, Node *m) {
-    Kernel *k = L->k;
-    if (!k->red || m == k->red) return false;
-    /* nodes after the reduction run in the reduced space */
-    for (int i = 0; i < k->nnodes; i++) {
-        if (k->nodes[i] == m) return false;
-        if (k->nodes[i] == k->red) return true;
-    }
-    return false;
-}
-
-/* index expression of access a over the collapsed loops */
-static void idx_expr(Loop *L, int a, char *buf, size_t n) {
-    size_t k = (size_t)snprintf(buf, n, "%lld", (long long)L->acc[a].off);
-    bool any = L->acc[a].off != 0;
-    if (!any) k = 0, buf[0] = 0;
-    for (int i = 0; i < L->nl; i++) {
-        int64_t s = L->lst[a][i];
-        if (!s) continue;
-        if (s == 1) k += (size_t)snprintf(buf + k, n - k, "%si%d", any ? " + " : "", i);
-        else k += (size_t)snprintf(buf + k, n - k, "%si%d * %lld", any ? " + " : "", i, (long long)s);
-        any = true;
-    }
-    if (!any) snprintf(buf, n, "0");
-}
-
-static void collapse(Loop *L) {
-    /* loop order: kept dims, then reduced dims */
-    int order[IR_MAX_RANK], no = 0;
-    for (int i = 0; i < L->rank; i++)
-        if (!L->reduced[i]) order[no++] = i;
-    for (int i = 0; i < L->rank; i++)
-        if (L->reduced[i]) order[no++] = i;
-    L->nl = 0;
-    for (int oi = 0; oi < no; oi++) {
-        int d = order[oi];
-        int64_t size = L->k->space.d[d];
-        if (size == 1) continue; /* nothing to loop over */
-        bool red = L->reduced[d];
-        /* merge with the previous loop when every access agrees */
-        if (L->nl > 0 && L->lred[L->nl - 1] == red) {
-            bool ok = true;
-            for (int a = 0; a < L->nacc && ok; a++) ok = L->lst[a][L->nl - 1] == L->acc[a].st[d] * size;
-            if (ok) {
-                L->lsize[L->nl - 1] *= size;
-                for (int a = 0; a < L->nacc; a++) L->lst[a][L->nl - 1] = L->acc[a].st[d];
-                continue;
-            }
-        }
-        L->lsize[L->nl] = size;
-        L->lred[L->nl] = red;
-        for (int a = 0; a < L->nacc; a++) L->lst[a][L->nl] = L->acc[a].st[d];
-        L->nl++;
-    }
-}
-
+static void idx_expr(Loop *L, int a, char *buf, size_t n) { cg_loop_idx(L->N, a, "", buf, n); }
 static void vname(char *buf, size_t n, Value *v) { snprintf(buf, n, "v%d", v->id); }
 
 /* The expression of one pointwise node (operands already named). */
@@ -354,28 +173,19 @@ static void node_expr(StrBuf *b, Node *m, char ops[][48], DType dt) {
     }
 }
 
-typedef struct LoopCtx {
-    Loop *L;
-    int (*opacc)[8];
-    int *resacc;
-    int *linacc;
-} LoopCtx;
-
 /* Names operand j of node i: an expression defined in this kernel, a
  * literal, or a load emitted at this depth. */
-static void loop_operand(LoopCtx *c, int i, int j, int depth, char out[48]) {
-    Loop *L = c->L;
-    Kernel *k = L->k;
-    Sched *s = L->e->s;
+static void loop_operand(Loop *L, int i, int j, int depth, char out[48]) {
+    LoopNest *N = L->N;
     FILE *f = L->e->f;
-    Node *m = k->nodes[i];
+    Node *m = N->k->nodes[i];
     Value *x = m->in[j];
-    if (in_kernel(s, k, x)) {
+    LoopOperand kind = cg_loop_operand(N, i, j);
+    if (kind == LOOP_OP_VALUE) {
         vname(out, 48, x);
         return;
     }
-    ValInfo *xi = &s->vi[x->id];
-    if (xi->st == VS_INLINE && !xi->kern && x->def->op == OP_constant) {
+    if (kind == LOOP_OP_CONST) {
         char lit[32];
         fmt_double(lit, ir_float(x->def, "value", 0));
         if (dtype_is_float[x->ty.dt] && x->ty.dt != DT_f64) snprintf(out, 48, "%s(%s)", round_fn(x->ty.dt), lit);
@@ -383,21 +193,18 @@ static void loop_operand(LoopCtx *c, int i, int j, int depth, char out[48]) {
         else snprintf(out, 48, "(int64_t)%s", lit);
         return;
     }
-    int a = c->opacc[i][j];
+    int a = N->opacc[i][j];
     char idx[256];
     idx_expr(L, a, idx, sizeof idx);
     StrBuf lb = {0};
-    if (L->acc[a].buf < 0) {
+    if (kind == LOOP_OP_VIRTUAL) {
         /* iota: the coordinate along its axis */
-        Node *io = x->def;
-        int ax = (int)ir_int(io, "axis", 0);
-        int64_t inner = 1;
-        for (int d = ax + 1; d < x->ty.shape.rank; d++) inner *= x->ty.shape.d[d];
-        sb_printf(&lb, "%s((%s) / %lld %% %lld)", dtype_is_float[x->ty.dt] ? "(double)" : "", idx, (long long)inner,
-                  (long long)(x->ty.shape.rank ? x->ty.shape.d[ax] : 1));
+        int64_t inner, size;
+        cg_loop_iota(x->def, &inner, &size);
+        sb_printf(&lb, "%s((%s) / %lld %% %lld)", dtype_is_float[x->ty.dt] ? "(double)" : "", idx, (long long)inner, (long long)size);
     } else {
         char ptr[32];
-        snprintf(ptr, sizeof ptr, "b%d", L->acc[a].buf);
+        snprintf(ptr, sizeof ptr, "b%d", N->acc[a].buf);
         load_expr(&lb, x->ty.dt, ptr, idx);
     }
     indent(f, depth);
@@ -406,25 +213,25 @@ static void loop_operand(LoopCtx *c, int i, int j, int depth, char out[48]) {
     snprintf(out, 48, "l%d_%d", i, j);
 }
 
-static void emit_loop_store(LoopCtx *c, int i, int depth) {
-    Loop *L = c->L;
-    if (c->resacc[i] < 0) return;
-    Node *m = L->k->nodes[i];
+static void emit_loop_store(Loop *L, int i, int depth) {
+    LoopNest *N = L->N;
+    if (N->resacc[i] < 0) return;
+    Node *m = N->k->nodes[i];
     char idx[256], ptr[32], yn[32];
-    idx_expr(L, c->resacc[i], idx, sizeof idx);
-    snprintf(ptr, sizeof ptr, "b%d", L->acc[c->resacc[i]].buf);
+    idx_expr(L, N->resacc[i], idx, sizeof idx);
+    snprintf(ptr, sizeof ptr, "b%d", N->acc[N->resacc[i]].buf);
     vname(yn, sizeof yn, m->out[0]);
     indent(L->e->f, depth);
     store_stmt(L->e->f, m->out[0]->ty.dt, ptr, idx, yn);
 }
 
 /* One pointwise node of a loop kernel: operands, its value, its store. */
-static void emit_loop_node(LoopCtx *c, int i, int depth) {
-    Loop *L = c->L;
+static void emit_loop_node(Loop *L, int i, int depth) {
+    LoopNest *N = L->N;
     FILE *f = L->e->f;
-    Node *m = L->k->nodes[i];
-    char ops[8][48];
-    for (int j = 0; j < m->nin && j < 8; j++) loop_operand(c, i, j, depth, ops[j]);
+    Node *m = N->k->nodes[i];
+    char ops[LOOP_MAXIN][48];
+    for (int j = 0; j < m->nin && j < LOOP_MAXIN; j++) loop_operand(L, i, j, depth, ops[j]);
     Value *y = m->out[0];
     DType dt = y->ty.dt;
     char yn[32];
@@ -432,14 +239,13 @@ static void emit_loop_node(LoopCtx *c, int i, int depth) {
     StrBuf xb = {0};
     if (m->op == OP_iota) {
         char idx[256];
-        idx_expr(L, c->linacc[i], idx, sizeof idx);
-        int ax = (int)ir_int(m, "axis", 0);
-        int64_t inner = 1;
-        for (int d = ax + 1; d < y->ty.shape.rank; d++) inner *= y->ty.shape.d[d];
-        sb_printf(&xb, "((%s) / %lld %% %lld)", idx, (long long)inner, (long long)(y->ty.shape.rank ? y->ty.shape.d[ax] : 1));
+        idx_expr(L, N->linacc[i], idx, sizeof idx);
+        int64_t inner, size;
+        cg_loop_iota(m, &inner, &size);
+        sb_printf(&xb, "((%s) / %lld %% %lld)", idx, (long long)inner, (long long)size);
     } else if (m->op == OP_dropout) {
         char idx[256], pl[32], inv[32];
-        idx_expr(L, c->linacc[i], idx, sizeof idx);
+        idx_expr(L, N->linacc[i], idx, sizeof idx);
         double pr = ir_float(m, "p", 0);
         fmt_double(pl, pr);
         fmt_double(inv, 1.0 - pr);
@@ -452,99 +258,24 @@ static void emit_loop_node(LoopCtx *c, int i, int depth) {
     if (dtype_is_float[dt]) fprintf(f, "const double %s = %s(%s);  /* %s */\n", yn, round_fn(dt), xb.s, op_name(m->op));
     else fprintf(f, "const int64_t %s = (int64_t)(%s)(%s);  /* %s */\n", yn, storage_type(dt), xb.s, op_name(m->op));
     sb_free(&xb);
-    emit_loop_store(c, i, depth);
+    emit_loop_store(L, i, depth);
 }
 
 static void emit_loop(Emit *e, Kernel *k) {
-    Sched *s = e->s;
-    Loop *L = xcalloc(1, sizeof(Loop));
-    L->e = e;
-    L->k = k;
-    L->rank = k->space.rank;
-    if (k->red) {
-        const Attr *ax = ir_attr(k->red, "axes");
-        for (int i = 0; i < ax->n; i++) L->reduced[ax->v[i]] = true;
-    }
-    /* accesses: loads of operands computed elsewhere, stores of stored
-     * results, virtual accesses for iota and dropout's element index */
-    int (*opacc)[8] = xcalloc((size_t)k->nnodes, sizeof *opacc);
-    int *resacc = xcalloc((size_t)k->nnodes, sizeof(int));
-    int *linacc = xcalloc((size_t)k->nnodes, sizeof(int));
-    for (int i = 0; i < k->nnodes; i++) {
-        Node *m = k->nodes[i];
-        bool post = node_post(L, m);
-        resacc[i] = linacc[i] = -1;
-        if (m->op == OP_iota) {
-            /* a materialised iota: the kernel computes it over its own shape */
-            Acc a = {0};
-            a.buf = -1;
-            View v;
-            view_contig(&v, -1, &m->out[0]->ty.shape);
-            for (int d = 0; d < L->rank; d++) a.st[d] = v.stride[d];
-            linacc[i] = add_acc(L, a);
-        }
-        for (int j = 0; j < m->nin && j < 8; j++) {
-            Value *x = m->in[j];
-            opacc[i][j] = -1;
-            if (in_kernel(s, k, x)) continue;
-            ValInfo *xi = &s->vi[x->id];
-            Shape osp = operand_space(L, m, j);
-            Acc a = {0};
-            a.post = post;
-            a.dt = x->ty.dt;
-            if (xi->st == VS_INLINE && !xi->kern) {
-                if (x->def->op == OP_constant) continue;
-                /* inline iota: virtual contiguous view of its own shape */
-                View v;
-                view_contig(&v, -1, &x->ty.shape);
-                if (!map_view(L, v, &x->ty.shape, post, &osp, a.st, &a.off)) die("iota view");
-                a.buf = -1;
-                opacc[i][j] = add_acc(L, a);
-                continue;
-            }
-            View v = xi->view;
-            if (m->op == OP_max_grad && j != 1) v = unreduce_view(m, v);
-            a.buf = v.buf;
-            if (!map_view(L, v, &x->ty.shape, post, &osp, a.st, &a.off))
-                die("kernel %s: operand %d of %s does not broadcast to the loop space", k->name, j, op_name(m->op));
-            opacc[i][j] = add_acc(L, a);
-        }
-        if (m->op == OP_dropout) {
-            Acc a = {0};
-            a.buf = -1;
-            a.post = post;
-            View v;
-            view_contig(&v, -1, &m->out[0]->ty.shape);
-            Shape osp = m->out[0]->ty.shape;
-            map_view(L, v, &m->out[0]->ty.shape, post, &osp, a.st, &a.off);
-            linacc[i] = add_acc(L, a);
-        }
-        Value *y = m->out[0];
-        ValInfo *yi = &s->vi[y->id];
-        if ((yi->st == VS_BUF || yi->st == VS_VIEW) && yi->kern == k) {
-            Acc a = {0};
-            a.store = true;
-            a.post = post || m == k->red;
-            a.dt = y->ty.dt;
-            a.buf = yi->view.buf;
-            Shape osp = y->ty.shape;
-            if (!map_view(L, yi->view, &y->ty.shape, a.post, &osp, a.st, &a.off)) die("store view");
-            resacc[i] = add_acc(L, a);
-        }
-    }
-    collapse(L);
+    Loop Lc = {cg_loop_analyse(e->s, k), e}, *L = &Lc;
+    LoopNest *N = L->N;
 
     kernel_header(e, k);
     FILE *f = e->f;
     /* buffer pointers: one per distinct buffer */
-    int bufs[MAXACC], nb = 0;
-    bool wrote[MAXACC] = {0};
-    for (int a = 0; a < L->nacc; a++) {
-        if (L->acc[a].buf < 0) continue;
+    int bufs[LOOP_MAXACC], nb = 0;
+    bool wrote[LOOP_MAXACC] = {0};
+    for (int a = 0; a < N->nacc; a++) {
+        if (N->acc[a].buf < 0) continue;
         int j = 0;
-        while (j < nb && bufs[j] != L->acc[a].buf) j++;
-        if (j == nb) bufs[nb++] = L->acc[a].buf;
-        wrote[j] |= L->acc[a].store;
+        while (j < nb && bufs[j] != N->acc[a].buf) j++;
+        if (j == nb) bufs[nb++] = N->acc[a].buf;
+        wrote[j] |= N->acc[a].store;
     }
     for (int j = 0; j < nb; j++) {
         char var[32];
@@ -554,7 +285,7 @@ static void emit_loop(Emit *e, Kernel *k) {
     /* scalars read once (all-zero strides): dropout seeds, learning rates */
     int64_t total = shape_numel(&k->space);
     int kept = 0;
-    for (int i = 0; i < L->nl; i++) kept += !L->lred[i];
+    for (int i = 0; i < N->nl; i++) kept += !N->lred[i];
     int depth = 1;
     const char *accty = NULL, *accinit = NULL;
     if (k->red) {
@@ -566,24 +297,24 @@ static void emit_loop(Emit *e, Kernel *k) {
      * bias gradients) runs rows outside and columns inside, a block of
      * accumulators per thread, so memory is walked in order; the sum over
      * each column still goes row by row, the order of the plain form. */
-    bool colred = k->red && kept == 1 && L->nl >= 2 && !L->lred[0];
+    bool colred = k->red && kept == 1 && N->nl >= 2 && !N->lred[0];
     bool unit = false;
-    for (int a = 0; colred && a < L->nacc; a++) {
-        if (L->acc[a].post) continue;
-        colred = L->lst[a][0] == 0 || L->lst[a][0] == 1;
-        unit |= L->lst[a][0] == 1;
+    for (int a = 0; colred && a < N->nacc; a++) {
+        if (N->acc[a].post) continue;
+        colred = N->lst[a][0] == 0 || N->lst[a][0] == 1;
+        unit |= N->lst[a][0] == 1;
     }
     colred = colred && unit;
     const char *racc = "acc";
     if (colred) {
         if (total >= 32768) fprintf(f, "    #pragma omp parallel for schedule(static)\n");
-        fprintf(f, "    for (int64_t cb = 0; cb < %lld; cb += 64) {\n", (long long)L->lsize[0]);
-        fprintf(f, "        const int64_t ce = cb + 64 < %lld ? cb + 64 : %lld;\n", (long long)L->lsize[0], (long long)L->lsize[0]);
+        fprintf(f, "    for (int64_t cb = 0; cb < %lld; cb += 64) {\n", (long long)N->lsize[0]);
+        fprintf(f, "        const int64_t ce = cb + 64 < %lld ? cb + 64 : %lld;\n", (long long)N->lsize[0], (long long)N->lsize[0]);
         fprintf(f, "        %s accv[64];\n        for (int64_t c = 0; c < ce - cb; c++) accv[c] = %s;\n", accty, accinit);
         depth = 2;
-        for (int i = 1; i < L->nl; i++) {
+        for (int i = 1; i < N->nl; i++) {
             indent(f, depth++);
-            fprintf(f, "for (int64_t i%d = 0; i%d < %lld; i%d++) {\n", i, i, (long long)L->lsize[i], i);
+            fprintf(f, "for (int64_t i%d = 0; i%d < %lld; i%d++) {\n", i, i, (long long)N->lsize[i], i);
         }
         indent(f, depth++);
         fputs("for (int64_t i0 = cb; i0 < ce; i0++) {\n", f);
@@ -597,19 +328,19 @@ static void emit_loop(Emit *e, Kernel *k) {
             if (c > 1) fprintf(f, "    #pragma omp parallel for collapse(%d) schedule(static)\n", c);
             else fprintf(f, "    #pragma omp parallel for schedule(static)\n");
         }
-        for (int i = 0; i < L->nl; i++) {
-            if (L->lred[i]) continue;
+        for (int i = 0; i < N->nl; i++) {
+            if (N->lred[i]) continue;
             indent(f, depth);
-            fprintf(f, "for (int64_t i%d = 0; i%d < %lld; i%d++) {\n", i, i, (long long)L->lsize[i], i);
+            fprintf(f, "for (int64_t i%d = 0; i%d < %lld; i%d++) {\n", i, i, (long long)N->lsize[i], i);
             depth++;
         }
         if (k->red) {
             indent(f, depth);
             fprintf(f, "%s acc = %s;\n", accty, accinit);
-            for (int i = 0; i < L->nl; i++) {
-                if (!L->lred[i]) continue;
+            for (int i = 0; i < N->nl; i++) {
+                if (!N->lred[i]) continue;
                 indent(f, depth);
-                fprintf(f, "for (int64_t i%d = 0; i%d < %lld; i%d++) {\n", i, i, (long long)L->lsize[i], i);
+                fprintf(f, "for (int64_t i%d = 0; i%d < %lld; i%d++) {\n", i, i, (long long)N->lsize[i], i);
                 depth++;
             }
         }
@@ -617,19 +348,18 @@ static void emit_loop(Emit *e, Kernel *k) {
     /* body: prologue nodes inside every loop, the reduction's accumulation,
      * then (after the reduction loops close) the reduced value and the
      * epilogue nodes */
-    LoopCtx c = {L, opacc, resacc, linacc};
     int i = 0;
-    for (; i < k->nnodes && k->nodes[i] != k->red; i++) emit_loop_node(&c, i, depth);
+    for (; i < k->nnodes && k->nodes[i] != k->red; i++) emit_loop_node(L, i, depth);
     if (k->red) {
         Node *m = k->red;
         char in0[48];
-        loop_operand(&c, i, 0, depth, in0);
+        loop_operand(L, i, 0, depth, in0);
         indent(f, depth);
         if (m->op == OP_max) fprintf(f, "if (%s > %s) %s = %s;\n", in0, racc, racc, in0);
         else fprintf(f, "%s += %s;\n", racc, in0);
         if (colred) {
             /* close the column loop and the row loops; reopen the columns */
-            for (int q = 0; q < L->nl; q++) {
+            for (int q = 0; q < N->nl; q++) {
                 depth--;
                 indent(f, depth);
                 fputs("}\n", f);
@@ -640,8 +370,8 @@ static void emit_loop(Emit *e, Kernel *k) {
             fprintf(f, "const %s acc = accv[i0 - cb];\n", accty);
             racc = "acc";
         } else {
-            for (int q = 0; q < L->nl; q++)
-                if (L->lred[q]) {
+            for (int q = 0; q < N->nl; q++)
+                if (N->lred[q]) {
                     depth--;
                     indent(f, depth);
                     fputs("}\n", f);
@@ -650,12 +380,12 @@ static void emit_loop(Emit *e, Kernel *k) {
         DType rdt = m->out[0]->ty.dt;
         char rn[32];
         vname(rn, sizeof rn, m->out[0]);
-        int64_t cnt = shape_numel(&k->space) / (shape_numel(&k->rspace) ? shape_numel(&k->rspace) : 1);
+        int64_t cnt = cg_loop_red_count(k);
         indent(f, depth);
         if (m->op == OP_mean) fprintf(f, "const double %s = %s(%s / %lld.0);\n", rn, round_fn(rdt), racc, (long long)cnt);
         else fprintf(f, "const %s %s = %s(%s);\n", compute_type(rdt), rn, round_fn(rdt), racc);
-        emit_loop_store(&c, i, depth);
-        for (i++; i < k->nnodes; i++) emit_loop_node(&c, i, depth);
+        emit_loop_store(L, i, depth);
+        for (i++; i < k->nnodes; i++) emit_loop_node(L, i, depth);
     }
     while (depth > 1) {
         depth--;
@@ -663,10 +393,7 @@ static void emit_loop(Emit *e, Kernel *k) {
         fputs("}\n", f);
     }
     fputs("}\n\n", f);
-    free(opacc);
-    free(resacc);
-    free(linacc);
-    free(L);
+    cg_loop_free(N);
 }
 
 /* ===================================================================== */
@@ -740,17 +467,8 @@ static void emit_gemm(Emit *e, Kernel *k) {
     buf_ptr(e, gi->c.buf, "c", true);
     int ta, tb;
     int64_t lda, ldb;
-    /* layouts of the operand views */
-    {
-        const View *v = &gi->a;
-        int r = v->rank;
-        if ((v->stride[r - 1] == 1 || v->shape[r - 1] == 1) && v->stride[r - 2] >= v->shape[r - 1] && v->stride[r - 2] > 0) ta = 0, lda = v->stride[r - 2];
-        else ta = 1, lda = v->stride[r - 1];
-        v = &gi->b;
-        r = v->rank;
-        if ((v->stride[r - 1] == 1 || v->shape[r - 1] == 1) && v->stride[r - 2] >= v->shape[r - 1] && v->stride[r - 2] > 0) tb = 0, ldb = v->stride[r - 2];
-        else tb = 1, ldb = v->stride[r - 1];
-    }
+    cg_gemm_layout(&gi->a, &ta, &lda);
+    cg_gemm_layout(&gi->b, &tb, &ldb);
     ta ^= gi->ta;
     tb ^= gi->tb;
     int64_t ldc = gi->N;
@@ -799,11 +517,7 @@ static void emit_gemm(Emit *e, Kernel *k) {
 }
 
 /* The buffer view of operand/result values of a template. */
-static int vbuf(Emit *e, Value *v) {
-    ValInfo *vi = &e->s->vi[v->id];
-    if (vi->st != VS_BUF && vi->st != VS_VIEW) die("template operand %%%d has no buffer", v->id);
-    return vi->view.buf;
-}
+static int vbuf(Emit *e, Value *v) { return cg_value_buf(e->s, v); }
 
 static bool need_f32(Emit *e, Kernel *k, Value *v) {
     if (v->ty.dt == DT_f32) return true;
@@ -1205,7 +919,7 @@ static void emit_tensor(FILE *f, Program *p, const char *name, int kind, int buf
     static const char *const kinds[] = {"TRN_PARAM", "TRN_STATE", "TRN_INPUT", "TRN_OUTPUT"};
     static const char *const dts[] = {"TRN_F32", "TRN_F64", "TRN_BF16", "TRN_F16", "TRN_I32", "TRN_I64", "TRN_U8"};
     fputs("    {", f);
-    c_string(f, name);
+    cg_c_string(f, name);
     fprintf(f, ", %s, %s, %d, {", kinds[kind], dts[b->dt], b->shape.rank);
     for (int i = 0; i < b->shape.rank; i++) fprintf(f, "%s%lld", i ? ", " : "", (long long)b->shape.d[i]);
     fprintf(f, "}, %lld, %lld, ", (long long)shape_numel(&b->shape), (long long)b->offset);
@@ -1217,7 +931,7 @@ static void emit_tensor(FILE *f, Program *p, const char *name, int kind, int buf
     char as[32], bs[32];
     fmt_double(as, a);
     fmt_double(bs, bb);
-    c_string(f, init);
+    cg_c_string(f, init);
     fprintf(f, ", %s, %s, %d, {", as, bs, src && src->op == OP_param ? ir_is_trainable(src) : 0);
     /* the checkpoint view: the shape before pad-tiles ({unpadded}) */
     const Attr *up = src ? ir_attr(src, "unpadded") : NULL;
@@ -1272,7 +986,7 @@ bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {
     int64_t sum = 0;
     for (int c = 0; c < MC__COUNT; c++) {
         fputs("    {", f);
-        c_string(f, cg_memcat_name((MemCat)c));
+        cg_c_string(f, cg_memcat_name((MemCat)c));
         fprintf(f, ", %lld},\n", (long long)p->cat_bytes[c]);
         sum += p->cat_bytes[c];
     }
@@ -1291,14 +1005,14 @@ bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {
         k++;
     }
     StrBuf id = {0};
-    c_ident(&id, p->name);
+    cg_c_ident(&id, p->name);
     const TrainConfig *tc = &p->tc;
     if (p->cuda_symbol) fprintf(f, "extern const struct TrnCudaModule %s; /* the CUDA module, below */\n", p->cuda_symbol);
     fprintf(f, "const TrnModel trn_model_%s = {\n", id.s);
     fprintf(f, "    .abi = TRN_ABI_VERSION,\n    .name = ");
-    c_string(f, p->name);
+    cg_c_string(f, p->name);
     fputs(",\n    .source = ", f);
-    c_string(f, p->source);
+    cg_c_string(f, p->source);
     fprintf(f, ",\n    .ntensors = %d,\n    .tensors = tensors,\n", nt);
     fprintf(f, "    .t_tokens = %d, .t_targets = %d, .t_lr = %d, .t_step = %d, .t_seed = %d,\n", ti[0], ti[1], ti[2], ti[3], ti[4]);
     fprintf(f, "    .t_loss = %d, .t_grad_norm = %d, .t_eval_loss = %d, .t_logits = %d,\n", outidx[0], outidx[1], outidx[3], outidx[4]);
@@ -1309,16 +1023,16 @@ bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {
     fmt_double(gc, tc->grad_clip);
     fmt_double(ls, tc->loss_scale);
     fputs("    .train = {.optimizer = ", f);
-    c_string(f, tc->optimizer);
+    cg_c_string(f, tc->optimizer);
     fputs(", .schedule = ", f);
-    c_string(f, tc->schedule);
+    cg_c_string(f, tc->schedule);
     fprintf(f, ", .lr = %s, .min_lr = %s, .grad_clip = %s, .loss_scale = %s,\n", lr, mlr, gc, ls);
     fprintf(f, "              .warmup = %lld, .steps = %lld, .grad_accum = %lld, .seed = %lld, .eval_every = %lld, .eval_steps = %lld,\n",
             (long long)tc->warmup, (long long)tc->steps, (long long)tc->grad_accum, (long long)tc->seed, (long long)tc->eval_every,
             (long long)tc->eval_steps);
     fprintf(f, "              .save_every = %lld, .loss_scale_window = %lld, .precision = ", (long long)tc->save_every,
             (long long)tc->loss_scale_window);
-    c_string(f, tc->precision);
+    cg_c_string(f, tc->precision);
     fputs("},\n", f);
     fprintf(f, "    .arena_bytes = %lld,\n    .nmem = %d,\n    .mem = mem,\n", (long long)p->arena_bytes, MC__COUNT + 1);
     fputs("    .cpu_run = {", f);

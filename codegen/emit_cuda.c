@@ -24,6 +24,7 @@
  * the program.
  */
 #include "cuda.h"
+#include "loops.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -42,12 +43,17 @@ typedef struct CuLaunch {
 } CuLaunch;
 
 typedef struct CuKern {
-    Kernel   *k;
-    int       sched;
-    int       kind;             /* TRN_CK_* */
-    int       nl;
-    CuLaunch  l[4];
-    int64_t   ms_off, ms_bytes;
+    Kernel      *k;
+    int          sched;
+    int          kind;          /* TRN_CK_* */
+    CuLaunch    *l;             /* launches */
+    int          nl, capl;
+    TrnCudaGemm *g;             /* cuBLASLt products of a TRN_CK_STEPS kernel */
+    int          ng, capg;
+    TrnCudaStep *step;          /* TRN_CK_STEPS: launches and products in order */
+    int          nstep, capstep;
+    bool         terse;         /* document only the first launch of each function */
+    int64_t      ms_off, ms_bytes;
 } CuKern;
 
 typedef struct CuFn {
@@ -77,10 +83,11 @@ typedef struct Emit {
 
 /* Parameters of one generated function: one pointer per distinct buffer
  * (same buffer, same pointer: in-place updates stay correct under
- * __restrict__), or the arena base. */
+ * __restrict__), or per distinct place in one (parts of a scratch buffer),
+ * or the arena base. */
 typedef struct Params {
     int  n;
-    int  buf[CU_MAXPARAM];      /* -1: the arena base / the workspace */
+    int  buf[CU_MAXPARAM];      /* -1: the arena base, -2: the workspace */
     int64_t off[CU_MAXPARAM];   /* argument: arena byte offset */
     bool write[CU_MAXPARAM];
     char decl[CU_MAXPARAM][64];
@@ -148,31 +155,14 @@ static void ind(StrBuf *b, int n) {
     for (int i = 0; i < n; i++) sb_puts(b, "    ");
 }
 
-static void comment_text(StrBuf *b, const char *s) {
-    for (const char *p = s; *p; p++) {
-        if (p[0] == '*' && p[1] == '/') {
-            sb_puts(b, "* /");
-            p++;
-        } else if (*p == '\n' || *p == '\r') {
-            sb_putc(b, ' ');
-        } else {
-            sb_putc(b, *p);
-        }
-    }
-}
-
 static unsigned cdiv(int64_t a, int64_t b) { return (unsigned)((a + b - 1) / b); }
 
-static int vbuf(Emit *e, Value *v) {
-    ValInfo *vi = &e->s->vi[v->id];
-    if (vi->st != VS_BUF && vi->st != VS_VIEW) die("cuda: operand %%%d has no buffer", v->id);
-    return vi->view.buf;
-}
+static int vbuf(Emit *e, Value *v) { return cg_value_buf(e->s, v); }
 
-/* The parameter for buffer b (added when new). */
-static int param(Emit *e, Params *P, int b, bool write) {
+/* The parameter pointing at arena byte offset off in buffer b (added when new). */
+static int param_at(Params *P, int b, int64_t off, bool write) {
     for (int i = 0; i < P->n; i++)
-        if (P->buf[i] == b) {
+        if (P->buf[i] == b && P->off[i] == off) {
             P->write[i] |= write;
             return i;
         }
@@ -180,14 +170,12 @@ static int param(Emit *e, Params *P, int b, bool write) {
     int i = P->n++;
     P->buf[i] = b;
     P->write[i] = write;
-    P->off[i] = b >= 0 ? e->p->bufs[b].offset : 0;
+    P->off[i] = off;
     return i;
 }
-static int param_ws(Emit *e, Params *P) {
-    int i = param(e, P, -2, true);
-    P->off[i] = e->p->workspace_off;
-    return i;
-}
+/* The parameter for buffer b (its start). */
+static int param(Emit *e, Params *P, int b, bool write) { return param_at(P, b, b >= 0 ? e->p->bufs[b].offset : 0, write); }
+static int param_ws(Emit *e, Params *P) { return param_at(P, -2, e->p->workspace_off, true); }
 static int param_arena(Emit *e, Params *P) { return param(e, P, -1, false); }
 
 /* The signature "(float *__restrict__ p0, const float *__restrict__ p1, ...)". */
@@ -201,18 +189,6 @@ static void signature(Emit *e, Params *P, StrBuf *b, bool restrict_) {
     sb_putc(b, ')');
 }
 
-/* Describes buffer id in a comment line. */
-static void describe_buf(StrBuf *b, Program *p, int id, const char *role) {
-    Buf *bf = &p->bufs[id];
-    char ts[160];
-    Type t = {bf->dt, bf->shape};
-    static const char *const kinds[] = {"param", "state", "input", "temp"};
-    sb_printf(b, " *   b%-4d %-6s %-5s %-24s offset %-10lld ", id, role, kinds[bf->kind], type_str(&t, ts, sizeof ts),
-              (long long)bf->offset);
-    if (bf->name) comment_text(b, bf->name);
-    sb_putc(b, '\n');
-}
-
 static void kernel_doc(Emit *e, Kernel *k, StrBuf *b, const Params *P, const CuLaunch *l, int nl, bool first) {
     Program *p = e->p;
     sb_printf(b, "%s%s: %s [", first ? "/* " : " * also ", k->name, cg_kind_name(k->kind));
@@ -220,17 +196,20 @@ static void kernel_doc(Emit *e, Kernel *k, StrBuf *b, const Params *P, const CuL
     sb_puts(b, "]");
     if (k->loc.file) {
         sb_puts(b, "  from ");
-        comment_text(b, k->loc.file);
+        cg_comment_text(b, k->loc.file);
         sb_printf(b, ":%d", k->loc.line);
     }
     sb_putc(b, '\n');
     if (first) {
-        for (int i = 0; i < k->nreads; i++) describe_buf(b, p, k->reads[i], "read");
-        for (int i = 0; i < k->nwrites; i++) describe_buf(b, p, k->writes[i], "write");
+        for (int i = 0; i < k->nreads; i++) cg_describe_buf(b, p, k->reads[i], "read");
+        for (int i = 0; i < k->nwrites; i++) cg_describe_buf(b, p, k->writes[i], "write");
         if (P) {
             sb_puts(b, " *   arguments:");
-            for (int i = 0; i < P->n; i++)
+            for (int i = 0; i < P->n; i++) {
                 sb_printf(b, " p%d=%s%d", i, P->buf[i] == -1 ? "arena" : P->buf[i] == -2 ? "workspace" : "b", P->buf[i] < 0 ? 0 : P->buf[i]);
+                if (P->buf[i] >= 0 && P->off[i] != p->bufs[P->buf[i]].offset)
+                    sb_printf(b, "+%lld", (long long)(P->off[i] - p->bufs[P->buf[i]].offset));
+            }
             sb_putc(b, '\n');
         }
     }
@@ -276,10 +255,22 @@ static CuKern *new_kr(Emit *e, Kernel *k, int kind) {
     return r;
 }
 
+static void add_step(CuKern *r, int gemm, int index) {
+    if (r->nstep == r->capstep) {
+        r->capstep = r->capstep ? 2 * r->capstep : 16;
+        r->step = xrealloc(r->step, sizeof(TrnCudaStep) * (size_t)r->capstep);
+    }
+    r->step[r->nstep++] = (TrnCudaStep){gemm, index};
+}
+
 /* Records a launch of function text (made from P) for kernel k. */
 static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char *text, bool tmpl, unsigned gx, unsigned gy,
                    unsigned bx, unsigned by) {
-    if (r->nl == 4) die("cuda: too many launches for one kernel");
+    if (r->nl == r->capl) {
+        r->capl = r->capl ? 2 * r->capl : 4;
+        r->l = xrealloc(r->l, sizeof(CuLaunch) * (size_t)r->capl);
+    }
+    if (r->kind == TRN_CK_STEPS) add_step(r, 0, r->nl);
     CuLaunch *l = &r->l[r->nl++];
     memset(l, 0, sizeof *l);
     l->fn = add_fn(e, r->k, suffix, text, tmpl);
@@ -292,7 +283,19 @@ static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char
     l->nargs = P->n;
     for (int i = 0; i < P->n; i++) l->arg[i] = P->off[i];
     CuFn *f = &e->m->fn[l->fn];
-    kernel_doc(e, r->k, &f->doc, P, l, 1, f->doc.len == 0);
+    bool again = false;
+    for (int i = 0; i < r->nl - 1 && r->terse; i++) again |= r->l[i].fn == l->fn;
+    if (!again) kernel_doc(e, r->k, &f->doc, P, l, 1, f->doc.len == 0);
+}
+
+/* A cuBLASLt product step of a TRN_CK_STEPS kernel. */
+static void add_gemm_step(CuKern *r, const TrnCudaGemm *g) {
+    if (r->ng == r->capg) {
+        r->capg = r->capg ? 2 * r->capg : 8;
+        r->g = xrealloc(r->g, sizeof(TrnCudaGemm) * (size_t)r->capg);
+    }
+    add_step(r, 1, r->ng);
+    r->g[r->ng++] = *g;
 }
 
 /* "extern "C" __global__ void __launch_bounds__(n) @FN@(params) {\n" */
@@ -315,6 +318,13 @@ void cg_cuda_plan_workspace(Program *p) {
         for (int i = 0; i < p->sched[s].nk; i++) {
             Kernel *k = p->sched[s].k[i];
             if (k->kind == KK_GEMM && k->gemm.M * k->gemm.N * k->gemm.K > big) big = k->gemm.M * k->gemm.N * k->gemm.K;
+            if (k->kind == KK_TMPL && k->nodes[0]->op == OP_linear_cross_entropy) {
+                /* its chunk products (its scratch is its own buffer in the plan) */
+                const Node *n = k->nodes[0];
+                int64_t N = shape_numel(&n->in[2]->ty.shape), ch = ir_int(n, "chunk", N) < N ? ir_int(n, "chunk", N) : N;
+                int64_t mnk = ch * n->in[1]->ty.shape.d[0] * n->in[1]->ty.shape.d[1];
+                if (mnk > big) big = mnk;
+            }
             if (k->kind == KK_TMPL && (k->nodes[0]->op == OP_cross_entropy || k->nodes[0]->op == OP_cross_entropy_grad)) {
                 const Shape *ls = &k->nodes[0]->in[k->nodes[0]->op == OP_cross_entropy ? 0 : 1]->ty.shape;
                 int64_t rows = shape_numel(ls) / (ls->rank ? ls->d[ls->rank - 1] : 1);
@@ -331,164 +341,23 @@ void cg_cuda_plan_workspace(Program *p) {
 }
 
 /* ===================================================================== */
-/* loop kernels (the access analysis is emit_c.c's)                       */
+/* loop kernels (the access analysis is loops.c's)                        */
 /* ===================================================================== */
 
-#define MAXACC 256
-
-typedef struct Acc {
-    int     buf;              /* -1: virtual (iota / linear index) */
-    int64_t off;
-    int64_t st[IR_MAX_RANK];
-    DType   dt;
-    bool    store;
-    bool    post;
-    int     id;
-} Acc;
-
+/* The CUDA spelling of a loop kernel: the analysis, the function's
+ * parameters and body, and vectorisation. */
 typedef struct Loop {
-    Emit   *e;
-    Kernel *k;
-    int     rank;
-    bool    reduced[IR_MAX_RANK];
-    Acc     acc[MAXACC];
-    int     nacc;
-    int     nl;
-    int64_t lsize[IR_MAX_RANK];
-    bool    lred[IR_MAX_RANK];
-    int64_t lst[MAXACC][IR_MAX_RANK];
-    /* code generation */
-    Params  P;
-    int     vec;                /* 4: four elements per thread (innermost loop) */
-    bool    vacc[MAXACC];       /* access read/written as float4 */
-    StrBuf *b;
+    LoopNest *N;
+    Emit     *e;
+    Params    P;
+    int       vec;                /* 4: four elements per thread (innermost loop) */
+    bool      vacc[LOOP_MAXACC];  /* access read/written as float4 */
+    StrBuf   *b;
 } Loop;
-
-static bool in_kernel(Sched *s, Kernel *k, Value *v) {
-    ValInfo *vi = &s->vi[v->id];
-    return vi->inl && vi->kern == k;
-}
-
-static bool map_view(Loop *L, View v, bool post, const Shape *opspace, int64_t *st, int64_t *off) {
-    Kernel *k = L->k;
-    if (!view_broadcast(&v, opspace)) return false;
-    *off = v.off;
-    if (!post) {
-        for (int i = 0; i < L->rank; i++) st[i] = v.stride[i];
-        return true;
-    }
-    bool keep = ir_int(k->red, "keepdim", 0);
-    int j = 0;
-    for (int i = 0; i < L->rank; i++) {
-        if (L->reduced[i]) {
-            st[i] = 0;
-            if (keep) j++;
-        } else {
-            st[i] = v.stride[j++];
-        }
-    }
-    return true;
-}
-
-static int add_acc(Loop *L, Acc a) {
-    for (int i = 0; i < L->nacc; i++) {
-        Acc *b = &L->acc[i];
-        if (b->buf == a.buf && b->off == a.off && b->store == a.store && b->dt == a.dt && b->post == a.post &&
-            memcmp(b->st, a.st, sizeof a.st) == 0 && a.buf >= 0)
-            return i;
-    }
-    if (L->nacc == MAXACC) die("too many accesses in one loop kernel");
-    a.id = L->nacc;
-    L->acc[L->nacc++] = a;
-    return a.id;
-}
-
-static Shape operand_space(Loop *L, Node *m, int j) {
-    Kernel *k = L->k;
-    if (m == k->red) return k->space;
-    if (m->op == OP_max_grad && j != 1) return m->in[1]->ty.shape;
-    return m->out[0]->ty.shape;
-}
-
-static View unreduce_view(Node *m, View v) {
-    if (ir_int(m, "keepdim", 0)) return v;
-    const Attr *ax = ir_attr(m, "axes");
-    int rank = m->in[1]->ty.shape.rank;
-    View r = v;
-    r.rank = rank;
-    int j = 0;
-    for (int i = 0; i < rank; i++) {
-        bool red = false;
-        for (int a = 0; a < ax->n; a++) red |= ax->v[a] == i;
-        if (red) {
-            r.shape[i] = 1;
-            r.stride[i] = 0;
-        } else {
-            r.shape[i] = v.shape[j];
-            r.stride[i] = v.stride[j];
-            j++;
-        }
-    }
-    return r;
-}
-
-static bool node_post(Loop *L, Node *m) {
-    Kernel *k = L->k;
-    if (!k->red || m == k->red) return false;
-    for (int i = 0; i < k->nnodes; i++) {
-        if (k->nodes[i] == m) return false;
-        if (k->nodes[i] == k->red) return true;
-    }
-    return false;
-}
-
-static void collapse(Loop *L) {
-    int order[IR_MAX_RANK], no = 0;
-    for (int i = 0; i < L->rank; i++)
-        if (!L->reduced[i]) order[no++] = i;
-    for (int i = 0; i < L->rank; i++)
-        if (L->reduced[i]) order[no++] = i;
-    L->nl = 0;
-    for (int oi = 0; oi < no; oi++) {
-        int d = order[oi];
-        int64_t size = L->k->space.d[d];
-        if (size == 1) continue;
-        bool red = L->reduced[d];
-        if (L->nl > 0 && L->lred[L->nl - 1] == red) {
-            bool ok = true;
-            for (int a = 0; a < L->nacc && ok; a++) ok = L->lst[a][L->nl - 1] == L->acc[a].st[d] * size;
-            if (ok) {
-                L->lsize[L->nl - 1] *= size;
-                for (int a = 0; a < L->nacc; a++) L->lst[a][L->nl - 1] = L->acc[a].st[d];
-                continue;
-            }
-        }
-        L->lsize[L->nl] = size;
-        L->lred[L->nl] = red;
-        for (int a = 0; a < L->nacc; a++) L->lst[a][L->nl] = L->acc[a].st[d];
-        L->nl++;
-    }
-}
 
 /* Index of access a over the loop indices i0.. (vector accesses: of the
  * first of the four elements). */
-static void idx_expr(Loop *L, int a, char *buf, size_t n) {
-    size_t k = 0;
-    bool any = false;
-    buf[0] = 0;
-    if (L->acc[a].off) {
-        k = (size_t)snprintf(buf, n, "%lldll", (long long)L->acc[a].off);
-        any = true;
-    }
-    for (int i = 0; i < L->nl; i++) {
-        int64_t s = L->lst[a][i];
-        if (!s) continue;
-        if (s == 1) k += (size_t)snprintf(buf + k, n - k, "%si%d", any ? " + " : "", i);
-        else k += (size_t)snprintf(buf + k, n - k, "%si%d * %lldll", any ? " + " : "", i, (long long)s);
-        any = true;
-    }
-    if (!any) snprintf(buf, n, "0");
-}
+static void idx_expr(Loop *L, int a, char *buf, size_t n) { cg_loop_idx(L->N, a, "ll", buf, n); }
 
 static void vname(char *buf, size_t n, Value *v) { snprintf(buf, n, "v%d", v->id); }
 
@@ -523,6 +392,8 @@ static void node_expr(StrBuf *b, Node *m, char ops[][64], DType dt) {
     case OP_relu_grad: sb_printf(b, "(%s > 0 ? %s : 0)", c, a); break;
     case OP_gelu_grad: sb_printf(b, "trn_gelu_grad(%s, %s, %d)", a, c, (int)ir_int(m, "approx", 0)); break;
     case OP_silu_grad: sb_printf(b, "trn_silu_grad(%s, %s)", a, c); break;
+    case OP_swiglu: sb_printf(b, "trn_silu(%s) * %s", a, c); break;
+    case OP_geglu: sb_printf(b, "trn_gelu(%s, %d) * %s", a, (int)ir_int(m, "approx", 0), c); break;
     case OP_max_grad: sb_printf(b, "(%s == %s ? %s : 0)", c, y, a); break;
     case OP_clip_coef: {
         char mx[32];
@@ -534,55 +405,42 @@ static void node_expr(StrBuf *b, Node *m, char ops[][64], DType dt) {
     }
 }
 
-typedef struct LoopCtx {
-    Loop *L;
-    int (*opacc)[8];
-    int *resacc;
-    int *linacc;
-} LoopCtx;
-
 /* The linear index of a virtual access (iota, dropout) at element e. */
 static void virt_idx(Loop *L, int a, char *out, size_t n) {
     char idx[512];
     idx_expr(L, a, idx, sizeof idx);
-    int last = L->nl - 1;
-    if (L->vec && last >= 0 && L->lst[a][last]) snprintf(out, n, "(%s + e * %lldll)", idx, (long long)L->lst[a][last]);
+    int last = L->N->nl - 1;
+    if (L->vec && last >= 0 && L->N->lst[a][last]) snprintf(out, n, "(%s + e * %lldll)", idx, (long long)L->N->lst[a][last]);
     else snprintf(out, n, "(%s)", idx);
 }
 
 /* Names operand j of node i: a value of this kernel, a literal, or a load. */
-static void loop_operand(LoopCtx *c, int i, int j, int depth, char out[64]) {
-    Loop *L = c->L;
-    Kernel *k = L->k;
-    Sched *s = L->e->s;
-    Node *m = k->nodes[i];
+static void loop_operand(Loop *L, int i, int j, int depth, char out[64]) {
+    Node *m = L->N->k->nodes[i];
     Value *x = m->in[j];
-    if (in_kernel(s, k, x)) {
+    LoopOperand kind = cg_loop_operand(L->N, i, j);
+    if (kind == LOOP_OP_VALUE) {
         vname(out, 64, x);
         return;
     }
-    ValInfo *xi = &s->vi[x->id];
-    if (xi->st == VS_INLINE && !xi->kern && x->def->op == OP_constant) {
+    if (kind == LOOP_OP_CONST) {
         lit_expr(out, 64, ir_float(x->def, "value", 0), x->ty.dt);
         return;
     }
-    int a = c->opacc[i][j];
+    int a = L->N->opacc[i][j];
     StrBuf lb = {0};
-    if (L->acc[a].buf < 0) {
-        Node *io = x->def;
-        int ax = (int)ir_int(io, "axis", 0);
-        int64_t inner = 1;
-        for (int d = ax + 1; d < x->ty.shape.rank; d++) inner *= x->ty.shape.d[d];
+    if (kind == LOOP_OP_VIRTUAL) {
+        int64_t inner, size;
+        cg_loop_iota(x->def, &inner, &size);
         char vi[600];
         virt_idx(L, a, vi, sizeof vi);
-        sb_printf(&lb, "(%s)(%s / %lldll %% %lldll)", cp_type(x->ty.dt), vi, (long long)inner,
-                  (long long)(x->ty.shape.rank ? x->ty.shape.d[ax] : 1));
+        sb_printf(&lb, "(%s)(%s / %lldll %% %lldll)", cp_type(x->ty.dt), vi, (long long)inner, (long long)size);
     } else if (L->vacc[a]) {
         sb_printf(&lb, "a%d[e]", a);
     } else {
         char idx[512], ptr[16];
         idx_expr(L, a, idx, sizeof idx);
-        snprintf(ptr, sizeof ptr, "p%d", param(L->e, &L->P, L->acc[a].buf, false));
+        snprintf(ptr, sizeof ptr, "p%d", param(L->e, &L->P, L->N->acc[a].buf, false));
         load_expr(&lb, x->ty.dt, ptr, idx);
     }
     ind(L->b, depth);
@@ -591,11 +449,10 @@ static void loop_operand(LoopCtx *c, int i, int j, int depth, char out[64]) {
     snprintf(out, 64, "l%d_%d", i, j);
 }
 
-static void emit_loop_store(LoopCtx *c, int i, int depth, bool red_result) {
-    Loop *L = c->L;
-    if (c->resacc[i] < 0) return;
-    Node *m = L->k->nodes[i];
-    int a = c->resacc[i];
+static void emit_loop_store(Loop *L, int i, int depth, bool red_result) {
+    if (L->N->resacc[i] < 0) return;
+    Node *m = L->N->k->nodes[i];
+    int a = L->N->resacc[i];
     char yn[32];
     vname(yn, sizeof yn, m->out[0]);
     ind(L->b, depth);
@@ -605,15 +462,14 @@ static void emit_loop_store(LoopCtx *c, int i, int depth, bool red_result) {
     }
     char idx[512], ptr[16];
     idx_expr(L, a, idx, sizeof idx);
-    snprintf(ptr, sizeof ptr, "p%d", param(L->e, &L->P, L->acc[a].buf, true));
+    snprintf(ptr, sizeof ptr, "p%d", param(L->e, &L->P, L->N->acc[a].buf, true));
     store_stmt(L->b, m->out[0]->ty.dt, ptr, idx, yn);
 }
 
-static void emit_loop_node(LoopCtx *c, int i, int depth) {
-    Loop *L = c->L;
-    Node *m = L->k->nodes[i];
-    char ops[8][64];
-    for (int j = 0; j < m->nin && j < 8; j++) loop_operand(c, i, j, depth, ops[j]);
+static void emit_loop_node(Loop *L, int i, int depth) {
+    Node *m = L->N->k->nodes[i];
+    char ops[LOOP_MAXIN][64];
+    for (int j = 0; j < m->nin && j < LOOP_MAXIN; j++) loop_operand(L, i, j, depth, ops[j]);
     Value *y = m->out[0];
     DType dt = y->ty.dt;
     char yn[32];
@@ -621,14 +477,13 @@ static void emit_loop_node(LoopCtx *c, int i, int depth) {
     StrBuf xb = {0};
     if (m->op == OP_iota) {
         char vi[600];
-        virt_idx(L, c->linacc[i], vi, sizeof vi);
-        int ax = (int)ir_int(m, "axis", 0);
-        int64_t inner = 1;
-        for (int d = ax + 1; d < y->ty.shape.rank; d++) inner *= y->ty.shape.d[d];
-        sb_printf(&xb, "(%s / %lldll %% %lldll)", vi, (long long)inner, (long long)(y->ty.shape.rank ? y->ty.shape.d[ax] : 1));
+        virt_idx(L, L->N->linacc[i], vi, sizeof vi);
+        int64_t inner, size;
+        cg_loop_iota(m, &inner, &size);
+        sb_printf(&xb, "(%s / %lldll %% %lldll)", vi, (long long)inner, (long long)size);
     } else if (m->op == OP_dropout) {
         char vi[600], pl[32], inv[32];
-        virt_idx(L, c->linacc[i], vi, sizeof vi);
+        virt_idx(L, L->N->linacc[i], vi, sizeof vi);
         double pr = ir_float(m, "p", 0);
         fmt_double(pl, pr);
         fmt_double(inv, 1.0 - pr);
@@ -645,21 +500,21 @@ static void emit_loop_node(LoopCtx *c, int i, int depth) {
     else
         sb_printf(L->b, "const long long %s = (long long)(%s)(%s);  /* %s */\n", yn, st_type(dt), xb.s, op_name(m->op));
     sb_free(&xb);
-    emit_loop_store(c, i, depth, false);
+    emit_loop_store(L, i, depth, false);
 }
 
 /* Declares the loop indices i0.. from a linear index (kept loops, or
  * reduced loops) named `lin`. */
 static void decompose(Loop *L, bool red, const char *lin, int depth, int vec) {
     int idx[IR_MAX_RANK], n = 0;
-    for (int i = 0; i < L->nl; i++)
-        if (L->lred[i] == red) idx[n++] = i;
+    for (int i = 0; i < L->N->nl; i++)
+        if (L->N->lred[i] == red) idx[n++] = i;
     if (!n) return;
     ind(L->b, depth);
     sb_printf(L->b, "long long q_%s = %s;\n", red ? "r" : "k", lin);
     for (int j = n - 1; j >= 0; j--) {
         int i = idx[j];
-        int64_t size = L->lsize[i];
+        int64_t size = L->N->lsize[i];
         bool inner = j == n - 1 && vec > 1;
         if (inner) size /= vec;
         ind(L->b, depth);
@@ -673,97 +528,25 @@ static void decompose(Loop *L, bool red, const char *lin, int depth, int vec) {
 }
 
 static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
-    Sched *s = e->s;
-    Loop *L = xcalloc(1, sizeof(Loop));
-    L->e = e;
-    L->k = k;
-    L->rank = k->space.rank;
-    if (k->red) {
-        const Attr *ax = ir_attr(k->red, "axes");
-        for (int i = 0; i < ax->n; i++) L->reduced[ax->v[i]] = true;
-    }
-    int (*opacc)[8] = xcalloc((size_t)k->nnodes, sizeof *opacc);
-    int *resacc = xcalloc((size_t)k->nnodes, sizeof(int));
-    int *linacc = xcalloc((size_t)k->nnodes, sizeof(int));
-    for (int i = 0; i < k->nnodes; i++) {
-        Node *m = k->nodes[i];
-        bool post = node_post(L, m);
-        resacc[i] = linacc[i] = -1;
-        if (m->op == OP_iota) {
-            Acc a = {0};
-            a.buf = -1;
-            View v;
-            view_contig(&v, -1, &m->out[0]->ty.shape);
-            for (int d = 0; d < L->rank; d++) a.st[d] = v.stride[d];
-            linacc[i] = add_acc(L, a);
-        }
-        for (int j = 0; j < m->nin && j < 8; j++) {
-            Value *x = m->in[j];
-            opacc[i][j] = -1;
-            if (in_kernel(s, k, x)) continue;
-            ValInfo *xi = &s->vi[x->id];
-            Shape osp = operand_space(L, m, j);
-            Acc a = {0};
-            a.post = post;
-            a.dt = x->ty.dt;
-            if (xi->st == VS_INLINE && !xi->kern) {
-                if (x->def->op == OP_constant) continue;
-                View v;
-                view_contig(&v, -1, &x->ty.shape);
-                if (!map_view(L, v, post, &osp, a.st, &a.off)) die("iota view");
-                a.buf = -1;
-                opacc[i][j] = add_acc(L, a);
-                continue;
-            }
-            View v = xi->view;
-            if (m->op == OP_max_grad && j != 1) v = unreduce_view(m, v);
-            a.buf = v.buf;
-            if (!map_view(L, v, post, &osp, a.st, &a.off))
-                die("kernel %s: operand %d of %s does not broadcast to the loop space", k->name, j, op_name(m->op));
-            opacc[i][j] = add_acc(L, a);
-        }
-        if (m->op == OP_dropout) {
-            Acc a = {0};
-            a.buf = -1;
-            a.post = post;
-            View v;
-            view_contig(&v, -1, &m->out[0]->ty.shape);
-            Shape osp = m->out[0]->ty.shape;
-            map_view(L, v, post, &osp, a.st, &a.off);
-            linacc[i] = add_acc(L, a);
-        }
-        Value *y = m->out[0];
-        ValInfo *yi = &s->vi[y->id];
-        if ((yi->st == VS_BUF || yi->st == VS_VIEW) && yi->kern == k) {
-            Acc a = {0};
-            a.store = true;
-            a.post = post || m == k->red;
-            a.dt = y->ty.dt;
-            a.buf = yi->view.buf;
-            Shape osp = y->ty.shape;
-            if (!map_view(L, yi->view, a.post, &osp, a.st, &a.off)) die("store view");
-            resacc[i] = add_acc(L, a);
-        }
-    }
-    collapse(L);
+    Loop Lc = {cg_loop_analyse(e->s, k), e, {0}, 0, {0}, NULL}, *L = &Lc;
 
     int64_t K = 1, R = 1;
-    for (int i = 0; i < L->nl; i++) {
-        if (L->lred[i]) R *= L->lsize[i];
-        else K *= L->lsize[i];
+    for (int i = 0; i < L->N->nl; i++) {
+        if (L->N->lred[i]) R *= L->N->lsize[i];
+        else K *= L->N->lsize[i];
     }
     /* 16-byte vectors: no reduction; the innermost loop a multiple of 4;
      * every buffer access f32 with stride 0 or 1 there and 4-aligned */
-    int last = L->nl - 1;
-    if (!k->red && last >= 0 && L->lsize[last] % 4 == 0) {
+    int last = L->N->nl - 1;
+    if (!k->red && last >= 0 && L->N->lsize[last] % 4 == 0) {
         bool ok = true, any = false;
-        for (int a = 0; a < L->nacc && ok; a++) {
-            Acc *ac = &L->acc[a];
+        for (int a = 0; a < L->N->nacc && ok; a++) {
+            LoopAcc *ac = &L->N->acc[a];
             if (ac->buf < 0) continue;
-            int64_t st = L->lst[a][last];
+            int64_t st = L->N->lst[a][last];
             if (st == 0) continue;
             if (st != 1 || ac->dt != DT_f32 || ac->off % 4) ok = false;
-            for (int i = 0; i < last && ok; i++) ok = L->lst[a][i] % 4 == 0;
+            for (int i = 0; i < last && ok; i++) ok = L->N->lst[a][i] % 4 == 0;
             if (ok) L->vacc[a] = any = true;
         }
         if (ok && any) L->vec = 4;
@@ -772,7 +555,6 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
 
     StrBuf body = {0};
     L->b = &body;
-    LoopCtx c = {L, opacc, resacc, linacc};
     int depth = 1;
     unsigned gx, bx = NT, by = 1;
     bool rows = false;
@@ -784,13 +566,13 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
                   (long long)units);
         decompose(L, false, "t", depth, L->vec ? 4 : 1);
         if (L->vec) {
-            for (int a = 0; a < L->nacc; a++) {
+            for (int a = 0; a < L->N->nacc; a++) {
                 if (!L->vacc[a]) continue;
                 char idx[512];
                 idx_expr(L, a, idx, sizeof idx);
-                if (L->acc[a].store) sb_printf(&body, "    float s%d[4];\n", a);
+                if (L->N->acc[a].store) sb_printf(&body, "    float s%d[4];\n", a);
                 else {
-                    int pi = param(e, &L->P, L->acc[a].buf, false);
+                    int pi = param(e, &L->P, L->N->acc[a].buf, false);
                     sb_printf(&body, "    float a%d[4];\n    {\n        const float4 w = trn_ld4(p%d + %s);\n", a, pi, idx);
                     sb_printf(&body, "        a%d[0] = w.x; a%d[1] = w.y; a%d[2] = w.z; a%d[3] = w.w;\n    }\n", a, a, a, a);
                 }
@@ -798,24 +580,24 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
             sb_puts(&body, "#pragma unroll\n    for (int e = 0; e < 4; e++) {\n");
             depth = 2;
         }
-        for (int i = 0; i < k->nnodes; i++) emit_loop_node(&c, i, depth);
+        for (int i = 0; i < k->nnodes; i++) emit_loop_node(L, i, depth);
         if (L->vec) {
             sb_puts(&body, "    }\n");
-            for (int a = 0; a < L->nacc; a++) {
-                if (!L->vacc[a] || !L->acc[a].store) continue;
+            for (int a = 0; a < L->N->nacc; a++) {
+                if (!L->vacc[a] || !L->N->acc[a].store) continue;
                 char idx[512];
                 idx_expr(L, a, idx, sizeof idx);
-                int pi = param(e, &L->P, L->acc[a].buf, true);
+                int pi = param(e, &L->P, L->N->acc[a].buf, true);
                 sb_printf(&body, "    trn_st4(p%d + %s, make_float4(s%d[0], s%d[1], s%d[2], s%d[3]));\n", pi, idx, a, a, a, a);
             }
         }
     } else {
         /* rows when some load reads the innermost reduced loop contiguously */
         int lastred = -1;
-        for (int i = 0; i < L->nl; i++)
-            if (L->lred[i]) lastred = i;
-        for (int a = 0; a < L->nacc && lastred >= 0; a++)
-            if (L->acc[a].buf >= 0 && !L->acc[a].store && L->lst[a][lastred] == 1) rows = true;
+        for (int i = 0; i < L->N->nl; i++)
+            if (L->N->lred[i]) lastred = i;
+        for (int a = 0; a < L->N->nacc && lastred >= 0; a++)
+            if (L->N->acc[a].buf >= 0 && !L->N->acc[a].store && L->N->lst[a][lastred] == 1) rows = true;
         if (K == 1) rows = true;
         Op ro = k->red->op;
         bool fl = dtype_is_float[k->red->out[0]->ty.dt];
@@ -846,9 +628,9 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
         depth = 2;
         decompose(L, true, "r", depth, 1);
         int i = 0;
-        for (; i < k->nnodes && k->nodes[i] != k->red; i++) emit_loop_node(&c, i, depth);
+        for (; i < k->nnodes && k->nodes[i] != k->red; i++) emit_loop_node(L, i, depth);
         char in0[64];
-        loop_operand(&c, i, 0, depth, in0);
+        loop_operand(L, i, 0, depth, in0);
         ind(&body, depth);
         if (ro == OP_max) sb_printf(&body, "if ((%s)%s > acc) acc = %s;\n", at, in0, in0);
         else sb_printf(&body, "acc += (%s)%s;\n", at, in0);
@@ -887,12 +669,12 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
         DType rdt = m->out[0]->ty.dt;
         char rn[32];
         vname(rn, sizeof rn, m->out[0]);
-        int64_t cnt = shape_numel(&k->space) / (shape_numel(&k->rspace) ? shape_numel(&k->rspace) : 1);
+        int64_t cnt = cg_loop_red_count(k);
         const char *conv = rdt == DT_bf16 ? "trn_r_bf16" : rdt == DT_f16 ? "trn_r_f16" : "";
         if (ro == OP_mean) sb_printf(&body, "    const %s %s = %s((%s)(acc / %lld.0));\n", cp_type(rdt), rn, conv, cp_type(rdt), (long long)cnt);
         else sb_printf(&body, "    const %s %s = %s((%s)(acc));\n", cp_type(rdt), rn, conv, cp_type(rdt));
-        emit_loop_store(&c, i, 1, true);
-        for (i++; i < k->nnodes; i++) emit_loop_node(&c, i, 1);
+        emit_loop_store(L, i, 1, true);
+        for (i++; i < k->nnodes; i++) emit_loop_node(L, i, 1);
     }
     /* the function */
     StrBuf fb = {0};
@@ -901,10 +683,7 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
     sb_puts(&fb, "}\n");
     sb_free(&body);
     launch(e, r, "", &L->P, sb_take(&fb), false, gx, 1, bx, by);
-    free(opacc);
-    free(resacc);
-    free(linacc);
-    free(L);
+    cg_loop_free(L->N);
 }
 
 /* ===================================================================== */
@@ -988,21 +767,16 @@ static void emit_fill(Emit *e, Kernel *k, CuKern *r) {
 /* GEMMs: a descriptor (the same transposes and leading dims as emit_c's)   */
 /* ===================================================================== */
 
-static void gemm_layout(const View *v, int *t, int64_t *ld) {
-    int r = v->rank;
-    if ((v->stride[r - 1] == 1 || v->shape[r - 1] == 1) && v->stride[r - 2] >= v->shape[r - 1] && v->stride[r - 2] > 0) *t = 0, *ld = v->stride[r - 2];
-    else *t = 1, *ld = v->stride[r - 1];
-}
-
 static void gemm_desc(Emit *e, Kernel *k, TrnCudaGemm *g) {
     GemmInfo *gi = &k->gemm;
     Program *p = e->p;
     memset(g, 0, sizeof *g);
     int ta, tb;
     int64_t lda, ldb;
-    gemm_layout(&gi->a, &ta, &lda);
-    gemm_layout(&gi->b, &tb, &ldb);
-    g->dtype = (int)p->bufs[gi->c.buf].dt;
+    cg_gemm_layout(&gi->a, &ta, &lda);
+    cg_gemm_layout(&gi->b, &tb, &ldb);
+    g->dtype = g->cdtype = (int)p->bufs[gi->c.buf].dt;
+    g->scale = -1;
     g->ta = ta ^ gi->ta;
     g->tb = tb ^ gi->tb;
     g->M = gi->M;
@@ -1029,11 +803,23 @@ static void gemm_desc(Emit *e, Kernel *k, TrnCudaGemm *g) {
 /* templates                                                              */
 /* ===================================================================== */
 
-static bool need_f32(Emit *e, Kernel *k, Value *v) {
-    if (v->ty.dt == DT_f32) return true;
-    error_at(e->d, k->loc, "the CUDA backend's %s kernel supports f32 tensors only, not %s", op_name(k->nodes[0]->op), dtype_name[v->ty.dt]);
-    e->ok = false;
-    return false;
+/* Templates that take bf16/f16 operands (those mixed precision gives half
+ * operands: docs/passes.md), as the C backend's; the others take f32. */
+static bool any_float_template(Op op) {
+    return op == OP_attention || op == OP_attention_grad || op == OP_rope || op == OP_rope_qk || op == OP_linear_cross_entropy;
+}
+
+static bool dtypes_ok(Emit *e, Kernel *k) {
+    Node *n = k->nodes[0];
+    for (int i = 0; i < n->nin; i++) {
+        DType dt = n->in[i]->ty.dt;
+        if (!dtype_is_float[dt] || dt == DT_f32 || (any_float_template(n->op) && (dt == DT_bf16 || dt == DT_f16))) continue;
+        error_at(e->d, k->loc, "the CUDA backend's %s kernel supports %s tensors only, not %s", op_name(n->op),
+                 any_float_template(n->op) ? "f32, bf16 and f16" : "f32", dtype_name[dt]);
+        e->ok = false;
+        return false;
+    }
+    return true;
 }
 
 /* "pN" for value v's buffer */
@@ -1051,10 +837,131 @@ static void tmpl_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const
     launch(e, r, suffix, P, sb_take(&b), true, gx, gy, bx, by);
 }
 
+/* ---- linear_cross_entropy ----
+ * The kernel's scratch buffer (in the memory plan: lower.c sizes it with
+ * cg_cuda_linear_ce_scratch for the cuda target) holds tk_ce_count's header
+ * (the kept-row count and the products' device scales) and the row losses
+ * from byte 256, then the chunk's logits f32 [chunk, V], then for half x
+ * the chunk's gradient in x's dtype [chunk, V] (cuBLASLt multiplies no f32
+ * by bf16).  The C backend uses the buffer's first chunk x classes floats
+ * on the CPU. */
+typedef struct LceLayout {
+    int64_t logits, g, bytes;   /* byte offsets in the scratch buffer, its size */
+} LceLayout;
+
+static int64_t align_up(int64_t x) { return (x + CG_ALIGN - 1) / CG_ALIGN * CG_ALIGN; }
+
+static LceLayout lce_layout(const Node *n) {
+    int64_t V = n->in[1]->ty.shape.d[0], N = shape_numel(&n->in[2]->ty.shape), chunk = ir_int(n, "chunk", N);
+    if (chunk > N) chunk = N;
+    DType dt = n->in[0]->ty.dt;
+    LceLayout l;
+    l.logits = align_up(256 + 8 * N);
+    l.g = align_up(l.logits + 4 * chunk * V);
+    l.bytes = dt == DT_f32 ? l.g : l.g + (int64_t)dtype_size[dt] * chunk * V;
+    return l;
+}
+
+int64_t cg_cuda_linear_ce_scratch(const Node *n) { return lce_layout(n).bytes; }
+
+/* The buffer of a template result, or -1 when nothing reads it (eval: dx, dw). */
+static int opt_buf(Emit *e, Value *v) {
+    ValInfo *vi = &e->s->vi[v->id];
+    return vi->st == VS_BUF || vi->st == VS_VIEW ? vi->view.buf : -1;
+}
+
+/* tk_ce_count; per chunk of rows: logits = x_c w^T (cuBLASLt), tk_lce_rows,
+ * dx_c = alpha g w and dw = alpha g^T x_c (+ dw after the first chunk);
+ * tk_ce_mean.  The products run over all V rows of w (the padded
+ * vocabulary: a tile multiple), the rows kernel masks the columns from
+ * `classes` on. */
+static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
+    Node *n = k->nodes[0];
+    Program *p = e->p;
+    int64_t C = n->in[1]->ty.shape.d[1], V = n->in[1]->ty.shape.d[0], N = shape_numel(&n->in[2]->ty.shape);
+    int64_t nc = ir_int(n, "classes", V), chunk = ir_int(n, "chunk", N), ig = ir_int(n, "ignore_index", -100);
+    if (chunk > N) chunk = N;
+    if (chunk < 1) chunk = 1;
+    DType dt = n->in[0]->ty.dt;
+    if (n->in[1]->ty.dt != dt) {
+        error_at(e->d, k->loc, "the CUDA backend's linear_cross_entropy needs x and w of one dtype, not %s and %s", dtype_name[dt],
+                 dtype_name[n->in[1]->ty.dt]);
+        e->ok = false;
+        return;
+    }
+    if (!k->scratch) die("linear_cross_entropy kernel %s without scratch", k->name);
+    int sb = k->scratch - 1;
+    if (p->bufs[sb].bytes < cg_cuda_linear_ce_scratch(n)) die("linear_cross_entropy kernel %s: scratch too small", k->name);
+    LceLayout lay = lce_layout(n);
+    int64_t base = p->bufs[sb].offset, es = dtype_size[dt];
+    int xb = vbuf(e, n->in[0]), wb = vbuf(e, n->in[1]), tb = vbuf(e, n->in[2]), lb = vbuf(e, n->out[0]);
+    int dxb = opt_buf(e, n->out[1]), dwb = opt_buf(e, n->out[2]);
+    bool half = dt != DT_f32, grad = dxb >= 0 || dwb >= 0;
+    int64_t xo = p->bufs[xb].offset, wo = p->bufs[wb].offset;
+    int64_t go = base + (half ? lay.g : lay.logits); /* the gradient chunk: in place of the logits in f32 */
+    const char *gt = st_type(half ? dt : DT_f32);
+    int t = V >= 2048 ? 256 : V >= 256 ? 128 : 32;
+    char call[1024];
+    r->kind = TRN_CK_STEPS;
+    r->terse = true;
+    /* the kept rows and alpha = 1/count */
+    Params P = {0};
+    int ph = param_at(&P, sb, base, true), pt = param(e, &P, tb, false);
+    snprintf(call, sizeof call, "tk_ce_count(p%d, p%d, %lldll, %lldll) /* x [%lld,%lld] w [%lld,%lld], %lld rows at a time */", ph, pt,
+             (long long)N, (long long)ig, (long long)N, (long long)C, (long long)V, (long long)C, (long long)chunk);
+    tmpl_launch(e, r, "_count", &P, call, 1024, 1, 1, 1024, 1);
+    for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+        int64_t rows = r0 + chunk < N ? chunk : N - r0;
+        /* logits [rows, V] f32 = x_c [rows, C] . w^T */
+        TrnCudaGemm g = {0};
+        g.dtype = (int)dt, g.cdtype = TRN_F32, g.ta = 0, g.tb = 1;
+        g.M = rows, g.N = V, g.K = C;
+        g.a = xo + r0 * C * es, g.b = wo, g.c = base + lay.logits;
+        g.lda = C, g.ldb = C, g.ldc = V, g.bias = -1, g.scale = -1;
+        add_gemm_step(r, &g);
+        /* the rows: loss, g = softmax - onehot */
+        Params Q = {0};
+        char gp[48] = "(float *)0";
+        if (grad) snprintf(gp, sizeof gp, "(%s *)p%d", gt, param_at(&Q, sb, go, true));
+        int pr = param_at(&Q, sb, base + 256 + 8 * r0, true), pl = param_at(&Q, sb, base + lay.logits, false);
+        int pq = param_at(&Q, tb, p->bufs[tb].offset + 4 * r0, false);
+        snprintf(call, sizeof call,
+                 "tk_lce_rows(%s, (double *)p%d, (const float *)p%d, p%d, %lldll, %lldll, %lldll) /* logits [%lld,%lld] from cuBLASLt; then dx = g w, "
+                 "dw += g^T x */", gp, pr, pl, pq, (long long)V, (long long)nc, (long long)ig, (long long)chunk, (long long)V);
+        tmpl_launch(e, r, "_rows", &Q, call, t, (unsigned)rows, 1, (unsigned)t, 1);
+        /* dx_c [rows, C] = alpha g [rows, V] . w [V, C] */
+        if (dxb >= 0) {
+            TrnCudaGemm d = {0};
+            d.dtype = half ? (int)dt : TRN_F32, d.cdtype = TRN_F32, d.ta = 0, d.tb = 0;
+            d.M = rows, d.N = C, d.K = V;
+            d.a = go, d.b = wo, d.c = p->bufs[dxb].offset + r0 * C * 4;
+            d.lda = V, d.ldb = C, d.ldc = C, d.bias = -1, d.scale = base + 8;
+            add_gemm_step(r, &d);
+        }
+        /* dw [V, C] = alpha g^T . x_c (+ dw) */
+        if (dwb >= 0) {
+            TrnCudaGemm d = {0};
+            d.dtype = half ? (int)dt : TRN_F32, d.cdtype = TRN_F32, d.ta = 1, d.tb = 0;
+            d.M = V, d.N = C, d.K = rows;
+            d.a = go, d.b = xo + r0 * C * es, d.c = p->bufs[dwb].offset;
+            d.lda = V, d.ldb = C, d.ldc = C, d.bias = -1, d.scale = base + (r0 ? 16 : 8);
+            add_gemm_step(r, &d);
+        }
+    }
+    /* the loss: the row losses in a fixed order */
+    Params M = {0};
+    int pm = param(e, &M, lb, true), mh = param_at(&M, sb, base, false);
+    snprintf(call, sizeof call, "tk_ce_mean(p%d, p%d, %lldll)", pm, mh, (long long)N);
+    tmpl_launch(e, r, "_mean", &M, call, 1024, 1, 1, 1024, 1);
+}
+
 static void emit_template(Emit *e, Kernel *k, CuKern *r) {
     Node *n = k->nodes[0];
-    for (int i = 0; i < n->nin; i++)
-        if (dtype_is_float[n->in[i]->ty.dt] && !need_f32(e, k, n->in[i])) return;
+    if (!dtypes_ok(e, k)) return;
+    if (n->op == OP_linear_cross_entropy) {
+        emit_linear_ce(e, k, r);
+        return;
+    }
     const Shape *s0 = &n->in[0]->ty.shape;
     int64_t last = s0->rank ? s0->d[s0->rank - 1] : 1;
     char a[8][16], call[1024];
@@ -1105,68 +1012,91 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         break;
     }
     case OP_layer_norm:
-    case OP_rms_norm: {
-        bool ln = n->op == OP_layer_norm;
+    case OP_rms_norm:
+    case OP_add_layer_norm:
+    case OP_add_rms_norm: {
+        /* results y, [s], [mean], rstd; operands x, [r], w, [b] */
+        bool ln = n->op == OP_layer_norm || n->op == OP_add_layer_norm, add = n->op == OP_add_layer_norm || n->op == OP_add_rms_norm;
         char eps[32];
         fmt_double(eps, ir_float(n, "eps", ln ? 1e-5 : 1e-6));
         int64_t N = shape_numel(s0) / last;
-        vp(e, &P, n->out[0], true, a[0]);
-        vp(e, &P, n->out[1], true, a[1]);
-        if (ln) vp(e, &P, n->out[2], true, a[2]);
-        vp(e, &P, n->in[0], false, a[3]);
-        vp(e, &P, n->in[1], false, a[4]);
-        if (ln) vp(e, &P, n->in[2], false, a[5]);
-        if (ln)
-            snprintf(call, sizeof call, "tk_layernorm<%lld>(%s, %s, %s, %s, %s, %s, %lldll, %s) /* y [%lld,%lld] */", (long long)last, a[0], a[1],
-                     a[2], a[3], a[4], a[5], (long long)N, eps, (long long)N, (long long)last);
-        else
-            snprintf(call, sizeof call, "tk_rmsnorm<%lld>(%s, %s, %s, %s, %lldll, %s) /* y [%lld,%lld] */", (long long)last, a[0], a[1], a[3],
-                     a[4], (long long)N, eps, (long long)N, (long long)last);
+        int o = 0, i = 0;
+        vp(e, &P, n->out[o++], true, a[0]);
+        if (add) vp(e, &P, n->out[o++], true, a[1]);
+        if (ln) vp(e, &P, n->out[o++], true, a[2]);
+        vp(e, &P, n->out[o++], true, a[3]);
+        vp(e, &P, n->in[i++], false, a[4]);
+        if (add) vp(e, &P, n->in[i++], false, a[5]);
+        vp(e, &P, n->in[i++], false, a[6]);
+        if (ln) vp(e, &P, n->in[i++], false, a[7]);
+        snprintf(call, sizeof call, "tk_norm_rows<%lld, %s, %s>(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %s) /* y [%lld,%lld] */", (long long)last,
+                 ln ? "true" : "false", add ? "true" : "false", a[0], add ? a[1] : "(float *)0", ln ? a[2] : "(float *)0", a[3], a[4],
+                 add ? a[5] : "(const float *)0", a[6], ln ? a[7] : "(const float *)0", (long long)N, eps, (long long)N, (long long)last);
         tmpl_launch(e, r, "", &P, call, NT, cdiv(N, NT / 32), 1, NT, 1);
         break;
     }
     case OP_layer_norm_grad:
-    case OP_rms_norm_grad: {
-        bool ln = n->op == OP_layer_norm_grad;
-        const Shape *xs = &n->in[1]->ty.shape;
+    case OP_rms_norm_grad:
+    case OP_add_layer_norm_grad:
+    case OP_add_rms_norm_grad: {
+        /* operands dy, [ds], x (s), w, [mean], rstd; results dx, dw, [db] */
+        bool ln = n->op == OP_layer_norm_grad || n->op == OP_add_layer_norm_grad;
+        bool add = n->op == OP_add_layer_norm_grad || n->op == OP_add_rms_norm_grad;
+        int xi = add ? 2 : 1;
+        Value *dy = n->in[0], *x = n->in[xi], *w = n->in[xi + 1], *mean = ln ? n->in[xi + 2] : NULL, *rstd = n->in[xi + 2 + ln];
+        const Shape *xs = &x->ty.shape;
         int64_t C = xs->d[xs->rank - 1], N = shape_numel(xs) / C;
         /* dx: rows */
         vp(e, &P, n->out[0], true, a[0]);
-        vp(e, &P, n->in[0], false, a[1]);
-        vp(e, &P, n->in[1], false, a[2]);
-        vp(e, &P, n->in[2], false, a[3]);
-        vp(e, &P, n->in[3], false, a[4]);
-        if (ln) vp(e, &P, n->in[4], false, a[5]);
-        if (ln)
-            snprintf(call, sizeof call, "tk_layernorm_bwd_rows<%lld>(%s, %s, %s, %s, %s, %s, %lldll) /* dx [%lld,%lld] */", (long long)C, a[0],
-                     a[1], a[2], a[3], a[4], a[5], (long long)N, (long long)N, (long long)C);
-        else
-            snprintf(call, sizeof call, "tk_rmsnorm_bwd_rows<%lld>(%s, %s, %s, %s, %s, %lldll) /* dx [%lld,%lld] */", (long long)C, a[0], a[1],
-                     a[2], a[3], a[4], (long long)N, (long long)N, (long long)C);
+        vp(e, &P, dy, false, a[1]);
+        if (add) vp(e, &P, n->in[1], false, a[2]);
+        vp(e, &P, x, false, a[3]);
+        vp(e, &P, w, false, a[4]);
+        if (ln) vp(e, &P, mean, false, a[5]);
+        vp(e, &P, rstd, false, a[6]);
+        snprintf(call, sizeof call, "tk_norm_bwd_rows<%lld, %s, %s>(%s, %s, %s, %s, %s, %s, %s, %lldll) /* dx [%lld,%lld] */", (long long)C,
+                 ln ? "true" : "false", add ? "true" : "false", a[0], a[1], add ? a[2] : "(const float *)0", a[3], a[4],
+                 ln ? a[5] : "(const float *)0", a[6], (long long)N, (long long)N, (long long)C);
         tmpl_launch(e, r, "_dx", &P, call, NT, cdiv(N, NT / 32), 1, NT, 1);
         /* dw (and db): columns */
         Params Q = {0};
         char b[6][16];
         vp(e, &Q, n->out[1], true, b[0]);
         if (ln) vp(e, &Q, n->out[2], true, b[1]);
-        vp(e, &Q, n->in[0], false, b[2]);
-        vp(e, &Q, n->in[1], false, b[3]);
-        if (ln) vp(e, &Q, n->in[3], false, b[4]);
-        vp(e, &Q, n->in[ln ? 4 : 3], false, b[5]);
+        vp(e, &Q, dy, false, b[2]);
+        vp(e, &Q, x, false, b[3]);
+        if (ln) vp(e, &Q, mean, false, b[4]);
+        vp(e, &Q, rstd, false, b[5]);
         snprintf(call, sizeof call, "tk_norm_bwd_cols<16>(%s, %s, %s, %s, %s, %s, %lldll, %lldll) /* dw [%lld] */", b[0], ln ? b[1] : "(float *)0",
                  b[2], b[3], ln ? b[4] : "(const float *)0", b[5], (long long)N, (long long)C, (long long)C);
         tmpl_launch(e, r, "_dw", &Q, call, 512, cdiv(C, 32), 1, 32, 16);
         break;
     }
-    case OP_rope: {
-        char th[32];
+    case OP_rope:
+    case OP_rope_qk: {
+        /* q (and k) in one launch; in place when lowering gave a result its operand's buffer */
+        bool qk = n->op == OP_rope_qk, tab = qk && n->nin == 4;
+        char th[32], c[2][16];
         fmt_double(th, ir_float(n, "theta", 10000.0));
-        int64_t T = s0->d[s0->rank - 2], D = last, outer = shape_numel(s0) / (T * D);
+        int64_t T = s0->d[s0->rank - 2], D = last, oq = shape_numel(s0) / (T * D), ok = qk ? shape_numel(&n->in[1]->ty.shape) / (T * D) : 0;
+        const char *et = st_type(n->in[0]->ty.dt);
         vp(e, &P, n->out[0], true, a[0]);
         vp(e, &P, n->in[0], false, a[1]);
-        snprintf(call, sizeof call, "tk_rope(%s, %s, %lldll, %lldll, %lldll, %s, %d) /* y [%lld,%lld,%lld] */", a[0], a[1], (long long)outer,
-                 (long long)T, (long long)D, th, (int)ir_int(n, "inverse", 0), (long long)outer, (long long)T, (long long)D);
-        tmpl_launch(e, r, "", &P, call, NT, cdiv(outer * T * (D / 2), NT), 1, NT, 1);
+        if (qk) {
+            vp(e, &P, n->out[1], true, a[2]);
+            vp(e, &P, n->in[1], false, a[3]);
+        } else {
+            snprintf(a[2], sizeof a[2], "(%s *)0", et);
+            snprintf(a[3], sizeof a[3], "(const %s *)0", et);
+        }
+        if (tab) {
+            vp(e, &P, n->in[2], false, c[0]);
+            vp(e, &P, n->in[3], false, c[1]);
+        }
+        snprintf(call, sizeof call, "tk_rope(%s, %s, %lldll, %s, %s, %lldll, %lldll, %lldll, %s, %s, %s, %d) /* q [%lld,%lld,%lld]%s */", a[0], a[1],
+                 (long long)oq, a[2], a[3], (long long)ok, (long long)T, (long long)D, tab ? c[0] : "(const float *)0",
+                 tab ? c[1] : "(const float *)0", th, (int)ir_int(n, "inverse", 0), (long long)oq, (long long)T, (long long)D, qk ? ", k" : "");
+        tmpl_launch(e, r, "", &P, call, NT, cdiv((oq + ok) * T * (D / 2), NT), 1, NT, 1);
         break;
     }
     case OP_attention:
@@ -1215,7 +1145,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
     case OP_cross_entropy_grad: {
         bool fwd = n->op == OP_cross_entropy;
         const Shape *ls = &n->in[fwd ? 0 : 1]->ty.shape;
-        int64_t V = ls->d[ls->rank - 1], N = shape_numel(ls) / V, ig = ir_int(n, "ignore_index", -100);
+        int64_t V = ls->d[ls->rank - 1], N = shape_numel(ls) / V, ig = ir_int(n, "ignore_index", -100), nc = ir_int(n, "classes", V);
         Value *tg = n->in[fwd ? 1 : 2];
         int t = V >= 2048 ? 256 : V >= 256 ? 128 : 32;
         /* the count of kept rows */
@@ -1232,9 +1162,10 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
             vp(e, &Q, tg, false, b[2]);
             if (k->ce_fused) vp(e, &Q, k->ce_grad->in[0], false, b[3]);
             snprintf(w, sizeof w, "p%d", param_ws(e, &Q));
-            snprintf(call, sizeof call, "tk_ce_rows<%d>(%s, (float *)%s, (float *)0, %s, %s, %s, %lldll, %lldll, %lldll) /* logits [%lld,%lld] */",
-                     k->ce_fused ? 1 : 0, b[0], b[1], b[2], k->ce_fused ? b[3] : "(const float *)0", w, (long long)N, (long long)V, (long long)ig,
-                     (long long)N, (long long)V);
+            snprintf(call, sizeof call,
+                     "tk_ce_rows<%d>(%s, (float *)%s, (float *)0, %s, %s, %s, %lldll, %lldll, %lldll, %lldll) /* logits [%lld,%lld] */",
+                     k->ce_fused ? 1 : 0, b[0], b[1], b[2], k->ce_fused ? b[3] : "(const float *)0", w, (long long)N, (long long)V, (long long)nc,
+                     (long long)ig, (long long)N, (long long)V);
             tmpl_launch(e, r, "_rows", &Q, call, t, (unsigned)N, 1, (unsigned)t, 1);
             Params M = {0};
             vp(e, &M, n->out[0], true, b[4]);
@@ -1249,8 +1180,8 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
             vp(e, &Q, n->in[0], false, b[4]);
             snprintf(w, sizeof w, "p%d", param_ws(e, &Q));
             snprintf(call, sizeof call,
-                     "tk_ce_rows<2>((float *)%s, (float *)%s, %s, %s, %s, %s, %lldll, %lldll, %lldll) /* dlogits [%lld,%lld] */", b[1], b[2],
-                     b[0], b[3], b[4], w, (long long)N, (long long)V, (long long)ig, (long long)N, (long long)V);
+                     "tk_ce_rows<2>((float *)%s, (float *)%s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll) /* dlogits [%lld,%lld] */", b[1],
+                     b[2], b[0], b[3], b[4], w, (long long)N, (long long)V, (long long)nc, (long long)ig, (long long)N, (long long)V);
             tmpl_launch(e, r, "_rows", &Q, call, t, (unsigned)N, 1, (unsigned)t, 1);
         }
         break;
@@ -1289,6 +1220,9 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         vp(e, &P, n->in[0], false, a[3]);
         vp(e, &P, n->in[1], false, a[4]);
         vp(e, &P, n->in[2], false, a[5]);
+        /* skip (fp16 loss scaling): the last operand, when there is one */
+        char sk[24] = "(const float *)0";
+        if (n->nin > (adam ? 7 : 5)) vp(e, &P, n->in[n->nin - 1], false, sk);
         if (adam) {
             char v[16], lr[16], st[16], gs[16], b1[32], b2[32], ep[32], wd[32];
             vp(e, &P, n->in[3], false, v);
@@ -1299,16 +1233,16 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
             fmt_double(b2, ir_float(n, "beta2", 0.999));
             fmt_double(ep, ir_float(n, "eps", 1e-8));
             fmt_double(wd, ir_float(n, "wd", 0));
-            snprintf(call, sizeof call, "tk_adamw(%s, %s, %s, %s, %s, %s, %s, %lldll, %s, %s, %s, %s, %s, %s, %s) /* [%lld] */", a[0], a[1], a[2],
-                     a[3], a[4], a[5], v, (long long)cnt, lr, st, gs, b1, b2, ep, wd, (long long)cnt);
+            snprintf(call, sizeof call, "tk_adamw(%s, %s, %s, %s, %s, %s, %s, %lldll, %s, %s, %s, %s, %s, %s, %s, %s) /* [%lld] */", a[0], a[1],
+                     a[2], a[3], a[4], a[5], v, (long long)cnt, lr, st, gs, b1, b2, ep, wd, sk, (long long)cnt);
         } else {
             char lr[16], gs[16], mo[32], wd[32];
             vp(e, &P, n->in[3], false, lr);
             vp(e, &P, n->in[4], false, gs);
             fmt_double(mo, ir_float(n, "momentum", 0));
             fmt_double(wd, ir_float(n, "wd", 0));
-            snprintf(call, sizeof call, "tk_sgd(%s, %s, %s, %s, %s, %lldll, %s, %s, %s, %s, %d) /* [%lld] */", a[0], a[1], a[3], a[4], a[5],
-                     (long long)cnt, lr, gs, mo, wd, (int)ir_int(n, "nesterov", 0), (long long)cnt);
+            snprintf(call, sizeof call, "tk_sgd(%s, %s, %s, %s, %s, %lldll, %s, %s, %s, %s, %d, %s) /* [%lld] */", a[0], a[1], a[3], a[4], a[5],
+                     (long long)cnt, lr, gs, mo, wd, (int)ir_int(n, "nesterov", 0), sk, (long long)cnt);
         }
         /* in place: w, m, v alias their outputs, so no __restrict__ on them */
         StrBuf b = {0};
@@ -1316,6 +1250,14 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         signature(e, &P, &b, false);
         sb_printf(&b, "\n{\n    %s;\n}\n", call);
         launch(e, r, "", &P, sb_take(&b), true, cdiv(cnt, NT), 1, NT, 1);
+        break;
+    }
+    case OP_loss_scale_update: {
+        for (int i = 0; i < 4; i++) vp(e, &P, n->out[i], true, a[i]);
+        for (int i = 0; i < 4; i++) vp(e, &P, n->in[i], false, a[4 + i]);
+        snprintf(call, sizeof call, "tk_loss_scale_update(%s, %s, %s, %s, %s, %s, %s, %s, %lldll)", a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7],
+                 (long long)ir_int(n, "window", 1000));
+        tmpl_launch(e, r, "", &P, call, 32, 1, 1, 32, 1);
         break;
     }
     default:
@@ -1333,8 +1275,7 @@ CudaModule *cg_cuda_emit(Program *p, Diag *d) {
     m->p = p;
     StrBuf id = {0};
     sb_puts(&id, "trn_cuda_module_");
-    for (const char *c = p->name; *c; c++)
-        sb_putc(&id, (char)((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ? *c : '_'));
+    cg_c_ident(&id, p->name);
     m->sym = sb_take(&id);
     if (p->workspace_bytes <= 0) die("cg_cuda_emit: no workspace planned (cg_cuda_plan_workspace)");
     Emit e = {m, p, NULL, d, true};
@@ -1369,9 +1310,9 @@ CudaModule *cg_cuda_emit(Program *p, Diag *d) {
     /* the source: prelude include, then every function after its comment */
     StrBuf *b = &m->src;
     sb_puts(b, "/* Generated by trainc from ");
-    comment_text(b, p->source);
+    cg_comment_text(b, p->source);
     sb_puts(b, " -- do not edit.\n * Model ");
-    comment_text(b, p->name);
+    cg_comment_text(b, p->name);
     sb_printf(b, ": %d CUDA functions for %d kernels; arena of %lld bytes, workspace at %lld (%lld bytes).\n */\n", m->nfn, m->nkr,
               (long long)p->arena_bytes, (long long)p->workspace_off, (long long)p->workspace_bytes);
     sb_puts(b, "#include \"trainc_cuda.cuh\"\n\n");
@@ -1398,6 +1339,11 @@ void cg_cuda_free(CudaModule *m) {
         sb_free(&m->fn[i].doc);
     }
     free(m->fn);
+    for (int i = 0; i < m->nkr; i++) {
+        free(m->kr[i].l);
+        free(m->kr[i].g);
+        free(m->kr[i].step);
+    }
     free(m->kr);
     sb_free(&m->src);
     free(m->sym);
@@ -1412,16 +1358,6 @@ int cg_cuda_nkernels(const CudaModule *m) { return m->nkr; }
 const char *cg_cuda_module_symbol(const CudaModule *m) { return m->sym; }
 
 /* ---- the C descriptor ---- */
-
-static void c_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p >= 32 && *p < 127 && *p != '?') fputc(*p, f);
-        else fprintf(f, "\\%03o", *p);
-    }
-    fputc('"', f);
-}
 
 /* The range test data for a buffer read by kernel k should come from. */
 static void read_range(Program *p, Sched *s, Kernel *k, int buf, double *lo, double *hi) {
@@ -1442,25 +1378,41 @@ static void read_range(Program *p, Sched *s, Kernel *k, int buf, double *lo, dou
                 if (a == 1) *lo = 0, *hi = (double)ir_int(n, "rows", 1);
                 break;
             case OP_cross_entropy:
-                if (a == 1) *lo = 0, *hi = (double)n->in[0]->ty.shape.d[n->in[0]->ty.shape.rank - 1];
+                if (a == 1) *lo = 0, *hi = (double)ir_int(n, "classes", n->in[0]->ty.shape.d[n->in[0]->ty.shape.rank - 1]);
                 break;
             case OP_cross_entropy_grad:
-                if (a == 2) *lo = 0, *hi = (double)n->in[1]->ty.shape.d[n->in[1]->ty.shape.rank - 1];
+                if (a == 2) *lo = 0, *hi = (double)ir_int(n, "classes", n->in[1]->ty.shape.d[n->in[1]->ty.shape.rank - 1]);
                 if (a == 3) *lo = 2, *hi = 6; /* lse: above every logit */
+                break;
+            case OP_linear_cross_entropy:
+                if (a == 2) *lo = 0, *hi = (double)ir_int(n, "classes", n->in[1]->ty.shape.d[0]);
+                break;
+            case OP_loss_scale_update:
+                if (a == 0) *lo = 1, *hi = 65536;   /* scale */
+                if (a == 1 || a == 2) *lo = 0, *hi = 8; /* counts (any float: both sides read the same) */
+                if (a == 3) *lo = 0, *hi = 10;      /* a finite norm */
                 break;
             case OP_adamw:
                 if (a == 3) *lo = 0, *hi = 1;        /* v >= 0 */
                 if (a == 5) *lo = 1, *hi = 100;      /* step >= 1 */
                 if (a == 4) *lo = 0, *hi = 0.01;     /* lr */
+                if (a == 7) *lo = 0, *hi = 0;        /* skip: 0, the step is taken */
                 break;
             case OP_sgd:
                 if (a == 3) *lo = 0, *hi = 0.01;
+                if (a == 5) *lo = 0, *hi = 0;
                 break;
             case OP_layer_norm_grad:
                 if (a == 4) *lo = 0.5, *hi = 2;      /* rstd */
                 break;
             case OP_rms_norm_grad:
                 if (a == 3) *lo = 0.5, *hi = 2;
+                break;
+            case OP_add_layer_norm_grad:
+                if (a == 5) *lo = 0.5, *hi = 2;
+                break;
+            case OP_add_rms_norm_grad:
+                if (a == 4) *lo = 0.5, *hi = 2;
                 break;
             case OP_attention_grad:
                 if (a == 5) *lo = 2, *hi = 4;        /* lse */
@@ -1480,19 +1432,39 @@ static void read_range(Program *p, Sched *s, Kernel *k, int buf, double *lo, dou
     }
 }
 
-static void emit_bufs(FILE *f, Program *p, const char *pre, const char *name, const int *ids, int n, Sched *s, Kernel *k, bool reads) {
-    if (!n) return;
+/* The table of the buffers kernel k reads or writes (its scratch is no
+ * result: the GPU and the CPU lay it out differently); returns the count. */
+static int emit_bufs(FILE *f, Program *p, const char *pre, const char *name, const int *ids, int n, Sched *s, Kernel *k, bool reads) {
+    int cnt = 0;
+    for (int i = 0; i < n; i++) cnt += ids[i] != k->scratch - 1;
+    if (!cnt) return 0;
     fprintf(f, "static const TrnCudaBuf %s_%s[] = {", pre, name);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0, j = 0; i < n; i++) {
+        if (ids[i] == k->scratch - 1) continue;
         Buf *b = &p->bufs[ids[i]];
         double lo = 0, hi = 0;
         if (reads) read_range(p, s, k, ids[i], &lo, &hi);
         char l[32], h[32];
         fmt_double(l, lo);
         fmt_double(h, hi);
-        fprintf(f, "%s{%lld, %lld, %d, %s, %s}", i ? ", " : "", (long long)b->offset, (long long)b->bytes, (int)b->dt, l, h);
+        fprintf(f, "%s{%lld, %lld, %d, %s, %s}", j++ ? ", " : "", (long long)b->offset, (long long)b->bytes, (int)b->dt, l, h);
     }
     fputs("};\n", f);
+    return cnt;
+}
+
+static void emit_gemm_init(FILE *f, const TrnCudaGemm *g) {
+    fprintf(f, "{%d, %d, %d, %d, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %d, {", g->dtype, g->cdtype, g->ta, g->tb,
+            (long long)g->M, (long long)g->N, (long long)g->K, (long long)g->a, (long long)g->b, (long long)g->c, (long long)g->lda,
+            (long long)g->ldb, (long long)g->ldc, (long long)g->bias, (long long)g->scale, g->nbatch);
+    for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->batch[b]);
+    fputs("}, {", f);
+    for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->sa[b]);
+    fputs("}, {", f);
+    for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->sb[b]);
+    fputs("}, {", f);
+    for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->sc[b]);
+    fputs("}}", f);
 }
 
 bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *d) {
@@ -1520,12 +1492,13 @@ bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *
     fputs("};\n\nstatic const char *const cuda_fns[] = {\n", f);
     for (int i = 0; i < m->nfn; i++) fprintf(f, "    \"%s\",\n", m->fn[i].name);
     fputs("};\n\n", f);
-    /* per kernel: launches, GEMM, buffers */
+    /* per kernel: launches, products, steps, buffers */
+    int *nr = xcalloc((size_t)m->nkr + 1, sizeof(int)), *nw = xcalloc((size_t)m->nkr + 1, sizeof(int));
     for (int i = 0; i < m->nkr; i++) {
         CuKern *r = &m->kr[i];
         Kernel *k = r->k;
         Sched *s = &p->sched[r->sched];
-        if (r->kind == TRN_CK_LAUNCH) {
+        if (r->nl) {
             fprintf(f, "static const TrnCudaLaunch cl_%s[] = {\n", k->name);
             for (int j = 0; j < r->nl; j++) {
                 CuLaunch *l = &r->l[j];
@@ -1535,24 +1508,27 @@ bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *
                 fprintf(f, "}}, /* %s */\n", m->fn[l->fn].name);
             }
             fputs("};\n", f);
-        } else if (r->kind == TRN_CK_GEMM) {
+        }
+        if (r->kind == TRN_CK_GEMM) {
             TrnCudaGemm g;
             Emit e = {(CudaModule *)m, p, s, d, true};
             gemm_desc(&e, k, &g);
-            fprintf(f, "static const TrnCudaGemm cg_%s = {%d, %d, %d, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %d, {", k->name,
-                    g.dtype, g.ta, g.tb, (long long)g.M, (long long)g.N, (long long)g.K, (long long)g.a, (long long)g.b, (long long)g.c,
-                    (long long)g.lda, (long long)g.ldb, (long long)g.ldc, (long long)g.bias, g.nbatch);
-            for (int b = 0; b < g.nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g.batch[b]);
-            fputs("}, {", f);
-            for (int b = 0; b < g.nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g.sa[b]);
-            fputs("}, {", f);
-            for (int b = 0; b < g.nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g.sb[b]);
-            fputs("}, {", f);
-            for (int b = 0; b < g.nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g.sc[b]);
-            fputs("}};\n", f);
+            fprintf(f, "static const TrnCudaGemm cg_%s[] = {", k->name);
+            emit_gemm_init(f, &g);
+            fputs("};\n", f);
+        } else if (r->kind == TRN_CK_STEPS) {
+            fprintf(f, "static const TrnCudaGemm cg_%s[] = {\n", k->name);
+            for (int j = 0; j < r->ng; j++) {
+                fputs("    ", f);
+                emit_gemm_init(f, &r->g[j]);
+                fputs(",\n", f);
+            }
+            fprintf(f, "};\nstatic const TrnCudaStep cs_%s[] = {", k->name);
+            for (int j = 0; j < r->nstep; j++) fprintf(f, "%s{%d, %d}", j ? ", " : "", r->step[j].gemm, r->step[j].index);
+            fputs("};\n", f);
         }
-        emit_bufs(f, p, "cr", k->name, k->reads, k->nreads, s, k, true);
-        emit_bufs(f, p, "cw", k->name, k->writes, k->nwrites, s, k, false);
+        nr[i] = emit_bufs(f, p, "cr", k->name, k->reads, k->nreads, s, k, true);
+        nw[i] = emit_bufs(f, p, "cw", k->name, k->writes, k->nwrites, s, k, false);
     }
     static const char *const sname[] = {"micro", "update", "eval", "sample"};
     for (int s = 0; s < TRN_RUN__COUNT; s++) {
@@ -1570,17 +1546,20 @@ bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *
                 snprintf(where, sizeof where, "%s:%d", base ? base + 1 : k->loc.file, k->loc.line);
             }
             fputs("    {", f);
-            c_str(f, k->name);
+            cg_c_string(f, k->name);
             fputs(", ", f);
-            c_str(f, where);
-            static const char *const kinds[] = {"TRN_CK_LAUNCH", "TRN_CK_GEMM", "TRN_CK_MEMSET"};
-            fprintf(f, ", %s, %d, %s%s, %s%s, %lld, %lld, %s, %d, %d, %s%s, %s%s},\n", kinds[r->kind], r->nl, r->kind == TRN_CK_LAUNCH ? "cl_" : "NULL",
-                    r->kind == TRN_CK_LAUNCH ? k->name : "", r->kind == TRN_CK_GEMM ? "&cg_" : "NULL", r->kind == TRN_CK_GEMM ? k->name : "",
-                    (long long)r->ms_off, (long long)r->ms_bytes, k->name, k->nreads, k->nwrites, k->nreads ? "cr_" : "NULL",
-                    k->nreads ? k->name : "", k->nwrites ? "cw_" : "NULL", k->nwrites ? k->name : "");
+            cg_c_string(f, where);
+            static const char *const kinds[] = {"TRN_CK_LAUNCH", "TRN_CK_GEMM", "TRN_CK_MEMSET", "TRN_CK_STEPS"};
+            int ng = r->kind == TRN_CK_GEMM ? 1 : r->ng;
+            fprintf(f, ", %s, %d, %s%s, %d, %s%s, %d, %s%s, %lld, %lld, %s, %d, %d, %s%s, %s%s},\n", kinds[r->kind], r->nl, r->nl ? "cl_" : "NULL",
+                    r->nl ? k->name : "", ng, ng ? "cg_" : "NULL", ng ? k->name : "", r->nstep, r->nstep ? "cs_" : "NULL", r->nstep ? k->name : "",
+                    (long long)r->ms_off, (long long)r->ms_bytes, k->name, nr[i], nw[i], nr[i] ? "cr_" : "NULL", nr[i] ? k->name : "",
+                    nw[i] ? "cw_" : "NULL", nw[i] ? k->name : "");
         }
         fputs("};\n", f);
     }
+    free(nr);
+    free(nw);
     fprintf(f, "\nconst TrnCudaModule %s = {\n    .abi = TRN_CUDA_ABI,\n    .hash = \"\",\n    .nimages = %d,\n    .images = cuda_images,\n", m->sym,
             cb->n);
     fprintf(f, "    .nfns = %d,\n    .fns = cuda_fns,\n    .nkern = {", m->nfn);

@@ -19,6 +19,7 @@
  * by their producing kernel when that is safe, or copied at the end.
  */
 #include "cg.h"
+#include "cuda.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -478,6 +479,8 @@ static void lower_linear_ce(Lower *L, Node *n) {
     }
     int64_t rows = ir_int(n, "chunk", 1), nc = ir_int(n, "classes", n->in[1]->ty.shape.d[0]);
     int64_t d = rows * nc;
+    /* the cuda target keeps more there: row losses, and the chunk's gradient for the products */
+    if (strcmp(L->p->target, "cuda") == 0 && (cg_cuda_linear_ce_scratch(n) + 3) / 4 > d) d = (cg_cuda_linear_ce_scratch(n) + 3) / 4;
     k->scratch = new_buf(L->p, BK_TEMP, (Type){DT_f32, shape_make(1, &d)}, "linear_ce.logits_chunk", NULL, (int)L->s->which) + 1;
 }
 

@@ -124,11 +124,11 @@ bool pm_run(Graph *g, const char *const *names, int n, const PassOptions *po, co
     return ok;
 }
 
-/* The CUDA emitter (codegen/emit_cuda.c) has no templates yet for the ops
+/* Whether the CUDA emitter (codegen/emit_cuda.c) has templates for the ops
  * these passes make (the fused ops, cross_entropy's {classes} mask, the
- * optimizers' skip operand: docs/passes.md lists them).  Until it has, the
- * cuda target gets only what it can run; set this to true when it does. */
-static const bool cuda_has_fused_ops = false;
+ * optimizers' skip operand: docs/passes.md lists them).  It has; false
+ * would give the cuda target only the rewrites into the older ops. */
+static const bool cuda_has_fused_ops = true;
 
 bool pm_target_has_fused_ops(const PassOptions *po) {
     bool cuda = po && po->target && strcmp(po->target, "cuda") == 0;

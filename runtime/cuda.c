@@ -77,11 +77,12 @@ enum {
     TRN_LT_OP_N = 0, TRN_LT_OP_T = 1,                         /* cublasOperation_t */
     TRN_LT_COMPUTE_32F = 68, TRN_LT_COMPUTE_32F_FAST_TF32 = 77, TRN_LT_COMPUTE_64F = 70,
     TRN_LT_R_32F = 0, TRN_LT_R_64F = 1, TRN_LT_R_16F = 2, TRN_LT_R_16BF = 14,   /* cudaDataType */
-    TRN_LT_DESC_TRANSA = 3, TRN_LT_DESC_TRANSB = 4, TRN_LT_DESC_EPILOGUE = 7, TRN_LT_DESC_BIAS_POINTER = 8,
-    TRN_LT_DESC_BIAS_DATA_TYPE = 26,
+    TRN_LT_DESC_POINTER_MODE = 2, TRN_LT_DESC_TRANSA = 3, TRN_LT_DESC_TRANSB = 4, TRN_LT_DESC_EPILOGUE = 7,
+    TRN_LT_DESC_BIAS_POINTER = 8, TRN_LT_DESC_BIAS_DATA_TYPE = 26,
+    TRN_LT_POINTER_MODE_DEVICE = 1,
     TRN_LT_EPILOGUE_DEFAULT = 1, TRN_LT_EPILOGUE_BIAS = 4,
     TRN_LT_LAYOUT_BATCH_COUNT = 5, TRN_LT_LAYOUT_BATCH_OFFSET = 6,
-    TRN_LT_PREF_MAX_WORKSPACE = 1,
+    TRN_LT_PREF_MAX_WORKSPACE = 1, TRN_LT_PREF_ALIGN_A = 5, TRN_LT_PREF_ALIGN_B = 6, TRN_LT_PREF_ALIGN_C = 7, TRN_LT_PREF_ALIGN_D = 8,
 };
 
 /* ---- the libraries, opened once per process ---- */
@@ -317,20 +318,23 @@ static int lt_fail(cublasStatus_t s, const char *call, const char *what, int lin
 /* ---- the device ---- */
 
 typedef struct GemmRt {
+    const TrnCudaGemm     *m;
     cublasLtMatmulDesc_t   desc;
     cublasLtMatrixLayout_t la, lb, lc;   /* cuBLASLt's A (our B), B (our A), C = D */
+    int                    borrowed;     /* desc, layouts and algo are an earlier GemmRt's */
     cublasLtMatmulAlgo_t   algo;
     int                    nouter;       /* products issued (outer batch dims looped) */
     int64_t                oa, ob, oc;   /* element strides between them */
     int64_t                oshape[TRN_MAX_RANK], osa[TRN_MAX_RANK], osb[TRN_MAX_RANK], osc[TRN_MAX_RANK];
     int                    nob;
-    int                    esize;
+    int                    esize, cesize; /* bytes per element of A and B, of C */
 } GemmRt;
 
 typedef struct KernRt {
     CUdeviceptr *argv;                   /* per launch: TRN_CUDA_MAXARGS values */
     void       **argp;                   /* pointers to them */
-    GemmRt      *gemm;
+    GemmRt      *gemm;                   /* one per product */
+    int          ngemm;
 } KernRt;
 
 struct TrnCudaDev {
@@ -383,28 +387,63 @@ static const char *kwhere(const TrnCudaKernel *k, char *buf, size_t n) {
     return buf;
 }
 
+/* The alignment (bytes, at most 256) of every address an operand takes:
+ * its offset and, over batches, its offset plus multiples of its strides.
+ * cuBLASLt's heuristic assumes 256 unless told (the arena itself is
+ * 256-aligned), and an algorithm chosen for more than the operands have
+ * may fail or fault. */
+static uint32_t align_of(int64_t off, const int64_t *strides, int n, int esize) {
+    uint64_t bits = (uint64_t)off | 256;
+    for (int i = 0; i < n; i++) bits |= (uint64_t)(strides[i] * esize);
+    return (uint32_t)(bits & (~bits + 1));
+}
+
+/* The shape of a product: everything but where its operands are (the same
+ * alignment included). */
+static int same_shape(const TrnCudaGemm *a, const TrnCudaGemm *b) {
+    return a->dtype == b->dtype && a->cdtype == b->cdtype && a->ta == b->ta && a->tb == b->tb && a->M == b->M && a->N == b->N && a->K == b->K &&
+           a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc && a->bias < 0 && b->bias < 0 && (a->scale < 0) == (b->scale < 0) &&
+           a->nbatch == 0 && b->nbatch == 0 && align_of(a->a, NULL, 0, 1) == align_of(b->a, NULL, 0, 1) &&
+           align_of(a->b, NULL, 0, 1) == align_of(b->b, NULL, 0, 1) && align_of(a->c, NULL, 0, 1) == align_of(b->c, NULL, 0, 1);
+}
+
+static int lt_type(int dtype, int *esize) {
+    switch (dtype) {
+    case TRN_F32: *esize = 4; return TRN_LT_R_32F;
+    case TRN_F64: *esize = 8; return TRN_LT_R_64F;
+    case TRN_BF16: *esize = 2; return TRN_LT_R_16BF;
+    case TRN_F16: *esize = 2; return TRN_LT_R_16F;
+    default: return -1;
+    }
+}
+
 /* A GEMM descriptor: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */
-static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *err, size_t errn) {
-    const TrnCudaGemm *m = k->gemm;
+static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m, GemmRt *r, char *err, size_t errn) {
     char w[256];
     kwhere(k, w, sizeof w);
-    int dt, ct, st;
-    switch (m->dtype) {
-    case TRN_F32: dt = TRN_LT_R_32F, st = TRN_LT_R_32F, ct = g->cm->tf32 ? TRN_LT_COMPUTE_32F_FAST_TF32 : TRN_LT_COMPUTE_32F, r->esize = 4; break;
-    case TRN_F64: dt = TRN_LT_R_64F, st = TRN_LT_R_64F, ct = TRN_LT_COMPUTE_64F, r->esize = 8; break;
-    case TRN_BF16: dt = TRN_LT_R_16BF, st = TRN_LT_R_32F, ct = TRN_LT_COMPUTE_32F, r->esize = 2; break;
-    case TRN_F16: dt = TRN_LT_R_16F, st = TRN_LT_R_32F, ct = TRN_LT_COMPUTE_32F, r->esize = 2; break;
-    default: return rt_fail(err, errn, "%s: no GEMM in dtype %d", w, m->dtype);
-    }
+    r->m = m;
+    int dt, ct, st, cdt, ces;
+    dt = lt_type(m->dtype, &r->esize);
+    cdt = lt_type(m->cdtype, &ces);
+    if (dt < 0 || cdt < 0 || (m->cdtype != m->dtype && m->cdtype != TRN_F32) || (m->dtype == TRN_F64) != (m->cdtype == TRN_F64))
+        return rt_fail(err, errn, "%s: no GEMM of dtype %d into dtype %d", w, m->dtype, m->cdtype);
+    if (m->dtype == TRN_F64) st = TRN_LT_R_64F, ct = TRN_LT_COMPUTE_64F;
+    else if (m->dtype == TRN_F32) st = TRN_LT_R_32F, ct = g->cm->tf32 ? TRN_LT_COMPUTE_32F_FAST_TF32 : TRN_LT_COMPUTE_32F;
+    else st = TRN_LT_R_32F, ct = TRN_LT_COMPUTE_32F;
+    r->cesize = ces;
     LT(MatmulDescCreate, (&r->desc, ct, st), w);
     int32_t opa = m->tb ? TRN_LT_OP_T : TRN_LT_OP_N, opb = m->ta ? TRN_LT_OP_T : TRN_LT_OP_N;
     LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_TRANSA, &opa, sizeof opa), w);
     LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_TRANSB, &opb, sizeof opb), w);
+    if (m->scale >= 0) {
+        int32_t pm = TRN_LT_POINTER_MODE_DEVICE;
+        LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_POINTER_MODE, &pm, sizeof pm), w);
+    }
     if (m->bias >= 0) {
         uint32_t epi = TRN_LT_EPILOGUE_BIAS;
         CUdeviceptr bp = g->arena + (CUdeviceptr)m->bias;
         const void *bptr = (const void *)(uintptr_t)bp;
-        int32_t bdt = dt;
+        int32_t bdt = cdt;
         LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_EPILOGUE, &epi, sizeof epi), w);
         LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_BIAS_POINTER, &bptr, sizeof bptr), w);
         LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_BIAS_DATA_TYPE, &bdt, sizeof bdt), w);
@@ -414,7 +453,7 @@ static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *
     uint64_t brows = m->ta ? (uint64_t)m->M : (uint64_t)m->K, bcols = m->ta ? (uint64_t)m->K : (uint64_t)m->M;
     LT(MatrixLayoutCreate, (&r->la, dt, arows, acols, m->ldb), w);
     LT(MatrixLayoutCreate, (&r->lb, dt, brows, bcols, m->lda), w);
-    LT(MatrixLayoutCreate, (&r->lc, dt, (uint64_t)m->N, (uint64_t)m->M, m->ldc), w);
+    LT(MatrixLayoutCreate, (&r->lc, cdt, (uint64_t)m->N, (uint64_t)m->M, m->ldc), w);
     /* batch: the innermost batch dim strided in cuBLASLt; outer ones looped */
     r->nouter = 1;
     if (m->nbatch > 0) {
@@ -440,7 +479,13 @@ static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *
     cublasLtMatmulPreference_t pref;
     LT(MatmulPreferenceCreate, (&pref), w);
     uint64_t wsb = (uint64_t)g->cm->workspace_bytes;
+    uint32_t al[3] = {align_of(m->b, m->sb, m->nbatch, r->esize), align_of(m->a, m->sa, m->nbatch, r->esize),
+                      align_of(m->c, m->sc, m->nbatch, r->cesize)};
     LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_MAX_WORKSPACE, &wsb, sizeof wsb), w);
+    LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_ALIGN_A, &al[0], sizeof al[0]), w);
+    LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_ALIGN_B, &al[1], sizeof al[1]), w);
+    LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_ALIGN_C, &al[2], sizeof al[2]), w);
+    LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_ALIGN_D, &al[2], sizeof al[2]), w);
     cublasLtMatmulHeuristicResult_t res;
     int nres = 0;
     memset(&res, 0, sizeof res);
@@ -455,13 +500,17 @@ static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *
 }
 
 static int run_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *err, size_t errn) {
-    const TrnCudaGemm *m = k->gemm;
+    const TrnCudaGemm *m = r->m;
     char w[256];
     kwhere(k, w, sizeof w);
-    float a32 = 1.0f, b32 = 0.0f;
-    double a64 = 1.0, b64 = 0.0;
+    static const float a32 = 1.0f, b32 = 0.0f;
+    static const double a64 = 1.0, b64 = 0.0;
     const void *alpha = m->dtype == TRN_F64 ? (const void *)&a64 : (const void *)&a32;
     const void *beta = m->dtype == TRN_F64 ? (const void *)&b64 : (const void *)&b32;
+    if (m->scale >= 0) { /* device pointer mode: {alpha, beta} in the arena */
+        alpha = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)m->scale);
+        beta = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)m->scale + 4);
+    }
     void *ws = (void *)(uintptr_t)(g->arena + (CUdeviceptr)g->cm->workspace_off);
     for (int o = 0; o < r->nouter; o++) {
         int64_t ea = 0, eb = 0, ec = 0, rem = o;
@@ -474,9 +523,19 @@ static int run_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *err,
         }
         const void *A = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)(m->a + ea * r->esize));
         const void *B = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)(m->b + eb * r->esize));
-        void *C = (void *)(uintptr_t)(g->arena + (CUdeviceptr)(m->c + ec * r->esize));
+        void *C = (void *)(uintptr_t)(g->arena + (CUdeviceptr)(m->c + ec * r->cesize));
         LT(Matmul, (g->lt, r->desc, alpha, B, r->la, A, r->lb, beta, C, r->lc, C, r->lc, &r->algo, ws, (size_t)g->cm->workspace_bytes, g->st), w);
     }
+    return 0;
+}
+
+static int launch_one(TrnCudaDev *g, const TrnCudaKernel *k, KernRt *kr, int l, char *err, size_t errn) {
+    const TrnCudaLaunch *L = &k->launch[l];
+    char w[256];
+    CU(LaunchKernel,
+       (g->fn[L->fn], L->grid[0], L->grid[1], L->grid[2], L->block[0], L->block[1], L->block[2], L->smem, g->st,
+        kr->argp + (size_t)l * TRN_CUDA_MAXARGS, NULL),
+       g->cm->fns[L->fn], kwhere(k, w, sizeof w));
     return 0;
 }
 
@@ -490,16 +549,21 @@ static int enqueue(TrnCudaDev *g, int which, int i, char *err, size_t errn) {
         CU(MemsetD8Async, (g->arena + (CUdeviceptr)k->ms_off, 0, (size_t)k->ms_bytes, g->st), k->name, k->where);
         break;
     case TRN_CK_GEMM:
-        if (run_gemm(g, k, kr->gemm, err, errn) != 0) return -1;
+        if (run_gemm(g, k, &kr->gemm[0], err, errn) != 0) return -1;
+        break;
+    case TRN_CK_STEPS:
+        for (int i = 0; i < k->nstep; i++) {
+            const TrnCudaStep *st = &k->step[i];
+            if (st->gemm) {
+                if (run_gemm(g, k, &kr->gemm[st->index], err, errn) != 0) return -1;
+            } else if (launch_one(g, k, kr, st->index, err, errn) != 0) {
+                return -1;
+            }
+        }
         break;
     default:
-        for (int l = 0; l < k->nlaunch; l++) {
-            const TrnCudaLaunch *L = &k->launch[l];
-            CU(LaunchKernel,
-               (g->fn[L->fn], L->grid[0], L->grid[1], L->grid[2], L->block[0], L->block[1], L->block[2], L->smem, g->st,
-                kr->argp + (size_t)l * TRN_CUDA_MAXARGS, NULL),
-               g->cm->fns[L->fn], kwhere(k, w, sizeof w));
-        }
+        for (int l = 0; l < k->nlaunch; l++)
+            if (launch_one(g, k, kr, l, err, errn) != 0) return -1;
     }
     if (g->sync_each) CU(StreamSynchronize, (g->st), "after the kernel", kwhere(k, w, sizeof w));
     return 0;
@@ -509,7 +573,7 @@ static int prepare(TrnCudaDev *g, char *err, size_t errn) {
     const TrnCudaModule *cm = g->cm;
     int need_lt = 0;
     for (int s = 0; s < TRN_RUN__COUNT; s++)
-        for (int i = 0; i < cm->nkern[s]; i++) need_lt |= cm->kern[s][i].kind == TRN_CK_GEMM;
+        for (int i = 0; i < cm->nkern[s]; i++) need_lt |= cm->kern[s][i].ngemm > 0;
     if (need_lt) {
         if (open_cublaslt() != 0) return rt_fail(err, errn, "%s", lt_err);
         LT(Create, (&g->lt), "");
@@ -522,10 +586,30 @@ static int prepare(TrnCudaDev *g, char *err, size_t errn) {
         for (int i = 0; i < n; i++) {
             const TrnCudaKernel *k = &cm->kern[s][i];
             KernRt *kr = &g->kr[s][i];
-            if (k->kind == TRN_CK_GEMM) {
-                kr->gemm = rt_calloc(1, sizeof(GemmRt), err, errn);
-                if (!kr->gemm || prepare_gemm(g, k, kr->gemm, err, errn) != 0) return -1;
-            } else if (k->kind == TRN_CK_LAUNCH) {
+            if (k->kind == TRN_CK_GEMM || k->kind == TRN_CK_STEPS) {
+                int ng = k->kind == TRN_CK_GEMM ? 1 : k->ngemm;
+                if (ng < 1 || !k->gemm) return rt_fail(err, errn, "module: kernel %s has no product", k->name);
+                kr->gemm = rt_calloc((size_t)ng, sizeof(GemmRt), err, errn);
+                if (!kr->gemm) return -1;
+                kr->ngemm = ng;
+                for (int j = 0; j < ng; j++) {
+                    /* chunks repeat one shape: the first one's descriptor, layouts and algorithm serve */
+                    int same = -1;
+                    for (int q = 0; q < j && same < 0; q++)
+                        if (same_shape(&k->gemm[q], &k->gemm[j])) same = q;
+                    if (same >= 0) {
+                        kr->gemm[j] = kr->gemm[same];
+                        kr->gemm[j].m = &k->gemm[j];
+                        kr->gemm[j].borrowed = 1;
+                    } else if (prepare_gemm(g, k, &k->gemm[j], &kr->gemm[j], err, errn) != 0) {
+                        return -1;
+                    }
+                }
+                for (int j = 0; j < k->nstep; j++)
+                    if (k->step[j].index < 0 || k->step[j].index >= (k->step[j].gemm ? ng : k->nlaunch))
+                        return rt_fail(err, errn, "module: kernel %s has a step out of range", k->name);
+            }
+            if (k->kind == TRN_CK_LAUNCH || k->kind == TRN_CK_STEPS) {
                 size_t na = (size_t)k->nlaunch * TRN_CUDA_MAXARGS;
                 kr->argv = rt_calloc(na, sizeof(CUdeviceptr), err, errn);
                 kr->argp = rt_calloc(na, sizeof(void *), err, errn);
@@ -560,13 +644,15 @@ void trn_cuda_close(TrnCudaDev *g) {
                 KernRt *kr = &g->kr[s][i];
                 free(kr->argv);
                 free(kr->argp);
-                if (kr->gemm) {
-                    if (kr->gemm->desc) lt.MatmulDescDestroy(kr->gemm->desc);
-                    if (kr->gemm->la) lt.MatrixLayoutDestroy(kr->gemm->la);
-                    if (kr->gemm->lb) lt.MatrixLayoutDestroy(kr->gemm->lb);
-                    if (kr->gemm->lc) lt.MatrixLayoutDestroy(kr->gemm->lc);
-                    free(kr->gemm);
+                for (int j = 0; j < kr->ngemm; j++) {
+                    GemmRt *r = &kr->gemm[j];
+                    if (r->borrowed) continue;
+                    if (r->desc) lt.MatmulDescDestroy(r->desc);
+                    if (r->la) lt.MatrixLayoutDestroy(r->la);
+                    if (r->lb) lt.MatrixLayoutDestroy(r->lb);
+                    if (r->lc) lt.MatrixLayoutDestroy(r->lc);
                 }
+                free(kr->gemm);
             }
             free(g->kr[s]);
         }

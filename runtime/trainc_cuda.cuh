@@ -19,7 +19,9 @@
 #ifndef TRAINC_CUDA_CUH
 #define TRAINC_CUDA_CUH
 
-/* NVRTC has no C library headers: the fixed-width types philox.h needs. */
+/* NVRTC has no C library headers: the fixed-width types philox.h needs
+ * (nvcc, which reproduces a --emit=cuda file, has them). */
+#ifdef __CUDACC_RTC__
 typedef unsigned char      uint8_t;
 typedef unsigned short     uint16_t;
 typedef unsigned int       uint32_t;
@@ -28,6 +30,9 @@ typedef signed char        int8_t;
 typedef short              int16_t;
 typedef int                int32_t;
 typedef long long          int64_t;
+#else
+#include <stdint.h>
+#endif
 
 #include "philox.h"
 
@@ -73,6 +78,20 @@ TRN_DEV void trn_st(trn_f16 *p, float v) { *p = trn_to_f16(v); }
 /* Per-op rounding of a float to bf16 / f16 precision (loop kernels). */
 TRN_DEV float trn_r_bf16(float v) { return trn_f32(trn_to_bf16(v)); }
 TRN_DEV float trn_r_f16(float v) { return trn_f32(trn_to_f16(v)); }
+/* A double rounded to float "to odd" (toward zero, then the last bit set
+ * when that dropped anything): rounding the result once more, to bf16 or
+ * f16 (nearest even), gives the double correctly rounded, with no double
+ * rounding (float keeps more than two extra bits).  Templates that compute
+ * in double store half results through it, as the C backend's tk_st
+ * rounds from double straight to the dtype. */
+TRN_DEV float trn_odd(double d) {
+    float f = __double2float_rz(d);
+    if ((double)f != d && d == d) f = __uint_as_float(__float_as_uint(f) | 1u);
+    return f;
+}
+TRN_DEV void trn_st(float *p, double v) { *p = (float)v; }
+TRN_DEV void trn_st(trn_bf16 *p, double v) { *p = trn_to_bf16(trn_odd(v)); }
+TRN_DEV void trn_st(trn_f16 *p, double v) { *p = trn_to_f16(trn_odd(v)); }
 
 /* ---- scalar functions of pointwise ops (float and double) ---- */
 
@@ -174,6 +193,17 @@ template <int NY, typename V> TRN_DEV V trn_col_sum(V v) {
 
 TRN_DEV float4 trn_ld4(const float *p) { return *(const float4 *)p; }
 TRN_DEV void   trn_st4(float *p, float4 v) { *(float4 *)p = v; }
+/* Four bf16 / f16 values (8 bytes, 8-aligned) widened to floats. */
+TRN_DEV float4 trn_ld4(const trn_bf16 *p) {
+    uint2 u = *(const uint2 *)p;
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                       __uint_as_float(u.y & 0xffff0000u));
+}
+TRN_DEV float4 trn_ld4(const trn_f16 *p) {
+    uint2 u = *(const uint2 *)p;
+    trn_f16 h[4] = {{(uint16_t)u.x}, {(uint16_t)(u.x >> 16)}, {(uint16_t)u.y}, {(uint16_t)(u.y >> 16)}};
+    return make_float4(trn_f32(h[0]), trn_f32(h[1]), trn_f32(h[2]), trn_f32(h[3]));
+}
 TRN_DEV float  trn_get(const float4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 
 /* ===================================================================== */
@@ -276,59 +306,88 @@ template <int C> struct TrnRow {
     }
 };
 
-/* y, mean [N], rstd [N] = layer_norm(x [N,C], w [C], b [C]); block: 8 warps, grid ceil(N / 8) */
-template <int C>
-TRN_DEV void tk_layernorm(float *__restrict__ y, float *__restrict__ mean, float *__restrict__ rstd, const float *__restrict__ x,
-                          const float *__restrict__ w, const float *__restrict__ b, int64_t N, double eps) {
+/* layer_norm (LN) or rms_norm of rows of x [N,C] with w [C] (and b [C]):
+ * y [N,C], mean [N] (LN), rstd [N].  ADD: the residual forms
+ * (add_layer_norm, add_rms_norm): the row is s = x + r, rounded to f32 (what
+ * the unfused add stores), and s [N,C] is a result too.  Block: 8 warps,
+ * grid ceil(N / 8).  mean, b, s, r unused (may be null) where the form has
+ * none. */
+template <int C, bool LN, bool ADD>
+TRN_DEV void tk_norm_rows(float *__restrict__ y, float *__restrict__ s, float *__restrict__ mean, float *__restrict__ rstd,
+                          const float *__restrict__ x, const float *__restrict__ r, const float *__restrict__ w,
+                          const float *__restrict__ b, int64_t N, double eps) {
     int lane = threadIdx.x & 31;
     int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (n >= N) return;
     TrnRow<C> row;
     row.load(x + n * C, lane);
-    double s = 0;
+    if constexpr (ADD) {
 #pragma unroll
-    for (int k = 0; k < row.PER; k++) s += (double)row.v[k];
-    double m = trn_warp_sum(s) / (double)C;
-    double q = 0;
+        for (int k = 0; k < row.PER; k++) {
+            int c = lane + 32 * k;
+            if (c < C) {
+                row.v[k] += r[n * C + c];
+                s[n * C + c] = row.v[k];
+            }
+        }
+    }
+    double m = 0, q = 0;
+    if constexpr (LN) {
+        double a = 0;
 #pragma unroll
-    for (int k = 0; k < row.PER; k++)
-        if (lane + 32 * k < C) q += ((double)row.v[k] - m) * ((double)row.v[k] - m);
-    double var = trn_warp_sum(q) / (double)C;
-    double rs = 1.0 / sqrt(var + eps);
+        for (int k = 0; k < row.PER; k++) a += (double)row.v[k];
+        m = trn_warp_sum(a) / (double)C;
+#pragma unroll
+        for (int k = 0; k < row.PER; k++)
+            if (lane + 32 * k < C) q += ((double)row.v[k] - m) * ((double)row.v[k] - m);
+    } else {
+#pragma unroll
+        for (int k = 0; k < row.PER; k++) q += (double)row.v[k] * (double)row.v[k];
+    }
+    double rs = 1.0 / sqrt(trn_warp_sum(q) / (double)C + eps);
 #pragma unroll
     for (int k = 0; k < row.PER; k++) {
         int c = lane + 32 * k;
-        if (c < C) y[n * C + c] = (float)(((double)row.v[k] - m) * rs * (double)w[c] + (double)b[c]);
+        if (c >= C) continue;
+        if constexpr (LN) y[n * C + c] = (float)(((double)row.v[k] - m) * rs * (double)w[c] + (double)b[c]);
+        else y[n * C + c] = (float)((double)row.v[k] * rs * (double)w[c]);
     }
     if (lane == 0) {
-        mean[n] = (float)m;
+        if constexpr (LN) mean[n] = (float)m;
         rstd[n] = (float)rs;
     }
 }
 
-/* dx [N,C] from dy, x, w, mean, rstd (rows; dw, db by tk_norm_bwd_cols) */
-template <int C>
-TRN_DEV void tk_layernorm_bwd_rows(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ x,
-                                   const float *__restrict__ w, const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N) {
+/* The input gradient of those norms over rows: dx [N,C] from dy, x (the
+ * residual forms: s), w, mean (LN), rstd; ADD: plus ds [N,C], the gradient
+ * reaching s directly (dx = ds + the norm's input gradient).  xhat = (x -
+ * mean) rstd (LN) or x rstd, g = dy w:
+ *   dx = rstd (g - mean(g) - xhat mean(g xhat))   (rms: no mean(g) term).
+ * dw, db come from tk_norm_bwd_cols.  Block: 8 warps, grid ceil(N / 8). */
+template <int C, bool LN, bool ADD>
+TRN_DEV void tk_norm_bwd_rows(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ ds, const float *__restrict__ x,
+                              const float *__restrict__ w, const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N) {
     int lane = threadIdx.x & 31;
     int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (n >= N) return;
-    /* x held in registers; dy read twice (from L1) to stay clear of spills at C = 2048 */
     const float *dr = dy + n * C;
-    double m = mean[n], rs = rstd[n], s1 = 0, s2 = 0;
+    double m = LN ? (double)mean[n] : 0.0, rs = rstd[n], s1 = 0, s2 = 0;
     if constexpr (C > 1024) {
-        /* wide rows: no register copy, x and dy re-read from L1 */
+        /* wide rows (TinyLlama's 2048): no register copy, x and dy re-read
+         * from L1 (a copy in registers spills) */
         const float *xg = x + n * C;
         for (int c = lane; c < C; c += 32) {
-            double xh = ((double)xg[c] - m) * rs, dxh = (double)dr[c] * (double)w[c];
-            s1 += dxh;
-            s2 += dxh * xh;
+            double xh = ((double)xg[c] - m) * rs, g = (double)dr[c] * (double)w[c];
+            s1 += g;
+            s2 += g * xh;
         }
-        s1 = trn_warp_sum(s1) / (double)C;
+        s1 = LN ? trn_warp_sum(s1) / (double)C : 0.0;
         s2 = trn_warp_sum(s2) / (double)C;
         for (int c = lane; c < C; c += 32) {
-            double xh = ((double)xg[c] - m) * rs, dxh = (double)dr[c] * (double)w[c];
-            dx[n * C + c] = (float)(rs * (dxh - s1 - xh * s2));
+            double xh = ((double)xg[c] - m) * rs, g = (double)dr[c] * (double)w[c];
+            double v = rs * (g - s1 - xh * s2);
+            if constexpr (ADD) v += (double)ds[n * C + c];
+            dx[n * C + c] = (float)v;
         }
         return;
     }
@@ -338,18 +397,20 @@ TRN_DEV void tk_layernorm_bwd_rows(float *__restrict__ dx, const float *__restri
     for (int k = 0; k < xr.PER; k++) {
         int c = lane + 32 * k;
         if (c >= C) continue;
-        double xh = ((double)xr.v[k] - m) * rs, dxh = (double)dr[c] * (double)w[c];
-        s1 += dxh;
-        s2 += dxh * xh;
+        double xh = ((double)xr.v[k] - m) * rs, g = (double)dr[c] * (double)w[c];
+        s1 += g;
+        s2 += g * xh;
     }
-    s1 = trn_warp_sum(s1) / (double)C;
+    s1 = LN ? trn_warp_sum(s1) / (double)C : 0.0;
     s2 = trn_warp_sum(s2) / (double)C;
 #pragma unroll
     for (int k = 0; k < xr.PER; k++) {
         int c = lane + 32 * k;
         if (c >= C) continue;
-        double xh = ((double)xr.v[k] - m) * rs, dxh = (double)dr[c] * (double)w[c];
-        dx[n * C + c] = (float)(rs * (dxh - s1 - xh * s2));
+        double xh = ((double)xr.v[k] - m) * rs, g = (double)dr[c] * (double)w[c];
+        double v = rs * (g - s1 - xh * s2);
+        if constexpr (ADD) v += (double)ds[n * C + c];
+        dx[n * C + c] = (float)v;
     }
 }
 
@@ -378,77 +439,51 @@ TRN_DEV void tk_norm_bwd_cols(float *__restrict__ dw, float *__restrict__ db, co
     }
 }
 
-/* y, rstd [N] = rms_norm(x [N,C], w [C]) */
-template <int C>
-TRN_DEV void tk_rmsnorm(float *__restrict__ y, float *__restrict__ rstd, const float *__restrict__ x, const float *__restrict__ w,
-                        int64_t N, double eps) {
-    int lane = threadIdx.x & 31;
-    int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (n >= N) return;
-    TrnRow<C> row;
-    row.load(x + n * C, lane);
-    double ss = 0;
-#pragma unroll
-    for (int k = 0; k < row.PER; k++) ss += (double)row.v[k] * (double)row.v[k];
-    double rs = 1.0 / sqrt(trn_warp_sum(ss) / (double)C + eps);
-#pragma unroll
-    for (int k = 0; k < row.PER; k++) {
-        int c = lane + 32 * k;
-        if (c < C) y[n * C + c] = (float)((double)row.v[k] * rs * (double)w[c]);
+/* ---- rope (rotate-half) over rows [outer, T, D], q and k in one launch
+ * (rope_qk; the single rope is outer_k = 0): one thread per (row, i <
+ * D/2) of q's rows, then k's.  Without tables (cs == NULL) the angle
+ * t * theta^(-2i/D), which reaches thousands of radians, is formed and
+ * reduced in double (a float angle would be off by ~1e-4); with tables cs,
+ * sn [T, D]: y = x cos + rotate_half(x) sin.  inverse: the transpose (the
+ * gradient).  Any float dtype E (tables TT), computed in double and rounded
+ * once, as the C backend's tk_rope_qk.  y may be x (in place: a thread reads
+ * its pair before writing it). ---- */
+template <typename E, typename TT>
+TRN_DEV void tk_rope(E *yq, const E *q, int64_t outer_q, E *yk, const E *k, int64_t outer_k, int64_t T, int64_t D,
+                     const TT *__restrict__ cs, const TT *__restrict__ sn, double theta, int inverse) {
+    int64_t h = D / 2, t_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t_ >= (outer_q + outer_k) * T * h) return;
+    int64_t row = t_ / h, i = t_ - row * h, t = row % T;
+    const E *x = q;
+    E *y = yq;
+    if (row >= outer_q * T) {
+        row -= outer_q * T;
+        x = k;
+        y = yk;
     }
-    if (lane == 0) rstd[n] = (float)rs;
-}
-
-/* dx = rstd (dy w - xhat mean(dy w xhat)) over rows */
-template <int C>
-TRN_DEV void tk_rmsnorm_bwd_rows(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ x,
-                                 const float *__restrict__ w, const float *__restrict__ rstd, int64_t N) {
-    int lane = threadIdx.x & 31;
-    int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (n >= N) return;
-    const float *dr = dy + n * C;
-    double rs = rstd[n], s = 0;
-    if constexpr (C > 1024) {
-        /* wide rows (Llama's 2048): no register copy, x and dy re-read from L1 */
-        const float *xg = x + n * C;
-        for (int c = lane; c < C; c += 32) s += (double)dr[c] * (double)w[c] * (double)xg[c] * rs;
-        s = trn_warp_sum(s) / (double)C;
-        for (int c = lane; c < C; c += 32) dx[n * C + c] = (float)(rs * ((double)dr[c] * (double)w[c] - (double)xg[c] * rs * s));
-        return;
+    double c0, c1, s0, s1;
+    if (cs) {
+        c0 = trn_f32(cs[t * D + i]), c1 = trn_f32(cs[t * D + i + h]);
+        s0 = trn_f32(sn[t * D + i]), s1 = trn_f32(sn[t * D + i + h]);
+    } else {
+        double ang = (double)t * pow(theta, -2.0 * (double)i / (double)D);
+        sincos(ang, &s0, &c0);
+        c1 = c0, s1 = s0;
     }
-    TrnRow<C> xr;
-    xr.load(x + n * C, lane);
-#pragma unroll
-    for (int k = 0; k < xr.PER; k++) {
-        int c = lane + 32 * k;
-        if (c < C) s += (double)dr[c] * (double)w[c] * (double)xr.v[k] * rs;
+    double x1 = trn_f32(x[row * D + i]), x2 = trn_f32(x[row * D + i + h]);
+    if (!inverse) {
+        trn_st(y + row * D + i, x1 * c0 - x2 * s0);
+        trn_st(y + row * D + i + h, x2 * c1 + x1 * s1);
+    } else {
+        trn_st(y + row * D + i, x1 * c0 + x2 * s1);
+        trn_st(y + row * D + i + h, x2 * c1 - x1 * s0);
     }
-    s = trn_warp_sum(s) / (double)C;
-#pragma unroll
-    for (int k = 0; k < xr.PER; k++) {
-        int c = lane + 32 * k;
-        if (c < C) dx[n * C + c] = (float)(rs * ((double)dr[c] * (double)w[c] - (double)xr.v[k] * rs * s));
-    }
-}
-
-/* ---- rope over [outer, T, D], rotate-half; one thread per (row, i < D/2).
- * The angle t * theta^(-2i/D) reaches thousands of radians: it is formed
- * and reduced in double (a float angle would be off by ~1e-4). ---- */
-TRN_DEV void tk_rope(float *__restrict__ y, const float *__restrict__ x, int64_t outer, int64_t T, int64_t D, double theta, int inverse) {
-    int64_t half = D / 2, t_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t_ >= outer * T * half) return;
-    int64_t row = t_ / half, i = t_ - row * half, t = row % T;
-    double ang = (double)t * pow(theta, -2.0 * (double)i / (double)D);
-    if (inverse) ang = -ang;
-    double s, c;
-    sincos(ang, &s, &c);
-    double x1 = x[row * D + i], x2 = x[row * D + i + half];
-    y[row * D + i] = (float)(x1 * c - x2 * s);
-    y[row * D + i + half] = (float)(x1 * s + x2 * c);
 }
 
 /* ---- attention (flash-attention style, f32 on the CUDA cores) ----
- * q [B,H,T,D], k, v [B,Hkv,S,D] -> o [B,H,T,D], lse f32 [B,H,T].
+ * q [B,H,T,D], k, v [B,Hkv,S,D] -> o [B,H,T,D], lse f32 [B,H,T]; q, k, v,
+ * o of any float dtype E (bf16/f16 from mixed precision: widened to float
+ * as they are loaded, results rounded once; every product and sum f32).
  * A group of TPR consecutive threads holds one query row: with D % 16 == 0,
  * TPR = 4 and each thread keeps D/4 values of q and of the output
  * accumulator as float4 chunks (chunk sub + 4 j: conflict-free shared-memory
@@ -465,9 +500,10 @@ template <int D> struct TrnAtt {
     static TRN_MEMBER int col(int sub, int e) { return ((e / VW) * TPR + sub) * VW + e % VW; }
 };
 
-/* Loads rows r0.. r0+nr-1 (< lim) of a [.., D] matrix into tile [nr][D]; zeros past lim. */
-template <int D>
-TRN_DEV void trn_load_tile(float *__restrict__ tile, const float *__restrict__ src, int64_t r0, int nr, int64_t lim) {
+/* Loads rows r0.. r0+nr-1 (< lim) of a [.., D] matrix of any float dtype
+ * into tile [nr][D] (float); zeros past lim. */
+template <int D, typename E>
+TRN_DEV void trn_load_tile(float *__restrict__ tile, const E *__restrict__ src, int64_t r0, int nr, int64_t lim) {
     if constexpr (D % 4 == 0) {
         for (int e = threadIdx.x; e < nr * D / 4; e += blockDim.x) {
             int r = e / (D / 4), c = (e - r * (D / 4)) * 4;
@@ -477,15 +513,15 @@ TRN_DEV void trn_load_tile(float *__restrict__ tile, const float *__restrict__ s
     } else {
         for (int e = threadIdx.x; e < nr * D; e += blockDim.x) {
             int r = e / D, c = e - r * D;
-            tile[e] = r0 + r < lim ? src[(r0 + r) * D + c] : 0.0f;
+            tile[e] = r0 + r < lim ? trn_f32(src[(r0 + r) * D + c]) : 0.0f;
         }
     }
 }
 
 /* block: BQ * TPR threads; grid (ceil(T / BQ), B * H) */
-template <int D, int BQ>
-TRN_DEV void tk_attention(float *__restrict__ o, float *__restrict__ lse, const float *__restrict__ q, const float *__restrict__ k,
-                          const float *__restrict__ v, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
+template <int D, int BQ, typename E>
+TRN_DEV void tk_attention(E *__restrict__ o, float *__restrict__ lse, const E *__restrict__ q, const E *__restrict__ k,
+                          const E *__restrict__ v, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
     typedef TrnAtt<D> A;
     __shared__ __align__(16) float Ks[A::BK * D];
     __shared__ __align__(16) float Vs[A::BK * D];
@@ -495,12 +531,12 @@ TRN_DEV void tk_attention(float *__restrict__ o, float *__restrict__ lse, const 
     int64_t row = q0 + threadIdx.x / A::TPR;
     bool valid = row < T;
     int64_t rr = valid ? row : T - 1;
-    const float *qr = q + (bh * T + rr) * D;
-    const float *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
+    const E *qr = q + (bh * T + rr) * D;
+    const E *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
     float qv[A::NE], acc[A::NE];
 #pragma unroll
     for (int e = 0; e < A::NE; e++) {
-        qv[e] = qr[A::col(sub, e)];
+        qv[e] = trn_f32(qr[A::col(sub, e)]);
         acc[e] = 0.0f;
     }
     float m = -TRN_INF, l = 0.0f;
@@ -539,19 +575,19 @@ TRN_DEV void tk_attention(float *__restrict__ o, float *__restrict__ lse, const 
         m = mn;
     }
     if (!valid) return;
-    float *orow = o + (bh * T + row) * D;
+    E *orow = o + (bh * T + row) * D;
     float inv = 1.0f / l;
 #pragma unroll
-    for (int e = 0; e < A::NE; e++) orow[A::col(sub, e)] = acc[e] * inv;
+    for (int e = 0; e < A::NE; e++) trn_st(orow + A::col(sub, e), acc[e] * inv);
     if (sub == 0) lse[bh * T + row] = m + logf(l);
 }
 
 /* Backward, part 1: dq.  Same layout as the forward; p recomputed from lse,
  * Di = do_i . o_i, ds = p (do_i . v_j - Di), dq_i = scale sum_j ds k_j. */
-template <int D, int BQ>
-TRN_DEV void tk_attention_bwd_dq(float *__restrict__ dq, const float *__restrict__ dout, const float *__restrict__ q,
-                                 const float *__restrict__ k, const float *__restrict__ v, const float *__restrict__ o,
-                                 const float *__restrict__ lse, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
+template <int D, int BQ, typename E>
+TRN_DEV void tk_attention_bwd_dq(E *__restrict__ dq, const E *__restrict__ dout, const E *__restrict__ q, const E *__restrict__ k,
+                                 const E *__restrict__ v, const E *__restrict__ o, const float *__restrict__ lse, int64_t H, int64_t Hkv,
+                                 int64_t T, int64_t S, float scale, int causal) {
     typedef TrnAtt<D> A;
     __shared__ __align__(16) float Ks[A::BK * D];
     __shared__ __align__(16) float Vs[A::BK * D];
@@ -561,16 +597,16 @@ TRN_DEV void tk_attention_bwd_dq(float *__restrict__ dq, const float *__restrict
     int64_t row = q0 + threadIdx.x / A::TPR;
     bool valid = row < T;
     int64_t rr = valid ? row : T - 1;
-    const float *qr = q + (bh * T + rr) * D, *dr = dout + (bh * T + rr) * D, *orow = o + (bh * T + rr) * D;
-    const float *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
+    const E *qr = q + (bh * T + rr) * D, *dr = dout + (bh * T + rr) * D, *orow = o + (bh * T + rr) * D;
+    const E *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
     float qv[A::NE], dov[A::NE], acc[A::NE];
     float di = 0.0f;
 #pragma unroll
     for (int e = 0; e < A::NE; e++) {
         int c = A::col(sub, e);
-        qv[e] = qr[c];
-        dov[e] = dr[c];
-        di += dov[e] * orow[c];
+        qv[e] = trn_f32(qr[c]);
+        dov[e] = trn_f32(dr[c]);
+        di += dov[e] * trn_f32(orow[c]);
         acc[e] = 0.0f;
     }
     di = trn_group_sum<A::TPR>(di);
@@ -600,20 +636,19 @@ TRN_DEV void tk_attention_bwd_dq(float *__restrict__ dq, const float *__restrict
         }
     }
     if (!valid) return;
-    float *dqr = dq + (bh * T + row) * D;
+    E *dqr = dq + (bh * T + row) * D;
 #pragma unroll
-    for (int e = 0; e < A::NE; e++) dqr[A::col(sub, e)] = acc[e];
+    for (int e = 0; e < A::NE; e++) trn_st(dqr + A::col(sub, e), acc[e]);
 }
 
 /* Backward, part 2: dk, dv.  A group of TPR threads holds one key row j
  * (k_j, v_j and the dk_j, dv_j accumulators); tiles of BQ2 query rows (q,
  * do, lse, Di) go through shared memory, for every query head sharing the
  * kv head.  block: BKV * TPR threads; grid (ceil(S / BKV), B * Hkv). */
-template <int D, int BKV>
-TRN_DEV void tk_attention_bwd_dkv(float *__restrict__ dk, float *__restrict__ dv, const float *__restrict__ dout,
-                                  const float *__restrict__ q, const float *__restrict__ k, const float *__restrict__ v,
-                                  const float *__restrict__ o, const float *__restrict__ lse, int64_t H, int64_t Hkv, int64_t T,
-                                  int64_t S, float scale, int causal) {
+template <int D, int BKV, typename E>
+TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const E *__restrict__ dout, const E *__restrict__ q,
+                                  const E *__restrict__ k, const E *__restrict__ v, const E *__restrict__ o, const float *__restrict__ lse,
+                                  int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
     typedef TrnAtt<D> A;
     constexpr int BQ2 = A::BK;
     __shared__ __align__(16) float Qs[BQ2 * D];
@@ -625,13 +660,13 @@ TRN_DEV void tk_attention_bwd_dkv(float *__restrict__ dk, float *__restrict__ dv
     int64_t kj = j0 + threadIdx.x / A::TPR;
     bool valid = kj < S;
     int64_t jj = valid ? kj : S - 1;
-    const float *kr = k + (bk * S + jj) * D, *vr = v + (bk * S + jj) * D;
+    const E *kr = k + (bk * S + jj) * D, *vr = v + (bk * S + jj) * D;
     float kv[A::NE], vv[A::NE], dka[A::NE], dva[A::NE];
 #pragma unroll
     for (int e = 0; e < A::NE; e++) {
         int c = A::col(sub, e);
-        kv[e] = kr[c];
-        vv[e] = vr[c];
+        kv[e] = trn_f32(kr[c]);
+        vv[e] = trn_f32(vr[c]);
         dka[e] = 0.0f;
         dva[e] = 0.0f;
     }
@@ -647,7 +682,7 @@ TRN_DEV void tk_attention_bwd_dkv(float *__restrict__ dk, float *__restrict__ dv
             for (int r = warp; r < BQ2; r += nw) {
                 float d = 0.0f;
                 if (i0 + r < T)
-                    for (int c = lane; c < D; c += 32) d += dout[(bh * T + i0 + r) * D + c] * o[(bh * T + i0 + r) * D + c];
+                    for (int c = lane; c < D; c += 32) d += trn_f32(dout[(bh * T + i0 + r) * D + c]) * trn_f32(o[(bh * T + i0 + r) * D + c]);
                 d = trn_warp_sum(d);
                 if (lane == 0) {
                     Ds[r] = d;
@@ -682,8 +717,8 @@ TRN_DEV void tk_attention_bwd_dkv(float *__restrict__ dk, float *__restrict__ dv
 #pragma unroll
     for (int e = 0; e < A::NE; e++) {
         int c = A::col(sub, e);
-        dk[(bk * S + kj) * D + c] = dka[e];
-        dv[(bk * S + kj) * D + c] = dva[e];
+        trn_st(dk + (bk * S + kj) * D + c, dka[e]);
+        trn_st(dv + (bk * S + kj) * D + c, dva[e]);
     }
 }
 
@@ -692,37 +727,46 @@ TRN_DEV void tk_attention_bwd_dkv(float *__restrict__ dk, float *__restrict__ dv
  * a row kernel (one block per row: lse, the row's loss in scratch, and for
  * the fused and backward forms the gradient), tk_ce_mean (one block: the
  * mean of the row losses in a fixed order).  scratch: int64 count at 0,
- * double row losses from byte 256. */
+ * the float pairs {1/count, 0} at byte 8 and {1/count, 1} at byte 16
+ * (linear_cross_entropy's cuBLASLt scales), double row losses from byte
+ * 256. */
 #define TRN_CE_ROWS(scratch) ((double *)((unsigned char *)(scratch) + 256))
 
 TRN_DEV void tk_ce_count(void *scratch, const int32_t *__restrict__ tg, int64_t N, int64_t ignore) {
     long long c = 0;
     for (int64_t n = threadIdx.x; n < N; n += blockDim.x) c += tg[n] != ignore;
     c = trn_block_sum(c);
-    if (threadIdx.x == 0) *(long long *)scratch = c;
+    if (threadIdx.x == 0) {
+        *(long long *)scratch = c;
+        float *ab = (float *)((unsigned char *)scratch + 8), inv = c ? (float)(1.0 / (double)c) : 0.0f;
+        ab[0] = inv, ab[1] = 0.0f, ab[2] = inv, ab[3] = 1.0f;
+    }
 }
 
 /* mode 0: forward (lse, row loss); 1: forward and backward fused, dlogits
- * written over the logits; 2: backward only (dlogits from lse). */
+ * written over the logits; 2: backward only (dlogits from lse).  Rows are
+ * V long, of which the first nc count (pad-tiles' {classes}): the others
+ * take no part in the softmax and get a zero gradient. */
 template <int MODE>
 TRN_DEV void tk_ce_rows(float *__restrict__ lse, float *logits, float *dlogits, const int32_t *__restrict__ tg,
-                        const float *__restrict__ dloss, void *scratch, int64_t N, int64_t V, int64_t ignore) {
+                        const float *__restrict__ dloss, void *scratch, int64_t N, int64_t V, int64_t nc, int64_t ignore) {
     int64_t n = blockIdx.x;
     if (n >= N) return;
     float *r = logits + n * V;
     int64_t t = tg[n];
+    bool out = t == ignore || t < 0 || t >= nc;
     double l;
     if (MODE != 2) {
         float mx = -TRN_INF;
-        for (int64_t j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, r[j]);
+        for (int64_t j = threadIdx.x; j < nc; j += blockDim.x) mx = fmaxf(mx, r[j]);
         mx = trn_block_max(mx);
         double s = 0;
-        for (int64_t j = threadIdx.x; j < V; j += blockDim.x) s += (double)expf(r[j] - mx);
+        for (int64_t j = threadIdx.x; j < nc; j += blockDim.x) s += (double)expf(r[j] - mx);
         s = trn_block_sum(s);
         l = (double)mx + log(s);
         if (threadIdx.x == 0) {
             lse[n] = (float)l;
-            TRN_CE_ROWS(scratch)[n] = (t == ignore || t < 0 || t >= V) ? 0.0 : l - (double)r[t];
+            TRN_CE_ROWS(scratch)[n] = out ? 0.0 : l - (double)r[t];
         }
         __syncthreads(); /* r[t] read before the fused form overwrites it */
     } else {
@@ -732,9 +776,9 @@ TRN_DEV void tk_ce_rows(float *__restrict__ lse, float *logits, float *dlogits, 
     long long cnt = *(const long long *)scratch;
     double sc = cnt ? (double)*dloss / (double)cnt : 0.0;
     float *d = (MODE == 1 ? logits : dlogits) + n * V;
-    bool skip = MODE == 1 ? (t == ignore || t < 0 || t >= V) : t == ignore;
+    bool skip = MODE == 1 ? out : t == ignore;
     for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
-        d[j] = skip ? 0.0f : (float)(sc * ((double)expf((float)((double)r[j] - l)) - (j == t ? 1.0 : 0.0)));
+        d[j] = skip || j >= nc ? 0.0f : (float)(sc * ((double)expf((float)((double)r[j] - l)) - (j == t ? 1.0 : 0.0)));
 }
 
 TRN_DEV void tk_ce_mean(float *__restrict__ loss, const void *scratch, int64_t N) {
@@ -743,6 +787,61 @@ TRN_DEV void tk_ce_mean(float *__restrict__ loss, const void *scratch, int64_t N
     s = trn_block_sum(s);
     long long cnt = *(const long long *)scratch;
     if (threadIdx.x == 0) *loss = (float)(cnt ? s / (double)cnt : 0.0);
+}
+
+/* ---- linear_cross_entropy: cross_entropy(x w^T) and its gradients for
+ * dloss = 1, `chunk` rows of x at a time, so that only one chunk's logits
+ * exist.  emit_cuda.c strings together (in the kernel's scratch buffer of
+ * the memory plan: the tk_ce_* header and row losses, the chunk's logits
+ * f32 [rows, V], and for half x the chunk's g in x's dtype):
+ *   tk_ce_count                        kept rows, alpha = 1/count
+ *   per chunk   logits = x_c w^T       cuBLASLt, f32 out, over all V rows
+ *                                      of w (padding included: a tile multiple)
+ *               tk_lce_rows            each row's loss, g = softmax - onehot
+ *               dx_c = alpha g w       cuBLASLt (alpha from the device)
+ *               dw = alpha g^T x_c + (first chunk ? 0 : dw)
+ *   tk_ce_mean                         the loss: row losses in a fixed order
+ * Half x: cuBLASLt multiplies no f32 by bf16, so g goes to the products in
+ * x's dtype, unscaled (in [-1, 1]: no f16 underflow of 1/count-sized
+ * values), and alpha scales in f32. ---- */
+
+/* One row per block: lg [V] the row's logits (the first nc count), t its
+ * target; rowloss = lse - lg[t] (0 for a row that does not count), and,
+ * when g is not null, g [V] = softmax - onehot over the first nc (0 past
+ * them and in a row that does not count).  g may be lg (f32: in place; lg[t]
+ * is read first).  Online max and sum: one pass over the logits to reduce,
+ * one to write. */
+template <typename G>
+TRN_DEV void tk_lce_rows(G *g, double *__restrict__ rowloss, const float *lg, const int32_t *__restrict__ tg, int64_t V, int64_t nc,
+                         int64_t ignore) {
+    int64_t n = blockIdx.x;
+    lg += n * V;
+    int64_t t = tg[n];
+    if (t == ignore || t < 0 || t >= nc) {
+        if (threadIdx.x == 0) rowloss[n] = 0.0;
+        if (g)
+            for (int64_t j = threadIdx.x; j < V; j += blockDim.x) trn_st(g + n * V + j, 0.0f);
+        return;
+    }
+    float lt = lg[t];
+    float m = -TRN_INF;
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < nc; j += blockDim.x) {
+        float v = lg[j];
+        if (v > m) {
+            s = s * (double)expf(m - v) + 1.0;
+            m = v;
+        } else {
+            s += (double)expf(v - m);
+        }
+    }
+    float mx = trn_block_max(m);
+    s = trn_block_sum(m == -TRN_INF ? 0.0 : s * (double)expf(m - mx));
+    double l = (double)mx + log(s);
+    if (threadIdx.x == 0) rowloss[n] = l - (double)lt;
+    if (!g) return;
+    for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+        trn_st(g + n * V + j, j < nc ? (float)((double)expf((float)((double)lg[j] - l)) - (j == t ? 1.0 : 0.0)) : 0.0f);
 }
 
 /* ---- optimizer ---- */
@@ -762,12 +861,18 @@ TRN_DEV void tk_norm_final(float *__restrict__ out, const double *__restrict__ p
     if (threadIdx.x == 0) *out = (float)sqrt(s);
 }
 
-/* AdamW on n elements, in place (w, m, v may alias the outputs); double, as the C backend. */
+/* AdamW on n elements, in place (w, m, v may alias the outputs); double, as
+ * the C backend.  skip (null: none) != 0, an fp16 overflow: every result
+ * equals its operand. */
 TRN_DEV void tk_adamw(float *wo, float *mo, float *vo, const float *w, const float *__restrict__ g, const float *m, const float *v,
                       int64_t n, const float *__restrict__ lrp, const int32_t *__restrict__ stepp, const float *__restrict__ gsp,
-                      double b1, double b2, double eps, double wd) {
+                      double b1, double b2, double eps, double wd, const float *__restrict__ skip) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
+    if (skip && *skip != 0.0f) {
+        wo[i] = w[i], mo[i] = m[i], vo[i] = v[i];
+        return;
+    }
     double lr = *lrp, gscale = *gsp, step = (double)*stepp;
     double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
     double gi = (double)g[i] * gscale;
@@ -781,9 +886,14 @@ TRN_DEV void tk_adamw(float *wo, float *mo, float *vo, const float *w, const flo
 }
 
 TRN_DEV void tk_sgd(float *wo, float *bo, const float *w, const float *__restrict__ g, const float *buf, int64_t n,
-                    const float *__restrict__ lrp, const float *__restrict__ gsp, double momentum, double wd, int nesterov) {
+                    const float *__restrict__ lrp, const float *__restrict__ gsp, double momentum, double wd, int nesterov,
+                    const float *__restrict__ skip) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
+    if (skip && *skip != 0.0f) {
+        wo[i] = w[i], bo[i] = buf[i];
+        return;
+    }
     double lr = *lrp, gscale = *gsp;
     double wi = (double)w[i], gi = (double)g[i] * gscale + wd * wi, upd = gi, bi = (double)buf[i];
     if (momentum != 0.0) {
@@ -792,6 +902,23 @@ TRN_DEV void tk_sgd(float *wo, float *bo, const float *w, const float *__restric
     }
     wo[i] = (float)(wi - lr * upd);
     bo[i] = (float)bi;
+}
+
+/* fp16 dynamic loss scaling (loss_scale_update), four f32 scalars; one
+ * thread: an overflow (norm not finite) halves the scale and sets skip; a
+ * clean step counts, and `window` of them double the scale (at most 2^40). */
+TRN_DEV void tk_loss_scale_update(float *scale2, float *good2, float *skipped2, float *skip, const float *scale, const float *good,
+                                  const float *skipped, const float *norm, int64_t window) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    double s = scale[0], gd = good[0], sk = skipped[0];
+    float flag = 0.0f;
+    if (isfinite(norm[0])) {
+        gd += 1;
+        if (gd >= (double)window) s = fmin(s * 2.0, 1099511627776.0), gd = 0;
+    } else {
+        s *= 0.5, gd = 0, sk += 1, flag = 1.0f;
+    }
+    scale2[0] = (float)s, good2[0] = (float)gd, skipped2[0] = (float)sk, skip[0] = flag;
 }
 
 #endif /* TRAINC_CUDA_CUH */

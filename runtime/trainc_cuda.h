@@ -6,8 +6,8 @@
  *
  * A schedule is a list of kernels (the kernel IR's, one per C-backend
  * kernel, in the same order), each carried out on the GPU by a few
- * launches of compiled functions, one cuBLASLt matrix product, or one
- * memset.  Every kernel also names the C function that computes the same
+ * launches of compiled functions, one cuBLASLt matrix product, one memset,
+ * or a sequence of launches and products (linear_cross_entropy's chunks).  Every kernel also names the C function that computes the same
  * thing on the CPU, and the buffers it reads and writes, so that a test can
  * run one kernel on both and compare (tests/gpu/kcheck.c).
  */
@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define TRN_CUDA_ABI 1
+#define TRN_CUDA_ABI 2
 #define TRN_CUDA_MAXARGS 16
 
 /* A compiled image: cubin for one architecture, or PTX (JIT-compiled by the driver). */
@@ -45,17 +45,19 @@ typedef struct TrnCudaLaunch {
     int64_t  arg[TRN_CUDA_MAXARGS];
 } TrnCudaLaunch;
 
-/* A matrix product C[M,N] = op(A)[M,K] op(B)[K,N] (+ bias[N]), row-major
- * with leading dimensions, as the C backend's tk_gemm computes it; the
- * runtime maps it onto cuBLASLt's column-major matmul.  Offsets in bytes
- * (arena), strides and leading dimensions in elements. */
+/* A matrix product C[M,N] = alpha op(A)[M,K] op(B)[K,N] (+ bias[N]) +
+ * beta C, row-major with leading dimensions, as the C backend's tk_gemm
+ * computes it; the runtime maps it onto cuBLASLt's column-major matmul.
+ * Offsets in bytes (arena), strides and leading dimensions in elements. */
 typedef struct TrnCudaGemm {
-    int     dtype;              /* TrnDType of A, B and C */
+    int     dtype;              /* TrnDType of A and B */
+    int     cdtype;             /* TrnDType of C: dtype, or f32 for bf16/f16 inputs summed into f32 */
     int     ta, tb;             /* op = transpose */
     int64_t M, N, K;
     int64_t a, b, c;            /* byte offsets */
     int64_t lda, ldb, ldc;
     int64_t bias;               /* byte offset of the bias row, -1: none */
+    int64_t scale;              /* byte offset of floats {alpha, beta} on the device, -1: alpha 1, beta 0 */
     int     nbatch;             /* batch dims (strided), 0: one product */
     int64_t batch[TRN_MAX_RANK];
     int64_t sa[TRN_MAX_RANK], sb[TRN_MAX_RANK], sc[TRN_MAX_RANK];
@@ -70,19 +72,28 @@ typedef struct TrnCudaBuf {
     double  lo, hi;
 } TrnCudaBuf;
 
-enum { TRN_CK_LAUNCH, TRN_CK_GEMM, TRN_CK_MEMSET };
+enum { TRN_CK_LAUNCH, TRN_CK_GEMM, TRN_CK_MEMSET, TRN_CK_STEPS };
+
+/* One step of a TRN_CK_STEPS kernel: launch[index], or gemm[index]. */
+typedef struct TrnCudaStep {
+    int gemm;
+    int index;
+} TrnCudaStep;
 
 typedef struct TrnCudaKernel {
     const char          *name;      /* the kernel IR's name: k12_layer_norm_gpt2_model_L31 */
     const char          *where;     /* "gpt2.model:31" (or "") */
     int                  kind;      /* TRN_CK_* */
     int                  nlaunch;
-    const TrnCudaLaunch *launch;
-    const TrnCudaGemm   *gemm;
+    const TrnCudaLaunch *launch;    /* TRN_CK_LAUNCH: run in order */
+    int                  ngemm;
+    const TrnCudaGemm   *gemm;      /* TRN_CK_GEMM: one */
+    int                  nstep;
+    const TrnCudaStep   *step;      /* TRN_CK_STEPS: launches and products in this order */
     int64_t              ms_off, ms_bytes;  /* TRN_CK_MEMSET: zero bytes at ms_off */
     void               (*cpu)(unsigned char *arena);   /* the C backend's kernel */
     int                  nreads, nwrites;
-    const TrnCudaBuf    *reads, *writes;
+    const TrnCudaBuf    *reads, *writes;    /* writes: the results (a template's scratch is not listed) */
 } TrnCudaKernel;
 
 typedef struct TrnCudaModule {

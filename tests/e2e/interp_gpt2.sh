@@ -7,10 +7,17 @@
 set -euo pipefail
 trainc=$1 tokenize=$2 dir=$3 text=$4
 fail() { echo "FAIL: $*"; exit 1; }
-if [ ! -f "$text" ]; then echo "no $text: skipped"; exit 77; fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
-text=$(cd "$(dirname "$text")" && pwd)/$(basename "$text")
-rm -rf "$dir" && mkdir -p "$dir" && cd "$dir"
+rm -rf "$dir" && mkdir -p "$dir"
+if [ -f "$text" ]; then
+  text=$(cd "$(dirname "$text")" && pwd)/$(basename "$text")
+else
+  # no tiny Shakespeare beside the checkout: the project's own documentation
+  echo "no $text: training on the project's documentation instead"
+  cat "$root/README.md" "$root"/docs/*.md > "$dir/docs.txt"
+  text=$dir/docs.txt
+fi
+cd "$dir"
 "$tokenize" "$text" shakes >/dev/null
 tiny=(-D vocab=256 -D layers=2 -D heads=4 -D dim=64 -D seq=64 -D batch=4)
 "$trainc" ir --train "$root/examples/gpt2.model" "${tiny[@]}" --no-locs > train.ir
@@ -22,5 +29,6 @@ first=$(head -1 m.jsonl | sed 's/.*"loss": *\([0-9.eE+-]*\).*/\1/')
 # the mean of the last 10 steps (single steps are noisy)
 last=$(tail -10 m.jsonl | sed 's/.*"loss": *\([0-9.eE+-]*\).*/\1/' | awk '{s += $1} END {printf "%.4f", s / NR}')
 echo "interpreter: loss $first at step 1, $last averaged over steps 141-150"
-awk -v f="$first" -v l="$last" 'BEGIN {exit !(f > 5.0 && l < 3.0)}' || fail "the loss did not come down clearly ($first -> $last)"
+# from ln(256) = 5.55 down by at least 1.8 nats (tiny Shakespeare: about 2.9)
+awk -v f="$first" -v l="$last" 'BEGIN {exit !(f > 5.0 && l < f - 1.8)}' || fail "the loss did not come down clearly ($first -> $last)"
 echo "ok"
