@@ -8,6 +8,7 @@
  *              reductions into loop kernels, GEMMs, template kernels, views
  *   memplan.c  liveness over each schedule -> offsets in one arena; report
  *   emit_c.c   kernels -> C11 + OpenMP + OpenBLAS (the CPU backend)
+ *   loops.c    the access analysis of loop kernels both emitters share (loops.h)
  *
  * Both emitters (C and CUDA) read the same Program; only how loops are
  * parallelised and how templates are spelled differ.

@@ -13,7 +13,11 @@
  *   copies, fills  one thread per element (memset for zero fills)
  *   GEMMs          cuBLASLt (runtime/cuda.c), described by TrnCudaGemm
  *   templates      __global__ wrappers of runtime/trainc_cuda.cuh's
- *                  device functions, sizes as constants
+ *                  device functions, sizes as constants; bf16/f16 operands
+ *                  where mixed precision gives them (attention, rope,
+ *                  rope_qk, linear_cross_entropy); linear_cross_entropy as
+ *                  a sequence of launches and cuBLASLt products over chunks
+ *                  of rows (TRN_CK_STEPS)
  *
  * Kernel arguments are the buffers it touches (pointers into the arena);
  * sizes, strides and offsets within a buffer are constants.  Kernels whose
@@ -837,6 +841,19 @@ static void tmpl_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const
     launch(e, r, suffix, P, sb_take(&b), true, gx, gy, bx, by);
 }
 
+/* The same, with ptxas told how many blocks should fit on a multiprocessor
+ * (__launch_bounds__'s second number): without it, ptxas's own occupancy
+ * target made the bf16 attention forward at D = 16 spill (64 registers, 8
+ * to 24 bytes of spills). */
+static void tmpl_launch_minb(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, int minb, unsigned gx,
+                             unsigned gy, unsigned bx, unsigned by) {
+    StrBuf b = {0};
+    sb_printf(&b, "extern \"C\" __global__ void __launch_bounds__(%d, %d) @FN@", threads, minb);
+    signature(e, P, &b, true);
+    sb_printf(&b, "\n{\n    %s;\n}\n", call);
+    launch(e, r, suffix, P, sb_take(&b), true, gx, gy, bx, by);
+}
+
 /* ---- linear_cross_entropy ----
  * The kernel's scratch buffer (in the memory plan: lower.c sizes it with
  * cg_cuda_linear_ce_scratch for the cuda target) holds tk_ce_count's header
@@ -1076,25 +1093,25 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
     case OP_rope_qk: {
         /* q (and k) in one launch; in place when lowering gave a result its operand's buffer */
         bool qk = n->op == OP_rope_qk, tab = qk && n->nin == 4;
-        char th[32], c[2][16];
+        char th[32], c[2][16], yk[32], xk[32];
         fmt_double(th, ir_float(n, "theta", 10000.0));
         int64_t T = s0->d[s0->rank - 2], D = last, oq = shape_numel(s0) / (T * D), ok = qk ? shape_numel(&n->in[1]->ty.shape) / (T * D) : 0;
         const char *et = st_type(n->in[0]->ty.dt);
         vp(e, &P, n->out[0], true, a[0]);
         vp(e, &P, n->in[0], false, a[1]);
         if (qk) {
-            vp(e, &P, n->out[1], true, a[2]);
-            vp(e, &P, n->in[1], false, a[3]);
+            vp(e, &P, n->out[1], true, yk);
+            vp(e, &P, n->in[1], false, xk);
         } else {
-            snprintf(a[2], sizeof a[2], "(%s *)0", et);
-            snprintf(a[3], sizeof a[3], "(const %s *)0", et);
+            snprintf(yk, sizeof yk, "(%s *)0", et);
+            snprintf(xk, sizeof xk, "(const %s *)0", et);
         }
         if (tab) {
             vp(e, &P, n->in[2], false, c[0]);
             vp(e, &P, n->in[3], false, c[1]);
         }
         snprintf(call, sizeof call, "tk_rope(%s, %s, %lldll, %s, %s, %lldll, %lldll, %lldll, %s, %s, %s, %d) /* q [%lld,%lld,%lld]%s */", a[0], a[1],
-                 (long long)oq, a[2], a[3], (long long)ok, (long long)T, (long long)D, tab ? c[0] : "(const float *)0",
+                 (long long)oq, yk, xk, (long long)ok, (long long)T, (long long)D, tab ? c[0] : "(const float *)0",
                  tab ? c[1] : "(const float *)0", th, (int)ir_int(n, "inverse", 0), (long long)oq, (long long)T, (long long)D, qk ? ", k" : "");
         tmpl_launch(e, r, "", &P, call, NT, cdiv((oq + ok) * T * (D / 2), NT), 1, NT, 1);
         break;
@@ -1109,6 +1126,9 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         int causal = (int)ir_int(n, "causal", 1);
         int tpr = D % 16 == 0 ? 4 : 1, bq = 64;
         unsigned threads = (unsigned)(bq * tpr);
+        /* blocks per multiprocessor for ptxas to leave room for: 2 up to
+         * D = 64 (at most 128 registers; D = 64 needs 100-128), 1 beyond */
+        int minb = D <= 64 ? 2 : 1;
         if (n->op == OP_attention) {
             vp(e, &P, n->out[0], true, a[0]);
             vp(e, &P, n->out[1], true, a[1]);
@@ -1119,7 +1139,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
                      "tk_attention<%lld, %d>(%s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* o [%lld,%lld,%lld,%lld] */",
                      (long long)D, bq, a[0], a[1], a[2], a[3], a[4], (long long)H, (long long)Hkv, (long long)T, (long long)S, sc, causal,
                      (long long)B, (long long)H, (long long)T, (long long)D);
-            tmpl_launch(e, r, "", &P, call, (int)threads, cdiv(T, bq), (unsigned)(B * H), threads, 1);
+            tmpl_launch_minb(e, r, "", &P, call, (int)threads, minb, cdiv(T, bq), (unsigned)(B * H), threads, 1);
         } else {
             vp(e, &P, n->out[0], true, a[0]);
             for (int i = 0; i < 6; i++) vp(e, &P, n->in[i], false, a[i + 1]);
@@ -1127,7 +1147,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
                      "tk_attention_bwd_dq<%lld, %d>(%s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* dq [%lld,%lld,%lld,%lld] */",
                      (long long)D, bq, a[0], a[1], a[2], a[3], a[4], a[5], a[6], (long long)H, (long long)Hkv, (long long)T, (long long)S, sc,
                      causal, (long long)B, (long long)H, (long long)T, (long long)D);
-            tmpl_launch(e, r, "_dq", &P, call, (int)threads, cdiv(T, bq), (unsigned)(B * H), threads, 1);
+            tmpl_launch_minb(e, r, "_dq", &P, call, (int)threads, minb, cdiv(T, bq), (unsigned)(B * H), threads, 1);
             Params Q = {0};
             char b[8][16];
             vp(e, &Q, n->out[1], true, b[0]);
@@ -1137,7 +1157,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
                      "tk_attention_bwd_dkv<%lld, %d>(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* dk, dv [%lld,%lld,%lld,%lld] */",
                      (long long)D, bq, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], (long long)H, (long long)Hkv, (long long)T, (long long)S,
                      sc, causal, (long long)B, (long long)Hkv, (long long)S, (long long)D);
-            tmpl_launch(e, r, "_dkv", &Q, call, (int)threads, cdiv(S, bq), (unsigned)(B * Hkv), threads, 1);
+            tmpl_launch_minb(e, r, "_dkv", &Q, call, (int)threads, minb, cdiv(S, bq), (unsigned)(B * Hkv), threads, 1);
         }
         break;
     }

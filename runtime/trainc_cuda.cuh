@@ -5,8 +5,9 @@
  * It holds what every generated kernel shares: dtype conversions (bf16,
  * f16), the scalar functions of pointwise ops, warp and block reductions,
  * 16-byte vector loads, Philox (philox.h), and the template kernels for the
- * ops generic fusion cannot make fast (norms, softmax, RoPE, attention,
- * cross-entropy, embedding, optimizer updates).  Generated kernels call the
+ * ops generic fusion cannot make fast (norms and the residual add + norms,
+ * softmax, RoPE, attention, cross-entropy and the rows of linear +
+ * cross-entropy, embedding, optimizer updates, loss scaling).  Generated kernels call the
  * templates with compile-time constant sizes.
  *
  * Numerics (docs/cuda.md): pointwise ops compute in float for f32 (a single
@@ -49,11 +50,22 @@ struct trn_f16 { uint16_t x; };
 
 TRN_DEV float trn_f32(float v) { return v; }
 TRN_DEV float trn_f32(trn_bf16 v) { return __uint_as_float((uint32_t)v.x << 16); }
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 TRN_DEV float trn_f32(trn_f16 v) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.x));
     return f;
 }
+#else /* the CPU emulation of tests/cuda/emu: the same conversions in C */
+TRN_DEV float trn_f32(trn_f16 v) {
+    uint32_t sign = (uint32_t)(v.x & 0x8000u) << 16, e = (v.x >> 10) & 0x1fu, m = v.x & 0x3ffu;
+    if (e == 0) {
+        float f = (float)m * (1.0f / 16777216.0f);
+        return sign ? -f : f;
+    }
+    return __uint_as_float(e == 31 ? sign | 0x7f800000u | (m << 13) : sign | ((e + 112) << 23) | (m << 13));
+}
+#endif
 /* f32 -> bf16, round to nearest even; NaN stays NaN (as trainc_kernels.h). */
 TRN_DEV trn_bf16 trn_to_bf16(float f) {
     uint32_t u = __float_as_uint(f);
@@ -66,11 +78,23 @@ TRN_DEV trn_bf16 trn_to_bf16(float f) {
     r.x = (uint16_t)(u >> 16);
     return r;
 }
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 TRN_DEV trn_f16 trn_to_f16(float f) {
     trn_f16 r;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.x) : "f"(f));
     return r;
 }
+#else
+TRN_DEV trn_f16 trn_to_f16(float f) {
+    uint32_t u = __float_as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    trn_f16 r;
+    if (a > 0x7f800000u) r.x = (uint16_t)(sign | 0x7e00u);
+    else if (a >= 0x477ff000u) r.x = (uint16_t)(sign | 0x7c00u);
+    else if (a < 0x38800000u) r.x = (uint16_t)(sign | (uint32_t)lrintf(__uint_as_float(a) * 16777216.0f));
+    else r.x = (uint16_t)(sign | ((a + 0x0fffu + ((a >> 13) & 1u) - 0x38000000u) >> 13));
+    return r;
+}
+#endif
 /* Stores a float into any storage type. */
 TRN_DEV void trn_st(float *p, float v) { *p = v; }
 TRN_DEV void trn_st(trn_bf16 *p, float v) { *p = trn_to_bf16(v); }

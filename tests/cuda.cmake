@@ -1,9 +1,12 @@
 # The CUDA backend without a GPU (docs/cuda.md): every kernel of every
-# example compiles with NVRTC to sm_80 and sm_90 cubin and PTX; no template
-# kernel spills registers at full GPT-2 size; a --target=cuda executable
+# example compiles with NVRTC to sm_80 and sm_90 cubin and PTX, with the
+# passes at their cuda-target defaults (liger fusions on, the vocabulary
+# padded to a multiple of 64) in fp32, tf32, bf16 (and fp16 for the tiny
+# GPT-2); no template kernel spills registers; a --target=cuda executable
 # trains on the CPU with --device=auto and fails cleanly with --device=cuda.
 # NVRTC output is cached under the build folder, so a rerun takes seconds.
-# The full-size models carry the label cuda-full (about a minute cold).
+# The full-size models carry the label cuda-full (docs/cuda.md has the
+# times, cold and cached).
 if(NOT CUDAToolkit_FOUND)
   message(STATUS "trainc: no CUDA toolkit: the CUDA tests are not built")
   return()
@@ -22,28 +25,80 @@ add_executable(cuda_emit ${CMAKE_SOURCE_DIR}/tests/cuda/cuda_emit.c)
 target_link_libraries(cuda_emit PRIVATE trainc_core trainc_frontend)
 add_dependencies(cuda_emit trainc_rt)
 
+# NAME LABELS TIMEOUT MODEL PRECISION ARGS...: one NVRTC compile test
+function(trainc_nvrtc_test name labels timeout model prec)
+  add_test(NAME cuda_nvrtc_${name} COMMAND cuda_nvrtc examples/${model}.model ${prec} --no-spills ${ARGN}
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(cuda_nvrtc_${name} PROPERTIES LABELS "${labels}" TIMEOUT ${timeout}
+                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE}")
+endfunction()
+
 set(CUDA_TINY_mlp "")
 set(CUDA_TINY_gpt2 -D vocab=256 -D layers=2 -D heads=4 -D dim=64 -D seq=64 -D batch=4)
 set(CUDA_TINY_llama -D vocab=256 -D layers=2 -D heads=4 -D kv_heads=2 -D dim=64 -D ffn=128 -D seq=64 -D batch=4)
-# Precisions: fp32 now; add bf16 here once the mixed-precision pass exists
-# (the kernels are generated from whatever dtypes the pipeline leaves).
-set(TRAINC_CUDA_PRECISIONS fp32 tf32)
+# What each model must show with the fusions on (so that the tests cover the
+# fused ops' templates), and in bf16 which ops get half operands.
+set(CUDA_EXPECT_mlp "")
+set(CUDA_EXPECT_gpt2 --expect add_layer_norm --expect add_layer_norm_grad --expect linear_cross_entropy)
+set(CUDA_EXPECT_llama --expect add_rms_norm --expect add_rms_norm_grad --expect rope_qk --expect swiglu --expect linear_cross_entropy)
+set(CUDA_HALF_mlp "")
+set(CUDA_HALF_gpt2 --expect-half attention --expect-half attention_grad --expect-half linear_cross_entropy)
+set(CUDA_HALF_llama --expect-half attention --expect-half attention_grad --expect-half rope_qk --expect-half linear_cross_entropy)
+set(TRAINC_CUDA_PRECISIONS fp32 tf32 bf16)
 foreach(model mlp gpt2 llama)
+  set(CUDA_CHECK_${model}_fp32 ${CUDA_EXPECT_${model}})
+  set(CUDA_CHECK_${model}_tf32 ${CUDA_EXPECT_${model}})
+  set(CUDA_CHECK_${model}_bf16 ${CUDA_EXPECT_${model}} ${CUDA_HALF_${model}})
   foreach(prec ${TRAINC_CUDA_PRECISIONS})
-    add_test(NAME cuda_nvrtc_${model}_tiny_${prec}
-             COMMAND cuda_nvrtc examples/${model}.model ${prec} --no-spills ${CUDA_TINY_${model}}
-             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-    set_tests_properties(cuda_nvrtc_${model}_tiny_${prec} PROPERTIES LABELS cuda TIMEOUT 300
-                         ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE}")
+    trainc_nvrtc_test(${model}_tiny_${prec} cuda 300 ${model} ${prec} ${CUDA_TINY_${model}} ${CUDA_CHECK_${model}_${prec}})
   endforeach()
 endforeach()
-# Full size: GPT-2 small (124M) and TinyLlama (1.1B).
+# The cuda target's padding: a vocabulary of 250 becomes 256 rows, of which
+# linear_cross_entropy counts 250 ({classes}); the fusions off (primitive
+# rms_norm and rope, in bf16 the single rope in bf16, cross_entropy with
+# {classes}); fp16 (dynamic loss scaling: loss_scale_update, the optimizers'
+# skip operand).
+set(CUDA_PAD250_gpt2 -D vocab=250 -D layers=2 -D heads=4 -D dim=64 -D seq=64 -D batch=4)
+set(CUDA_PAD250_llama -D vocab=250 -D layers=2 -D heads=4 -D kv_heads=2 -D dim=64 -D ffn=128 -D seq=64 -D batch=4)
 foreach(model gpt2 llama)
-  add_test(NAME cuda_nvrtc_${model}_full_fp32 COMMAND cuda_nvrtc examples/${model}.model fp32 --no-spills
-           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(cuda_nvrtc_${model}_full_fp32 PROPERTIES LABELS "cuda;cuda-full" TIMEOUT 600
-                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE}")
+  trainc_nvrtc_test(${model}_tiny_pad_bf16 cuda 300 ${model} bf16 ${CUDA_PAD250_${model}} --expect linear_cross_entropy:classes)
+  trainc_nvrtc_test(${model}_tiny_nofusion_bf16 cuda 300 ${model} bf16 ${CUDA_PAD250_${model}} --set fusion=0
+                    --expect cross_entropy:classes --expect-half attention)
+  trainc_nvrtc_test(${model}_tiny_fp16 cuda 300 ${model} fp16 ${CUDA_TINY_${model}} --expect loss_scale_update)
 endforeach()
+trainc_nvrtc_test(llama_tiny_nofusion_rope_bf16 cuda 300 llama bf16 ${CUDA_TINY_llama} --set fusion=0 --expect-half rope)
+# Full size: GPT-2 small (124M, vocabulary 50257 padded to 50304) and
+# TinyLlama (1.1B).  tf32 compiles the fp32 source again (a cache hit).
+foreach(model gpt2 llama)
+  foreach(prec ${TRAINC_CUDA_PRECISIONS})
+    trainc_nvrtc_test(${model}_full_${prec} "cuda;cuda-full" 900 ${model} ${prec} ${CUDA_CHECK_${model}_${prec}})
+  endforeach()
+endforeach()
+set_tests_properties(cuda_nvrtc_gpt2_full_tf32 PROPERTIES DEPENDS cuda_nvrtc_gpt2_full_fp32)
+set_tests_properties(cuda_nvrtc_llama_full_tf32 PROPERTIES DEPENDS cuda_nvrtc_llama_full_fp32)
+
+# The generated CUDA C run on the CPU (tests/cuda/emu: g++, a block's
+# threads as fibers, cuBLASLt's products as their descriptors say), every
+# kernel against the C backend's by tests/gpu/kcheck.c with the GPU check's
+# tolerances: what the kernels compute, without a GPU.
+find_program(TRAINC_CXX NAMES g++ c++)
+if(TRAINC_CXX)
+  function(trainc_emu_test name model)
+    add_test(NAME cuda_emu_${name}
+             COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
+                     ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/${name} ${CMAKE_SOURCE_DIR}/examples/${model}.model ${model} trn_model_${model} ${ARGN})
+    set_tests_properties(cuda_emu_${name} PROPERTIES LABELS cuda TIMEOUT 600
+                         ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
+  endfunction()
+  trainc_emu_test(mlp_fp32 mlp --set precision=fp32)
+  trainc_emu_test(gpt2_tiny_fp32 gpt2 ${CUDA_TINY_gpt2} --set precision=fp32)
+  trainc_emu_test(gpt2_tiny_bf16 gpt2 ${CUDA_TINY_gpt2} --set precision=bf16)
+  trainc_emu_test(gpt2_tiny_fp16 gpt2 ${CUDA_TINY_gpt2} --set precision=fp16)
+  trainc_emu_test(llama_tiny_pad_bf16 llama ${CUDA_PAD250_llama} --set precision=bf16)
+  trainc_emu_test(llama_tiny_pad_nofusion_bf16 llama ${CUDA_PAD250_llama} --set precision=bf16 --set fusion=0)
+else()
+  message(STATUS "trainc: no C++ compiler: the CUDA emulation tests are not built")
+endif()
 
 add_test(NAME cuda_fallback
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/fallback.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc-tokenize>

@@ -32,6 +32,8 @@ int main(void) {
     CHECK(CUDA_R_64F, 1);
     CHECK(CUDA_R_16F, 2);
     CHECK(CUDA_R_16BF, 14);
+    CHECK(CUBLASLT_MATMUL_DESC_POINTER_MODE, 2);
+    CHECK(CUBLASLT_POINTER_MODE_DEVICE, 1);
     CHECK(CUBLASLT_MATMUL_DESC_TRANSA, 3);
     CHECK(CUBLASLT_MATMUL_DESC_TRANSB, 4);
     CHECK(CUBLASLT_MATMUL_DESC_EPILOGUE, 7);
@@ -42,9 +44,13 @@ int main(void) {
     CHECK(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 5);
     CHECK(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, 6);
     CHECK(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, 1);
+    CHECK(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, 5);
+    CHECK(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, 6);
+    CHECK(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, 7);
+    CHECK(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, 8);
     CHECK(sizeof(cublasLtMatmulAlgo_t), 64);
     CHECK(sizeof(cublasLtMatmulHeuristicResult_t), 64 + 8 + 4 + 4 + 16);
     if (fails) return 1;
-    printf("cuda abi: 29 constants match the toolkit's headers\n");
+    printf("cuda abi: 35 constants match the toolkit's headers\n");
     return 0;
 }

@@ -1,10 +1,15 @@
 /* tests/cuda/test_nvrtc.c — every kernel of a model compiles with NVRTC to
  * sm_80 and sm_90 cubin (and PTX), without a GPU:
  *   test_nvrtc MODEL PRECISION [--no-spills] [--arch LIST] [-D NAME=VALUE]...
+ *              [--set KEY=VALUE]... [--expect OP[:ATTR]]... [--expect-half OP]...
  * checks that every kernel of every schedule has its CUDA form (a launch, a
- * cuBLASLt product or a memset), that each image holds every function, and
- * with --no-spills that no template kernel spills registers (the resource
- * report of ptxas -v).  PRECISION is train.precision (fp32, tf32, bf16...). */
+ * cuBLASLt product, a memset or a sequence of them), that each image holds
+ * every function, with --no-spills that no template kernel spills registers
+ * (the resource report of ptxas -v), with --expect that the training graph
+ * has the op (with the attribute: so that the test covers what it is meant
+ * to: fused ops, padding's {classes}), and with --expect-half that some node of the op has
+ * a bf16 or f16 operand.  PRECISION is train.precision (fp32, tf32, bf16,
+ * fp16); the passes run as for `trainc compile --target=cuda`. */
 #include "cg.h"
 #include "compile.h"
 #include "cuda.h"
@@ -19,13 +24,19 @@ int main(int argc, char **argv) {
         return 2;
     }
     Define dv[32];
-    int nd = 0;
+    const char *sets[34], *expect[16];
+    bool expect_half[16];
+    int nd = 0, ns = 1, ne = 0;
     bool nospill = false;
     const char *archs = "sm_80,sm_90";
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--no-spills") == 0) nospill = true;
         else if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc) archs = argv[++i];
-        else if (strcmp(argv[i], "-D") == 0 && i + 1 < argc && nd < 32) {
+        else if (strcmp(argv[i], "--set") == 0 && i + 1 < argc && ns < 33) sets[ns++] = argv[++i];
+        else if ((strcmp(argv[i], "--expect") == 0 || strcmp(argv[i], "--expect-half") == 0) && i + 1 < argc && ne < 16) {
+            expect_half[ne] = strcmp(argv[i], "--expect-half") == 0;
+            expect[ne++] = argv[++i];
+        } else if (strcmp(argv[i], "-D") == 0 && i + 1 < argc && nd < 32) {
             char *eq = strchr(argv[++i], '=');
             if (!eq) return 2;
             *eq = 0;
@@ -37,7 +48,8 @@ int main(int argc, char **argv) {
     }
     char set[64];
     snprintf(set, sizeof set, "precision=%s", argv[2]);
-    const char *sets[] = {set, NULL};
+    sets[0] = set;
+    sets[ns] = NULL;
     CompileOptions o = {0};
     o.model = argv[1];
     o.defs = dv;
@@ -52,6 +64,26 @@ int main(int argc, char **argv) {
     Program *p = cg_build(&o, &train, &eval, &sample, &d);
     if (!p) return 1;
     int fails = 0, nk = 0;
+    for (int i = 0; i < ne; i++) {
+        int n = 0, nh = 0;
+        char opn[64];
+        snprintf(opn, sizeof opn, "%s", expect[i]);
+        char *attr = strchr(opn, ':');
+        if (attr) *attr++ = 0;
+        for (int j = 0; j < train->nnodes; j++) {
+            Node *x = train->nodes[j];
+            if (strcmp(op_name(x->op), opn) != 0 || (attr && !ir_attr(x, attr))) continue;
+            n++;
+            bool h = false;
+            for (int q = 0; q < x->nin; q++) h |= x->in[q]->ty.dt == DT_bf16 || x->in[q]->ty.dt == DT_f16;
+            nh += h;
+        }
+        printf("expected %s: %d node(s), %d with half operands\n", expect[i], n, nh);
+        if (!n || (expect_half[i] && !nh)) {
+            fprintf(stderr, "FAIL: the training graph has no %s%s\n", expect[i], expect_half[i] ? " with bf16/f16 operands" : "");
+            fails++;
+        }
+    }
     for (int s = 0; s < TRN_RUN__COUNT; s++) nk += p->sched[s].nk;
     CudaModule *m = cg_cuda_emit(p, &d);
     if (!m) return 1;

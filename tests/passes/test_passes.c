@@ -3,8 +3,8 @@
  * these checks enforce):
  *   fusion   every fusion alone and all of them give the losses of the
  *            unfused graph (fp32, relative 1e-6) on tiny GPT-2, Llama and a
- *            model spelled with primitive ops; the cuda target gets none of
- *            the new ops
+ *            model spelled with primitive ops; the cuda target gets the
+ *            fused ops too
  *   mixed    tiny GPT-2 50 steps in bf16 and fp16 ends within the stated
  *            tolerance of fp32; a forced fp16 overflow skips that step
  *            (nothing moves), halves the scale, and training recovers; the
@@ -198,14 +198,14 @@ static void test_fusion(void) {
     test_fusion_model("gpt2", "examples/gpt2.model", gpt2_defs);
     test_fusion_model("llama", "examples/llama.model", llama_defs);
     test_fusion_model("primitive", "tests/passes/primitive.model", NULL);
-    /* the cuda target gets only the rewrites into ops it already has */
+    /* the cuda target gets the fused ops too (emit_cuda.c has their templates) */
     Run r;
     const char *sets[] = {"fusion=1", NULL};
     if (run_open(&r, "tests/passes/primitive.model", NULL, sets, "cuda")) {
         int n = 0;
         for (int op = OP_add_layer_norm; op <= OP_linear_cross_entropy; op++) n += count_op(r.train, (Op)op);
         printf("cuda target: %d new fused ops, %d rms_norm\n", n, count_op(r.train, OP_rms_norm));
-        CHECK(n == 0 && count_op(r.train, OP_rms_norm) > 0, "cuda target: %d new fused ops", n);
+        CHECK(n > 0, "cuda target: %d new fused ops", n);
     } else {
         CHECK(0, "cuda-target build");
     }

@@ -1,0 +1,161 @@
+/* tests/cuda/emu/cuda_emu.h — enough of CUDA for g++ to run the kernels
+ * trainc generates (and runtime/trainc_cuda.cuh) on the CPU, so that a
+ * machine without a GPU checks what they compute against the C backend
+ * (tests/cuda/emu/emu_device.cpp, tests/cuda/emu/run.sh).
+ *
+ * A block's threads are fibers (ucontext) on one OS thread, run round
+ * robin: __syncthreads and __shfl_xor_sync wait, yielding, until every
+ * thread of the block (of the warp) that has not returned got there, so
+ * block and warp reductions, shared-memory tiles and in-place updates
+ * behave as on the GPU, deterministically.  __shared__ variables become
+ * static: blocks run one after the other.  Float arithmetic is IEEE
+ * single on the host (no FMA contraction at -O1 on x86-64 without -mfma);
+ * expf and friends are glibc's, an ulp or so from CUDA's.  What this does
+ * not show: races between blocks, the memory model, timing, resources.
+ */
+#ifndef TRAINC_CUDA_EMU_H
+#define TRAINC_CUDA_EMU_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+
+struct emu_dim3 {
+    unsigned x, y, z;
+};
+static emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+struct float4 {
+    float x, y, z, w;
+};
+struct uint2 {
+    unsigned x, y;
+};
+static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+
+template <typename T> static inline T min(T a, T b) { return a < b ? a : b; }
+template <typename T> static inline T max(T a, T b) { return a > b ? a : b; }
+
+static inline unsigned __float_as_uint(float f) {
+    unsigned u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float __uint_as_float(unsigned u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline float __int_as_float(int i) { return __uint_as_float((unsigned)i); }
+static inline double __longlong_as_double(long long i) {
+    double d;
+    memcpy(&d, &i, 8);
+    return d;
+}
+/* double -> float, rounded toward zero */
+static inline float __double2float_rz(double d) {
+    float f = (float)d;
+    if (isfinite(d) && fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f);
+    return f;
+}
+
+/* ---- the fibers of one block ---- */
+
+#define EMU_MAXT 1024
+#define EMU_STACK (128 * 1024)
+
+static ucontext_t emu_sched, emu_ctx[EMU_MAXT];
+static char *emu_stack[EMU_MAXT];
+static int emu_nt, emu_cur, emu_progress;
+static int emu_done[EMU_MAXT], emu_bgen[EMU_MAXT], emu_wgen[EMU_MAXT];
+static uint64_t emu_wbuf[2][EMU_MAXT];
+static void (*emu_entry)(void **);
+static void **emu_args;
+
+static inline void emu_yield(void) { swapcontext(&emu_ctx[emu_cur], &emu_sched); }
+
+static void emu_fiber(void) {
+    emu_entry(emu_args);
+    emu_done[emu_cur] = 1;
+    emu_progress = 1;
+}
+
+static inline void __syncthreads(void) {
+    int g = ++emu_bgen[emu_cur];
+    emu_progress = 1;
+    for (;;) {
+        int all = 1;
+        for (int j = 0; j < emu_nt && all; j++) all = emu_done[j] || emu_bgen[j] >= g;
+        if (all) break;
+        emu_yield();
+    }
+}
+
+/* Every lane of the warp that has not returned gives v; each gets lane ^ o's. */
+template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int o) {
+    (void)mask;
+    int me = emu_cur, lane = me & 31, w0 = me - lane, g = emu_wgen[me]++;
+    memcpy(&emu_wbuf[g & 1][me], &v, sizeof v);
+    emu_progress = 1;
+    for (;;) {
+        int all = 1;
+        for (int j = w0; j < w0 + 32 && j < emu_nt && all; j++) all = emu_done[j] || emu_wgen[j] > g;
+        if (all) break;
+        emu_yield();
+    }
+    T r;
+    memcpy(&r, &emu_wbuf[g & 1][w0 + (lane ^ o)], sizeof r);
+    return r;
+}
+
+/* Runs one block of fn with the launch's blockDim: every thread a fiber. */
+static void emu_run_block(void (*fn)(void **), void **args) {
+    emu_nt = (int)(blockDim.x * blockDim.y * blockDim.z);
+    if (emu_nt < 1 || emu_nt > EMU_MAXT) {
+        fprintf(stderr, "emu: %d threads in a block\n", emu_nt);
+        exit(2);
+    }
+    emu_entry = fn;
+    emu_args = args;
+    for (int i = 0; i < emu_nt; i++) {
+        if (!emu_stack[i] && !(emu_stack[i] = (char *)malloc(EMU_STACK))) {
+            fprintf(stderr, "emu: out of memory\n");
+            exit(2);
+        }
+        getcontext(&emu_ctx[i]);
+        emu_ctx[i].uc_stack.ss_sp = emu_stack[i];
+        emu_ctx[i].uc_stack.ss_size = EMU_STACK;
+        emu_ctx[i].uc_link = &emu_sched;
+        makecontext(&emu_ctx[i], emu_fiber, 0);
+        emu_done[i] = emu_bgen[i] = emu_wgen[i] = 0;
+    }
+    for (int live = emu_nt; live > 0;) {
+        emu_progress = 0;
+        for (int i = 0; i < emu_nt; i++) {
+            if (emu_done[i]) continue;
+            emu_cur = i;
+            threadIdx.x = (unsigned)i % blockDim.x;
+            threadIdx.y = (unsigned)i / blockDim.x % blockDim.y;
+            threadIdx.z = (unsigned)i / (blockDim.x * blockDim.y);
+            swapcontext(&emu_sched, &emu_ctx[i]);
+            if (emu_done[i]) live--;
+        }
+        if (!emu_progress && live > 0) {
+            fprintf(stderr, "emu: deadlock: %d threads wait for each other\n", live);
+            exit(2);
+        }
+    }
+}
+
+#endif

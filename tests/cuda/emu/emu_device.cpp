@@ -1,0 +1,248 @@
+/* tests/cuda/emu/emu_device.cpp — trainc_cuda.h's device API (open,
+ * upload, download, fill, run one kernel) on an emulated GPU: the arena is
+ * host memory, launches run the generated CUDA C compiled by g++ with
+ * cuda_emu.h, cuBLASLt products run as their TrnCudaGemm descriptor says
+ * (in double, rounded once to C's dtype), memsets are memsets.  With it,
+ * tests/gpu/kcheck.c (its calls renamed by emu_rename.h) compares every
+ * kernel of a model with the C backend's on a machine without a GPU, and
+ * trn_cuda_backend here makes `--device cuda` of a model's executable
+ * train on the emulated GPU (whole schedules, for the end-to-end check).
+ *
+ * Built by tests/cuda/emu/run.sh with
+ *   -DEMU_KERNELS='"MODEL.cu"'      the generated kernels (cuda_emit ... cuda)
+ *   -DEMU_DISPATCH='"MODEL.emu.h"'  a wrapper per __global__ function and the
+ *                                   table emu_fns[] (made by run.sh from the
+ *                                   signatures), to call one with the
+ *                                   launch's argument pointers */
+#include "cuda_emu.h"
+
+#include EMU_KERNELS
+
+typedef struct EmuFn {
+    const char *name;
+    void (*fn)(void **);
+} EmuFn;
+#include EMU_DISPATCH
+
+extern "C" {
+#include "trainc_cuda.h"
+}
+
+struct EmuDev {
+    const TrnModel      *m;
+    const TrnCudaModule *cm;
+    unsigned char       *arena;
+    int                 *fn;      /* module function -> emu_fns index */
+};
+
+static int fail(char *err, size_t errn, const char *msg) {
+    snprintf(err, errn, "%s", msg);
+    return -1;
+}
+
+static float ld(const unsigned char *p, int dt, int64_t i) {
+    switch (dt) {
+    case TRN_F32: return ((const float *)p)[i];
+    case TRN_BF16: return trn_f32(((const trn_bf16 *)p)[i]);
+    case TRN_F16: return trn_f32(((const trn_f16 *)p)[i]);
+    default: return 0;
+    }
+}
+
+static void st(unsigned char *p, int dt, int64_t i, double v) {
+    switch (dt) {
+    case TRN_F32: ((float *)p)[i] = (float)v; break;
+    case TRN_F64: ((double *)p)[i] = v; break;
+    case TRN_BF16: trn_st((trn_bf16 *)p + i, v); break;
+    case TRN_F16: trn_st((trn_f16 *)p + i, v); break;
+    }
+}
+
+/* C[M,N] = alpha op(A) op(B) + beta C (+ bias[N]), per batch, as runtime/cuda.c asks cuBLASLt */
+static void gemm(EmuDev *g, const TrnCudaGemm *m) {
+    int es = m->dtype == TRN_F32 ? 4 : m->dtype == TRN_F64 ? 8 : 2, ces = m->cdtype == TRN_F32 ? 4 : m->cdtype == TRN_F64 ? 8 : 2;
+    double alpha = 1, beta = 0;
+    if (m->scale >= 0) {
+        alpha = ((const float *)(g->arena + m->scale))[0];
+        beta = ((const float *)(g->arena + m->scale))[1];
+    }
+    int64_t nb = 1;
+    for (int i = 0; i < m->nbatch; i++) nb *= m->batch[i];
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t ea = 0, eb = 0, ec = 0, rem = b;
+        for (int i = m->nbatch - 1; i >= 0; i--) {
+            int64_t ix = rem % m->batch[i];
+            rem /= m->batch[i];
+            ea += ix * m->sa[i], eb += ix * m->sb[i], ec += ix * m->sc[i];
+        }
+        const unsigned char *A = g->arena + m->a + ea * es, *B = g->arena + m->b + eb * es;
+        unsigned char *C = g->arena + m->c + ec * ces;
+        for (int64_t i = 0; i < m->M; i++)
+            for (int64_t j = 0; j < m->N; j++) {
+                double acc = 0;
+                for (int64_t k = 0; k < m->K; k++) {
+                    double a, bb;
+                    if (m->dtype == TRN_F64) {
+                        a = ((const double *)A)[m->ta ? k * m->lda + i : i * m->lda + k];
+                        bb = ((const double *)B)[m->tb ? j * m->ldb + k : k * m->ldb + j];
+                    } else {
+                        a = ld(A, m->dtype, m->ta ? k * m->lda + i : i * m->lda + k);
+                        bb = ld(B, m->dtype, m->tb ? j * m->ldb + k : k * m->ldb + j);
+                    }
+                    acc += a * bb;
+                }
+                double c = 0;
+                if (beta != 0) c = m->cdtype == TRN_F64 ? ((const double *)C)[i * m->ldc + j] : ld(C, m->cdtype, i * m->ldc + j);
+                double v = alpha * acc + beta * c;
+                if (m->bias >= 0)
+                    v += m->cdtype == TRN_F64 ? ((const double *)(g->arena + m->bias))[j] : ld(g->arena + m->bias, m->cdtype, j);
+                st(C, m->cdtype, i * m->ldc + j, v);
+            }
+    }
+}
+
+static void launch(EmuDev *g, const TrnCudaLaunch *l) {
+    void *args[TRN_CUDA_MAXARGS];
+    for (int a = 0; a < l->nargs; a++) args[a] = g->arena + l->arg[a];
+    blockDim = emu_dim3{l->block[0], l->block[1], l->block[2]};
+    gridDim = emu_dim3{l->grid[0], l->grid[1], l->grid[2]};
+    void (*fn)(void **) = emu_fns[g->fn[l->fn]].fn;
+    for (unsigned z = 0; z < l->grid[2]; z++)
+        for (unsigned y = 0; y < l->grid[1]; y++)
+            for (unsigned x = 0; x < l->grid[0]; x++) {
+                blockIdx = emu_dim3{x, y, z};
+                emu_run_block(fn, args);
+            }
+}
+
+extern "C" {
+
+EmuDev *emu_cuda_open(const TrnModel *m, int flags, char *err, size_t errn) {
+    if (!m || !m->cuda) {
+        fail(err, errn, "no CUDA module");
+        return NULL;
+    }
+    const TrnCudaModule *cm = (const TrnCudaModule *)m->cuda;
+    if (cm->abi != TRN_CUDA_ABI) {
+        fail(err, errn, "the CUDA module's ABI differs");
+        return NULL;
+    }
+    EmuDev *g = (EmuDev *)calloc(1, sizeof *g);
+    g->m = m;
+    g->cm = cm;
+    g->arena = (unsigned char *)malloc((size_t)m->arena_bytes + 1);
+    g->fn = (int *)calloc((size_t)g->cm->nfns + 1, sizeof(int));
+    if (!g->arena || !g->fn) {
+        fail(err, errn, "out of memory");
+        return NULL;
+    }
+    memset(g->arena, flags & TRN_FLAG_POISON ? 0xff : 0, (size_t)m->arena_bytes);
+    int nemu = (int)(sizeof emu_fns / sizeof emu_fns[0]);
+    for (int i = 0; i < g->cm->nfns; i++) {
+        g->fn[i] = -1;
+        for (int j = 0; j < nemu; j++)
+            if (strcmp(emu_fns[j].name, g->cm->fns[i]) == 0) g->fn[i] = j;
+        if (g->fn[i] < 0) {
+            snprintf(err, errn, "the emulation lacks function %s", g->cm->fns[i]);
+            return NULL;
+        }
+    }
+    return g;
+}
+
+void emu_cuda_close(EmuDev *g) {
+    if (!g) return;
+    free(g->arena);
+    free(g->fn);
+    free(g);
+}
+
+static int range(EmuDev *g, int64_t off, size_t n, char *err, size_t errn) {
+    if (off < 0 || (uint64_t)off + n > (uint64_t)g->m->arena_bytes) return fail(err, errn, "outside the arena");
+    return 0;
+}
+
+int emu_cuda_upload(EmuDev *g, int64_t off, const void *src, size_t n, char *err, size_t errn) {
+    if (range(g, off, n, err, errn)) return -1;
+    memcpy(g->arena + off, src, n);
+    return 0;
+}
+
+int emu_cuda_download(EmuDev *g, int64_t off, void *dst, size_t n, char *err, size_t errn) {
+    if (range(g, off, n, err, errn)) return -1;
+    memcpy(dst, g->arena + off, n);
+    return 0;
+}
+
+int emu_cuda_fill(EmuDev *g, int64_t off, unsigned char byte, size_t n, char *err, size_t errn) {
+    if (range(g, off, n, err, errn)) return -1;
+    memset(g->arena + off, byte, n);
+    return 0;
+}
+
+int emu_cuda_run_kernel(EmuDev *g, int which, int i, char *err, size_t errn) {
+    if (which < 0 || which >= TRN_RUN__COUNT || i < 0 || i >= g->cm->nkern[which]) return fail(err, errn, "no such kernel");
+    const TrnCudaKernel *k = &g->cm->kern[which][i];
+    switch (k->kind) {
+    case TRN_CK_MEMSET: memset(g->arena + k->ms_off, 0, (size_t)k->ms_bytes); break;
+    case TRN_CK_GEMM: gemm(g, &k->gemm[0]); break;
+    case TRN_CK_STEPS:
+        for (int s = 0; s < k->nstep; s++) {
+            if (k->step[s].gemm) gemm(g, &k->gemm[k->step[s].index]);
+            else launch(g, &k->launch[k->step[s].index]);
+        }
+        break;
+    default:
+        for (int l = 0; l < k->nlaunch; l++) launch(g, &k->launch[l]);
+    }
+    return 0;
+}
+
+const char *emu_cuda_describe(EmuDev *g) {
+    (void)g;
+    return "the CPU emulation of tests/cuda/emu";
+}
+
+/* ---- the backend: `--device cuda` on the emulated GPU ---- */
+
+static int64_t tensor_bytes(const TrnTensor *t) {
+    static const int es[] = {4, 8, 2, 2, 4, 8, 1};
+    return t->numel * es[t->dtype];
+}
+
+static int be_run(void *self, TrnRun which, char *err, size_t errn) {
+    EmuDev *g = (EmuDev *)self;
+    for (int i = 0; i < g->cm->nkern[which]; i++)
+        if (emu_cuda_run_kernel(g, (int)which, i, err, errn) != 0) return -1;
+    return 0;
+}
+
+static int be_read(void *self, int tensor, void *dst, char *err, size_t errn) {
+    EmuDev *g = (EmuDev *)self;
+    const TrnTensor *t = &g->m->tensors[tensor];
+    return emu_cuda_download(g, t->offset, dst, (size_t)tensor_bytes(t), err, errn);
+}
+
+static int be_write(void *self, int tensor, const void *src, char *err, size_t errn) {
+    EmuDev *g = (EmuDev *)self;
+    const TrnTensor *t = &g->m->tensors[tensor];
+    return emu_cuda_upload(g, t->offset, src, (size_t)tensor_bytes(t), err, errn);
+}
+
+static void be_destroy(void *self) { emu_cuda_close((EmuDev *)self); }
+
+int trn_cuda_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn) {
+    EmuDev *g = emu_cuda_open(m, 0, err, errn);
+    if (!g) return -1;
+    memset(out, 0, sizeof *out);
+    out->name = "cuda";
+    out->self = g;
+    out->run = be_run;
+    out->read = be_read;
+    out->write = be_write;
+    out->destroy = be_destroy;
+    out->device_bytes = m->arena_bytes;
+    return 0;
+}
+
+}
