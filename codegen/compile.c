@@ -42,13 +42,8 @@ const char *cg_runtime_lib(void) {
     return e && *e ? e : TRAINC_RT_LIB;
 }
 
-/* The eval graph: the forward graph with dropout switched off. */
-static Graph *make_eval(Graph *fwd, Diag *d) {
-    Graph *g = ir_clone(fwd);
-    for (int i = 0; i < g->nnodes; i++) {
-        Node *n = g->nodes[i];
-        if (n->op == OP_dropout) ir_replace_all_uses(g, n->out[0], n->in[0]);
-    }
+/* g after dead-code elimination; NULL (g freed) when the pass fails. */
+static Graph *dce_or_free(Graph *g, Diag *d) {
     const char *passes[] = {"dce"};
     PassOptions po = {0};
     PMOptions pm = {0};
@@ -57,6 +52,16 @@ static Graph *make_eval(Graph *fwd, Diag *d) {
         return NULL;
     }
     return g;
+}
+
+/* The eval graph: the forward graph with dropout switched off. */
+static Graph *make_eval(Graph *fwd, Diag *d) {
+    Graph *g = ir_clone(fwd);
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = g->nodes[i];
+        if (n->op == OP_dropout) ir_replace_all_uses(g, n->out[0], n->in[0]);
+    }
+    return dce_or_free(g, d);
 }
 
 /* The sampling graph: the eval graph computing only the logits that feed
@@ -70,14 +75,7 @@ static Graph *make_sample(Graph *eval, Diag *d) {
     Value *nl = ir_output(g, "loss")->def->in[0];
     g->noutputs = 0;
     ir_add_output(g, "logits", nl);
-    const char *passes[] = {"dce"};
-    PassOptions po = {0};
-    PMOptions pm = {0};
-    if (!pm_run(g, passes, 1, &po, &pm, d)) {
-        ir_graph_free(g);
-        return NULL;
-    }
-    return g;
+    return dce_or_free(g, d);
 }
 
 static int run_cmd(char *const argv[], bool verbose) {

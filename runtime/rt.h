@@ -7,7 +7,7 @@
  *                  the per-micro-batch seed
  *   session.c      sessions: create, parameter init, set/get, step, eval
  *   cpu.c          the CPU backend (one arena, the compiled schedules)
- *   cuda.c         the CUDA backend (a stub for now)
+ *   cuda.c         the CUDA backend (dlopen'ed driver and cuBLASLt, graphs)
  *   data.c         token-file batches and the prefetch thread
  *   safetensors.c  the safetensors header: strict parser and writer
  *   checkpoint.c   trn_save / trn_load

@@ -6,14 +6,6 @@ trainc_unit_test(interp_round ${CMAKE_CURRENT_SOURCE_DIR}/interp/test_round.c)
 trainc_unit_test(interp_run   ${CMAKE_CURRENT_SOURCE_DIR}/interp/test_run.c)
 trainc_unit_test(interp_grad  ${CMAKE_CURRENT_SOURCE_DIR}/interp/test_grad.c)
 
-# trainc-tokenize.  Built here for now; it belongs in tools/CMakeLists.txt
-# (the guard lets it move there without a clash).  It compiles tokens.c
-# itself so that it needs nothing but C11 and stdio.
-if(NOT TARGET trainc-tokenize)
-  add_executable(trainc-tokenize ${CMAKE_SOURCE_DIR}/tools/tokenize.c ${CMAKE_SOURCE_DIR}/runtime/tokens.c)
-  target_include_directories(trainc-tokenize PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
-endif()
-
 set(INTERP_TOK_SCRATCH ${CMAKE_CURRENT_BINARY_DIR}/scratch-tokens)
 file(MAKE_DIRECTORY ${INTERP_TOK_SCRATCH})
 add_executable(interp_tokens ${CMAKE_CURRENT_SOURCE_DIR}/interp/test_tokens.c ${CMAKE_SOURCE_DIR}/runtime/tokens.c)

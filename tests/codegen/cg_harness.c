@@ -123,6 +123,14 @@ int h_feed(TrnSession *s, const Tokens *tk, int64_t i) {
     return rc;
 }
 
+int h_failures;
+
+int h_feed_next(void *ctx, TrnSession *s, int micro) {
+    (void)micro;
+    HFeed *f = ctx;
+    return h_feed(s, f->tk, f->next++);
+}
+
 double h_rel(double a, double b, double floor) {
     double m = fmax(fmax(fabs(a), fabs(b)), floor);
     if (a == b) return 0;

@@ -32,6 +32,24 @@ void h_tokens_synthetic(Tokens *tk, int64_t n, int vocab, uint64_t seed);
 /* Feeds micro-batch `i` (B x T from the model's tokens input) of tk. */
 int  h_feed(TrnSession *s, const Tokens *tk, int64_t i);
 
+/* A trn_step feed callback over consecutive micro-batches of tk:
+ * HFeed f = {tk, 0}; trn_step(s, h_feed_next, &f, -1). */
+typedef struct HFeed { const Tokens *tk; int64_t next; } HFeed;
+int  h_feed_next(void *ctx, TrnSession *s, int micro);
+
+/* A check that reports its location and counts failures in h_failures
+ * (the test's exit status). */
+extern int h_failures;
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fputc('\n', stderr);                                 \
+            h_failures++;                                        \
+        }                                                        \
+    } while (0)
+
 /* Relative difference |a-b| / max(|a|, |b|, floor). */
 double h_rel(double a, double b, double floor);
 

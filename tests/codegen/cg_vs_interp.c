@@ -23,26 +23,6 @@ static const char *const adamw_sets[] = {"optimizer=adamw", "lr=0.001", "warmup=
 static const char *const sgd_sets[] = {"optimizer=sgd", "lr=0.05", "momentum=0.9", "warmup=0", "schedule=constant", "weight_decay=0.01", NULL};
 static const char *const llama_defs[] = {"vocab=256", "layers=2", "heads=4", "kv_heads=2", "dim=64", "ffn=128", "seq=64", "batch=4", NULL};
 
-typedef struct FeedCtx { const Tokens *tk; int64_t next; } FeedCtx;
-
-static int feed(void *ctx, TrnSession *s, int micro) {
-    FeedCtx *c = ctx;
-    (void)micro;
-    return h_feed(s, c->tk, c->next++);
-}
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                                                       \
-    do {                                                                                                                       \
-        if (!(cond)) {                                                                                                         \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                               \
-            fprintf(stderr, __VA_ARGS__);                                                                                      \
-            fputc('\n', stderr);                                                                                               \
-            failures++;                                                                                                        \
-        }                                                                                                                      \
-    } while (0)
-
 static TrnSession *session(const TrnModel *m, int poison) {
     char err[512];
     TrnOptions o = {"cpu", 0, 1234, poison};
@@ -55,9 +35,9 @@ static TrnSession *session(const TrnModel *m, int poison) {
 static int run_compiled(const TrnModel *m, const Tokens *tk, int steps, int poison, double *out, TrnSession **keep) {
     TrnSession *s = session(m, poison);
     if (!s) return -1;
-    FeedCtx c = {tk, 0};
+    HFeed c = {tk, 0};
     for (int i = 0; i < steps; i++) {
-        if (trn_step(s, feed, &c, -1) != 0) {
+        if (trn_step(s, h_feed_next, &c, -1) != 0) {
             fprintf(stderr, "step: %s\n", trn_error(s));
             trn_destroy(s);
             return -1;
@@ -87,9 +67,9 @@ static void check_model(const char *name, const char *path, const char *const *d
     CHECK(si, "interp session: %s", err);
     double *li = calloc((size_t)steps, sizeof(double)), *lc = calloc((size_t)steps, sizeof(double));
     double *lp = calloc((size_t)steps, sizeof(double)), *lu = calloc((size_t)steps, sizeof(double));
-    FeedCtx c = {tk, 0};
+    HFeed c = {tk, 0};
     for (int i = 0; si && i < steps; i++) {
-        if (trn_step(si, feed, &c, -1) != 0) {
+        if (trn_step(si, h_feed_next, &c, -1) != 0) {
             CHECK(0, "interp step: %s", trn_error(si));
             break;
         }
@@ -170,8 +150,8 @@ int main(int argc, char **argv) {
         if (all) break;
     }
     free(tk.t);
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
+    if (h_failures) {
+        fprintf(stderr, "%d check(s) failed\n", h_failures);
         return 1;
     }
     printf("all checks passed\n");

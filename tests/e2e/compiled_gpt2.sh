@@ -10,18 +10,7 @@
 # Usage: compiled_gpt2.sh TRAINC TOKENIZE SCRATCH TEXT
 set -euo pipefail
 trainc=$1 tokenize=$2 dir=$3 text=$4
-fail() { echo "FAIL: $*"; exit 1; }
-root=$(cd "$(dirname "$0")/../.." && pwd)
-rm -rf "$dir" && mkdir -p "$dir"
-if [ -f "$text" ]; then
-  text=$(cd "$(dirname "$text")" && pwd)/$(basename "$text")
-else
-  # no tiny Shakespeare beside the checkout: the project's own documentation
-  echo "no $text: training on the project's documentation instead"
-  cat "$root/README.md" "$root"/docs/*.md > "$dir/docs.txt"
-  text=$dir/docs.txt
-fi
-cd "$dir"
+. "$(dirname "$0")/common.sh"
 
 "$tokenize" "$text" shakes --val-fraction 0.1 >/dev/null
 tiny=(-D vocab=256 -D layers=2 -D heads=4 -D dim=64 -D seq=64 -D batch=8)

@@ -41,6 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+int gt_fails;
+
 GT *gt_new(const char *name) {
     GT *t = xcalloc(1, sizeof *t);
     t->g = ir_graph_new(name);

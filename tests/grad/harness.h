@@ -83,4 +83,23 @@ bool gt_verify(Graph *g);
 /* The tolerance every gradient check must meet. */
 #define GT_TOL 1e-6
 
+/* What the test programs share: dims as literals, params by shape, and a
+ * check that counts its failures in gt_fails (the exit status). */
+#define D(...) ((const int64_t[]){__VA_ARGS__})
+#define NDIM(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+#define P(t, name, ...) gt_param((t), (name), NDIM(__VA_ARGS__), D(__VA_ARGS__))
+#define PF(t, name, f, lo, hi, ...) gt_param_fill((t), (name), DT_f32, NDIM(__VA_ARGS__), D(__VA_ARGS__), (f), (lo), (hi))
+
+extern int gt_fails;
+
+#define EXPECT(cond, ...)                               \
+    do {                                                \
+        if (!(cond)) {                                  \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+            printf(__VA_ARGS__);                        \
+            printf("\n");                               \
+            gt_fails++;                                 \
+        }                                               \
+    } while (0)
+
 #endif

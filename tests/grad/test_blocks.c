@@ -9,22 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define D(...) ((const int64_t[]){__VA_ARGS__})
-#define NDIM(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
-#define P(t, name, ...) gt_param((t), (name), NDIM(__VA_ARGS__), D(__VA_ARGS__))
-#define PF(t, name, f, lo, hi, ...) gt_param_fill((t), (name), DT_f32, NDIM(__VA_ARGS__), D(__VA_ARGS__), (f), (lo), (hi))
-
-static int fails;
-
-#define EXPECT(cond, ...)                               \
-    do {                                                \
-        if (!(cond)) {                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-            fails++;                                    \
-        }                                               \
-    } while (0)
 
 static void check(GT *t, const char *label, int sample) {
     GTResult r = gt_check(t, label, sample);
@@ -344,6 +328,6 @@ int main(void) {
     test_zero_grad_ops();
     test_unused();
     test_names();
-    printf("%s\n", fails ? "FAILED" : "ok");
-    return fails ? 1 : 0;
+    printf("%s\n", gt_fails ? "FAILED" : "ok");
+    return gt_fails ? 1 : 0;
 }

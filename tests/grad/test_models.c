@@ -8,18 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fails;
-
-#define EXPECT(cond, ...)                               \
-    do {                                                \
-        if (!(cond)) {                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-            fails++;                                    \
-        }                                               \
-    } while (0)
-
 typedef struct Model {
     const char  *file;
     Define       defs[12];
@@ -91,6 +79,6 @@ int main(void) {
         EXPECT(r.ok && r.worst < GT_TOL, "%s: worst %.3g", label, r.worst);
         gt_free(t);
     }
-    printf("%s\n", fails ? "FAILED" : "ok");
-    return fails ? 1 : 0;
+    printf("%s\n", gt_fails ? "FAILED" : "ok");
+    return gt_fails ? 1 : 0;
 }

@@ -8,10 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define D(...) ((const int64_t[]){__VA_ARGS__})
-#define NDIM(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
-#define P(t, name, ...) gt_param((t), (name), NDIM(__VA_ARGS__), D(__VA_ARGS__))
-#define PF(t, name, f, lo, hi, ...) gt_param_fill((t), (name), DT_f32, NDIM(__VA_ARGS__), D(__VA_ARGS__), (f), (lo), (hi))
 
 typedef Value *CaseFn(GT *t);
 typedef struct Case { Op op; const char *label; CaseFn *fn; } Case;

@@ -9,19 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define D(...) ((const int64_t[]){__VA_ARGS__})
-
-static int fails;
-
-#define EXPECT(cond, ...)                               \
-    do {                                                \
-        if (!(cond)) {                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-            fails++;                                    \
-        }                                               \
-    } while (0)
 
 static void set_train(Graph *g, const char *key, const char *value) {
     char err[256];
@@ -364,6 +351,6 @@ int main(void) {
     test_sgd(false, 0.0);
     test_structure();
     test_errors();
-    printf("%s\n", fails ? "FAILED" : "ok");
-    return fails ? 1 : 0;
+    printf("%s\n", gt_fails ? "FAILED" : "ok");
+    return gt_fails ? 1 : 0;
 }

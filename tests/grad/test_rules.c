@@ -6,20 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define D(...) ((const int64_t[]){__VA_ARGS__})
-
-static int fails;
-
-#define EXPECT(cond, ...)                                   \
-    do {                                                    \
-        if (!(cond)) {                                      \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);     \
-            printf(__VA_ARGS__);                            \
-            printf("\n");                                   \
-            fails++;                                        \
-        }                                                   \
-    } while (0)
-
 /* Every OPF_DIFF op has a rule and no other op does; the results of a
  * differentiable op after its grad_diff_results() differentiable ones are
  * the non-differentiable statistics. */
@@ -125,6 +111,6 @@ static void test_errors(void) {
 int main(void) {
     test_table();
     test_errors();
-    printf("%s\n", fails ? "FAILED" : "ok");
-    return fails ? 1 : 0;
+    printf("%s\n", gt_fails ? "FAILED" : "ok");
+    return gt_fails ? 1 : 0;
 }

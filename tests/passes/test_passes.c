@@ -23,18 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                                       \
-    do {                                                                                                                       \
-        if (!(cond)) {                                                                                                         \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                               \
-            fprintf(stderr, __VA_ARGS__);                                                                                      \
-            fputc('\n', stderr);                                                                                               \
-            failures++;                                                                                                        \
-        }                                                                                                                      \
-    } while (0)
-
 static const char *const gpt2_defs[] = {"vocab=256", "layers=2", "heads=4", "dim=64", "seq=32", "batch=2", NULL};
 static const char *const llama_defs[] = {"vocab=256", "layers=2", "heads=4", "kv_heads=2", "dim=64", "ffn=128", "seq=32", "batch=2", NULL};
 static const char *const gpt2_257[] = {"vocab=257", "layers=2", "heads=4", "dim=64", "seq=32", "batch=2", NULL};
@@ -471,8 +459,8 @@ int main(int argc, char **argv) {
     }
     free(tokens.t);
     free(tokens61.t);
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
+    if (h_failures) {
+        fprintf(stderr, "%d check(s) failed\n", h_failures);
         return 1;
     }
     printf("all checks passed\n");

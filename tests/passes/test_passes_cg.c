@@ -16,37 +16,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                                                       \
-    do {                                                                                                                       \
-        if (!(cond)) {                                                                                                         \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                               \
-            fprintf(stderr, __VA_ARGS__);                                                                                      \
-            fputc('\n', stderr);                                                                                               \
-            failures++;                                                                                                        \
-        }                                                                                                                      \
-    } while (0)
-
 static const char *const gpt2_defs[] = {"vocab=256", "layers=2", "heads=4", "dim=64", "seq=32", "batch=2", NULL};
 static const char *const llama_defs[] = {"vocab=256", "layers=2", "heads=4", "kv_heads=2", "dim=64", "ffn=128", "seq=32", "batch=2", NULL};
 static const char *const gpt2_257[] = {"vocab=257", "layers=2", "heads=4", "dim=64", "seq=32", "batch=2", NULL};
 
 static Tokens tokens, tokens61;
 
-typedef struct Feed { const Tokens *tk; int64_t next; } Feed;
-
-static int feed(void *ctx, TrnSession *s, int micro) {
-    (void)micro;
-    Feed *f = ctx;
-    return h_feed(s, f->tk, f->next++);
-}
-
 /* steps of a session; losses into out; also the eval loss of batch 1000. */
 static bool train(TrnSession *s, const Tokens *tk, int steps, double *out, double *eval) {
-    Feed f = {tk, 0};
+    HFeed f = {tk, 0};
     for (int i = 0; i < steps; i++) {
-        if (trn_step(s, feed, &f, -1) != 0) {
+        if (trn_step(s, h_feed_next, &f, -1) != 0) {
             fprintf(stderr, "step: %s\n", trn_error(s));
             return false;
         }
@@ -201,8 +181,8 @@ int main(int argc, char **argv) {
     }
     free(tokens.t);
     free(tokens61.t);
-    if (failures) {
-        fprintf(stderr, "%d check(s) failed\n", failures);
+    if (h_failures) {
+        fprintf(stderr, "%d check(s) failed\n", h_failures);
         return 1;
     }
     printf("all checks passed\n");
