@@ -32,7 +32,9 @@
  *       (scale', good', skipped', skip) = loss_scale_update(scale, good, skipped, norm)
  *       gscale = 1/scale (times clip_coef(norm/scale) and 1/N as above)
  *     and every update gets the skip operand: an overflowing step changes
- *     no weight and no moment; "loss" is the true loss again.
+ *     no weight and no moment; "loss" is the true loss again.  AdamW's
+ *     step operand is then opt.step - i32(amp.skipped): bias correction
+ *     counts only the steps that updated.
  * States of a padded param (pad-tiles) carry its {unpadded} shape.
  *
  * The grad.* results are removed; "loss" stays.  The update of every
@@ -307,6 +309,19 @@ bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d) {
     }
     if (inv_s) gscale = op2(&o, OP_mul, gscale, inv_s, NOLOC, o.phase);
     gscale->name = "gscale";
+
+    /* AdamW's bias correction counts the steps that updated (as PyTorch's
+     * Adam under GradScaler, whose step() does not run on overflow):
+     * step - skipped, with the count from before this step: if this step
+     * updates, the two counts agree; if it is skipped nothing moves; and
+     * it is at least 1 (step 1 skipped would give 0 with the new count). */
+    if (adamw && skipped) {
+        Value *sk = skipped->out[0];
+        Node *c = ir_new(g, OP_cast, 1, &sk, NOLOC);
+        ir_set_str(g, c, "dtype", "i32");
+        step = op2(&o, OP_sub, step, emit(&o, c, o.phase)->out[0], NOLOC, o.phase);
+        step->name = "adamw.step";
+    }
 
     /* The update rule. */
     for (int i = 0; i < np; i++) {

@@ -167,8 +167,9 @@ int    trn_set_schedule(TrnSession *s, const char *schedule, double lr, double m
 /* Forward-only loss of the inputs currently set (TRN_RUN_EVAL). */
 int    trn_eval(TrnSession *s, double *loss);
 /* Forward-only logits of the inputs currently set (TRN_RUN_SAMPLE): the
- * "logits" output, in its dtype, shape and size (for a classifier [B,
- * classes]; for a language model [B, T, V]). */
+ * "logits" output, f32 in every precision (the compiler casts bf16/f16
+ * logits), in the model's unpadded shape (for a classifier [B, classes];
+ * for a language model [B, T, V]); bytes must be 4 x its element count. */
 int    trn_predict(TrnSession *s, void *logits, size_t bytes);
 
 /* Checkpoints (safetensors): parameters by name; with_state adds the

@@ -8,7 +8,8 @@
  *   mixed    tiny GPT-2 50 steps in bf16 and fp16 ends within the stated
  *            tolerance of fp32; a forced fp16 overflow skips that step
  *            (nothing moves), halves the scale, and training recovers; the
- *            scale grows after loss_scale_window clean steps
+ *            scale grows after loss_scale_window clean steps; a skipped
+ *            step does not count in AdamW's bias correction
  *   pad      tiny GPT-2 with vocabulary 257, padded to 8 and to 64, gives
  *            bit-identical losses and parameters and byte-identical
  *            checkpoints; the padding stays zero
@@ -323,6 +324,32 @@ static void test_mixed(void) {
     }
     run_close(&q);
     remove(path);
+
+    /* A skipped step is no step for AdamW's bias correction (as PyTorch's
+     * Adam under GradScaler): a run whose first step overflows and whose
+     * second step is batch 1 at scale 2^16 ends with the params of a run
+     * that takes batch 1 as its first step at 2^16. */
+    Run a = {0}, b = {0};
+    bool ok = run_open(&a, "examples/gpt2.model", gpt2_defs, sets, NULL) && run_open(&b, "examples/gpt2.model", gpt2_defs, sets, NULL);
+    if (ok) {
+        float s16 = 0x1p16f;
+        trn_set(a.s, "amp.scale", &big, sizeof big);
+        ok = run_steps(&a, 1, NULL) && scalar(&a, "amp.skipped") == 1;
+        trn_set(a.s, "amp.scale", &s16, sizeof s16);
+        ok = ok && run_steps(&a, 1, NULL);
+        b.next = 1;
+        ok = ok && run_steps(&b, 1, NULL);
+    }
+    CHECK(ok, "fp16 skip-then-step runs failed");
+    if (ok) {
+        const char *worst = "";
+        double d = param_diff(&a, &b, &worst);
+        printf("fp16: skipped step then batch 1, against batch 1 as the first step: params max |diff| %.1e%s%s\n", d, d > 0 ? " at " : "",
+               d > 0 ? worst : "");
+        CHECK(d == 0, "a skipped step moved AdamW's step count: params differ by %.3e (%s)", d, worst);
+    }
+    run_close(&a);
+    run_close(&b);
 }
 
 /* ---- pad-tiles ---- */

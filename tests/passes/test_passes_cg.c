@@ -48,10 +48,11 @@ static TrnSession *session(const TrnModel *m, TrnBackend *be, int poison) {
 }
 
 /* Builds, trains compiled and interpreted `steps` steps; returns the worst
- * relative loss difference (INFINITY on failure); eval losses compared too.
+ * relative loss difference (INFINITY on failure); eval losses compared too,
+ * and trn_predict's logits (ptol: relative to the largest logit).
  * keep: the harness is left built (caller frees). */
 static double compare(const char *label, const char *model, const char *const *defs, const char *const *sets, int steps, const Tokens *tk,
-                      Harness *keep, double *last) {
+                      Harness *keep, double *last, double ptol) {
     Harness h;
     if (h_build(&h, model, defs, sets, true, 0) != 0) {
         CHECK(0, "%s: build failed", label);
@@ -69,6 +70,26 @@ static double compare(const char *label, const char *model, const char *const *d
         printf("%-22s %2d steps: interp %.6f -> %.6f, compiled %.6f -> %.6f, worst loss difference %.2e; eval loss %.6f / %.6f (%.2e)\n", label,
                steps, li[0], li[steps - 1], lc[0], lc[steps - 1], worst, ei, ec, ev);
     CHECK(ok, "%s: a run failed", label);
+    /* trn_predict on the eval batch: f32 logits in every precision, the
+     * same from both; max |difference| / max |logit| within ptol */
+    if (ok) {
+        const TrnModel *mi = trn_model(si), *mc = trn_model(sc);
+        const TrnTensor *ti = &mi->tensors[mi->t_logits], *tc = &mc->tensors[mc->t_logits];
+        CHECK(ti->dtype == TRN_F32 && tc->dtype == TRN_F32 && ti->numel == tc->numel, "%s: logits are not f32 of one size", label);
+        size_t nb = sizeof(float) * (size_t)tc->numel;
+        float *pi = calloc((size_t)tc->numel, sizeof(float)), *pc = calloc((size_t)tc->numel, sizeof(float));
+        bool pok = ti->numel == tc->numel && trn_predict(si, pi, nb) == 0 && trn_predict(sc, pc, nb) == 0;
+        CHECK(pok, "%s: trn_predict: %s / %s", label, trn_error(si), trn_error(sc));
+        double dmax = 0, lmax = 0;
+        for (int64_t k = 0; pok && k < tc->numel; k++) {
+            dmax = fmax(dmax, fabs((double)pi[k] - (double)pc[k]));
+            lmax = fmax(lmax, fabs((double)pi[k]));
+        }
+        if (pok) printf("%-22s trn_predict: f32 [%lld logits], max |difference| / max |logit| %.2e\n", label, (long long)tc->numel, dmax / lmax);
+        CHECK(pok && dmax <= ptol * lmax, "%s: predicted logits differ by %.3e of their scale (limit %g)", label, dmax / lmax, ptol);
+        free(pi);
+        free(pc);
+    }
     if (last) *last = ok ? lc[steps - 1] : NAN;
     worst = fmax(worst, ev);
     if (si) trn_destroy(si);
@@ -95,7 +116,7 @@ static Kernel *find_kernel(Program *p, TrnRun which, Op op) {
 static void test_primitive(void) {
     printf("== primitive.model (fp32): the fused ops made from primitive spellings\n");
     Harness h;
-    double w = compare("primitive fp32", "tests/passes/primitive.model", NULL, adamw, 12, &tokens61, &h, NULL);
+    double w = compare("primitive fp32", "tests/passes/primitive.model", NULL, adamw, 12, &tokens61, &h, NULL, 1e-5);
     CHECK(w < 1e-5, "primitive: compiled and interpreted differ by %.3e (limit 1e-5)", w);
     if (!h.prog) return;
     /* rope_qk rotates q and k in place, forward and backward: the results
@@ -141,10 +162,10 @@ static void test_half(const char *prec) {
     const char *sets[] = {key, "optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "grad_clip=1.0", NULL};
     char label[64];
     snprintf(label, sizeof label, "gpt2 %s", prec);
-    double w = compare(label, "examples/gpt2.model", gpt2_defs, sets, 10, &tokens, NULL, NULL);
+    double w = compare(label, "examples/gpt2.model", gpt2_defs, sets, 10, &tokens, NULL, NULL, 2e-2);
     CHECK(w < 3e-4, "%s: gpt2 compiled and interpreted differ by %.3e (limit 3e-4)", prec, w);
     snprintf(label, sizeof label, "llama %s", prec);
-    w = compare(label, "examples/llama.model", llama_defs, sets, 10, &tokens, NULL, NULL);
+    w = compare(label, "examples/llama.model", llama_defs, sets, 10, &tokens, NULL, NULL, 2e-2);
     CHECK(w < 3e-4, "%s: llama compiled and interpreted differ by %.3e (limit 3e-4)", prec, w);
 }
 
@@ -155,9 +176,9 @@ static void test_padded(void) {
     const char *sets[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "grad_clip=1.0", "pad_multiple=8", NULL};
     const char *none[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "grad_clip=1.0", "pad_multiple=1", NULL};
     double lp, lu;
-    double w = compare("gpt2 vocab 257 padded", "examples/gpt2.model", gpt2_257, sets, 10, &tokens, NULL, &lp);
+    double w = compare("gpt2 vocab 257 padded", "examples/gpt2.model", gpt2_257, sets, 10, &tokens, NULL, &lp, 1e-5);
     CHECK(w < 1e-5, "padded: compiled and interpreted differ by %.3e (limit 1e-5)", w);
-    w = compare("gpt2 vocab 257", "examples/gpt2.model", gpt2_257, none, 10, &tokens, NULL, &lu);
+    w = compare("gpt2 vocab 257", "examples/gpt2.model", gpt2_257, none, 10, &tokens, NULL, &lu, 1e-5);
     CHECK(w < 1e-5, "unpadded: compiled and interpreted differ by %.3e (limit 1e-5)", w);
     double d = h_rel(lp, lu, 1e-12);
     printf("compiled, padded against unpadded: step 10 %.9f / %.9f (relative %.2e)\n", lp, lu, d);
