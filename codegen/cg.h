@@ -155,6 +155,7 @@ typedef struct Program {
     int64_t     workspace_off, workspace_bytes;
     const char *cuda_symbol;  /* the embedded CUDA module's symbol (cuda target), or NULL */
     const char *target;       /* "cpu" or "cuda" (CgOptions.target): --report's tile advice */
+    bool        no_tc_attention; /* cuda target: no tensor-core attention (CompileOptions) */
 } Program;
 
 /* lower.c */

@@ -202,11 +202,24 @@ bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Gr
     return true;
 }
 
+/* The lowest sm_NN of an --arch list (80 for the default, NULL); what is
+ * not of that form is left to cg_nvrtc_build's error.  Below 80 the
+ * tensor-core attention (bf16 wmma) is not used. */
+static int min_sm(const char *archs) {
+    int m = 0;
+    for (const char *p = archs; p && (p = strstr(p, "sm_")) != NULL; p += 3) {
+        int sm = atoi(p + 3);
+        if (sm > 0 && (m == 0 || sm < m)) m = sm;
+    }
+    return m ? m : 80;
+}
+
 Program *cg_build(const CompileOptions *o, Graph **train_out, Graph **fwd_out, Graph **sample_out, Diag *d) {
     Graph *train, *eval, *sample;
     if (!cg_prepare(o, &train, &eval, &sample, d)) return NULL;
     CgOptions co = {o->fuse, o->target ? o->target : "cpu"};
     Program *p = cg_lower(train, eval, sample, o->model, &co, d);
+    if (p) p->no_tc_attention = o->no_tc_attention || min_sm(o->archs) < 80;
     if (!p) {
         ir_graph_free(eval);
         ir_graph_free(sample);

@@ -17,6 +17,7 @@ typedef struct CompileOptions {
     bool          keep;         /* keep the generated C next to the executable */
     bool          report;       /* print the memory plan */
     bool          fuse;         /* generic fusion (--no-fuse turns it off) */
+    bool          no_tc_attention; /* cuda target: half attention on the CUDA cores (--no-tc-attention) */
     bool          blas;         /* GEMMs through OpenBLAS (default on) */
     bool          native;       /* -march=native: the output then depends on this machine */
     bool          verbose;      /* print the C compiler's command line */

@@ -746,6 +746,332 @@ TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const 
     }
 }
 
+/* ---- attention on tensor cores (bf16/f16, D % 16 == 0, D <= 64; sm_80+) ----
+ * The same contract as tk_attention and its backward (above), for half
+ * q, k, v: the products run as 16x16x16 warp matrix operations (wmma,
+ * f32 accumulation), through shared memory only, so nothing here depends
+ * on how a fragment is laid out in registers.  A block is 4 warps; each
+ * warp owns 16 rows (queries; keys in the dkv kernel) and takes tiles of 32
+ * columns (keys; queries in the dkv kernel).  Lanes 2r and 2r+1 own row r
+ * of their warp's score tile, 16 columns each.
+ *   forward  two passes over the key tiles: the first the row maxima and
+ *            sums (online), the second P = exp(s - m) / l, rounded to the
+ *            half type (as FlashAttention's P), times V into f32
+ *            fragments; o rounded once, lse saved;
+ *   dq       per query tile: S and dP = dO V^T recomputed per key tile,
+ *            dS = P (dP - Di) scale rounded to the half type, dq += dS K;
+ *   dkv      per key tile, over every query tile of every head of the
+ *            group: S^T, dP^T, then dv += P^T dO and dk += dS^T Q.
+ * Differences from the CUDA-core kernels: P and dS are rounded to the half
+ * type before their products (about 2^-9 relative for bf16), and the f32
+ * sums run in the tensor cores' order. */
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#include <mma.h>
+#endif
+template <typename E> struct TrnMmaT;
+template <> struct TrnMmaT<trn_bf16> { typedef __nv_bfloat16 T; };
+template <> struct TrnMmaT<trn_f16> { typedef __half T; };
+
+template <int D> struct TrnAttTc {
+    static constexpr int W = 4;            /* warps per block */
+    static constexpr int BR = 16 * W;      /* rows per block */
+    static constexpr int BC = 32;          /* columns per tile */
+    static constexpr int LDH = D + 8;      /* row stride of 16-bit tiles (elements; rows stay 16-byte aligned) */
+    static constexpr int LDS = BC + 4;     /* row stride of f32 score tiles */
+    static constexpr int LDP = BC + 8;     /* row stride of 16-bit P / dS tiles */
+    static constexpr int KD = D / 16;      /* 16-wide slices of a head */
+    static_assert(D % 16 == 0 && D <= 64, "tensor-core attention: D a multiple of 16, at most 64");
+};
+
+/* Rows r0 .. r0+nr-1 (< lim) of a [.., D] matrix of 16-bit E into tile (row
+ * stride ld elements), the bits unchanged; zeros past lim.  16-byte copies
+ * when src is 16-byte aligned (a buffer's start always is; a view may not). */
+template <int D, typename E>
+TRN_DEV void trn_load_tile16(E *__restrict__ tile, int ld, const E *__restrict__ src, int64_t r0, int nr, int64_t lim) {
+    if (((unsigned long long)src & 15) == 0) {
+        constexpr int V = D / 8;
+        for (int e = threadIdx.x; e < nr * V; e += blockDim.x) {
+            int r = e / V, c = (e - r * V) * 8;
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);
+            if (r0 + r < lim) v = *(const uint4 *)(src + (r0 + r) * D + c);
+            *(uint4 *)(tile + r * ld + c) = v;
+        }
+    } else {
+        for (int e = threadIdx.x; e < nr * D; e += blockDim.x) {
+            int r = e / D, c = e - r * D;
+            E z;
+            z.x = 0;
+            tile[r * ld + c] = r0 + r < lim ? src[(r0 + r) * D + c] : z;
+        }
+    }
+}
+
+/* out [16, BC] (f32, row stride ldo) = A [16, D] (the warp's fragments)
+ * times the BC rows of tile (row stride LDH) transposed. */
+template <int D, typename M, typename E>
+TRN_DEV void trn_tc_rows_by_tile(float *out, int ldo,
+                                 const nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, M, nvcuda::wmma::row_major> (&a)[D / 16],
+                                 const E *tile) {
+    namespace wm = nvcuda::wmma;
+    typedef TrnAttTc<D> A;
+#pragma unroll
+    for (int n = 0; n < A::BC / 16; n++) {
+        wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
+        wm::fill_fragment(acc, 0.0f);
+#pragma unroll
+        for (int kk = 0; kk < A::KD; kk++) {
+            wm::fragment<wm::matrix_b, 16, 16, 16, M, wm::col_major> bf;
+            wm::load_matrix_sync(bf, (const M *)(tile + n * 16 * A::LDH + kk * 16), A::LDH);
+            wm::mma_sync(acc, a[kk], bf, acc);
+        }
+        wm::store_matrix_sync(out + n * 16, acc, ldo, wm::mem_row_major);
+    }
+}
+
+/* acc[c] += P [16, BC] (16-bit, row stride LDP) times tile [BC, D] (row stride LDH). */
+template <int D, typename M, typename E>
+TRN_DEV void trn_tc_acc(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[D / 16], const E *p, const E *tile) {
+    namespace wm = nvcuda::wmma;
+    typedef TrnAttTc<D> A;
+#pragma unroll
+    for (int c = 0; c < A::KD; c++) {
+#pragma unroll
+        for (int kk = 0; kk < A::BC / 16; kk++) {
+            wm::fragment<wm::matrix_a, 16, 16, 16, M, wm::row_major> pf;
+            wm::fragment<wm::matrix_b, 16, 16, 16, M, wm::row_major> tf;
+            wm::load_matrix_sync(pf, (const M *)(p + kk * 16), A::LDP);
+            wm::load_matrix_sync(tf, (const M *)(tile + kk * 16 * A::LDH + c * 16), A::LDH);
+            wm::mma_sync(acc[c], pf, tf, acc[c]);
+        }
+    }
+}
+
+/* Rows row0 .. row0+15 (< lim) of dst [.., D] = acc, rounded once to E,
+ * through the warp's f32 scratch (16 x LDS). */
+template <int D, typename E>
+TRN_DEV void trn_tc_store(E *dst, int64_t row0, int64_t lim, const nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[D / 16],
+                          float *scratch, int lane) {
+    namespace wm = nvcuda::wmma;
+    typedef TrnAttTc<D> A;
+#pragma unroll
+    for (int c = 0; c < A::KD; c++) {
+        wm::store_matrix_sync(scratch, acc[c], A::LDS, wm::mem_row_major);
+        __syncwarp();
+        for (int e = lane; e < 256; e += 32) {
+            int i = e >> 4, j = e & 15;
+            if (row0 + i < lim) trn_st(dst + (row0 + i) * D + c * 16 + j, scratch[i * A::LDS + j]);
+        }
+        __syncwarp();
+    }
+}
+
+/* Loads the warp's 16 rows of a staged [BR, D] tile as A fragments. */
+template <int D, typename M, typename E>
+TRN_DEV void trn_tc_frags(nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, M, nvcuda::wmma::row_major> (&a)[D / 16], const E *stage,
+                          int warp) {
+    typedef TrnAttTc<D> A;
+#pragma unroll
+    for (int kk = 0; kk < A::KD; kk++) nvcuda::wmma::load_matrix_sync(a[kk], (const M *)(stage + warp * 16 * A::LDH + kk * 16), A::LDH);
+}
+
+/* block: 128 threads; grid (ceil(T / 64), B * H) */
+template <int D, typename E>
+TRN_DEV void tk_attention_tc(E *__restrict__ o, float *__restrict__ lse, const E *__restrict__ q, const E *__restrict__ k,
+                             const E *__restrict__ v, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
+    namespace wm = nvcuda::wmma;
+    typedef TrnAttTc<D> A;
+    typedef typename TrnMmaT<E>::T M;
+    constexpr int QB = A::BR * A::LDH * 2, WB = A::W * 16 * (A::LDS * 4 + A::LDP * 2), U = QB > WB ? QB : WB;
+    constexpr int KV = A::BC * A::LDH;
+    /* the Q staging tile, then the warps' scores (f32) and P (E); K and V tiles */
+    __shared__ __align__(32) unsigned char sm[U + 2 * KV * 2];
+    E *Ks = (E *)(sm + U), *Vs = Ks + KV;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane >> 1, hf = lane & 1;
+    float *Sw = (float *)sm + warp * 16 * A::LDS;
+    E *Pw = (E *)(sm + A::W * 16 * A::LDS * 4) + warp * 16 * A::LDP;
+    int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
+    int64_t q0 = (int64_t)blockIdx.x * A::BR, w0 = q0 + warp * 16, row = w0 + r, rr = row < T ? row : T - 1;
+    const E *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
+    wm::fragment<wm::matrix_a, 16, 16, 16, M, wm::row_major> qf[A::KD];
+    trn_load_tile16<D>((E *)sm, A::LDH, q + bh * T * D, q0, A::BR, T);
+    __syncthreads();
+    trn_tc_frags<D, M>(qf, (const E *)sm, warp);
+    wm::fragment<wm::accumulator, 16, 16, 16, float> of[A::KD];
+#pragma unroll
+    for (int c = 0; c < A::KD; c++) wm::fill_fragment(of[c], 0.0f);
+    float m = -TRN_INF, l = 0.0f;
+    int64_t kend = causal ? min(S, q0 + A::BR) : S;
+    for (int pass = 0; pass < 2; pass++) {
+        float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        for (int64_t k0 = 0; k0 < kend; k0 += A::BC) {
+            __syncthreads(); /* (first time: the Q staging is read) */
+            trn_load_tile16<D>(Ks, A::LDH, kb, k0, A::BC, S);
+            if (pass) trn_load_tile16<D>(Vs, A::LDH, vb, k0, A::BC, S);
+            __syncthreads();
+            trn_tc_rows_by_tile<D, M>(Sw, A::LDS, qf, Ks);
+            __syncwarp();
+            const float *sr = Sw + r * A::LDS;
+            float s[A::BC / 2];
+            float tmax = -TRN_INF;
+#pragma unroll
+            for (int j = 0; j < A::BC / 2; j++) {
+                int64_t kj = k0 + hf * (A::BC / 2) + j;
+                s[j] = (kj >= S || (causal && kj > rr)) ? -TRN_INF : sr[hf * (A::BC / 2) + j] * scale;
+                tmax = fmaxf(tmax, s[j]);
+            }
+            if (pass == 0) {
+                tmax = fmaxf(tmax, __shfl_xor_sync(TRN_FULL, tmax, 1));
+                float mn = fmaxf(m, tmax), sum = 0.0f;
+#pragma unroll
+                for (int j = 0; j < A::BC / 2; j++) sum += s[j] == -TRN_INF ? 0.0f : expf(s[j] - mn);
+                sum += __shfl_xor_sync(TRN_FULL, sum, 1);
+                l = (m == -TRN_INF ? 0.0f : l * expf(m - mn)) + sum;
+                m = mn;
+            } else {
+                E *pr = Pw + r * A::LDP + hf * (A::BC / 2);
+#pragma unroll
+                for (int j = 0; j < A::BC / 2; j++) trn_st(pr + j, s[j] == -TRN_INF ? 0.0f : expf(s[j] - m) * inv);
+                __syncwarp();
+                trn_tc_acc<D, M>(of, Pw, Vs);
+            }
+            __syncwarp();
+        }
+    }
+    trn_tc_store<D>(o + bh * T * D, w0, T, of, Sw, lane);
+    if (hf == 0 && row < T) lse[bh * T + row] = m + logf(l);
+}
+
+/* Backward, part 1: dq.  block: 128 threads; grid (ceil(T / 64), B * H) */
+template <int D, typename E>
+TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ dout, const E *__restrict__ q, const E *__restrict__ k,
+                                    const E *__restrict__ v, const E *__restrict__ o, const float *__restrict__ lse, int64_t H, int64_t Hkv,
+                                    int64_t T, int64_t S, float scale, int causal) {
+    namespace wm = nvcuda::wmma;
+    typedef TrnAttTc<D> A;
+    typedef typename TrnMmaT<E>::T M;
+    constexpr int QB = A::BR * A::LDH * 2, WB = A::W * 16 * (2 * A::LDS * 4 + A::LDP * 2), U = QB > WB ? QB : WB;
+    constexpr int KV = A::BC * A::LDH;
+    /* the Q / dO staging tile, then the warps' S, dP (f32) and dS (E); K and V tiles */
+    __shared__ __align__(32) unsigned char sm[U + 2 * KV * 2];
+    E *Ks = (E *)(sm + U), *Vs = Ks + KV;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane >> 1, hf = lane & 1;
+    float *Sw = (float *)sm + warp * 16 * A::LDS, *Pw = (float *)sm + (A::W + warp) * 16 * A::LDS;
+    E *DSw = (E *)(sm + 2 * A::W * 16 * A::LDS * 4) + warp * 16 * A::LDP;
+    int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
+    int64_t q0 = (int64_t)blockIdx.x * A::BR, w0 = q0 + warp * 16, row = w0 + r, rr = row < T ? row : T - 1;
+    const E *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
+    wm::fragment<wm::matrix_a, 16, 16, 16, M, wm::row_major> qf[A::KD], df[A::KD];
+    trn_load_tile16<D>((E *)sm, A::LDH, q + bh * T * D, q0, A::BR, T);
+    __syncthreads();
+    trn_tc_frags<D, M>(qf, (const E *)sm, warp);
+    __syncthreads();
+    trn_load_tile16<D>((E *)sm, A::LDH, dout + bh * T * D, q0, A::BR, T);
+    __syncthreads();
+    trn_tc_frags<D, M>(df, (const E *)sm, warp);
+    /* Di = do . o of the lane pair's row, L its lse */
+    float di = 0.0f;
+    for (int c = hf; c < D; c += 2) di += trn_f32(dout[(bh * T + rr) * D + c]) * trn_f32(o[(bh * T + rr) * D + c]);
+    di += __shfl_xor_sync(TRN_FULL, di, 1);
+    float L = lse[bh * T + rr];
+    wm::fragment<wm::accumulator, 16, 16, 16, float> acc[A::KD];
+#pragma unroll
+    for (int c = 0; c < A::KD; c++) wm::fill_fragment(acc[c], 0.0f);
+    int64_t kend = causal ? min(S, q0 + A::BR) : S;
+    for (int64_t k0 = 0; k0 < kend; k0 += A::BC) {
+        __syncthreads();
+        trn_load_tile16<D>(Ks, A::LDH, kb, k0, A::BC, S);
+        trn_load_tile16<D>(Vs, A::LDH, vb, k0, A::BC, S);
+        __syncthreads();
+        trn_tc_rows_by_tile<D, M>(Sw, A::LDS, qf, Ks);
+        trn_tc_rows_by_tile<D, M>(Pw, A::LDS, df, Vs);
+        __syncwarp();
+        E *dsr = DSw + r * A::LDP;
+#pragma unroll
+        for (int j = hf * (A::BC / 2); j < (hf + 1) * (A::BC / 2); j++) {
+            int64_t kj = k0 + j;
+            float p = (kj >= S || (causal && kj > rr)) ? 0.0f : expf(Sw[r * A::LDS + j] * scale - L);
+            trn_st(dsr + j, p * (Pw[r * A::LDS + j] - di) * scale);
+        }
+        __syncwarp();
+        trn_tc_acc<D, M>(acc, DSw, Ks);
+        __syncwarp();
+    }
+    trn_tc_store<D>(dq + bh * T * D, w0, T, acc, Sw, lane);
+}
+
+/* Backward, part 2: dk, dv.  block: 128 threads; grid (ceil(S / 64), B * Hkv) */
+template <int D, typename E>
+TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const E *__restrict__ dout, const E *__restrict__ q,
+                                     const E *__restrict__ k, const E *__restrict__ v, const E *__restrict__ o, const float *__restrict__ lse,
+                                     int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
+    namespace wm = nvcuda::wmma;
+    typedef TrnAttTc<D> A;
+    typedef typename TrnMmaT<E>::T M;
+    constexpr int KB = A::BR * A::LDH * 2, WB = A::W * 16 * (2 * A::LDS * 4 + 2 * A::LDP * 2), U = KB > WB ? KB : WB;
+    constexpr int QT = A::BC * A::LDH;
+    /* the K / V staging tile, then the warps' S^T, dP^T (f32), P^T and dS^T (E); Q and dO tiles; lse and Di */
+    __shared__ __align__(32) unsigned char sm[U + 2 * QT * 2];
+    __shared__ float Ls[A::BC], Ds[A::BC];
+    E *Qs = (E *)(sm + U), *Os = Qs + QT;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane >> 1, hf = lane & 1;
+    float *St = (float *)sm + warp * 16 * A::LDS, *Pt = (float *)sm + (A::W + warp) * 16 * A::LDS;
+    E *PTw = (E *)(sm + 2 * A::W * 16 * A::LDS * 4) + warp * 16 * A::LDP, *DSw = PTw + A::W * 16 * A::LDP;
+    int64_t bk = blockIdx.y, b = bk / Hkv, hk = bk - b * Hkv, grp = H / Hkv;
+    int64_t j0 = (int64_t)blockIdx.x * A::BR, w0 = j0 + warp * 16, kj = w0 + r, jj = kj < S ? kj : S - 1;
+    wm::fragment<wm::matrix_a, 16, 16, 16, M, wm::row_major> kf[A::KD], vf[A::KD];
+    trn_load_tile16<D>((E *)sm, A::LDH, k + bk * S * D, j0, A::BR, S);
+    __syncthreads();
+    trn_tc_frags<D, M>(kf, (const E *)sm, warp);
+    __syncthreads();
+    trn_load_tile16<D>((E *)sm, A::LDH, v + bk * S * D, j0, A::BR, S);
+    __syncthreads();
+    trn_tc_frags<D, M>(vf, (const E *)sm, warp);
+    wm::fragment<wm::accumulator, 16, 16, 16, float> dka[A::KD], dva[A::KD];
+#pragma unroll
+    for (int c = 0; c < A::KD; c++) {
+        wm::fill_fragment(dka[c], 0.0f);
+        wm::fill_fragment(dva[c], 0.0f);
+    }
+    int64_t istart = causal ? (j0 / A::BC) * A::BC : 0;
+    for (int64_t h = hk * grp; h < (hk + 1) * grp; h++) {
+        int64_t bh = b * H + h;
+        for (int64_t i0 = istart; i0 < T; i0 += A::BC) {
+            __syncthreads(); /* (first time: the V staging is read) */
+            trn_load_tile16<D>(Qs, A::LDH, q + bh * T * D, i0, A::BC, T);
+            trn_load_tile16<D>(Os, A::LDH, dout + bh * T * D, i0, A::BC, T);
+            /* Di = do_i . o_i, one warp per row */
+            for (int rq = warp; rq < A::BC; rq += A::W) {
+                float d = 0.0f;
+                if (i0 + rq < T)
+                    for (int c = lane; c < D; c += 32) d += trn_f32(dout[(bh * T + i0 + rq) * D + c]) * trn_f32(o[(bh * T + i0 + rq) * D + c]);
+                d = trn_warp_sum(d);
+                if (lane == 0) {
+                    Ds[rq] = d;
+                    Ls[rq] = i0 + rq < T ? lse[bh * T + i0 + rq] : 0.0f;
+                }
+            }
+            __syncthreads();
+            trn_tc_rows_by_tile<D, M>(St, A::LDS, kf, Qs);
+            trn_tc_rows_by_tile<D, M>(Pt, A::LDS, vf, Os);
+            __syncwarp();
+#pragma unroll
+            for (int c = hf * (A::BC / 2); c < (hf + 1) * (A::BC / 2); c++) {
+                int64_t i = i0 + c;
+                float p = (i >= T || kj >= S || (causal && jj > i)) ? 0.0f : expf(St[r * A::LDS + c] * scale - Ls[c]);
+                trn_st(PTw + r * A::LDP + c, p);
+                trn_st(DSw + r * A::LDP + c, p * (Pt[r * A::LDS + c] - Ds[c]) * scale);
+            }
+            __syncwarp();
+            trn_tc_acc<D, M>(dva, PTw, Os);
+            trn_tc_acc<D, M>(dka, DSw, Qs);
+            __syncwarp();
+        }
+    }
+    __syncthreads(); /* no query tile (S > T, causal): the staging may still be read */
+    trn_tc_store<D>(dk + bk * S * D, w0, S, dka, St, lane);
+    trn_tc_store<D>(dv + bk * S * D, w0, S, dva, St, lane);
+}
+
 /* ---- cross-entropy over rows of logits [N,V] with targets [N] ----
  * Three launches: tk_ce_count (one block: the kept rows, into scratch),
  * a row kernel (one block per row: lse, the row's loss in scratch, and for

@@ -42,8 +42,10 @@ set(CUDA_EXPECT_mlp "")
 set(CUDA_EXPECT_gpt2 --expect add_layer_norm --expect add_layer_norm_grad --expect linear_cross_entropy)
 set(CUDA_EXPECT_llama --expect add_rms_norm --expect add_rms_norm_grad --expect rope_qk --expect swiglu --expect linear_cross_entropy)
 set(CUDA_HALF_mlp "")
-set(CUDA_HALF_gpt2 --expect-half attention --expect-half attention_grad --expect-half linear_cross_entropy)
-set(CUDA_HALF_llama --expect-half attention --expect-half attention_grad --expect-half rope_qk --expect-half linear_cross_entropy)
+set(CUDA_HALF_gpt2 --expect-half attention --expect-half attention_grad --expect-half linear_cross_entropy
+    --expect-src "tk_attention_tc<" --expect-src "tk_attention_tc_bwd_dkv<")
+set(CUDA_HALF_llama --expect-half attention --expect-half attention_grad --expect-half rope_qk --expect-half linear_cross_entropy
+    --expect-src "tk_attention_tc<" --expect-src "tk_attention_tc_bwd_dkv<")
 set(TRAINC_CUDA_PRECISIONS fp32 tf32 bf16)
 foreach(model mlp gpt2 llama)
   set(CUDA_CHECK_${model}_fp32 ${CUDA_EXPECT_${model}})
@@ -67,6 +69,12 @@ foreach(model gpt2 llama)
   trainc_nvrtc_test(${model}_tiny_fp16 cuda 300 ${model} fp16 ${CUDA_TINY_${model}} --expect loss_scale_update)
 endforeach()
 trainc_nvrtc_test(llama_tiny_nofusion_rope_bf16 cuda 300 llama bf16 ${CUDA_TINY_llama} --set fusion=0 --expect-half rope)
+# half attention on the CUDA cores (--no-tc-attention), and at D = 128
+# (beyond the tensor-core kernels): the f32-tile kernels with bf16 operands
+trainc_nvrtc_test(gpt2_tiny_notc_bf16 cuda 300 gpt2 bf16 ${CUDA_TINY_gpt2} --no-tc-attention --expect-src "!tk_attention_tc")
+trainc_nvrtc_test(gpt2_tiny_sm75_bf16 cuda 300 gpt2 bf16 ${CUDA_TINY_gpt2} --arch sm_75 --expect-src "!tk_attention_tc")
+trainc_nvrtc_test(llama_d128_bf16 cuda 300 llama bf16 -D vocab=256 -D layers=1 -D heads=2 -D kv_heads=1 -D dim=256 -D ffn=256 -D seq=64
+                  -D batch=2 --expect-src "!tk_attention_tc" --expect-src "tk_attention<128")
 # Full size: GPT-2 small (124M, vocabulary 50257 padded to 50304) and
 # TinyLlama (1.1B).  tf32 compiles the fp32 source again (a cache hit).
 foreach(model gpt2 llama)
@@ -93,6 +101,7 @@ if(TRAINC_CXX)
   trainc_emu_test(mlp_fp32 mlp --set precision=fp32)
   trainc_emu_test(gpt2_tiny_fp32 gpt2 ${CUDA_TINY_gpt2} --set precision=fp32)
   trainc_emu_test(gpt2_tiny_bf16 gpt2 ${CUDA_TINY_gpt2} --set precision=bf16)
+  trainc_emu_test(gpt2_tiny_notc_bf16 gpt2 ${CUDA_TINY_gpt2} --set precision=bf16 --no-tc-attention)
   trainc_emu_test(gpt2_tiny_fp16 gpt2 ${CUDA_TINY_gpt2} --set precision=fp16)
   trainc_emu_test(llama_tiny_pad_bf16 llama ${CUDA_PAD250_llama} --set precision=bf16)
   trainc_emu_test(llama_tiny_pad_nofusion_bf16 llama ${CUDA_PAD250_llama} --set precision=bf16 --set fusion=0)

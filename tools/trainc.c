@@ -36,7 +36,7 @@ typedef struct Opts {
     /* compile and run */
     const char **sets;            /* --set KEY=VALUE (NULL-terminated) */
     int          nsets;
-    bool         keep, report, no_fuse, native, fp64, no_blas;
+    bool         keep, report, no_fuse, native, fp64, no_blas, no_tc;
     const char  *target, *cc, *opt_level, *precision, *archs;
     int          pad_multiple;
     /* run: the arguments handed to the runtime (argv[0] first) */
@@ -49,7 +49,7 @@ typedef struct Opts {
 typedef enum {
     F_OUTPUT, F_DEFINE, F_PASSES, F_TRAIN, F_PRINT_AFTER, F_PRINT_AFTER_ALL, F_PRINT_BEFORE, F_TIME_PASSES,
     F_EMIT, F_STATS, F_NO_VERIFY, F_NO_LOCS, F_VERBOSE,
-    F_SET, F_ARCH, F_KEEP, F_REPORT, F_NO_FUSE, F_TARGET, F_CC, F_OPT_LEVEL, F_NATIVE, F_FP64, F_NO_BLAS, F_PRECISION, F_PAD_MULTIPLE,
+    F_SET, F_ARCH, F_KEEP, F_REPORT, F_NO_FUSE, F_NO_TC, F_TARGET, F_CC, F_OPT_LEVEL, F_NATIVE, F_FP64, F_NO_BLAS, F_PRECISION, F_PAD_MULTIPLE,
 } FlagId;
 
 typedef struct Flag {
@@ -71,10 +71,11 @@ static const Flag flags[] = {
     {F_TIME_PASSES, "--time-passes", NULL, NULL, "print the time each pass took, to stderr"},
     {F_EMIT, "--emit", "FORMAT", "ir opt compile", "ir, opt: ir (default) or dot (Graphviz); compile: kernels (print the schedule), c (write NAME.c), lib (NAME.c, NAME.h and the runtime, to link into another program), cuda (with --target=cuda: NAME.cu and the per-kernel resource report)"},
     {F_SET, "--set", "KEY=VALUE", "compile run ir", "override a key of the model's train section (e.g. --set grad_accum=4)"},
-    {F_ARCH, "--arch", "sm_80,sm_90", "compile", "cuda target: the GPU architectures to build cubin for (PTX of the newest is embedded too)"},
+    {F_ARCH, "--arch", "sm_80,sm_90", "compile", "cuda target: the GPU architectures to build cubin for (and PTX of the oldest, for newer GPUs)"},
     {F_KEEP, "--keep", NULL, "compile", "keep the generated C source (NAME.c) next to the executable"},
     {F_REPORT, "--report", NULL, "compile", "print the memory plan (every byte of a training step) before anything runs"},
     {F_NO_FUSE, "--no-fuse", NULL, "compile", "one kernel per op: turn generic fusion off"},
+    {F_NO_TC, "--no-tc-attention", NULL, "compile", "cuda target: bf16/fp16 attention on the CUDA cores, not tensor cores"},
     {F_TARGET, "--target", "cpu|cuda", "compile", "the backend (default cpu)"},
     {F_CC, "--cc", "CC", "compile", "the C compiler (default: $CC, else cc)"},
     {F_OPT_LEVEL, "--copt", "FLAG", "compile", "the C compiler's optimisation flag (default -O2)"},
@@ -244,6 +245,7 @@ static int set_flag(Opts *o, const Flag *f, const char *val) {
     case F_KEEP: o->keep = true; break;
     case F_REPORT: o->report = true; break;
     case F_NO_FUSE: o->no_fuse = true; break;
+    case F_NO_TC: o->no_tc = true; break;
     case F_TARGET:
         if (strcmp(val, "cpu") != 0 && strcmp(val, "cuda") != 0) return usage_error(o->cmd, "--target takes 'cpu' or 'cuda', not '%s'", val);
         o->target = val;
@@ -417,6 +419,7 @@ static CompileOptions compile_options(Opts *o) {
     c.keep = o->keep;
     c.report = o->report;
     c.fuse = !o->no_fuse;
+    c.no_tc_attention = o->no_tc;
     c.blas = !o->no_blas;
     c.native = o->native;
     c.verbose = o->verbose;

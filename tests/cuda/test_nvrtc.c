@@ -2,13 +2,16 @@
  * sm_80 and sm_90 cubin (and PTX), without a GPU:
  *   test_nvrtc MODEL PRECISION [--no-spills] [--arch LIST] [-D NAME=VALUE]...
  *              [--set KEY=VALUE]... [--expect OP[:ATTR]]... [--expect-half OP]...
+ *              [--expect-src [!]TEXT]... [--no-tc-attention]
  * checks that every kernel of every schedule has its CUDA form (a launch, a
  * cuBLASLt product, a memset or a sequence of them), that each image holds
  * every function, with --no-spills that no template kernel spills registers
  * (the resource report of ptxas -v), with --expect that the training graph
  * has the op (with the attribute: so that the test covers what it is meant
  * to: fused ops, padding's {classes}), and with --expect-half that some node of the op has
- * a bf16 or f16 operand.  PRECISION is train.precision (fp32, tf32, bf16,
+ * a bf16 or f16 operand, with --expect-src that the CUDA source has TEXT
+ * (with !, that it has not; e.g. which attention kernels were chosen).
+ * --no-tc-attention: as trainc's flag.  PRECISION is train.precision (fp32, tf32, bf16,
  * fp16); the passes run as for `trainc compile --target=cuda`. */
 #include "cg.h"
 #include "compile.h"
@@ -24,13 +27,15 @@ int main(int argc, char **argv) {
         return 2;
     }
     Define dv[32];
-    const char *sets[34], *expect[16];
+    const char *sets[34], *expect[16], *srcs[8];
     bool expect_half[16];
-    int nd = 0, ns = 1, ne = 0;
-    bool nospill = false;
+    int nd = 0, ns = 1, ne = 0, nsrc = 0;
+    bool nospill = false, notc = false;
     const char *archs = "sm_80,sm_90";
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--no-spills") == 0) nospill = true;
+        else if (strcmp(argv[i], "--no-tc-attention") == 0) notc = true;
+        else if (strcmp(argv[i], "--expect-src") == 0 && i + 1 < argc && nsrc < 8) srcs[nsrc++] = argv[++i];
         else if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc) archs = argv[++i];
         else if (strcmp(argv[i], "--set") == 0 && i + 1 < argc && ns < 33) sets[ns++] = argv[++i];
         else if ((strcmp(argv[i], "--expect") == 0 || strcmp(argv[i], "--expect-half") == 0) && i + 1 < argc && ne < 16) {
@@ -58,6 +63,8 @@ int main(int argc, char **argv) {
     o.target = "cuda";
     o.sets = sets;
     o.pm.verify_each = true;
+    o.no_tc_attention = notc;
+    o.archs = archs;
     Diag d;
     diag_init(&d, stderr);
     Graph *train = NULL, *eval = NULL, *sample = NULL;
@@ -93,6 +100,14 @@ int main(int argc, char **argv) {
     }
     printf("%s (%s): %d kernels -> %d CUDA functions, %zu bytes of CUDA C; workspace %lld bytes\n", argv[1], argv[2], nk, cg_cuda_nfns(m),
            strlen(cg_cuda_source(m)), (long long)p->workspace_bytes);
+    for (int i = 0; i < nsrc; i++) {
+        bool neg = srcs[i][0] == '!', has = strstr(cg_cuda_source(m), srcs[i] + neg) != NULL;
+        printf("CUDA source %s \"%s\"\n", has ? "has" : "lacks", srcs[i] + neg);
+        if (has == neg) {
+            fprintf(stderr, "FAIL: the CUDA source %s \"%s\"\n", has ? "has" : "lacks", srcs[i] + neg);
+            fails++;
+        }
+    }
     CudaBuild b;
     if (!cg_nvrtc_build(cg_cuda_source(m), archs, &b, &d)) return 1;
     printf("NVRTC: %d images in %.1f s (cache %s)\n", b.n, b.seconds, cg_cuda_cache_dir());

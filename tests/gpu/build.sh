@@ -29,6 +29,7 @@ CFLAGS="-std=c11 -O2 -fopenmp -D_GNU_SOURCE -I$root/runtime"
 LIBS="$cm/runtime/libtrainc_rt.a -lm -lpthread -ldl -Wl,-rpath,\$ORIGIN/lib -s"
 
 # NAME MODEL SYMBOL [emit args...]: generated C (cuda target) + an executable + a kernel checker
+# (NOCHECK=1: no checker; CHECKONLY=1: no executable, for models only the kernel check runs)
 build() {
     local name=$1 model=$2 sym=$3
     shift 3
@@ -37,7 +38,7 @@ build() {
     printf '#include "trainc_rt.h"\nextern const TrnModel %s;\nint main(int argc, char **argv) { return trn_main(argc, argv, &%s, NULL); }\n' \
         "$sym" "$sym" > "$out/gen/${name}_main.c"
     cc $CFLAGS -c "$out/gen/$name.c" -o "$out/gen/$name.o"
-    cc $CFLAGS "$out/gen/$name.o" "$out/gen/${name}_main.c" $LIBS -o "$out/$name"
+    [ -n "${CHECKONLY:-}" ] || cc $CFLAGS "$out/gen/$name.o" "$out/gen/${name}_main.c" $LIBS -o "$out/$name"
     if [ -z "${NOCHECK:-}" ]; then
         cc $CFLAGS -DTRN_MODEL="$sym" "$out/gen/$name.o" "$root/tests/gpu/kcheck.c" $LIBS -o "$out/kcheck_$name"
     fi
@@ -52,14 +53,19 @@ tiny_gpt2="-D layers=2 -D heads=4 -D dim=64 -D seq=64 -D batch=4"
 tiny_llama="-D layers=2 -D heads=4 -D kv_heads=2 -D dim=64 -D ffn=128 -D seq=64 -D batch=4"
 build gpt2_tiny gpt2 trn_model_gpt2 $fp32 -D vocab=256 $tiny_gpt2
 build llama_tiny llama trn_model_llama $fp32 -D vocab=256 $tiny_llama
-build mlp mlp trn_model_mlp $fp32
+CHECKONLY=1 build mlp mlp trn_model_mlp $fp32
 # head dimensions 64 (GPT-2) and 128 (Llama, grouped-query): the fast attention paths
-build gpt2_d64 gpt2 trn_model_gpt2 $fp32 -D vocab=512 -D layers=2 -D heads=4 -D dim=256 -D seq=128 -D batch=2
-build llama_d128 llama trn_model_llama $fp32 -D vocab=512 -D layers=1 -D heads=4 -D kv_heads=2 -D dim=512 -D ffn=1024 -D seq=128 -D batch=2
+CHECKONLY=1 build gpt2_d64 gpt2 trn_model_gpt2 $fp32 -D vocab=512 -D layers=2 -D heads=4 -D dim=256 -D seq=128 -D batch=2
+CHECKONLY=1 build llama_d128 llama trn_model_llama $fp32 -D vocab=512 -D layers=1 -D heads=4 -D kv_heads=2 -D dim=512 -D ffn=1024 -D seq=128 -D batch=2
 # bf16 (half attention, rope_qk and linear + cross-entropy); Llama's
 # vocabulary 250 is padded to 256 (classes = 250: the masked columns)
 build gpt2_tiny_bf16 gpt2 trn_model_gpt2 $bf16 -D vocab=256 $tiny_gpt2
 build llama_tiny_bf16 llama trn_model_llama $bf16 -D vocab=250 $tiny_llama
+# bf16 at D = 64 (tensor-core attention, partial tiles at T = 80, GQA);
+# and the same GPT-2 with --no-tc-attention (the CUDA-core kernels)
+CHECKONLY=1 build gpt2_d64_bf16 gpt2 trn_model_gpt2 $bf16 -D vocab=512 -D layers=1 -D heads=4 -D dim=256 -D seq=80 -D batch=2
+CHECKONLY=1 build gpt2_d64_bf16_notc gpt2 trn_model_gpt2 $bf16 -D vocab=512 -D layers=1 -D heads=4 -D dim=256 -D seq=80 -D batch=2 --no-tc-attention
+CHECKONLY=1 build llama_d64_bf16 llama trn_model_llama $bf16 -D vocab=512 -D layers=1 -D heads=4 -D kv_heads=2 -D dim=256 -D ffn=512 -D seq=80 -D batch=2
 # fp16: dynamic loss scaling (loss_scale_update, the optimizers' skip)
 build gpt2_tiny_fp16 gpt2 trn_model_gpt2 --set precision=fp16 -D vocab=256 $tiny_gpt2
 # the benchmark: GPT-2 small (124M), B=16, T=1024, bf16 with every pass on

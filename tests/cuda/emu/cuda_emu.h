@@ -23,6 +23,8 @@
 #include <string.h>
 #include <ucontext.h>
 
+#include <type_traits>
+
 #define __global__
 #define __device__
 #define __host__
@@ -42,6 +44,10 @@ struct float4 {
 struct uint2 {
     unsigned x, y;
 };
+struct uint4 {
+    unsigned x, y, z, w;
+};
+static inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 static inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 
 template <typename T> static inline T min(T a, T b) { return a < b ? a : b; }
@@ -118,6 +124,95 @@ template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int o)
     memcpy(&r, &emu_wbuf[g & 1][w0 + (lane ^ o)], sizeof r);
     return r;
 }
+
+/* Waits until every lane of the warp that has not returned got here (the
+ * same generation count as the shuffles: lanes call both in one order). */
+static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    (void)mask;
+    int me = emu_cur, lane = me & 31, w0 = me - lane, g = emu_wgen[me]++;
+    emu_progress = 1;
+    for (;;) {
+        int all = 1;
+        for (int j = w0; j < w0 + 32 && j < emu_nt && all; j++) all = emu_done[j] || emu_wgen[j] > g;
+        if (all) break;
+        emu_yield();
+    }
+}
+
+/* ---- warp matrix operations (mma.h's nvcuda::wmma, 16x16x16 only) ----
+ * What the API promises and no more: a fragment's layout in registers is
+ * unspecified, so here every lane holds the whole 16 x 16 tile (as floats:
+ * the products of two bf16 or f16 values are exact in f32) and computes the
+ * whole product; the lanes store the same values.  Pointers must be 32-byte
+ * aligned and ldm a multiple of 16 bytes, as on the GPU: a violation stops
+ * the run with the kernel's call site. */
+struct __nv_bfloat16 {
+    unsigned short x;
+};
+struct __half {
+    unsigned short x;
+};
+static inline float emu_h2f(__nv_bfloat16 v) { return __uint_as_float((unsigned)v.x << 16); }
+static inline float emu_h2f(__half v) {
+    unsigned sign = (unsigned)(v.x & 0x8000u) << 16, e = (v.x >> 10) & 0x1fu, m = v.x & 0x3ffu;
+    if (e == 0) {
+        float f = (float)m * (1.0f / 16777216.0f);
+        return sign ? -f : f;
+    }
+    return __uint_as_float(e == 31 ? sign | 0x7f800000u | (m << 13) : sign | ((e + 112) << 23) | (m << 13));
+}
+static inline void emu_wmma_check(const void *p, unsigned ldm, unsigned esize, const char *what) {
+    if (((unsigned long long)p & 31) != 0 || (ldm * esize) % 16 != 0) {
+        fprintf(stderr, "emu: %s: pointer %p or ldm %u (%u-byte elements) misaligned for wmma\n", what, p, ldm, esize);
+        exit(2);
+    }
+}
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
+    enum { num_elements = 256 };
+    float x[256];
+};
+template <typename Use, typename T, typename L> static inline void fill_fragment(fragment<Use, 16, 16, 16, T, L> &f, float v) {
+    for (int i = 0; i < 256; i++) f.x[i] = v;
+}
+template <typename T, typename L> static inline void load_matrix_sync(fragment<matrix_a, 16, 16, 16, T, L> &f, const T *p, unsigned ldm) {
+    emu_wmma_check(p, ldm, sizeof(T), "load_matrix_sync (a)");
+    bool row = std::is_same<L, row_major>::value;
+    for (int i = 0; i < 16; i++)
+        for (int k = 0; k < 16; k++) f.x[i * 16 + k] = emu_h2f(row ? p[i * ldm + k] : p[k * ldm + i]);
+}
+template <typename T, typename L> static inline void load_matrix_sync(fragment<matrix_b, 16, 16, 16, T, L> &f, const T *p, unsigned ldm) {
+    emu_wmma_check(p, ldm, sizeof(T), "load_matrix_sync (b)");
+    bool row = std::is_same<L, row_major>::value;
+    for (int k = 0; k < 16; k++)
+        for (int j = 0; j < 16; j++) f.x[k * 16 + j] = emu_h2f(row ? p[k * ldm + j] : p[j * ldm + k]);
+}
+template <typename T, typename LA, typename LB>
+static inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment<matrix_a, 16, 16, 16, T, LA> &a,
+                            const fragment<matrix_b, 16, 16, 16, T, LB> &b, const fragment<accumulator, 16, 16, 16, float> &c) {
+    float t[256];
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) {
+            float s = c.x[i * 16 + j];
+            for (int k = 0; k < 16; k++) s += a.x[i * 16 + k] * b.x[k * 16 + j];
+            t[i * 16 + j] = s;
+        }
+    memcpy(d.x, t, sizeof t);
+}
+static inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f, unsigned ldm, layout_t l) {
+    emu_wmma_check(p, ldm, 4, "store_matrix_sync");
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) p[l == mem_row_major ? i * ldm + j : j * ldm + i] = f.x[i * 16 + j];
+}
+} // namespace wmma
+} // namespace nvcuda
 
 /* Runs one block of fn with the launch's blockDim: every thread a fiber. */
 static void emu_run_block(void (*fn)(void **), void **args) {
