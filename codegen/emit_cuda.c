@@ -8,7 +8,9 @@
  *                  16-byte loads and stores when the innermost loop allows;
  *                  with a reduction: one warp or block per kept element when
  *                  the reduced loop is the contiguous one ("rows"), else
- *                  32 kept elements per block of 32 x 16 threads ("columns");
+ *                  32 kept elements per block of 32 x 16 threads ("columns";
+ *                  with few blocks, the rows split over groups whose
+ *                  partials a second kernel adds in order);
  *                  accumulators in double, like the C backend's
  *   copies, fills  one thread per element (memset for zero fills)
  *   GEMMs          cuBLASLt (runtime/cuda.c), described by TrnCudaGemm
@@ -563,6 +565,7 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
     unsigned gx, bx = NT, by = 1;
     bool rows = false;
     int tpr = 32, rpb = 1, ny = 16;
+    int64_t G = 1, RC = 0; /* columns: row groups (a second kernel adds their partials), rows per group */
     if (!k->red) {
         int64_t units = K / (L->vec ? 4 : 1);
         gx = cdiv(units, NT);
@@ -623,11 +626,25 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
             bx = 32;
             by = (unsigned)ny;
             gx = cdiv(K, 32);
+            /* Few blocks (bias and norm-weight gradients: 768 columns are
+             * 24 blocks) over many rows underfill a GPU: the rows are split
+             * into G groups, about 256 blocks in all, at least 1024 rows a
+             * group, partials in the workspace. */
+            if (gx < 128 && R >= 4096) {
+                G = cdiv(256, gx);
+                if (G > R / 1024) G = R / 1024;
+                if (G > e->p->workspace_bytes / (K * 8)) G = e->p->workspace_bytes / (K * 8);
+                if (G < 2) G = 1;
+            }
+            RC = cdiv(R, G);
             sb_printf(&body, "    const long long kk = (long long)blockIdx.x * 32 + threadIdx.x;\n    const bool kok = kk < %lldll;\n",
                       (long long)K);
             sb_printf(&body, "    %s acc = %s;\n    if (kok) {\n", at, init);
             decompose(L, false, "kk", 2, 1);
-            sb_printf(&body, "    for (long long r = threadIdx.y; r < %lldll; r += %d) {\n", (long long)R, ny);
+            if (G > 1)
+                sb_printf(&body, "    for (long long r = (long long)blockIdx.y * %lldll + threadIdx.y, re = min((long long)blockIdx.y * %lldll + %lldll, %lldll); r < re; r += %d) {\n",
+                          (long long)RC, (long long)RC, (long long)RC, (long long)R, ny);
+            else sb_printf(&body, "    for (long long r = threadIdx.y; r < %lldll; r += %d) {\n", (long long)R, ny);
         }
         depth = 2;
         decompose(L, true, "r", depth, 1);
@@ -665,7 +682,27 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
             } else {
                 sb_printf(&body, "    acc = trn_col_sum<%d>(acc);\n", ny);
             }
-            sb_puts(&body, "    if (threadIdx.y != 0 || !kok) return;\n");
+            if (G > 1) {
+                /* the partials' kernel, then the one that adds them in group order and runs the epilogue */
+                int pw = param_ws(e, &L->P);
+                sb_printf(&body, "    if (threadIdx.y == 0 && kok) ((%s *)p%d)[(long long)blockIdx.y * %lldll + kk] = acc;\n}\n", at, pw, (long long)K);
+                StrBuf pb = {0};
+                fn_head(e, &pb, &L->P, (int)(bx * by));
+                sb_puts(&pb, body.s);
+                sb_free(&body);
+                launch(e, r, "_part", &L->P, sb_take(&pb), false, gx, (unsigned)G, bx, by);
+                memset(&L->P, 0, sizeof L->P);
+                pw = param_ws(e, &L->P);
+                sb_printf(&body, "    const long long kk = (long long)blockIdx.x * %d + threadIdx.x;\n    if (kk >= %lldll) return;\n", NT, (long long)K);
+                sb_printf(&body, "    %s acc = ((const %s *)p%d)[kk];\n    for (int g = 1; g < %lld; g++) {\n", at, at, pw, (long long)G);
+                sb_printf(&body, "        const %s w = ((const %s *)p%d)[g * %lldll + kk];\n", at, at, pw, (long long)K);
+                sb_puts(&body, ro == OP_max ? "        if (w > acc) acc = w;\n    }\n" : "        acc += w;\n    }\n");
+                gx = cdiv(K, NT);
+                bx = NT;
+                by = 1;
+            } else {
+                sb_puts(&body, "    if (threadIdx.y != 0 || !kok) return;\n");
+            }
             decompose(L, false, "kk", 1, 1);
         }
         /* the reduced value and the epilogue */

@@ -99,6 +99,8 @@ if(TRAINC_CXX)
                          ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
   endfunction()
   trainc_emu_test(mlp_fp32 mlp --set precision=fp32)
+  # 8192 rows: the column reductions (bias gradients) split over row groups
+  trainc_emu_test(mlp_rows_fp32 mlp -D batch=8192 --set precision=fp32)
   trainc_emu_test(gpt2_tiny_fp32 gpt2 ${CUDA_TINY_gpt2} --set precision=fp32)
   trainc_emu_test(gpt2_tiny_bf16 gpt2 ${CUDA_TINY_gpt2} --set precision=bf16)
   trainc_emu_test(gpt2_tiny_notc_bf16 gpt2 ${CUDA_TINY_gpt2} --set precision=bf16 --no-tc-attention)

@@ -54,6 +54,8 @@ tiny_llama="-D layers=2 -D heads=4 -D kv_heads=2 -D dim=64 -D ffn=128 -D seq=64 
 build gpt2_tiny gpt2 trn_model_gpt2 $fp32 -D vocab=256 $tiny_gpt2
 build llama_tiny llama trn_model_llama $fp32 -D vocab=256 $tiny_llama
 CHECKONLY=1 build mlp mlp trn_model_mlp $fp32
+# 8192 rows: column reductions split over row groups (partials, then their sum)
+CHECKONLY=1 build mlp_rows mlp trn_model_mlp $fp32 -D batch=8192
 # head dimensions 64 (GPT-2) and 128 (Llama, grouped-query): the fast attention paths
 CHECKONLY=1 build gpt2_d64 gpt2 trn_model_gpt2 $fp32 -D vocab=512 -D layers=2 -D heads=4 -D dim=256 -D seq=128 -D batch=2
 CHECKONLY=1 build llama_d128 llama trn_model_llama $fp32 -D vocab=512 -D layers=1 -D heads=4 -D kv_heads=2 -D dim=512 -D ffn=1024 -D seq=128 -D batch=2

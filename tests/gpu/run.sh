@@ -54,7 +54,7 @@ cat "$L/gpu.txt"
 rec "{\"stage\":\"env\",\"gpu\":\"$(head -1 "$L/gpu.txt" | tr -d '"')\",\"cublaslt\":\"${TRAINC_CUBLASLT:-}\"}"
 
 # ---- 1. kernels ----
-for m in gpt2_tiny llama_tiny mlp gpt2_d64 llama_d128 gpt2_tiny_bf16 llama_tiny_bf16 gpt2_tiny_fp16 gpt2_d64_bf16 gpt2_d64_bf16_notc llama_d64_bf16; do
+for m in gpt2_tiny llama_tiny mlp mlp_rows gpt2_d64 llama_d128 gpt2_tiny_bf16 llama_tiny_bf16 gpt2_tiny_fp16 gpt2_d64_bf16 gpt2_d64_bf16_notc llama_d64_bf16; do
     t0=$(date +%s%N)
     timeout -k 5 75 "$B/kcheck_$m" "$L/kcheck_$m.jsonl" 1234 > "$L/kcheck_$m.log" 2>&1
     rc=$?
