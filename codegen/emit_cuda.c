@@ -1037,9 +1037,15 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         vp(e, &P, n->out[0], true, a[0]);
         vp(e, &P, n->in[0], false, a[1]);
         vp(e, &P, n->in[1], false, a[2]);
-        snprintf(call, sizeof call, "tk_embedding_bwd(%s, %s, %s, %lldll, %lldll, %lldll) /* dtable [%lld,%lld] */", a[0], a[1], a[2],
-                 (long long)N, (long long)last, (long long)V, (long long)V, (long long)last);
-        tmpl_launch(e, r, "", &P, call, 128, cdiv(last, 128), 1, 128, 1);
+        /* table rows split into groups for about 256 blocks (tk_embedding_bwd) */
+        unsigned gx = cdiv(last, 128);
+        int64_t ng = (256 + gx - 1) / gx;
+        if (ng > V) ng = V;
+        if (ng < 1) ng = 1;
+        int64_t vr = (V + ng - 1) / ng;
+        snprintf(call, sizeof call, "tk_embedding_bwd(%s, %s, %s, %lldll, %lldll, %lldll, %lldll) /* dtable [%lld,%lld] */", a[0], a[1], a[2],
+                 (long long)N, (long long)last, (long long)V, (long long)vr, (long long)V, (long long)last);
+        tmpl_launch(e, r, "", &P, call, 128, gx, cdiv(V, vr), 128, 1);
         break;
     }
     case OP_softmax:

@@ -254,18 +254,32 @@ TRN_DEV void tk_embedding(T *__restrict__ out, const T *__restrict__ table, cons
 }
 
 /* ---- embedding_grad: dtable [V,C] = scatter-add of dy [N,C] at idx [N].
- * Thread c owns column c: zeroes it, then adds the rows in order n = 0, 1,
- * ... exactly as the C backend does (deterministic, bit-identical in f32).
- * grid: ceil(C / blockDim.x). ---- */
+ * Block (x, y) owns columns x * blockDim.x .. and table rows y * VR ..
+ * (y + 1) * VR - 1: a thread zeroes its column of those rows, then goes
+ * through the indices in order n = 0, 1, ... (staged in shared memory, 1024
+ * at a time) and adds dy's row n where idx[n] is one of its rows: every
+ * element gets its terms in the C backend's order (deterministic,
+ * bit-identical in f32), and the grid has ceil(C / blockDim.x) * ceil(V /
+ * VR) blocks instead of a handful of serial columns.
+ * grid: (ceil(C / blockDim.x), ceil(V / VR)). ---- */
 TRN_DEV void tk_embedding_bwd(float *__restrict__ dtable, const float *__restrict__ dy, const int32_t *__restrict__ idx, int64_t N,
-                              int64_t C, int64_t V) {
+                              int64_t C, int64_t V, int64_t VR) {
+    __shared__ int32_t sidx[1024];
     int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    for (int64_t v = 0; v < V; v++) dtable[v * C + c] = 0.0f;
-    for (int64_t n = 0; n < N; n++) {
-        int64_t r = idx[n];
-        if (r < 0 || r >= V) continue;
-        dtable[r * C + c] += dy[n * C + c];
+    int64_t v0 = (int64_t)blockIdx.y * VR, v1 = min(V, v0 + VR);
+    bool ok = c < C;
+    if (ok)
+        for (int64_t v = v0; v < v1; v++) dtable[v * C + c] = 0.0f;
+    for (int64_t n0 = 0; n0 < N; n0 += 1024) {
+        int m = (int)min((int64_t)1024, N - n0);
+        __syncthreads();
+        for (int i = threadIdx.x; i < m; i += blockDim.x) sidx[i] = idx[n0 + i];
+        __syncthreads();
+        if (!ok) continue;
+        for (int i = 0; i < m; i++) {
+            int64_t r = sidx[i];
+            if (r >= v0 && r < v1) dtable[r * C + c] += dy[(n0 + i) * C + c];
+        }
     }
 }
 

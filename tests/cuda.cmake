@@ -101,6 +101,11 @@ if(TRAINC_CXX)
   trainc_emu_test(mlp_fp32 mlp --set precision=fp32)
   # 8192 rows: the column reductions (bias gradients) split over row groups
   trainc_emu_test(mlp_rows_fp32 mlp -D batch=8192 --set precision=fp32)
+  # 4096 rows of GPT-2 in bf16: split column reductions, the embedding
+  # backward over 4 chunks of indices and 2 table rows a block, attention
+  # over several key tiles (about 80 s: not in the sanitizer run)
+  trainc_emu_test(gpt2_rows_bf16 gpt2 -D vocab=500 -D layers=1 -D heads=2 -D dim=32 -D seq=128 -D batch=32 --set precision=bf16)
+  set_tests_properties(cuda_emu_gpt2_rows_bf16 PROPERTIES LABELS "cuda;slow")
   trainc_emu_test(gpt2_tiny_fp32 gpt2 ${CUDA_TINY_gpt2} --set precision=fp32)
   trainc_emu_test(gpt2_tiny_bf16 gpt2 ${CUDA_TINY_gpt2} --set precision=bf16)
   trainc_emu_test(gpt2_tiny_notc_bf16 gpt2 ${CUDA_TINY_gpt2} --set precision=bf16 --no-tc-attention)
