@@ -891,6 +891,13 @@ static void tmpl_launch_minb(Emit *e, CuKern *r, const char *suffix, Params *P, 
     launch(e, r, suffix, P, sb_take(&b), true, gx, gy, bx, by);
 }
 
+/* An attention launch: with launch bounds' blocks per multiprocessor when
+ * minb > 0, else plain (blockDim threads x 1). */
+static void att_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, int minb, unsigned gx, unsigned gy) {
+    if (minb > 0) tmpl_launch_minb(e, r, suffix, P, call, threads, minb, gx, gy, (unsigned)threads, 1);
+    else tmpl_launch(e, r, suffix, P, call, threads, gx, gy, (unsigned)threads, 1);
+}
+
 /* ---- linear_cross_entropy ----
  * The kernel's scratch buffer (in the memory plan: lower.c sizes it with
  * cg_cuda_linear_ce_scratch for the cuda target) holds tk_ce_count's header
@@ -1167,73 +1174,46 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         char sc[48];
         fmt_double(sc, ir_float(n, "scale", 1.0));
         int causal = (int)ir_int(n, "causal", 1);
-        int tpr = D % 16 == 0 ? 4 : 1, bq = 64;
-        unsigned threads = (unsigned)(bq * tpr);
         /* half q, k, v with D a multiple of 16 up to 64: the tensor-core
-         * kernels (tk_attention_tc*: 4 warps, 64 rows a block) */
+         * kernels (tk_attention_tc*: 4 warps); otherwise the CUDA-core ones,
+         * 4 threads a row when D % 16 == 0, with launch bounds asking ptxas
+         * for 2 blocks per multiprocessor up to D = 64 (at most 128
+         * registers; D = 64 needs 100-128), 1 beyond.  64 rows a block. */
         DType adt = n->in[qi]->ty.dt;
-        if ((adt == DT_bf16 || adt == DT_f16) && D % 16 == 0 && D <= 64 && !e->p->no_tc_attention) {
-            const char *fn[3] = {"tk_attention_tc", "tk_attention_tc_bwd_dq", "tk_attention_tc_bwd_dkv"};
-            if (n->op == OP_attention) {
-                for (int i = 0; i < 2; i++) vp(e, &P, n->out[i], true, a[i]);
-                for (int i = 0; i < 3; i++) vp(e, &P, n->in[i], false, a[i + 2]);
-                snprintf(call, sizeof call, "%s<%lld>(%s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* o [%lld,%lld,%lld,%lld] */",
-                         fn[0], (long long)D, a[0], a[1], a[2], a[3], a[4], (long long)H, (long long)Hkv, (long long)T, (long long)S, sc, causal,
-                         (long long)B, (long long)H, (long long)T, (long long)D);
-                tmpl_launch(e, r, "", &P, call, 128, cdiv(T, 64), (unsigned)(B * H), 128, 1);
-            } else {
-                vp(e, &P, n->out[0], true, a[0]);
-                for (int i = 0; i < 6; i++) vp(e, &P, n->in[i], false, a[i + 1]);
-                snprintf(call, sizeof call,
-                         "%s<%lld>(%s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* dq [%lld,%lld,%lld,%lld] */", fn[1],
-                         (long long)D, a[0], a[1], a[2], a[3], a[4], a[5], a[6], (long long)H, (long long)Hkv, (long long)T, (long long)S, sc, causal,
-                         (long long)B, (long long)H, (long long)T, (long long)D);
-                tmpl_launch(e, r, "_dq", &P, call, 128, cdiv(T, 64), (unsigned)(B * H), 128, 1);
-                Params Q = {0};
-                char b[8][16];
-                vp(e, &Q, n->out[1], true, b[0]);
-                vp(e, &Q, n->out[2], true, b[1]);
-                for (int i = 0; i < 6; i++) vp(e, &Q, n->in[i], false, b[i + 2]);
-                snprintf(call, sizeof call,
-                         "%s<%lld>(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* dk, dv [%lld,%lld,%lld,%lld] */",
-                         fn[2], (long long)D, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], (long long)H, (long long)Hkv, (long long)T, (long long)S,
-                         sc, causal, (long long)B, (long long)Hkv, (long long)S, (long long)D);
-                tmpl_launch(e, r, "_dkv", &Q, call, 128, cdiv(S, 64), (unsigned)(B * Hkv), 128, 1);
-            }
-            break;
-        }
-        /* blocks per multiprocessor for ptxas to leave room for: 2 up to
-         * D = 64 (at most 128 registers; D = 64 needs 100-128), 1 beyond */
-        int minb = D <= 64 ? 2 : 1;
+        bool tc = (adt == DT_bf16 || adt == DT_f16) && D % 16 == 0 && D <= 64 && !e->p->no_tc_attention;
+        int bq = 64, threads = tc ? 128 : bq * (D % 16 == 0 ? 4 : 1), minb = tc ? 0 : D <= 64 ? 2 : 1;
+        const char *fn = tc ? "tk_attention_tc" : "tk_attention";
+        char ta[32];
+        if (tc) snprintf(ta, sizeof ta, "<%lld>", (long long)D);
+        else snprintf(ta, sizeof ta, "<%lld, %d>", (long long)D, bq);
         if (n->op == OP_attention) {
             vp(e, &P, n->out[0], true, a[0]);
             vp(e, &P, n->out[1], true, a[1]);
             vp(e, &P, n->in[0], false, a[2]);
             vp(e, &P, n->in[1], false, a[3]);
             vp(e, &P, n->in[2], false, a[4]);
-            snprintf(call, sizeof call,
-                     "tk_attention<%lld, %d>(%s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* o [%lld,%lld,%lld,%lld] */",
-                     (long long)D, bq, a[0], a[1], a[2], a[3], a[4], (long long)H, (long long)Hkv, (long long)T, (long long)S, sc, causal,
-                     (long long)B, (long long)H, (long long)T, (long long)D);
-            tmpl_launch_minb(e, r, "", &P, call, (int)threads, minb, cdiv(T, bq), (unsigned)(B * H), threads, 1);
+            snprintf(call, sizeof call, "%s%s(%s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* o [%lld,%lld,%lld,%lld] */", fn,
+                     ta, a[0], a[1], a[2], a[3], a[4], (long long)H, (long long)Hkv, (long long)T, (long long)S, sc, causal, (long long)B,
+                     (long long)H, (long long)T, (long long)D);
+            att_launch(e, r, "", &P, call, threads, minb, cdiv(T, bq), (unsigned)(B * H));
         } else {
             vp(e, &P, n->out[0], true, a[0]);
             for (int i = 0; i < 6; i++) vp(e, &P, n->in[i], false, a[i + 1]);
             snprintf(call, sizeof call,
-                     "tk_attention_bwd_dq<%lld, %d>(%s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* dq [%lld,%lld,%lld,%lld] */",
-                     (long long)D, bq, a[0], a[1], a[2], a[3], a[4], a[5], a[6], (long long)H, (long long)Hkv, (long long)T, (long long)S, sc,
-                     causal, (long long)B, (long long)H, (long long)T, (long long)D);
-            tmpl_launch_minb(e, r, "_dq", &P, call, (int)threads, minb, cdiv(T, bq), (unsigned)(B * H), threads, 1);
+                     "%s_bwd_dq%s(%s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* dq [%lld,%lld,%lld,%lld] */", fn, ta,
+                     a[0], a[1], a[2], a[3], a[4], a[5], a[6], (long long)H, (long long)Hkv, (long long)T, (long long)S, sc, causal, (long long)B,
+                     (long long)H, (long long)T, (long long)D);
+            att_launch(e, r, "_dq", &P, call, threads, minb, cdiv(T, bq), (unsigned)(B * H));
             Params Q = {0};
             char b[8][16];
             vp(e, &Q, n->out[1], true, b[0]);
             vp(e, &Q, n->out[2], true, b[1]);
             for (int i = 0; i < 6; i++) vp(e, &Q, n->in[i], false, b[i + 2]);
             snprintf(call, sizeof call,
-                     "tk_attention_bwd_dkv<%lld, %d>(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* dk, dv [%lld,%lld,%lld,%lld] */",
-                     (long long)D, bq, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], (long long)H, (long long)Hkv, (long long)T, (long long)S,
-                     sc, causal, (long long)B, (long long)Hkv, (long long)S, (long long)D);
-            tmpl_launch_minb(e, r, "_dkv", &Q, call, (int)threads, minb, cdiv(S, bq), (unsigned)(B * Hkv), threads, 1);
+                     "%s_bwd_dkv%s(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* dk, dv [%lld,%lld,%lld,%lld] */",
+                     fn, ta, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], (long long)H, (long long)Hkv, (long long)T, (long long)S, sc, causal,
+                     (long long)B, (long long)Hkv, (long long)S, (long long)D);
+            att_launch(e, r, "_dkv", &Q, call, threads, minb, cdiv(S, bq), (unsigned)(B * Hkv));
         }
         break;
     }

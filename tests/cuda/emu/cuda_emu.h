@@ -109,10 +109,11 @@ static inline void __syncthreads(void) {
 }
 
 /* Every lane of the warp that has not returned gives v; each gets lane ^ o's. */
-template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int o) {
-    (void)mask;
-    int me = emu_cur, lane = me & 31, w0 = me - lane, g = emu_wgen[me]++;
-    memcpy(&emu_wbuf[g & 1][me], &v, sizeof v);
+/* Waits until every lane of the calling thread's warp that has not
+ * returned passed warp barrier number g (shuffles and __syncwarp count
+ * together: lanes call them in one order). */
+static inline void emu_warp_wait(int g) {
+    int w0 = emu_cur - (emu_cur & 31);
     emu_progress = 1;
     for (;;) {
         int all = 1;
@@ -120,23 +121,22 @@ template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int o)
         if (all) break;
         emu_yield();
     }
+}
+
+template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int o) {
+    (void)mask;
+    int me = emu_cur, lane = me & 31, w0 = me - lane, g = emu_wgen[me]++;
+    memcpy(&emu_wbuf[g & 1][me], &v, sizeof v);
+    emu_warp_wait(g);
     T r;
     memcpy(&r, &emu_wbuf[g & 1][w0 + (lane ^ o)], sizeof r);
     return r;
 }
 
-/* Waits until every lane of the warp that has not returned got here (the
- * same generation count as the shuffles: lanes call both in one order). */
+/* Waits until every lane of the warp that has not returned got here. */
 static inline void __syncwarp(unsigned mask = 0xffffffffu) {
     (void)mask;
-    int me = emu_cur, lane = me & 31, w0 = me - lane, g = emu_wgen[me]++;
-    emu_progress = 1;
-    for (;;) {
-        int all = 1;
-        for (int j = w0; j < w0 + 32 && j < emu_nt && all; j++) all = emu_done[j] || emu_wgen[j] > g;
-        if (all) break;
-        emu_yield();
-    }
+    emu_warp_wait(emu_wgen[emu_cur]++);
 }
 
 /* ---- warp matrix operations (mma.h's nvcuda::wmma, 16x16x16 only) ----
