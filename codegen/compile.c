@@ -145,22 +145,6 @@ bool cg_apply_sets(Graph *g, const char *const *sets, Diag *d) {
     return true;
 }
 
-/* After the forward passes: the sampling graph's logits as f32 whatever
- * the precision (mixed precision leaves them bf16/f16), so trn_predict and
- * --sample read the same type from every compilation of a model. */
-static bool logits_f32(Graph *g, Diag *d) {
-    for (int i = 0; i < g->noutputs; i++) {
-        Value *v = g->outputs[i].value;
-        if (g->outputs[i].kind != OUT_RESULT || strcmp(g->outputs[i].name, "logits") != 0 || v->ty.dt == DT_f32) continue;
-        Node *c = ir_new(g, OP_cast, 1, &v, v->def->loc);
-        ir_set_str(g, c, "dtype", "f32");
-        g->ip = -1;
-        if (!ir_emit(g, c, d)) return false;
-        g->outputs[i].value = c->out[0];
-    }
-    return true;
-}
-
 bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Graph **sample_out, Diag *d) {
     Graph *fwd = fe_load_file(o->model, o->defs, o->ndefs, d);
     if (!fwd) return false;
@@ -189,7 +173,6 @@ bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Gr
         n = pm_forward_pipeline(g, &fpo, names, 64);
         ok = n <= 64 && pm_run(g, names, n, &fpo, &fpm, d);
     }
-    ok = ok && (!sample || logits_f32(sample, d));
     if (!ok) {
         ir_graph_free(eval);
         ir_graph_free(sample);

@@ -196,6 +196,22 @@ static bool perm_keeps_layout(const Attr *p, const Shape *in) {
 
 /* ---- the sweep ---- */
 
+/* Node idx becomes a constant of value v with its result's type, name and
+ * phase (in its place in the node list); its uses move to the constant. */
+static void replace_by_constant(Folder *F, int idx, double v) {
+    Graph *g = F->g;
+    Node *n = g->nodes[idx];
+    Value *y = n->out[0];
+    Node *c = ir_new(g, OP_constant, 0, NULL, n->loc);
+    ir_set_float(g, c, "value", v);
+    c->out[0]->ty = y->ty;
+    c->out[0]->name = y->name;
+    c->phase = n->phase;
+    F->keep[c->id] = true;
+    g->nodes[idx] = c;
+    replace_by(F, n, c->out[0]);
+}
+
 static void fold_node(Folder *F, int idx) {
     Graph *g = F->g;
     Node *n = g->nodes[idx];
@@ -211,14 +227,7 @@ static void fold_node(Folder *F, int idx) {
             return;
         }
         if (is_const(n->in[0]) && dtype_is_float[n->in[0]->ty.dt] && dtype_is_float[y->ty.dt]) {
-            Node *c = ir_new(g, OP_constant, 0, NULL, n->loc);
-            ir_set_float(g, c, "value", round_any(y->ty.dt, round_any(n->in[0]->ty.dt, const_value(n->in[0]))));
-            c->out[0]->ty = y->ty;
-            c->out[0]->name = y->name;
-            c->phase = n->phase;
-            F->keep[c->id] = true;
-            g->nodes[idx] = c;
-            replace_by(F, n, c->out[0]);
+            replace_by_constant(F, idx, round_any(y->ty.dt, round_any(n->in[0]->ty.dt, const_value(n->in[0]))));
             return;
         }
         break;
@@ -253,14 +262,7 @@ static void fold_node(Folder *F, int idx) {
     }
     double v;
     if (fold_constant(n, &v)) {
-        Node *c = ir_new(g, OP_constant, 0, NULL, n->loc);
-        ir_set_float(g, c, "value", v);
-        c->out[0]->ty = y->ty;
-        c->out[0]->name = y->name;
-        c->phase = n->phase;
-        F->keep[c->id] = true;
-        g->nodes[idx] = c;
-        replace_by(F, n, c->out[0]);
+        replace_by_constant(F, idx, v);
         return;
     }
     int k = identity_operand(n);

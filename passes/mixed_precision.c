@@ -180,7 +180,9 @@ bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d) {
         return false;
     }
     Mp M = {.g = g, .d = d, .h = h};
-    /* the original result types, to give results the runtime reads back */
+    /* the original result types: a result the runtime reads back (the
+     * loss, a sampling graph's logits for trn_predict) keeps its dtype
+     * whatever the precision */
     Type *out_ty = xcalloc((size_t)g->noutputs + 1, sizeof(Type));
     for (int i = 0; i < g->noutputs; i++) out_ty[i] = g->outputs[i].value->ty;
     int nn = g->nnodes;
@@ -192,7 +194,7 @@ bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d) {
     free(snap);
     for (int i = 0; i < g->noutputs && ok; i++) {
         Output *o = &g->outputs[i];
-        if (o->kind == OUT_RESULT && o->value->ty.dt != out_ty[i].dt && o->value->ty.shape.rank == 0)
+        if (o->kind == OUT_RESULT && o->value->ty.dt != out_ty[i].dt)
             o->value = convert(&M, o->value, out_ty[i].dt, NULL);
     }
     free(out_ty);

@@ -679,6 +679,24 @@ TRN_DEV void tk_attention_bwd_dq(E *__restrict__ dq, const E *__restrict__ dout,
     for (int e = 0; e < A::NE; e++) trn_st(dqr + A::col(sub, e), acc[e]);
 }
 
+/* Ds[r] = do_i . o_i and Ls[r] = lse_i for the query rows i = i0 + r
+ * (r < nr) of head bh, one warp per row; 0 past T (the dkv kernels). */
+template <int D, typename E>
+TRN_DEV void trn_att_di(float *Ds, float *Ls, const E *__restrict__ dout, const E *__restrict__ o, const float *__restrict__ lse, int64_t bh,
+                        int64_t T, int64_t i0, int nr) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int r = warp; r < nr; r += nw) {
+        float d = 0.0f;
+        if (i0 + r < T)
+            for (int c = lane; c < D; c += 32) d += trn_f32(dout[(bh * T + i0 + r) * D + c]) * trn_f32(o[(bh * T + i0 + r) * D + c]);
+        d = trn_warp_sum(d);
+        if (lane == 0) {
+            Ds[r] = d;
+            Ls[r] = i0 + r < T ? lse[bh * T + i0 + r] : 0.0f;
+        }
+    }
+}
+
 /* Backward, part 2: dk, dv.  A group of TPR threads holds one key row j
  * (k_j, v_j and the dk_j, dv_j accumulators); tiles of BQ2 query rows (q,
  * do, lse, Di) go through shared memory, for every query head sharing the
@@ -709,24 +727,13 @@ TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const 
         dva[e] = 0.0f;
     }
     int64_t istart = causal ? (j0 / BQ2) * BQ2 : 0;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     for (int64_t h = hk * grp; h < (hk + 1) * grp; h++) {
         int64_t bh = b * H + h;
         for (int64_t i0 = istart; i0 < T; i0 += BQ2) {
             __syncthreads();
             trn_load_tile<D>(Qs, q + bh * T * D, i0, BQ2, T);
             trn_load_tile<D>(Os, dout + bh * T * D, i0, BQ2, T);
-            /* Di = do_i . o_i, one warp per row */
-            for (int r = warp; r < BQ2; r += nw) {
-                float d = 0.0f;
-                if (i0 + r < T)
-                    for (int c = lane; c < D; c += 32) d += trn_f32(dout[(bh * T + i0 + r) * D + c]) * trn_f32(o[(bh * T + i0 + r) * D + c]);
-                d = trn_warp_sum(d);
-                if (lane == 0) {
-                    Ds[r] = d;
-                    Ls[r] = i0 + r < T ? lse[bh * T + i0 + r] : 0.0f;
-                }
-            }
+            trn_att_di<D>(Ds, Ls, dout, o, lse, bh, T, i0, BQ2);
             __syncthreads();
 #pragma unroll 4
             for (int r = 0; r < BQ2; r++) {
@@ -1053,17 +1060,7 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
             __syncthreads(); /* (first time: the V staging is read) */
             trn_load_tile16<D>(Qs, A::LDH, q + bh * T * D, i0, A::BC, T);
             trn_load_tile16<D>(Os, A::LDH, dout + bh * T * D, i0, A::BC, T);
-            /* Di = do_i . o_i, one warp per row */
-            for (int rq = warp; rq < A::BC; rq += A::W) {
-                float d = 0.0f;
-                if (i0 + rq < T)
-                    for (int c = lane; c < D; c += 32) d += trn_f32(dout[(bh * T + i0 + rq) * D + c]) * trn_f32(o[(bh * T + i0 + rq) * D + c]);
-                d = trn_warp_sum(d);
-                if (lane == 0) {
-                    Ds[rq] = d;
-                    Ls[rq] = i0 + rq < T ? lse[bh * T + i0 + rq] : 0.0f;
-                }
-            }
+            trn_att_di<D>(Ds, Ls, dout, o, lse, bh, T, i0, A::BC);
             __syncthreads();
             trn_tc_rows_by_tile<D, M>(St, A::LDS, kf, Qs);
             trn_tc_rows_by_tile<D, M>(Pt, A::LDS, vf, Os);

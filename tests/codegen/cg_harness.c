@@ -16,17 +16,8 @@ static int run(const char *cmd) {
 int h_build(Harness *h, const char *model, const char *const *defs, const char *const *sets, bool fuse, int accum) {
     memset(h, 0, sizeof *h);
     Define dv[32];
-    int nd = 0;
     char store[32][64];
-    for (int i = 0; defs && defs[i] && nd < 32; i++) {
-        snprintf(store[nd], sizeof store[nd], "%s", defs[i]);
-        char *eq = strchr(store[nd], '=');
-        if (!eq) continue;
-        *eq = 0;
-        dv[nd].name = store[nd];
-        dv[nd].value = eq + 1;
-        nd++;
-    }
+    int nd = h_defines(defs, dv, store, 32);
     CompileOptions o = {0};
     o.model = model;
     o.defs = dv;
@@ -124,6 +115,36 @@ int h_feed(TrnSession *s, const Tokens *tk, int64_t i) {
 }
 
 int h_failures;
+
+void h_tokens_text(Tokens *tk) {
+    if (h_tokens_from_file(tk, "../shared/data/tinyshakespeare.txt", 200000) != 0) {
+        printf("(tinyshakespeare.txt not found: synthetic tokens)\n");
+        h_tokens_synthetic(tk, 200000, 256, 7);
+    }
+}
+
+int h_defines(const char *const *defs, Define *dv, char (*store)[64], int max) {
+    int nd = 0;
+    for (int i = 0; defs && defs[i] && nd < max; i++) {
+        snprintf(store[nd], 64, "%s", defs[i]);
+        char *eq = strchr(store[nd], '=');
+        if (!eq) continue;
+        *eq = 0;
+        dv[nd].name = store[nd];
+        dv[nd].value = eq + 1;
+        nd++;
+    }
+    return nd;
+}
+
+int h_finish(void) {
+    if (h_failures) {
+        fprintf(stderr, "%d check(s) failed\n", h_failures);
+        return 1;
+    }
+    printf("all checks passed\n");
+    return 0;
+}
 
 int h_feed_next(void *ctx, TrnSession *s, int micro) {
     (void)micro;

@@ -29,6 +29,19 @@ typedef struct Tokens { int32_t *t; int64_t n; } Tokens;
 int  h_tokens_from_file(Tokens *tk, const char *path, int64_t max);
 void h_tokens_synthetic(Tokens *tk, int64_t n, int vocab, uint64_t seed);
 
+/* The tests' text: the bytes of ../shared/data/tinyshakespeare.txt (up to
+ * 200000), or a synthetic pattern when the file is not there (said on
+ * stdout). */
+void h_tokens_text(Tokens *tk);
+
+/* "k=v" strings (NULL-terminated, may be NULL) as Defines; store holds the
+ * copies.  Returns the count (at most max; a string without '=' is skipped). */
+int  h_defines(const char *const *defs, Define *dv, char (*store)[64], int max);
+
+/* The end of a test program: "N check(s) failed" (stderr) or "all checks
+ * passed"; the exit status. */
+int  h_finish(void);
+
 /* Feeds micro-batch `i` (B x T from the model's tokens input) of tk. */
 int  h_feed(TrnSession *s, const Tokens *tk, int64_t i);
 

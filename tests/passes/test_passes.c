@@ -52,14 +52,7 @@ static bool run_open(Run *r, const char *model, const char *const *defs, const c
     memset(r, 0, sizeof *r);
     Define dv[32];
     char store[32][64];
-    int nd = 0;
-    for (int i = 0; defs && defs[i]; i++) {
-        snprintf(store[nd], sizeof store[nd], "%s", defs[i]);
-        char *eq = strchr(store[nd], '=');
-        *eq = 0;
-        dv[nd] = (Define){store[nd], eq + 1};
-        nd++;
-    }
+    int nd = h_defines(defs, dv, store, 32);
     CompileOptions o = {0};
     o.model = model;
     o.defs = dv;
@@ -471,10 +464,7 @@ static void test_report(void) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
-    if (h_tokens_from_file(&tokens, "../shared/data/tinyshakespeare.txt", 200000) != 0) {
-        printf("(tinyshakespeare.txt not found: synthetic tokens)\n");
-        h_tokens_synthetic(&tokens, 200000, 256, 7);
-    }
+    h_tokens_text(&tokens);
     h_tokens_synthetic(&tokens61, 20000, 61, 11);
     bool all = argc < 2;
     for (int i = all ? 0 : 1; i < (all ? 1 : argc); i++) {
@@ -486,10 +476,5 @@ int main(int argc, char **argv) {
     }
     free(tokens.t);
     free(tokens61.t);
-    if (h_failures) {
-        fprintf(stderr, "%d check(s) failed\n", h_failures);
-        return 1;
-    }
-    printf("all checks passed\n");
-    return 0;
+    return h_finish();
 }
