@@ -109,10 +109,8 @@ typedef struct Drv {
     CUresult (*MemAllocHost)(void **, size_t);
     CUresult (*MemFreeHost)(void *);
     CUresult (*MemGetInfo)(size_t *, size_t *);
-    CUresult (*MemcpyHtoD)(CUdeviceptr, const void *, size_t);
     CUresult (*MemcpyDtoH)(void *, CUdeviceptr, size_t);
     CUresult (*MemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
-    CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
     CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
     CUresult (*StreamCreate)(CUstream *, unsigned);
     CUresult (*StreamDestroy)(CUstream);
@@ -217,10 +215,8 @@ static int open_driver(void) {
     LOAD(drv, MemAllocHost, "cuMemAllocHost_v2");
     LOAD(drv, MemFreeHost, "cuMemFreeHost");
     LOAD(drv, MemGetInfo, "cuMemGetInfo_v2");
-    LOAD(drv, MemcpyHtoD, "cuMemcpyHtoD_v2");
     LOAD(drv, MemcpyDtoH, "cuMemcpyDtoH_v2");
     LOAD(drv, MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
-    LOAD(drv, MemsetD8, "cuMemsetD8_v2");
     LOAD(drv, MemsetD8Async, "cuMemsetD8Async");
     LOAD(drv, StreamCreate, "cuStreamCreate");
     LOAD(drv, StreamDestroy, "cuStreamDestroy_v2");
@@ -697,9 +693,9 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     for (int i = 0; i < cm->nfns; i++) CU(ModuleGetFunction, (&g->fn[i], g->mod, cm->fns[i]), cm->fns[i], "");
     size_t bytes = (size_t)(m->arena_bytes > 0 ? m->arena_bytes : 1);
     CU(MemAlloc, (&g->arena, bytes), "the arena", "");
-    CU(MemsetD8, (g->arena, flags & TRN_FLAG_POISON ? 0xFF : 0, bytes), "the arena", "");
     CU(StreamCreate, (&g->st, TRN_CU_STREAM_NON_BLOCKING), "compute", "");
     CU(StreamCreate, (&g->up, TRN_CU_STREAM_NON_BLOCKING), "upload", "");
+    CU(MemsetD8Async, (g->arena, flags & TRN_FLAG_POISON ? 0xFF : 0, bytes, g->st), "the arena", "");
     CU(EventCreate, (&g->upev, TRN_CU_EVENT_DISABLE_TIMING), "", "");
     CU(EventCreate, (&g->done, TRN_CU_EVENT_DISABLE_TIMING), "", "");
     /* pinned staging: one slot per input tensor */
@@ -771,10 +767,16 @@ int trn_cuda_sync(TrnCudaDev *g, char *err, size_t errn) {
     return 0;
 }
 
+/* Uploads, fills and the arena's first fill go on the compute stream, in
+ * order with the kernels.  (cuMemcpyHtoD from pageable memory and cuMemsetD8
+ * run on the legacy stream and may finish after they return, and the
+ * compute stream, being non-blocking, would not wait for them.) */
 int trn_cuda_upload(TrnCudaDev *g, int64_t off, const void *src, size_t n, char *err, size_t errn) {
-    if (check_range(g, off, n, err, errn) != 0 || trn_cuda_sync(g, err, errn) != 0) return -1;
-    if (n) CU(MemcpyHtoD, (g->arena + (CUdeviceptr)off, src, n), "upload", "");
-    return 0;
+    if (check_range(g, off, n, err, errn) != 0) return -1;
+    if (!n) return 0;
+    CU(CtxSetCurrent, (g->ctx), "", "");
+    CU(MemcpyHtoDAsync, (g->arena + (CUdeviceptr)off, src, n, g->st), "upload", "");
+    return trn_cuda_sync(g, err, errn); /* src is the caller's again */
 }
 
 int trn_cuda_download(TrnCudaDev *g, int64_t off, void *dst, size_t n, char *err, size_t errn) {
@@ -784,8 +786,10 @@ int trn_cuda_download(TrnCudaDev *g, int64_t off, void *dst, size_t n, char *err
 }
 
 int trn_cuda_fill(TrnCudaDev *g, int64_t off, unsigned char byte, size_t n, char *err, size_t errn) {
-    if (check_range(g, off, n, err, errn) != 0 || trn_cuda_sync(g, err, errn) != 0) return -1;
-    if (n) CU(MemsetD8, (g->arena + (CUdeviceptr)off, byte, n), "fill", "");
+    if (check_range(g, off, n, err, errn) != 0) return -1;
+    if (!n) return 0;
+    CU(CtxSetCurrent, (g->ctx), "", "");
+    CU(MemsetD8Async, (g->arena + (CUdeviceptr)off, byte, n, g->st), "fill", "");
     return 0;
 }
 

@@ -99,19 +99,44 @@ if(TRAINC_CXX)
                          ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
   endfunction()
   trainc_emu_test(mlp_fp32 mlp --set precision=fp32)
-  # 8192 rows: the column reductions (bias gradients) split over row groups
-  trainc_emu_test(mlp_rows_fp32 mlp -D batch=8192 --set precision=fp32)
   # 4096 rows of GPT-2 in bf16: split column reductions, the embedding
   # backward over 4 chunks of indices and 2 table rows a block, attention
   # over several key tiles (about 80 s: not in the sanitizer run)
   trainc_emu_test(gpt2_rows_bf16 gpt2 -D vocab=500 -D layers=1 -D heads=2 -D dim=32 -D seq=128 -D batch=32 --set precision=bf16)
   set_tests_properties(cuda_emu_gpt2_rows_bf16 PROPERTIES LABELS "cuda;slow")
   trainc_emu_test(gpt2_tiny_fp32 gpt2 ${CUDA_TINY_gpt2} --set precision=fp32)
-  trainc_emu_test(gpt2_tiny_bf16 gpt2 ${CUDA_TINY_gpt2} --set precision=bf16)
   trainc_emu_test(gpt2_tiny_notc_bf16 gpt2 ${CUDA_TINY_gpt2} --set precision=bf16 --no-tc-attention)
   trainc_emu_test(gpt2_tiny_fp16 gpt2 ${CUDA_TINY_gpt2} --set precision=fp16)
-  trainc_emu_test(llama_tiny_pad_bf16 llama ${CUDA_PAD250_llama} --set precision=bf16)
   trainc_emu_test(llama_tiny_pad_nofusion_bf16 llama ${CUDA_PAD250_llama} --set precision=bf16 --set fusion=0)
+
+  # runtime/cuda.c itself, against a fake CUDA driver and cuBLASLt built from
+  # the libraries' headers and documented behaviour (tests/cuda/fake: lazy
+  # streams, graph capture, column-major products, the kernels emulated):
+  # every kernel through trn_cuda_run_kernel against the C backend, then
+  # STEPS steps of training on the fake GPU, with and without graphs,
+  # against the CPU (LIMIT: relative).
+  # NAME MODEL-FILE STEPS LIMIT ARGS... (the file relative to the source tree)
+  if(TRAINC_SANITIZE)
+    set(TRAINC_FAKE_LDFLAGS -fsanitize=address,undefined) # RTLIB was built with them
+  endif()
+  function(trainc_fake_test name file steps limit)
+    get_filename_component(model ${file} NAME_WE)
+    add_test(NAME cuda_fake_${name}
+             COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/fake/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt> $<TARGET_FILE:trainc-tokenize>
+                     ${CMAKE_CURRENT_BINARY_DIR}/cuda-fake/${name} ${CMAKE_SOURCE_DIR}/${file} ${model} trn_model_${model}
+                     ${steps} ${limit} ${ARGN})
+    set_tests_properties(cuda_fake_${name} PROPERTIES LABELS cuda TIMEOUT 600
+                         ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER};CUDA_INCLUDE=${TRAINC_CUDA_INCDIR};FAKE_LDFLAGS=${TRAINC_FAKE_LDFLAGS}")
+  endfunction()
+  trainc_fake_test(gpt2_tiny_bf16 examples/gpt2.model 3 2e-2 ${CUDA_TINY_gpt2} --set precision=bf16)
+  trainc_fake_test(llama_tiny_pad_tf32 examples/llama.model 3 1e-3 ${CUDA_PAD250_llama} --set precision=tf32)
+  # (about 90 s each, 210 s under the sanitizers: not in the sanitizer run,
+  # where the two below cover runtime/cuda.c)
+  set_tests_properties(cuda_fake_gpt2_tiny_bf16 cuda_fake_llama_tiny_pad_tf32 PROPERTIES LABELS "cuda;slow")
+  # products batched over two dims: one strided in cuBLASLt, one looped
+  trainc_fake_test(bmm_bf16 tests/cuda/fake/bmm.model 3 2e-2 --set precision=bf16)
+  # 8192 rows: the column reductions (bias gradients) split over row groups
+  trainc_fake_test(mlp_rows_fp32 examples/mlp.model 0 0 -D batch=8192 --set precision=fp32)
 else()
   message(STATUS "trainc: no C++ compiler: the CUDA emulation tests are not built")
 endif()

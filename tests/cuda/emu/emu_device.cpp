@@ -21,6 +21,7 @@
 typedef struct EmuFn {
     const char *name;
     void (*fn)(void **);
+    int nargs, max_threads;
 } EmuFn;
 #include EMU_DISPATCH
 

@@ -20,30 +20,7 @@ mkdir -p "$dir" && cd "$dir" || exit 2
 "$emit" "$model" "$name" cuda "$@" > emit.log 2>&1 || { cat emit.log; echo "FAIL: cuda_emit cuda"; exit 1; }
 "$emit" "$model" "$name" lib "$@" >> emit.log 2>&1 || { cat emit.log; echo "FAIL: cuda_emit lib"; exit 1; }
 # a wrapper per __global__ function: its pointer arguments from void *a[]
-awk '
-/^extern "C" __global__ void/ {
-    s = $0
-    sub(/^extern "C" __global__ void __launch_bounds__\([^)]*\) /, "", s)
-    n = index(s, "(")
-    fn = substr(s, 1, n - 1)
-    ps = substr(s, n + 1)
-    sub(/\)[ \t]*$/, "", ps)
-    np = split(ps, p, ", ")
-    printf "static void w_%s(void **a) { %s(", fn, fn
-    for (i = 1; i <= np; i++) {
-        t = p[i]
-        sub(/\*.*/, "", t)
-        sub(/[ \t]+$/, "", t)
-        printf "%s(%s *)a[%d]", (i > 1 ? ", " : ""), t, i - 1
-    }
-    print "); }"
-    names[++nf] = fn
-}
-END {
-    print "static const EmuFn emu_fns[] = {"
-    for (i = 1; i <= nf; i++) printf "    {\"%s\", w_%s},\n", names[i], names[i]
-    print "};"
-}' "$name.cu" > "$name.emu.h"
+awk -f "$here/dispatch.awk" "$name.cu" > "$name.emu.h" || exit 1
 cxx=${CXX:-g++}
 cc=${CC:-cc}
 $cxx -std=c++17 -O1 -w -I"$root/runtime" -I"$here" -I. -DEMU_KERNELS="\"$name.cu\"" -DEMU_DISPATCH="\"$name.emu.h\"" \

@@ -1,0 +1,64 @@
+#!/bin/bash
+# tests/cuda/fake/run.sh — runtime/cuda.c against a fake CUDA driver and
+# cuBLASLt (fake_cuda.cpp: the libraries' documented behaviour on the CPU,
+# the model's kernels run by the emulation of tests/cuda/emu):
+#   run.sh CUDA_EMIT RTLIB TOKENIZE WORKDIR MODEL.model NAME SYMBOL STEPS LIMIT [cuda_emit args...]
+# 1. every kernel through trn_cuda_run_kernel against the C backend's
+#    (tests/gpu/kcheck.c, the GPU check's program and tolerances), so the
+#    launches and the cuBLASLt descriptors runtime/cuda.c makes are checked
+#    against what the libraries do with them;
+# 2. with STEPS > 0: the model's executable trains STEPS steps with
+#    --device cpu, --device cuda, and --device cuda with TRAINC_CUDA_GRAPH=0
+#    (on the project's docs, evaluating every 2 steps): the losses on the
+#    fake GPU are within LIMIT (relative) of the CPU's, and the same with
+#    and without graphs, bit for bit.
+set -u
+emit=$1 rtlib=$2 tokenize=$3 dir=$4 model=$5 name=$6 sym=$7 steps=$8 limit=$9
+shift 9
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+here=$root/tests/cuda/fake emu=$root/tests/cuda/emu
+rm -rf "$dir" && mkdir -p "$dir" && cd "$dir" || exit 2
+# CC, CXX: the compilers; CUDA_INCLUDE: where cuda.h and cublasLt.h are;
+# FAKE_LDFLAGS: what linking with RTLIB needs (the sanitizers).
+cxx=${CXX:-g++} cc=${CC:-cc} inc=${CUDA_INCLUDE:-/usr/local/cuda/include}
+"$emit" "$model" "$name" cuda "$@" > emit.log 2>&1 || { cat emit.log; echo "FAIL: cuda_emit cuda"; exit 1; }
+"$emit" "$model" "$name" lib "$@" >> emit.log 2>&1 || { cat emit.log; echo "FAIL: cuda_emit lib"; exit 1; }
+awk -f "$emu/dispatch.awk" "$name.cu" > "$name.emu.h" || exit 1
+$cxx -std=c++17 -O1 -w -fPIC -I"$root/runtime" -I"$emu" -I. -DEMU_KERNELS="\"$name.cu\"" -DEMU_DISPATCH="\"$name.emu.h\"" \
+    -c "$here/fake_kernels.cpp" -o fake_kernels.o || { echo "FAIL: g++ on the CUDA C"; exit 1; }
+$cxx -std=c++17 -O1 -Wall -fPIC -I"$inc" -c "$here/fake_cuda.cpp" -o fake_cuda.o || { echo "FAIL: g++ on fake_cuda.cpp"; exit 1; }
+$cxx -shared -Wl,--version-script="$here/exports.map" fake_cuda.o fake_kernels.o -o libfakecuda.so || { echo "FAIL: link libfakecuda.so"; exit 1; }
+$cc -std=c11 -O1 -fopenmp -D_GNU_SOURCE -I"$root/runtime" -c "$name.c" -o model.o || { echo "FAIL: cc on the C"; exit 1; }
+$cc -std=c11 -O1 -D_GNU_SOURCE -I"$root/runtime" -DTRN_MODEL="$sym" -c "$root/tests/gpu/kcheck.c" -o kcheck.o || { echo "FAIL: cc on kcheck"; exit 1; }
+$cc -fopenmp ${FAKE_LDFLAGS:-} kcheck.o model.o "$rtlib" -lm -lpthread -ldl -o kcheck || { echo "FAIL: link kcheck"; exit 1; }
+export TRAINC_LIBCUDA=$PWD/libfakecuda.so TRAINC_CUBLASLT=$PWD/libfakecuda.so
+./kcheck "$name.jsonl" 1234
+rc=$?
+grep '"ok":false' "$name.jsonl" | head -20
+[ "$steps" -gt 0 ] || exit $rc
+printf '#include "trainc_rt.h"\nextern const TrnModel %s;\nint main(int argc, char **argv) { return trn_main(argc, argv, &%s, NULL); }\n' \
+    "$sym" "$sym" > main.c
+$cc -std=c11 -O1 -I"$root/runtime" -c main.c -o main.o || exit 1
+$cc -fopenmp ${FAKE_LDFLAGS:-} main.o model.o "$rtlib" -lm -lpthread -ldl -o train || { echo "FAIL: link train"; exit 1; }
+cat "$root/README.md" "$root"/docs/*.md > text.txt
+"$tokenize" text.txt tok > /dev/null || { echo "FAIL: tokenize"; exit 1; }
+args="--data tok_train.bin --val tok_val.bin --eval-every 2 --eval-steps 2 --steps $steps --lr 1e-3 --warmup 0 --schedule constant --seed 7 --quiet"
+./train $args --device cpu --metrics cpu.jsonl > cpu.log 2>&1 || { cat cpu.log; echo "FAIL: --device cpu"; exit 1; }
+./train $args --device cuda --metrics fake.jsonl > fake.log 2>&1 || { cat fake.log; echo "FAIL: --device cuda"; exit 1; }
+TRAINC_CUDA_GRAPH=0 ./train $args --device cuda --metrics nograph.jsonl > nograph.log 2>&1 || { cat nograph.log; echo "FAIL: --device cuda, no graphs"; exit 1; }
+losses() { grep -o '"[a-z_]*loss":[^,}]*' "$1" | tr '\n' ' '; }
+c=$(losses cpu.jsonl) f=$(losses fake.jsonl) n=$(losses nograph.jsonl)
+echo "losses, cpu:                $c"
+echo "losses, fake GPU:           $f"
+echo "losses, fake GPU, no graph: $n"
+[ "$f" = "$n" ] || { echo "FAIL: the graph and the eager schedule differ"; rc=1; }
+awk -v c="$c" -v e="$f" -v lim="$limit" 'BEGIN {
+    n = split(c, a, " "); m = split(e, b, " "); w = 0
+    for (i = 1; i <= n; i++) {
+        split(a[i], x, ":"); split(b[i], y, ":")
+        if (x[1] != y[1]) { print "FAIL: metrics differ in kind: " a[i] " vs " b[i]; exit 1 }
+        d = x[2] - y[2]; if (d < 0) d = -d; r = d / (x[2] < 0 ? -x[2] : x[2]); if (r > w) w = r
+    }
+    printf "end to end: %d losses, max relative difference %.3g (limit %g)\n", n, w, lim
+    exit !(n > 0 && n == m && w <= lim) }' || rc=1
+exit $rc
