@@ -255,6 +255,7 @@ typedef struct Run {
     Feed        feed;
     int64_t     B, T;
     int         tty, line_open, be_taken;
+    double      launched;                /* now_s() at trn_main's start */
     char        err[RT_ERRN];
 } Run;
 
@@ -343,7 +344,8 @@ static int train(Run *r) {
     int64_t tokens_per_step = r->B * r->T * s->grad_accum;
     double ema = -1, t_start = now_s(), last_draw = 0;
     int warned_nan = 0;
-    for (int64_t step = s->step + 1; step <= s->total; step++) {
+    int64_t first = s->step + 1;
+    for (int64_t step = first; step <= s->total; step++) {
         double t0 = now_s();
         if (trn_step(s, feed_fn, &r->feed, -1) != 0) return fail(r, "step %" PRId64 ": %s", step, trn_error(s));
         double dt = now_s() - t0;
@@ -362,7 +364,9 @@ static int train(Run *r) {
             progress(r, step, loss, lr, gn, tok_s, ema * (double)(s->total - step), last);
             last_draw = t;
         }
-        char l[64], g[64], lrs[64], amp[160] = "";
+        char l[64], g[64], lrs[64], amp[160] = "", start[64] = "";
+        if (step == first) /* from trn_main's start to this step's: loading, device setup, initialisation */
+            snprintf(start, sizeof start, ",\"start_s\":%.3f", t0 - r->launched);
         json_num(l, sizeof l, loss);
         json_num(g, sizeof g, gn);
         json_num(lrs, sizeof lrs, lr);
@@ -375,8 +379,8 @@ static int train(Run *r) {
             json_num(a, sizeof a, sc);
             snprintf(amp, sizeof amp, ",\"loss_scale\":%s,\"skipped\":%.0f", a, sk);
         }
-        if (metric(r, "{\"step\":%" PRId64 ",\"loss\":%s,\"lr\":%s,\"grad_norm\":%s%s,\"tokens_per_s\":%.1f,\"ms\":%.3f}\n", step, l, lrs, g,
-                   amp, tok_s, dt * 1e3) != 0)
+        if (metric(r, "{\"step\":%" PRId64 ",\"loss\":%s,\"lr\":%s,\"grad_norm\":%s%s,\"tokens_per_s\":%.1f,\"ms\":%.3f%s}\n", step, l, lrs, g,
+                   amp, tok_s, dt * 1e3, start) != 0)
             return -1;
         if (r->val && ((r->a.eval_every > 0 && step % r->a.eval_every == 0) || last) && evaluate(r, step) != 0) return -1;
         if (r->a.save && r->a.save_every > 0 && step % r->a.save_every == 0 && !last && save(r, step) != 0) return -1;
@@ -551,6 +555,7 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
 }
 
 int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
+    double launched = now_s();
     Run *r = calloc(1, sizeof *r);
     if (!r) {
         fprintf(stderr, "error: calloc(%zu) failed at %s:%d: out of memory\n", sizeof *r, rt_srcname(__FILE__), __LINE__);
@@ -558,6 +563,7 @@ int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
         return 1;
     }
     r->prog = argc > 0 && argv[0] ? basename_of(argv[0]) : "train";
+    r->launched = launched;
     Args *a = &r->a;
     a->device = "auto";
     a->steps = m->train.steps;

@@ -122,8 +122,8 @@ flops = 6 * N * tok + 6 * L * T * C * tok
 ms = sorted(r["ms"] for r in rows[2:]) or sorted(r["ms"] for r in rows)
 med = ms[len(ms) // 2] if ms else None
 print(json.dumps({"steps": len(rows), "step_ms": med, "tokens_per_s": tok / med * 1e3 if med else None,
-                  "mfu": flops / (med / 1e3) / 989e12 if med else None, "peak_mem_bytes": max(mem) * 2**20 if mem else None,
-                  "last_loss": rows[-1]["loss"] if rows else None}))
+                  "mfu": flops / (med / 1e3) / 989e12 if med else None, "device_used_bytes": max(mem) * 2**20 if mem else None,
+                  "start_s": rows[0].get("start_s") if rows else None, "last_loss": rows[-1]["loss"] if rows else None}))
 EOF
 )
     echo "bench $name: $res"
@@ -133,11 +133,28 @@ bench_trainc gpt2_124m_bf16 14 150
 bench_trainc gpt2_124m_fp32 6 120
 for mode in eager compile; do
     lim=$([ $mode = compile ] && echo 200 || echo 120)
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$L/mem_torch_$mode.txt" 2>/dev/null &
+    smi=$!
     PYTHONUNBUFFERED=1 timeout -k 5 $lim python3 bench/gpt2_torch.py --mode $mode --batch 16 --steps 15 > "$L/torch_$mode.out" 2> "$L/torch_$mode.err"
     rc=$?
-    res=$(tail -1 "$L/torch_$mode.out")
+    kill $smi 2>/dev/null
+    # the device memory in use, sampled as for trainc (the context and
+    # PyTorch's cache included), beside its max_memory_allocated
+    res=$(python3 - "$L/torch_$mode.out" "$L/mem_torch_$mode.txt" <<'EOF'
+import json, sys
+try:
+    r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+except Exception:
+    print("null"); sys.exit()
+try:
+    mem = [int(x) for x in open(sys.argv[2]).read().split() if x.isdigit()]
+except Exception:
+    mem = []
+r["device_used_bytes"] = max(mem) * 2**20 if mem else None
+print(json.dumps(r))
+EOF
+)
     echo "bench torch $mode: $res"
-    echo "$res" | python3 -c 'import json,sys; json.loads(sys.stdin.read())' 2>/dev/null || res=null
     rec "{\"stage\":\"bench\",\"impl\":\"pytorch-$mode\",\"rc\":$rc,\"result\":${res:-null}}"
 done
 
@@ -158,7 +175,8 @@ for r in rows:
     elif r["stage"] == "bench":
         x = r.get("result") or {}
         f = lambda k, s=1, d=1: f"{x[k] / s:.{d}f}" if x.get(k) is not None else "-"
-        t.append(f"bench    {r['impl']:<22} step {f('step_ms')} ms  {f('tokens_per_s', 1, 0)} tok/s  MFU {f('mfu', 0.01, 1)}%  peak {f('peak_mem_bytes', 2**30, 1)} GiB  rc {r['rc']}")
+        t.append(f"bench    {r['impl']:<22} step {f('step_ms')} ms  {f('tokens_per_s', 1, 0)} tok/s  MFU {f('mfu', 0.01, 1)}%  device {f('device_used_bytes', 2**30, 1)} GiB"
+                 f"  allocated {f('peak_mem_bytes', 2**30, 1)} GiB  first step at {f('start_s', 1, 2)} s  rc {r['rc']}")
 t.append(f"total {sys.argv[4]} s")
 open(sys.argv[3], "w").write("\n".join(t) + "\n")
 EOF

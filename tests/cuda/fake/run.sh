@@ -11,7 +11,8 @@
 #    --device cpu, --device cuda, and --device cuda with TRAINC_CUDA_GRAPH=0
 #    (on the project's docs, evaluating every 2 steps): the losses on the
 #    fake GPU are within LIMIT (relative) of the CPU's, and the same with
-#    and without graphs, bit for bit.
+#    and without graphs, bit for bit; a run on the fake GPU resumed from
+#    the step-2 checkpoint of the graph run continues it bit for bit.
 set -u
 emit=$1 rtlib=$2 tokenize=$3 dir=$4 model=$5 name=$6 sym=$7 steps=$8 limit=$9
 shift 9
@@ -44,9 +45,16 @@ cat "$root/README.md" "$root"/docs/*.md > text.txt
 "$tokenize" text.txt tok > /dev/null || { echo "FAIL: tokenize"; exit 1; }
 args="--data tok_train.bin --val tok_val.bin --eval-every 2 --eval-steps 2 --steps $steps --lr 1e-3 --warmup 0 --schedule constant --seed 7 --quiet"
 ./train $args --device cpu --metrics cpu.jsonl > cpu.log 2>&1 || { cat cpu.log; echo "FAIL: --device cpu"; exit 1; }
-./train $args --device cuda --metrics fake.jsonl > fake.log 2>&1 || { cat fake.log; echo "FAIL: --device cuda"; exit 1; }
+./train $args --device cuda --metrics fake.jsonl --save 'ck_{step}.safetensors' --save-every 2 > fake.log 2>&1 ||
+    { cat fake.log; echo "FAIL: --device cuda"; exit 1; }
 TRAINC_CUDA_GRAPH=0 ./train $args --device cuda --metrics nograph.jsonl > nograph.log 2>&1 || { cat nograph.log; echo "FAIL: --device cuda, no graphs"; exit 1; }
+./train $args --device cuda --metrics resumed.jsonl --resume ck_2.safetensors > resumed.log 2>&1 ||
+    { cat resumed.log; echo "FAIL: --device cuda --resume"; exit 1; }
 losses() { grep -o '"[a-z_]*loss":[^,}]*' "$1" | tr '\n' ' '; }
+after2() { grep -v '"step":[12],' "$1" | grep -o '"[a-z_]*loss":[^,}]*' | tr '\n' ' '; }
+r=$(after2 resumed.jsonl)
+echo "losses after step 2, resumed on the fake GPU: $r"
+[ -n "$r" ] && [ "$r" = "$(after2 fake.jsonl)" ] || { echo "FAIL: the run resumed from step 2 differs from the uninterrupted one"; rc=1; }
 c=$(losses cpu.jsonl) f=$(losses fake.jsonl) n=$(losses nograph.jsonl)
 echo "losses, cpu:                $c"
 echo "losses, fake GPU:           $f"
