@@ -318,7 +318,7 @@ static void fn_head(Emit *e, StrBuf *b, const Params *P, int threads) {
 void cg_cuda_plan_workspace(Program *p) {
     /* cuBLASLt: 32 MiB (what it asks for on Hopper) once any product is
      * large, 4 MiB otherwise; kernel scratch (cross-entropy row losses,
-     * norm partials) shares the region: the stream runs one thing at a time */
+     * column partials, attention's Di) shares the region: the stream runs one thing at a time */
     int64_t big = 0, scratch = 64 << 10;
     for (int s = 0; s < TRN_RUN__COUNT; s++)
         for (int i = 0; i < p->sched[s].nk; i++) {
@@ -330,6 +330,11 @@ void cg_cuda_plan_workspace(Program *p) {
                 int64_t N = shape_numel(&n->in[2]->ty.shape), ch = ir_int(n, "chunk", N) < N ? ir_int(n, "chunk", N) : N;
                 int64_t mnk = ch * n->in[1]->ty.shape.d[0] * n->in[1]->ty.shape.d[1];
                 if (mnk > big) big = mnk;
+            }
+            if (k->kind == KK_TMPL && k->nodes[0]->op == OP_attention_grad) {
+                /* Di, from the dq kernel to the dkv kernel: a float per query row */
+                int64_t rows = shape_numel(&k->nodes[0]->in[1]->ty.shape) / k->nodes[0]->in[1]->ty.shape.d[3];
+                if (4 * rows > scratch) scratch = 4 * rows;
             }
             if (k->kind == KK_TMPL && (k->nodes[0]->op == OP_cross_entropy || k->nodes[0]->op == OP_cross_entropy_grad)) {
                 const Shape *ls = &k->nodes[0]->in[k->nodes[0]->op == OP_cross_entropy ? 0 : 1]->ty.shape;
@@ -1197,18 +1202,25 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
                      (long long)H, (long long)T, (long long)D);
             att_launch(e, r, "", &P, call, threads, minb, cdiv(T, bq), (unsigned)(B * H));
         } else {
+            /* dq first: it leaves Di = do . o per query row in the
+             * workspace (B H T floats) for dkv, which would otherwise
+             * recompute it for every key block */
             vp(e, &P, n->out[0], true, a[0]);
             for (int i = 0; i < 6; i++) vp(e, &P, n->in[i], false, a[i + 1]);
+            char ws[24];
+            snprintf(ws, sizeof ws, "(float *)p%d", param_ws(e, &P));
             snprintf(call, sizeof call,
-                     "%s_bwd_dq%s(%s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* dq [%lld,%lld,%lld,%lld] */", fn, ta,
-                     a[0], a[1], a[2], a[3], a[4], a[5], a[6], (long long)H, (long long)Hkv, (long long)T, (long long)S, sc, causal, (long long)B,
-                     (long long)H, (long long)T, (long long)D);
+                     "%s_bwd_dq%s(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* dq [%lld,%lld,%lld,%lld] */", fn,
+                     ta, a[0], a[1], a[2], a[3], a[4], a[5], a[6], ws, (long long)H, (long long)Hkv, (long long)T, (long long)S, sc, causal,
+                     (long long)B, (long long)H, (long long)T, (long long)D);
             att_launch(e, r, "_dq", &P, call, threads, minb, cdiv(T, bq), (unsigned)(B * H));
             Params Q = {0};
-            char b[8][16];
+            char b[8][32];
             vp(e, &Q, n->out[1], true, b[0]);
             vp(e, &Q, n->out[2], true, b[1]);
-            for (int i = 0; i < 6; i++) vp(e, &Q, n->in[i], false, b[i + 2]);
+            for (int i = 0; i < 6; i++)
+                if (i != 4) vp(e, &Q, n->in[i], false, b[i + 2]); /* not o: Di instead */
+            snprintf(b[6], sizeof b[6], "(const float *)p%d", param_ws(e, &Q));
             snprintf(call, sizeof call,
                      "%s_bwd_dkv%s(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* dk, dv [%lld,%lld,%lld,%lld] */",
                      fn, ta, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], (long long)H, (long long)Hkv, (long long)T, (long long)S, sc, causal,

@@ -624,8 +624,8 @@ TRN_DEV void tk_attention(E *__restrict__ o, float *__restrict__ lse, const E *_
  * Di = do_i . o_i, ds = p (do_i . v_j - Di), dq_i = scale sum_j ds k_j. */
 template <int D, int BQ, typename E>
 TRN_DEV void tk_attention_bwd_dq(E *__restrict__ dq, const E *__restrict__ dout, const E *__restrict__ q, const E *__restrict__ k,
-                                 const E *__restrict__ v, const E *__restrict__ o, const float *__restrict__ lse, int64_t H, int64_t Hkv,
-                                 int64_t T, int64_t S, float scale, int causal) {
+                                 const E *__restrict__ v, const E *__restrict__ o, const float *__restrict__ lse, float *__restrict__ dis,
+                                 int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
     typedef TrnAtt<D> A;
     __shared__ __align__(16) float Ks[A::BK * D];
     __shared__ __align__(16) float Vs[A::BK * D];
@@ -648,6 +648,7 @@ TRN_DEV void tk_attention_bwd_dq(E *__restrict__ dq, const E *__restrict__ dout,
         acc[e] = 0.0f;
     }
     di = trn_group_sum<A::TPR>(di);
+    if (valid && sub == 0) dis[bh * T + row] = di; /* for the dkv kernel */
     float L = lse[bh * T + rr];
     int64_t kend = causal ? min(S, q0 + BQ) : S;
     for (int64_t k0 = 0; k0 < kend; k0 += A::BK) {
@@ -679,21 +680,15 @@ TRN_DEV void tk_attention_bwd_dq(E *__restrict__ dq, const E *__restrict__ dout,
     for (int e = 0; e < A::NE; e++) trn_st(dqr + A::col(sub, e), acc[e]);
 }
 
-/* Ds[r] = do_i . o_i and Ls[r] = lse_i for the query rows i = i0 + r
- * (r < nr) of head bh, one warp per row; 0 past T (the dkv kernels). */
-template <int D, typename E>
-TRN_DEV void trn_att_di(float *Ds, float *Ls, const E *__restrict__ dout, const E *__restrict__ o, const float *__restrict__ lse, int64_t bh,
-                        int64_t T, int64_t i0, int nr) {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    for (int r = warp; r < nr; r += nw) {
-        float d = 0.0f;
-        if (i0 + r < T)
-            for (int c = lane; c < D; c += 32) d += trn_f32(dout[(bh * T + i0 + r) * D + c]) * trn_f32(o[(bh * T + i0 + r) * D + c]);
-        d = trn_warp_sum(d);
-        if (lane == 0) {
-            Ds[r] = d;
-            Ls[r] = i0 + r < T ? lse[bh * T + i0 + r] : 0.0f;
-        }
+/* Ds[r] = Di and Ls[r] = lse_i for the query rows i = i0 + r (r < nr) of
+ * head bh; 0 past T (the dkv kernels).  Di = do_i . o_i is what the dq
+ * kernel, launched just before, left in dis (the workspace). */
+TRN_DEV void trn_att_rows(float *Ds, float *Ls, const float *__restrict__ dis, const float *__restrict__ lse, int64_t bh, int64_t T, int64_t i0,
+                          int nr) {
+    for (int r = threadIdx.x; r < nr; r += blockDim.x) {
+        bool in = i0 + r < T;
+        Ds[r] = in ? dis[bh * T + i0 + r] : 0.0f;
+        Ls[r] = in ? lse[bh * T + i0 + r] : 0.0f;
     }
 }
 
@@ -703,7 +698,7 @@ TRN_DEV void trn_att_di(float *Ds, float *Ls, const E *__restrict__ dout, const 
  * kv head.  block: BKV * TPR threads; grid (ceil(S / BKV), B * Hkv). */
 template <int D, int BKV, typename E>
 TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const E *__restrict__ dout, const E *__restrict__ q,
-                                  const E *__restrict__ k, const E *__restrict__ v, const E *__restrict__ o, const float *__restrict__ lse,
+                                  const E *__restrict__ k, const E *__restrict__ v, const float *__restrict__ dis, const float *__restrict__ lse,
                                   int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
     typedef TrnAtt<D> A;
     constexpr int BQ2 = A::BK;
@@ -733,7 +728,7 @@ TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const 
             __syncthreads();
             trn_load_tile<D>(Qs, q + bh * T * D, i0, BQ2, T);
             trn_load_tile<D>(Os, dout + bh * T * D, i0, BQ2, T);
-            trn_att_di<D>(Ds, Ls, dout, o, lse, bh, T, i0, BQ2);
+            trn_att_rows(Ds, Ls, dis, lse, bh, T, i0, BQ2);
             __syncthreads();
 #pragma unroll 4
             for (int r = 0; r < BQ2; r++) {
@@ -965,8 +960,8 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, float *__restrict__ lse, const E
 /* Backward, part 1: dq.  block: 128 threads; grid (ceil(T / 64), B * H) */
 template <int D, typename E>
 TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ dout, const E *__restrict__ q, const E *__restrict__ k,
-                                    const E *__restrict__ v, const E *__restrict__ o, const float *__restrict__ lse, int64_t H, int64_t Hkv,
-                                    int64_t T, int64_t S, float scale, int causal) {
+                                    const E *__restrict__ v, const E *__restrict__ o, const float *__restrict__ lse, float *__restrict__ dis,
+                                    int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
     namespace wm = nvcuda::wmma;
     typedef TrnAttTc<D> A;
     typedef typename TrnMmaT<E>::T M;
@@ -993,6 +988,7 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ do
     float di = 0.0f;
     for (int c = hf; c < D; c += 2) di += trn_f32(dout[(bh * T + rr) * D + c]) * trn_f32(o[(bh * T + rr) * D + c]);
     di += __shfl_xor_sync(TRN_FULL, di, 1);
+    if (hf == 0 && row < T) dis[bh * T + row] = di; /* for the dkv kernel */
     float L = lse[bh * T + rr];
     wm::fragment<wm::accumulator, 16, 16, 16, float> acc[A::KD];
 #pragma unroll
@@ -1023,8 +1019,8 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ do
 /* Backward, part 2: dk, dv.  block: 128 threads; grid (ceil(S / 64), B * Hkv) */
 template <int D, typename E>
 TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const E *__restrict__ dout, const E *__restrict__ q,
-                                     const E *__restrict__ k, const E *__restrict__ v, const E *__restrict__ o, const float *__restrict__ lse,
-                                     int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
+                                     const E *__restrict__ k, const E *__restrict__ v, const float *__restrict__ dis,
+                                     const float *__restrict__ lse, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
     namespace wm = nvcuda::wmma;
     typedef TrnAttTc<D> A;
     typedef typename TrnMmaT<E>::T M;
@@ -1060,7 +1056,7 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
             __syncthreads(); /* (first time: the V staging is read) */
             trn_load_tile16<D>(Qs, A::LDH, q + bh * T * D, i0, A::BC, T);
             trn_load_tile16<D>(Os, A::LDH, dout + bh * T * D, i0, A::BC, T);
-            trn_att_di<D>(Ds, Ls, dout, o, lse, bh, T, i0, A::BC);
+            trn_att_rows(Ds, Ls, dis, lse, bh, T, i0, A::BC);
             __syncthreads();
             trn_tc_rows_by_tile<D, M>(St, A::LDS, kf, Qs);
             trn_tc_rows_by_tile<D, M>(Pt, A::LDS, vf, Os);
