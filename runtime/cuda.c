@@ -20,7 +20,9 @@
  *
  * Environment: TRAINC_CUDA_DEVICE (device index, default 0),
  * TRAINC_CUDA_GRAPH=0 (no graphs), TRAINC_CUDA_SYNC=1, TRAINC_LIBCUDA and
- * TRAINC_CUBLASLT (paths of the libraries).
+ * TRAINC_CUBLASLT (paths of the libraries), TRAINC_CUDA_PROFILE=FILE (time
+ * every kernel with events, no graphs; a JSON line per kernel into FILE at
+ * the end, the longest first).
  */
 #include "rt.h"
 #include "trainc_cuda.h"
@@ -120,6 +122,7 @@ typedef struct Drv {
     CUresult (*EventRecord)(CUevent, CUstream);
     CUresult (*EventSynchronize)(CUevent);
     CUresult (*EventDestroy)(CUevent);
+    CUresult (*EventElapsedTime)(float *, CUevent, CUevent);   /* optional: TRAINC_CUDA_PROFILE only */
     CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, void **, void **);
     CUresult (*StreamBeginCapture)(CUstream, int);
     CUresult (*StreamEndCapture)(CUstream, CUgraph *);
@@ -226,6 +229,8 @@ static int open_driver(void) {
     LOAD(drv, EventRecord, "cuEventRecord");
     LOAD(drv, EventSynchronize, "cuEventSynchronize");
     LOAD(drv, EventDestroy, "cuEventDestroy_v2");
+    *(void **)(&drv.EventElapsedTime) = dlsym(drv.so, "cuEventElapsedTime_v2");
+    if (!drv.EventElapsedTime) *(void **)(&drv.EventElapsedTime) = dlsym(drv.so, "cuEventElapsedTime");
     LOAD(drv, LaunchKernel, "cuLaunchKernel");
     LOAD(drv, StreamBeginCapture, "cuStreamBeginCapture_v2");
     LOAD(drv, StreamEndCapture, "cuStreamEndCapture");
@@ -350,6 +355,9 @@ struct TrnCudaDev {
     CUgraphExec          graph[TRN_RUN__COUNT];
     int                  runs[TRN_RUN__COUNT];
     int                  use_graphs, sync_each;
+    const char          *prof_path;      /* TRAINC_CUDA_PROFILE */
+    CUevent             *pev[TRN_RUN__COUNT];   /* per schedule: nkern + 1 timing events */
+    double              *pms[TRN_RUN__COUNT];   /* per kernel: milliseconds summed over runs */
     const TrnCudaImage  *img;
     char                 desc[256];
 };
@@ -628,11 +636,20 @@ static int prepare(TrnCudaDev *g, char *err, size_t errn) {
     return 0;
 }
 
+static void write_profile(TrnCudaDev *g);
+
 void trn_cuda_close(TrnCudaDev *g) {
     if (!g) return;
     if (g->ctx) {
         drv.CtxSetCurrent(g->ctx);
         if (g->st) drv.StreamSynchronize(g->st);
+        if (g->prof_path) write_profile(g);
+        for (int s = 0; s < TRN_RUN__COUNT; s++) {
+            for (int i = 0; g->pev[s] && i <= g->cm->nkern[s]; i++)
+                if (g->pev[s][i]) drv.EventDestroy(g->pev[s][i]);
+            free(g->pev[s]);
+            free(g->pms[s]);
+        }
         for (int s = 0; s < TRN_RUN__COUNT; s++) {
             if (g->graph[s]) drv.GraphExecDestroy(g->graph[s]);
             if (!g->kr[s]) continue;
@@ -714,6 +731,19 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     g->use_graphs = !(ge && strcmp(ge, "0") == 0);
     g->sync_each = se && strcmp(se, "1") == 0;
     if (g->sync_each) g->use_graphs = 0;
+    const char *pe = getenv("TRAINC_CUDA_PROFILE");
+    if (pe && *pe) {
+        if (!drv.EventElapsedTime) return rt_fail(err, errn, "TRAINC_CUDA_PROFILE: the driver lacks cuEventElapsedTime");
+        g->prof_path = pe;
+        g->use_graphs = 0;
+        for (int s = 0; s < TRN_RUN__COUNT; s++) {
+            int n = cm->nkern[s];
+            g->pev[s] = rt_calloc((size_t)n + 1, sizeof(CUevent), err, errn);
+            g->pms[s] = rt_calloc((size_t)n + 1, sizeof(double), err, errn);
+            if (!g->pev[s] || !g->pms[s]) return -1;
+            for (int i = 0; i <= n; i++) CU(EventCreate, (&g->pev[s][i], 0), "profile", "");
+        }
+    }
     int dv = 0;
     drv.DriverGetVersion(&dv);
     snprintf(g->desc, sizeof g->desc, "%s (sm_%d%d, %d SMs), driver %d.%d, %s image", name, major, minor, sms, dv / 1000, dv % 1000 / 10,
@@ -828,12 +858,58 @@ int trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn) {
     }
     if (g->graph[which]) {
         CU(GraphLaunch, (g->graph[which], g->st), "", "schedule");
+    } else if (g->prof_path) {
+        /* an event before and after every kernel; waits for the schedule */
+        CUevent *ev = g->pev[which];
+        CU(EventRecord, (ev[0], g->st), "", "profile");
+        for (int i = 0; i < n; i++) {
+            if (enqueue(g, which, i, err, errn) != 0) return -1;
+            CU(EventRecord, (ev[i + 1], g->st), "", "profile");
+        }
+        CU(EventSynchronize, (ev[n]), "", "profile");
+        for (int i = 0; i < n; i++) {
+            float ms = 0;
+            CU(EventElapsedTime, (&ms, ev[i], ev[i + 1]), g->cm->kern[which][i].name, "profile");
+            g->pms[which][i] += ms;
+        }
     } else {
         for (int i = 0; i < n; i++)
             if (enqueue(g, which, i, err, errn) != 0) return -1;
     }
     g->runs[which]++;
     return 0;
+}
+
+/* TRAINC_CUDA_PROFILE: a JSON line per kernel that ran, the longest total
+ * first: schedule, kernel, where, kind, calls (runs of its schedule), ms
+ * (summed), flops (of one call: its products' 2 M N K, 0 for the others). */
+static void write_profile(TrnCudaDev *g) {
+    _Static_assert(TRN_RUN__COUNT == 4, "the schedules' names");
+    static const char *sched[] = {"micro", "update", "eval", "sample"}, *kind[] = {"launch", "gemm", "memset", "steps"};
+    FILE *f = fopen(g->prof_path, "w");
+    if (!f) {
+        fprintf(stderr, "trainc: TRAINC_CUDA_PROFILE: cannot write %s\n", g->prof_path);
+        return;
+    }
+    for (;;) { /* selection by total time: a few hundred kernels */
+        int bs = -1, bi = -1;
+        for (int s = 0; s < TRN_RUN__COUNT; s++)
+            for (int i = 0; g->runs[s] && i < g->cm->nkern[s]; i++)
+                if (g->pms[s][i] >= 0 && (bs < 0 || g->pms[s][i] > g->pms[bs][bi])) bs = s, bi = i;
+        if (bs < 0) break;
+        const TrnCudaKernel *k = &g->cm->kern[bs][bi];
+        double fl = 0;
+        for (int j = 0; (k->kind == TRN_CK_GEMM || k->kind == TRN_CK_STEPS) && j < (k->kind == TRN_CK_GEMM ? 1 : k->ngemm); j++) {
+            const TrnCudaGemm *m = &k->gemm[j];
+            double nb = 1;
+            for (int b = 0; b < m->nbatch; b++) nb *= (double)m->batch[b];
+            fl += 2.0 * (double)m->M * (double)m->N * (double)m->K * nb;
+        }
+        fprintf(f, "{\"schedule\":\"%s\",\"kernel\":\"%s\",\"where\":\"%s\",\"kind\":\"%s\",\"calls\":%d,\"ms\":%.6f,\"flops\":%.0f}\n",
+                sched[bs], k->name, k->where ? k->where : "", (unsigned)k->kind < 4 ? kind[k->kind] : "?", g->runs[bs], g->pms[bs][bi], fl);
+        g->pms[bs][bi] = -1;
+    }
+    if (fclose(f) != 0) fprintf(stderr, "trainc: TRAINC_CUDA_PROFILE: cannot write %s\n", g->prof_path);
 }
 
 /* ---- the backend ---- */

@@ -16,7 +16,10 @@
 #   3. benchmark: GPT-2 small (124M), B=16 x T=1024, bf16 with every pass on
 #      (and a few fp32 steps), beside PyTorch (AdamW, bf16 autocast, SDPA)
 #      eager and torch.compile (bench/gpt2_torch.py): tokens/s, step time,
-#      MFU vs 989 TFLOP/s, peak device memory.
+#      MFU vs 989 TFLOP/s, device memory in use, time to the first step;
+#   4. profile: 3 steps of the bf16 GPT-2 small with TRAINC_CUDA_PROFILE
+#      (every kernel timed with events, no graphs): time per op, the 15
+#      longest kernels, TFLOP/s of the products.
 #
 # Every stage has a time limit; a failure is recorded in the JSON and the
 # next stage runs.  Results: $OUT/results.json, $OUT/table.txt (also printed
@@ -158,6 +161,40 @@ EOF
     rec "{\"stage\":\"bench\",\"impl\":\"pytorch-$mode\",\"rc\":$rc,\"result\":${res:-null}}"
 done
 
+# ---- 4. where the time goes: GPT-2 small bf16, every kernel timed with events ----
+TRAINC_CUDA_PROFILE=$L/profile.jsonl timeout -k 5 120 "$B/gpt2_124m_bf16" --data "$B/data/ts_train.bin" --steps 3 --lr 6e-4 --warmup 0 \
+    --device cuda --quiet > "$L/profile.log" 2>&1
+rc=$?
+res=$(python3 - "$L/profile.jsonl" <<'EOF'
+import json, re, sys
+try:
+    rows = [json.loads(l) for l in open(sys.argv[1])]
+except Exception:
+    print("null"); sys.exit()
+rows = [r for r in rows if r["schedule"] == "micro"]
+tot = sum(r["ms"] for r in rows) or 1.0
+def op(r):   # k12_layer_norm_gpt2_model_L25 -> layer_norm
+    n = re.sub(r"^[a-z]+[0-9]+_", "", r["kernel"])
+    if r["where"]:
+        f, line = r["where"].rsplit(":", 1)
+        suf = "_" + re.sub(r"[^A-Za-z0-9]", "_", f) + "_L" + line
+        n = n[: -len(suf)] if n.endswith(suf) else n
+    return r["kind"] if r["kind"] in ("gemm", "memset") else n
+ops = {}
+for r in rows:
+    o = ops.setdefault(op(r), [0.0, 0, 0.0])
+    o[0] += r["ms"] / r["calls"]; o[1] += 1; o[2] += r["flops"]
+step = tot / rows[0]["calls"] if rows else None
+top = [{"kernel": r["kernel"], "where": r["where"], "ms": r["ms"] / r["calls"], "share": r["ms"] / tot,
+        "tflops": r["flops"] / (r["ms"] / r["calls"]) / 1e9 if r["flops"] and r["ms"] else None} for r in rows[:15]]
+by_op = sorted(({"op": k, "ms": v[0], "kernels": v[1], "share": v[0] / step if step else None,
+                 "tflops": v[2] / v[0] / 1e9 if v[2] and v[0] else None} for k, v in ops.items()), key=lambda x: -x["ms"])
+print(json.dumps({"kernels": len(rows), "step_ms_sum": step, "by_op": by_op[:12], "top": top}))
+EOF
+)
+echo "profile: $res" | cut -c1-400
+rec "{\"stage\":\"profile\",\"model\":\"gpt2_124m_bf16\",\"rc\":$rc,\"result\":${res:-null}}"
+
 # ---- results ----
 python3 - "$R" "$OUT/results.json" "$OUT/table.txt" $(( $(date +%s) - start )) <<'EOF'
 import json, sys
@@ -177,6 +214,12 @@ for r in rows:
         f = lambda k, s=1, d=1: f"{x[k] / s:.{d}f}" if x.get(k) is not None else "-"
         t.append(f"bench    {r['impl']:<22} step {f('step_ms')} ms  {f('tokens_per_s', 1, 0)} tok/s  MFU {f('mfu', 0.01, 1)}%  device {f('device_used_bytes', 2**30, 1)} GiB"
                  f"  allocated {f('peak_mem_bytes', 2**30, 1)} GiB  first step at {f('start_s', 1, 2)} s  rc {r['rc']}")
+    elif r["stage"] == "profile":
+        x = r.get("result") or {}
+        t.append(f"profile  {r['model']}: {x.get('kernels')} kernels, {x.get('step_ms_sum') or 0:.2f} ms a micro-batch summed over kernels (eager, rc {r['rc']})")
+        for o in x.get("by_op", []):
+            tf = f"  {o['tflops']:.0f} TFLOP/s" if o.get("tflops") else ""
+            t.append(f"  {o['op']:<40} {o['ms']:8.3f} ms {100 * (o['share'] or 0):5.1f}%  ({o['kernels']} kernels){tf}")
 t.append(f"total {sys.argv[4]} s")
 open(sys.argv[3], "w").write("\n".join(t) + "\n")
 EOF

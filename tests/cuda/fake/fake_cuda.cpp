@@ -117,6 +117,7 @@ struct CUstream_st {
 struct CUevent_st {
     CUstream_st *s = NULL;
     uint64_t     seq = 0;
+    bool         timing = true;
 };
 struct CUgraph_st {
     Graph g;
@@ -246,6 +247,7 @@ CUresult cuGetErrorName(CUresult r, const char **s) {
     case CUDA_ERROR_NOT_SUPPORTED: *s = "CUDA_ERROR_NOT_SUPPORTED"; break;
     case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: *s = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; break;
     case CUDA_ERROR_ILLEGAL_ADDRESS: *s = "CUDA_ERROR_ILLEGAL_ADDRESS"; break;
+    case CUDA_ERROR_NOT_READY: *s = "CUDA_ERROR_NOT_READY"; break;
     default: *s = "CUDA_ERROR_UNKNOWN"; return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
@@ -523,8 +525,22 @@ CUresult cuStreamSynchronize(CUstream s) {
 
 CUresult cuEventCreate(CUevent *e, unsigned flags) {
     NEED_CTX();
-    (void)flags;
+    if (flags & ~(unsigned)(CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC)) return REFUSE(CUDA_ERROR_INVALID_VALUE, "cuEventCreate: flags %#x", flags);
     *e = new CUevent_st;
+    (*e)->timing = !(flags & CU_EVENT_DISABLE_TIMING);
+    return CUDA_SUCCESS;
+}
+
+/* Both recorded on one stream and completed; the "time" is a microsecond
+ * per operation between them (deterministic). */
+CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) {
+    NEED_CTX();
+    if (!a || !b) return CUDA_ERROR_INVALID_HANDLE;
+    if (!a->timing || !b->timing) return REFUSE(CUDA_ERROR_INVALID_HANDLE, "cuEventElapsedTime: an event created with CU_EVENT_DISABLE_TIMING");
+    if (!a->s || !b->s) return REFUSE(CUDA_ERROR_INVALID_HANDLE, "cuEventElapsedTime: an event never recorded");
+    if (a->s->done < a->seq || b->s->done < b->seq) return REFUSE(CUDA_ERROR_NOT_READY, "cuEventElapsedTime: an event not completed");
+    if (a->s != b->s) return REFUSE(CUDA_ERROR_NOT_SUPPORTED, "cuEventElapsedTime: events of two streams (not modelled)");
+    *ms = (float)((double)b->seq - (double)a->seq) * 1e-3f;
     return CUDA_SUCCESS;
 }
 

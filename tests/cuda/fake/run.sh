@@ -50,6 +50,15 @@ args="--data tok_train.bin --val tok_val.bin --eval-every 2 --eval-steps 2 --ste
 TRAINC_CUDA_GRAPH=0 ./train $args --device cuda --metrics nograph.jsonl > nograph.log 2>&1 || { cat nograph.log; echo "FAIL: --device cuda, no graphs"; exit 1; }
 ./train $args --device cuda --metrics resumed.jsonl --resume ck_2.safetensors > resumed.log 2>&1 ||
     { cat resumed.log; echo "FAIL: --device cuda --resume"; exit 1; }
+# TRAINC_CUDA_PROFILE: a line per kernel of the schedules that ran (micro, eval), each called
+# as often as its schedule ran; the losses unchanged
+TRAINC_CUDA_PROFILE=profile.jsonl ./train $args --steps 2 --device cuda --metrics prof.jsonl > prof.log 2>&1 ||
+    { cat prof.log; echo "FAIL: --device cuda, TRAINC_CUDA_PROFILE"; exit 1; }
+np=$(grep -c '"schedule":"micro".*"calls":2,' profile.jsonl) ne=$(grep -c '"schedule":"eval".*"calls":2,' profile.jsonl)
+echo "profile: $(wc -l < profile.jsonl) kernels ($np of the micro-batch, $ne of evaluation); the longest: $(head -1 profile.jsonl)"
+[ "$np" -gt 0 ] && [ "$ne" -gt 0 ] && [ "$(wc -l < profile.jsonl)" -eq $((np + ne)) ] || { echo "FAIL: the profile"; rc=1; }
+[ "$(grep -o '"[a-z_]*loss":[^,}]*' prof.jsonl)" = "$(grep -v '"step":[3-9]' fake.jsonl | grep -o '"[a-z_]*loss":[^,}]*' | head -n $(grep -c loss prof.jsonl))" ] ||
+    { echo "FAIL: profiling changed the losses"; rc=1; }
 losses() { grep -o '"[a-z_]*loss":[^,}]*' "$1" | tr '\n' ' '; }
 after2() { grep -v '"step":[12],' "$1" | grep -o '"[a-z_]*loss":[^,}]*' | tr '\n' ' '; }
 r=$(after2 resumed.jsonl)
