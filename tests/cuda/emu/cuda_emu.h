@@ -253,4 +253,25 @@ static void emu_run_block(void (*fn)(void **), void **args) {
     }
 }
 
+/* A launch: every block of the grid, one after the other. */
+static void emu_launch(void (*fn)(void **), const unsigned grid[3], const unsigned block[3], void **args) {
+    blockDim = emu_dim3{block[0], block[1], block[2]};
+    gridDim = emu_dim3{grid[0], grid[1], grid[2]};
+    for (unsigned z = 0; z < grid[2]; z++)
+        for (unsigned y = 0; y < grid[1]; y++)
+            for (unsigned x = 0; x < grid[0]; x++) {
+                blockIdx = emu_dim3{x, y, z};
+                emu_run_block(fn, args);
+            }
+}
+
+/* A generated __global__ function, as tests/cuda/emu/dispatch.awk lists it
+ * in emu_fns[]: its name, a wrapper taking the arguments as void *a[], how
+ * many, its __launch_bounds__ (0: none). */
+typedef struct EmuFn {
+    const char *name;
+    void (*fn)(void **);
+    int nargs, max_threads;
+} EmuFn;
+
 #endif

@@ -18,11 +18,6 @@
 
 #include EMU_KERNELS
 
-typedef struct EmuFn {
-    const char *name;
-    void (*fn)(void **);
-    int nargs, max_threads;
-} EmuFn;
 #include EMU_DISPATCH
 
 extern "C" {
@@ -105,15 +100,7 @@ static void gemm(EmuDev *g, const TrnCudaGemm *m) {
 static void launch(EmuDev *g, const TrnCudaLaunch *l) {
     void *args[TRN_CUDA_MAXARGS];
     for (int a = 0; a < l->nargs; a++) args[a] = g->arena + l->arg[a];
-    blockDim = emu_dim3{l->block[0], l->block[1], l->block[2]};
-    gridDim = emu_dim3{l->grid[0], l->grid[1], l->grid[2]};
-    void (*fn)(void **) = emu_fns[g->fn[l->fn]].fn;
-    for (unsigned z = 0; z < l->grid[2]; z++)
-        for (unsigned y = 0; y < l->grid[1]; y++)
-            for (unsigned x = 0; x < l->grid[0]; x++) {
-                blockIdx = emu_dim3{x, y, z};
-                emu_run_block(fn, args);
-            }
+    emu_launch(emu_fns[g->fn[l->fn]].fn, l->grid, l->block, args);
 }
 
 extern "C" {

@@ -8,11 +8,6 @@
 
 #include EMU_KERNELS
 
-typedef struct EmuFn {
-    const char *name;
-    void (*fn)(void **);
-    int nargs, max_threads;
-} EmuFn;
 #include EMU_DISPATCH
 
 extern "C" int fake_kernel_find(const char *name, int *nargs, int *max_threads) {
@@ -25,13 +20,4 @@ extern "C" int fake_kernel_find(const char *name, int *nargs, int *max_threads) 
     return -1;
 }
 
-extern "C" void fake_kernel_run(int fn, const unsigned grid[3], const unsigned block[3], void **args) {
-    blockDim = emu_dim3{block[0], block[1], block[2]};
-    gridDim = emu_dim3{grid[0], grid[1], grid[2]};
-    for (unsigned z = 0; z < grid[2]; z++)
-        for (unsigned y = 0; y < grid[1]; y++)
-            for (unsigned x = 0; x < grid[0]; x++) {
-                blockIdx = emu_dim3{x, y, z};
-                emu_run_block(emu_fns[fn].fn, args);
-            }
-}
+extern "C" void fake_kernel_run(int fn, const unsigned grid[3], const unsigned block[3], void **args) { emu_launch(emu_fns[fn].fn, grid, block, args); }
