@@ -770,10 +770,11 @@ TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const 
  * warp owns 16 rows (queries; keys in the dkv kernel) and takes tiles of 32
  * columns (keys; queries in the dkv kernel).  Lanes 2r and 2r+1 own row r
  * of their warp's score tile, 16 columns each.
- *   forward  two passes over the key tiles: the first the row maxima and
- *            sums (online), the second P = exp(s - m) / l, rounded to the
- *            half type (as FlashAttention's P), times V into f32
- *            fragments; o rounded once, lse saved;
+ *   forward  one pass over the key tiles: S = Q K^T, the online softmax
+ *            per row (P = exp(s - m) rounded to the half type, as
+ *            FlashAttention's P), o += P V in f32 fragments, which go
+ *            through the warp's scratch to be rescaled when some row's
+ *            maximum grows; o / l rounded once, lse saved;
  *   dq       per query tile: S and dP = dO V^T recomputed per key tile,
  *            dS = P (dP - Di) scale rounded to the half type, dq += dS K;
  *   dkv      per key tile, over every query tile of every head of the
@@ -881,6 +882,27 @@ TRN_DEV void trn_tc_store(E *dst, int64_t row0, int64_t lim, const nvcuda::wmma:
     }
 }
 
+/* acc's row i times f of the lane pair (i, any) holding it (rows i = lane
+ * / 2), through the warp's f32 scratch (16 x LDS): the fragments' layout
+ * stays the library's. */
+template <int D>
+TRN_DEV void trn_tc_scale_rows(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[D / 16], float f, float *scratch,
+                               int lane) {
+    namespace wm = nvcuda::wmma;
+    typedef TrnAttTc<D> A;
+    float *row = scratch + (lane >> 1) * A::LDS + (lane & 1) * 8;
+#pragma unroll
+    for (int c = 0; c < A::KD; c++) {
+        wm::store_matrix_sync(scratch, acc[c], A::LDS, wm::mem_row_major);
+        __syncwarp();
+#pragma unroll
+        for (int j = 0; j < 8; j++) row[j] *= f;
+        __syncwarp();
+        wm::load_matrix_sync(acc[c], scratch, A::LDS, wm::mem_row_major);
+        __syncwarp();
+    }
+}
+
 /* Loads the warp's 16 rows of a staged [BR, D] tile as A fragments. */
 template <int D, typename M, typename E>
 TRN_DEV void trn_tc_frags(nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, M, nvcuda::wmma::row_major> (&a)[D / 16], const E *stage,
@@ -917,42 +939,46 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, float *__restrict__ lse, const E
     for (int c = 0; c < A::KD; c++) wm::fill_fragment(of[c], 0.0f);
     float m = -TRN_INF, l = 0.0f;
     int64_t kend = causal ? min(S, q0 + A::BR) : S;
-    for (int pass = 0; pass < 2; pass++) {
-        float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        for (int64_t k0 = 0; k0 < kend; k0 += A::BC) {
-            __syncthreads(); /* (first time: the Q staging is read) */
-            trn_load_tile16<D>(Ks, A::LDH, kb, k0, A::BC, S);
-            if (pass) trn_load_tile16<D>(Vs, A::LDH, vb, k0, A::BC, S);
-            __syncthreads();
-            trn_tc_rows_by_tile<D, M>(Sw, A::LDS, qf, Ks);
-            __syncwarp();
-            const float *sr = Sw + r * A::LDS;
-            float s[A::BC / 2];
-            float tmax = -TRN_INF;
+    for (int64_t k0 = 0; k0 < kend; k0 += A::BC) {
+        __syncthreads(); /* (first time: the Q staging is read) */
+        trn_load_tile16<D>(Ks, A::LDH, kb, k0, A::BC, S);
+        trn_load_tile16<D>(Vs, A::LDH, vb, k0, A::BC, S);
+        __syncthreads();
+        trn_tc_rows_by_tile<D, M>(Sw, A::LDS, qf, Ks);
+        __syncwarp();
+        const float *sr = Sw + r * A::LDS;
+        float s[A::BC / 2];
+        float tmax = -TRN_INF;
 #pragma unroll
-            for (int j = 0; j < A::BC / 2; j++) {
-                int64_t kj = k0 + hf * (A::BC / 2) + j;
-                s[j] = (kj >= S || (causal && kj > rr)) ? -TRN_INF : sr[hf * (A::BC / 2) + j] * scale;
-                tmax = fmaxf(tmax, s[j]);
-            }
-            if (pass == 0) {
-                tmax = fmaxf(tmax, __shfl_xor_sync(TRN_FULL, tmax, 1));
-                float mn = fmaxf(m, tmax), sum = 0.0f;
-#pragma unroll
-                for (int j = 0; j < A::BC / 2; j++) sum += s[j] == -TRN_INF ? 0.0f : expf(s[j] - mn);
-                sum += __shfl_xor_sync(TRN_FULL, sum, 1);
-                l = (m == -TRN_INF ? 0.0f : l * expf(m - mn)) + sum;
-                m = mn;
-            } else {
-                E *pr = Pw + r * A::LDP + hf * (A::BC / 2);
-#pragma unroll
-                for (int j = 0; j < A::BC / 2; j++) trn_st(pr + j, s[j] == -TRN_INF ? 0.0f : expf(s[j] - m) * inv);
-                __syncwarp();
-                trn_tc_acc<D, M>(of, Pw, Vs);
-            }
-            __syncwarp();
+        for (int j = 0; j < A::BC / 2; j++) {
+            int64_t kj = k0 + hf * (A::BC / 2) + j;
+            s[j] = (kj >= S || (causal && kj > rr)) ? -TRN_INF : sr[hf * (A::BC / 2) + j] * scale;
+            tmax = fmaxf(tmax, s[j]);
         }
+        tmax = fmaxf(tmax, __shfl_xor_sync(TRN_FULL, tmax, 1));
+        float mn = fmaxf(m, tmax), sum = 0.0f;
+        E *pr = Pw + r * A::LDP + hf * (A::BC / 2);
+#pragma unroll
+        for (int j = 0; j < A::BC / 2; j++) {
+            float p = s[j] == -TRN_INF ? 0.0f : expf(s[j] - mn);
+            sum += p;
+            trn_st(pr + j, p);
+        }
+        sum += __shfl_xor_sync(TRN_FULL, sum, 1);
+        /* a row whose maximum grew rescales what it has summed: o (in the
+         * fragments) only when some row of the warp needs it */
+        float alpha = l > 0.0f && mn > m ? expf(m - mn) : 1.0f;
+        l = l * alpha + sum;
+        m = mn;
+        int grow = alpha != 1.0f;
+#pragma unroll
+        for (int x = 1; x < 32; x <<= 1) grow |= __shfl_xor_sync(TRN_FULL, grow, x);
+        __syncwarp(); /* the scores are read: Sw is scratch */
+        if (grow) trn_tc_scale_rows<D>(of, alpha, Sw, lane);
+        trn_tc_acc<D, M>(of, Pw, Vs);
+        __syncwarp();
     }
+    trn_tc_scale_rows<D>(of, l > 0.0f ? 1.0f / l : 0.0f, Sw, lane);
     trn_tc_store<D>(o + bh * T * D, w0, T, of, Sw, lane);
     if (hf == 0 && row < T) lse[bh * T + row] = m + logf(l);
 }

@@ -206,6 +206,11 @@ static inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const f
         }
     memcpy(d.x, t, sizeof t);
 }
+static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p, unsigned ldm, layout_t l) {
+    emu_wmma_check(p, ldm, 4, "load_matrix_sync (accumulator)");
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) f.x[i * 16 + j] = p[l == mem_row_major ? i * ldm + j : j * ldm + i];
+}
 static inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f, unsigned ldm, layout_t l) {
     emu_wmma_check(p, ldm, 4, "store_matrix_sync");
     for (int i = 0; i < 16; i++)
