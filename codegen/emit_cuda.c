@@ -1180,9 +1180,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         fmt_double(sc, ir_float(n, "scale", 1.0));
         int causal = (int)ir_int(n, "causal", 1);
         /* half q, k, v with D a multiple of 16 up to 64: the tensor-core
-         * kernels (tk_attention_tc*: 4 warps; the dkv kernel asks for 3
-         * blocks per multiprocessor, at most 168 registers: ptxas took 174
-         * on sm_80 at D = 64 without the hint, no spills with it); otherwise the CUDA-core ones,
+         * kernels (tk_attention_tc*: 4 warps); otherwise the CUDA-core ones,
          * 4 threads a row when D % 16 == 0, with launch bounds asking ptxas
          * for 2 blocks per multiprocessor up to D = 64 (at most 128
          * registers; D = 64 needs 100-128), 1 beyond.  64 rows a block. */
@@ -1227,7 +1225,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
                      "%s_bwd_dkv%s(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* dk, dv [%lld,%lld,%lld,%lld] */",
                      fn, ta, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], (long long)H, (long long)Hkv, (long long)T, (long long)S, sc, causal,
                      (long long)B, (long long)Hkv, (long long)S, (long long)D);
-            att_launch(e, r, "_dkv", &Q, call, threads, tc ? 3 : minb, cdiv(S, bq), (unsigned)(B * Hkv));
+            att_launch(e, r, "_dkv", &Q, call, threads, minb, cdiv(S, bq), (unsigned)(B * Hkv));
         }
         break;
     }
