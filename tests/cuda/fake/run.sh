@@ -12,7 +12,9 @@
 #    (on the project's docs, evaluating every 2 steps): the losses on the
 #    fake GPU are within LIMIT (relative) of the CPU's, and the same with
 #    and without graphs, bit for bit; a run on the fake GPU resumed from
-#    the step-2 checkpoint of the graph run continues it bit for bit.
+#    the step-2 checkpoint of the graph run continues it bit for bit; with
+#    TRAINC_CUDA_PROFILE, a 2-step run lists every kernel of the schedules
+#    that ran, and its losses are the same.
 set -u
 emit=$1 rtlib=$2 tokenize=$3 dir=$4 model=$5 name=$6 sym=$7 steps=$8 limit=$9
 shift 9
