@@ -903,13 +903,19 @@ TRN_DEV void trn_tc_scale_rows(nvcuda::wmma::fragment<nvcuda::wmma::accumulator,
     }
 }
 
-/* Loads the warp's 16 rows of a staged [BR, D] tile as A fragments. */
+/* The block's rows r0 .. r0+BR-1 (< lim) of a [.., D] matrix of 16-bit E,
+ * the warp's 16 of them as A fragments, through the staging tile; the
+ * block waits after loading it and after reading it, so the staging (and
+ * what shares its memory) is free again on return. */
 template <int D, typename M, typename E>
-TRN_DEV void trn_tc_frags(nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, M, nvcuda::wmma::row_major> (&a)[D / 16], const E *stage,
-                          int warp) {
+TRN_DEV void trn_tc_stage(nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, M, nvcuda::wmma::row_major> (&a)[D / 16], E *stage,
+                          const E *__restrict__ src, int64_t r0, int64_t lim, int warp) {
     typedef TrnAttTc<D> A;
+    trn_load_tile16<D>(stage, A::LDH, src, r0, A::BR, lim);
+    __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < A::KD; kk++) nvcuda::wmma::load_matrix_sync(a[kk], (const M *)(stage + warp * 16 * A::LDH + kk * 16), A::LDH);
+    __syncthreads();
 }
 
 /* block: 128 threads; grid (ceil(T / 64), B * H) */
@@ -931,16 +937,14 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, float *__restrict__ lse, const E
     int64_t q0 = (int64_t)blockIdx.x * A::BR, w0 = q0 + warp * 16, row = w0 + r, rr = row < T ? row : T - 1;
     const E *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
     wm::fragment<wm::matrix_a, 16, 16, 16, M, wm::row_major> qf[A::KD];
-    trn_load_tile16<D>((E *)sm, A::LDH, q + bh * T * D, q0, A::BR, T);
-    __syncthreads();
-    trn_tc_frags<D, M>(qf, (const E *)sm, warp);
+    trn_tc_stage<D, M>(qf, (E *)sm, q + bh * T * D, q0, T, warp);
     wm::fragment<wm::accumulator, 16, 16, 16, float> of[A::KD];
 #pragma unroll
     for (int c = 0; c < A::KD; c++) wm::fill_fragment(of[c], 0.0f);
     float m = -TRN_INF, l = 0.0f;
     int64_t kend = causal ? min(S, q0 + A::BR) : S;
     for (int64_t k0 = 0; k0 < kend; k0 += A::BC) {
-        __syncthreads(); /* (first time: the Q staging is read) */
+        __syncthreads(); /* the previous tiles are read */
         trn_load_tile16<D>(Ks, A::LDH, kb, k0, A::BC, S);
         trn_load_tile16<D>(Vs, A::LDH, vb, k0, A::BC, S);
         __syncthreads();
@@ -1003,13 +1007,8 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ do
     int64_t q0 = (int64_t)blockIdx.x * A::BR, w0 = q0 + warp * 16, row = w0 + r, rr = row < T ? row : T - 1;
     const E *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
     wm::fragment<wm::matrix_a, 16, 16, 16, M, wm::row_major> qf[A::KD], df[A::KD];
-    trn_load_tile16<D>((E *)sm, A::LDH, q + bh * T * D, q0, A::BR, T);
-    __syncthreads();
-    trn_tc_frags<D, M>(qf, (const E *)sm, warp);
-    __syncthreads();
-    trn_load_tile16<D>((E *)sm, A::LDH, dout + bh * T * D, q0, A::BR, T);
-    __syncthreads();
-    trn_tc_frags<D, M>(df, (const E *)sm, warp);
+    trn_tc_stage<D, M>(qf, (E *)sm, q + bh * T * D, q0, T, warp);
+    trn_tc_stage<D, M>(df, (E *)sm, dout + bh * T * D, q0, T, warp);
     /* Di = do . o of the lane pair's row, L its lse */
     float di = 0.0f;
     for (int c = hf; c < D; c += 2) di += trn_f32(dout[(bh * T + rr) * D + c]) * trn_f32(o[(bh * T + rr) * D + c]);
@@ -1062,13 +1061,8 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
     int64_t bk = blockIdx.y, b = bk / Hkv, hk = bk - b * Hkv, grp = H / Hkv;
     int64_t j0 = (int64_t)blockIdx.x * A::BR, w0 = j0 + warp * 16, kj = w0 + r, jj = kj < S ? kj : S - 1;
     wm::fragment<wm::matrix_a, 16, 16, 16, M, wm::row_major> kf[A::KD], vf[A::KD];
-    trn_load_tile16<D>((E *)sm, A::LDH, k + bk * S * D, j0, A::BR, S);
-    __syncthreads();
-    trn_tc_frags<D, M>(kf, (const E *)sm, warp);
-    __syncthreads();
-    trn_load_tile16<D>((E *)sm, A::LDH, v + bk * S * D, j0, A::BR, S);
-    __syncthreads();
-    trn_tc_frags<D, M>(vf, (const E *)sm, warp);
+    trn_tc_stage<D, M>(kf, (E *)sm, k + bk * S * D, j0, S, warp);
+    trn_tc_stage<D, M>(vf, (E *)sm, v + bk * S * D, j0, S, warp);
     wm::fragment<wm::accumulator, 16, 16, 16, float> dka[A::KD], dva[A::KD];
 #pragma unroll
     for (int c = 0; c < A::KD; c++) {
@@ -1079,7 +1073,7 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
     for (int64_t h = hk * grp; h < (hk + 1) * grp; h++) {
         int64_t bh = b * H + h;
         for (int64_t i0 = istart; i0 < T; i0 += A::BC) {
-            __syncthreads(); /* (first time: the V staging is read) */
+            __syncthreads(); /* the previous tiles are read */
             trn_load_tile16<D>(Qs, A::LDH, q + bh * T * D, i0, A::BC, T);
             trn_load_tile16<D>(Os, A::LDH, dout + bh * T * D, i0, A::BC, T);
             trn_att_rows(Ds, Ls, dis, lse, bh, T, i0, A::BC);
@@ -1100,7 +1094,6 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
             __syncwarp();
         }
     }
-    __syncthreads(); /* no query tile (S > T, causal): the staging may still be read */
     trn_tc_store<D>(dk + bk * S * D, w0, S, dka, St, lane);
     trn_tc_store<D>(dv + bk * S * D, w0, S, dva, St, lane);
 }

@@ -4,9 +4,9 @@
  * cuda_emu.h, cuBLASLt products run as their TrnCudaGemm descriptor says
  * (in double, rounded once to C's dtype), memsets are memsets.  With it,
  * tests/gpu/kcheck.c (its calls renamed by emu_rename.h) compares every
- * kernel of a model with the C backend's on a machine without a GPU, and
- * trn_cuda_backend here makes `--device cuda` of a model's executable
- * train on the emulated GPU (whole schedules, for the end-to-end check).
+ * kernel of a model with the C backend's on a machine without a GPU.
+ * (runtime/cuda.c itself, and whole training steps, run on the fake driver
+ * of tests/cuda/fake.)
  *
  * Built by tests/cuda/emu/run.sh with
  *   -DEMU_KERNELS='"MODEL.cu"'      the generated kernels (cuda_emit ... cuda)
@@ -189,48 +189,6 @@ int emu_cuda_run_kernel(EmuDev *g, int which, int i, char *err, size_t errn) {
 const char *emu_cuda_describe(EmuDev *g) {
     (void)g;
     return "the CPU emulation of tests/cuda/emu";
-}
-
-/* ---- the backend: `--device cuda` on the emulated GPU ---- */
-
-static int64_t tensor_bytes(const TrnTensor *t) {
-    static const int es[] = {4, 8, 2, 2, 4, 8, 1};
-    return t->numel * es[t->dtype];
-}
-
-static int be_run(void *self, TrnRun which, char *err, size_t errn) {
-    EmuDev *g = (EmuDev *)self;
-    for (int i = 0; i < g->cm->nkern[which]; i++)
-        if (emu_cuda_run_kernel(g, (int)which, i, err, errn) != 0) return -1;
-    return 0;
-}
-
-static int be_read(void *self, int tensor, void *dst, char *err, size_t errn) {
-    EmuDev *g = (EmuDev *)self;
-    const TrnTensor *t = &g->m->tensors[tensor];
-    return emu_cuda_download(g, t->offset, dst, (size_t)tensor_bytes(t), err, errn);
-}
-
-static int be_write(void *self, int tensor, const void *src, char *err, size_t errn) {
-    EmuDev *g = (EmuDev *)self;
-    const TrnTensor *t = &g->m->tensors[tensor];
-    return emu_cuda_upload(g, t->offset, src, (size_t)tensor_bytes(t), err, errn);
-}
-
-static void be_destroy(void *self) { emu_cuda_close((EmuDev *)self); }
-
-int trn_cuda_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn) {
-    EmuDev *g = emu_cuda_open(m, 0, err, errn);
-    if (!g) return -1;
-    memset(out, 0, sizeof *out);
-    out->name = "cuda";
-    out->self = g;
-    out->run = be_run;
-    out->read = be_read;
-    out->write = be_write;
-    out->destroy = be_destroy;
-    out->device_bytes = m->arena_bytes;
-    return 0;
 }
 
 }
