@@ -187,7 +187,7 @@ bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Gr
 
 /* The lowest sm_NN of an --arch list (80 for the default, NULL); what is
  * not of that form is left to cg_nvrtc_build's error.  Below 80 the
- * tensor-core attention (bf16 wmma) is not used. */
+ * tensor-core attention (mma.sync with bf16) is not used. */
 static int min_sm(const char *archs) {
     int m = 0;
     for (const char *p = archs; p && (p = strstr(p, "sm_")) != NULL; p += 3) {

@@ -1179,13 +1179,14 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         char sc[48];
         fmt_double(sc, ir_float(n, "scale", 1.0));
         int causal = (int)ir_int(n, "causal", 1);
-        /* half q, k, v with D a multiple of 16 up to 64: the tensor-core
-         * kernels (tk_attention_tc*: 4 warps); otherwise the CUDA-core ones,
+        /* half q, k, v with D a multiple of 16 up to 128: the tensor-core
+         * kernels (tk_attention_tc*: 4 warps, mma.sync; an --arch below
+         * sm_80 sets no_tc_attention); otherwise the CUDA-core ones,
          * 4 threads a row when D % 16 == 0, with launch bounds asking ptxas
          * for 2 blocks per multiprocessor up to D = 64 (at most 128
          * registers; D = 64 needs 100-128), 1 beyond.  64 rows a block. */
         DType adt = n->in[qi]->ty.dt;
-        bool tc = (adt == DT_bf16 || adt == DT_f16) && D % 16 == 0 && D <= 64 && !e->p->no_tc_attention;
+        bool tc = (adt == DT_bf16 || adt == DT_f16) && D % 16 == 0 && D <= 128 && !e->p->no_tc_attention;
         int bq = 64, threads = tc ? 128 : bq * (D % 16 == 0 ? 4 : 1), minb = tc ? 0 : D <= 64 ? 2 : 1;
         const char *fn = tc ? "tk_attention_tc" : "tk_attention";
         char ta[32];

@@ -762,42 +762,100 @@ TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const 
     }
 }
 
-/* ---- attention on tensor cores (bf16/f16, D % 16 == 0, D <= 64; sm_80+) ----
+/* ---- warp matrix products on tensor cores (sm_80+): mma.sync and ldmatrix ----
+ * trn_mma is mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}: d (16 x 8,
+ * f32) += a (16 x 16, 16-bit) times b (16 x 8, 16-bit); trn_ldsm4 and
+ * trn_ldsm4t are ldmatrix.sync.aligned.m8n8.x4(.trans).shared.b16.  The
+ * registers hold the elements as the PTX ISA lays them out ("Matrix
+ * Fragments for mma.m16n8k16 with floating point type"; ldmatrix), with
+ * g = lane / 4, t = lane % 4 and the lower index in the lower 16 bits:
+ *   a[0] = A[g][2t, 2t+1]   a[1] = A[g+8][2t, 2t+1]
+ *   a[2] = A[g][2t+8, +9]   a[3] = A[g+8][2t+8, +9]
+ *   b0 = B[2t, 2t+1][g]     b1 = B[2t+8, 2t+9][g]
+ *   d[0], d[1] = D[g][2t, 2t+1]   d[2], d[3] = D[g+8][2t, 2t+1]
+ *   ldmatrix .x4: lanes 8i .. 8i+7 give the addresses of the 8 rows (16
+ *   bytes each, 16-byte aligned) of matrix i; register i of lane l gets
+ *   matrix i's row g, columns 2t, 2t+1 (with .trans: column g, rows 2t,
+ *   2t+1).
+ * So a product's D fragments over two adjacent 8-column tiles, packed, are
+ * the A fragment of a product over those 16 columns (FlashAttention's P
+ * stays in registers).  tests/cuda/emu/cuda_emu.h implements the same
+ * contract on the CPU (emu_mma16816, emu_ldsm4). */
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+TRN_DEV void trn_ldsm4(uint32_t (&r)[4], const void *p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+TRN_DEV void trn_ldsm4t(uint32_t (&r)[4], const void *p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(s));
+}
+TRN_DEV void trn_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, trn_bf16) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+TRN_DEV void trn_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, trn_f16) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* lo and hi rounded (nearest even) and packed: lo in the lower 16 bits */
+TRN_DEV uint32_t trn_pack2(float lo, float hi, trn_bf16) {
+    uint32_t r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+TRN_DEV uint32_t trn_pack2(float lo, float hi, trn_f16) {
+    uint32_t r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+#else /* the CPU emulation */
+TRN_DEV void trn_ldsm4(uint32_t (&r)[4], const void *p) { emu_ldsm4(r, p, 0); }
+TRN_DEV void trn_ldsm4t(uint32_t (&r)[4], const void *p) { emu_ldsm4(r, p, 1); }
+TRN_DEV void trn_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, trn_bf16) { emu_mma16816(d, a, b0, b1, 0); }
+TRN_DEV void trn_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, trn_f16) { emu_mma16816(d, a, b0, b1, 1); }
+TRN_DEV uint32_t trn_pack2(float lo, float hi, trn_bf16) { return (uint32_t)trn_to_bf16(lo).x | (uint32_t)trn_to_bf16(hi).x << 16; }
+TRN_DEV uint32_t trn_pack2(float lo, float hi, trn_f16) { return (uint32_t)trn_to_f16(lo).x | (uint32_t)trn_to_f16(hi).x << 16; }
+#endif
+
+/* ---- attention on tensor cores (bf16/f16, D % 16 == 0, D <= 128; sm_80+) ----
  * The same contract as tk_attention and its backward (above), for half
- * q, k, v: the products run as 16x16x16 warp matrix operations (wmma,
- * f32 accumulation), through shared memory only, so nothing here depends
- * on how a fragment is laid out in registers.  A block is 4 warps; each
- * warp owns 16 rows (queries; keys in the dkv kernel) and takes tiles of 32
- * columns (keys; queries in the dkv kernel).  Lanes 2r and 2r+1 own row r
- * of their warp's score tile, 16 columns each.
- *   forward  one pass over the key tiles: S = Q K^T, the online softmax
- *            per row (P = exp(s - m) rounded to the half type, as
- *            FlashAttention's P), o += P V in f32 fragments, which go
- *            through the warp's scratch to be rescaled when some row's
- *            maximum grows; o / l rounded once, lse saved;
- *   dq       per query tile: S and dP = dO V^T recomputed per key tile,
- *            dS = P (dP - Di) scale rounded to the half type, dq += dS K;
- *   dkv      per key tile, over every query tile of every head of the
- *            group: S^T, dP^T, then dv += P^T dO and dk += dS^T Q.
+ * q, k, v, FlashAttention-2 style: the products are mma.sync on fragments
+ * in registers (above); only the tiles of K, V (Q, dO in dkv) go through
+ * shared memory, read with ldmatrix.  A block is 4 warps; each warp owns
+ * 16 rows (queries; keys in the dkv kernel), and lane l holds rows g and
+ * g + 8 of its warp's score fragments, columns 2t, 2t+1 of every 8-column
+ * tile: a row's maximum and sum are the 4 lanes of a quad (two shuffles).
+ * Tiles are halved beyond D = 64 (registers: 158 forward, 168 dq, 251 dkv
+ * at D = 128, no spills; 121-128, 128 and 167-170 at D = 64).
+ *   forward  one pass over key tiles of 64: S = Q K^T in registers, the
+ *            online softmax per row, P = exp(s - m) rounded to the half type
+ *            (FlashAttention's P) and used as the A fragments of o += P V,
+ *            the f32 accumulators rescaled in registers when a row's maximum
+ *            grows; o / l rounded once, lse saved;
+ *   dq       per key tile of 32: S and dP = dO V^T, dS = P (dP - Di) scale
+ *            rounded to the half type, dq += dS K; Di = dO . O per row goes
+ *            to the workspace for dkv;
+ *   dkv      per query tile of 32, for every head of the group: S^T = K Q^T,
+ *            dP^T = V dO^T, then dv += P^T dO and dk += dS^T Q.
  * Differences from the CUDA-core kernels: P and dS are rounded to the half
  * type before their products (about 2^-9 relative for bf16), and the f32
  * sums run in the tensor cores' order. */
-#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
-#include <mma.h>
-#endif
-template <typename E> struct TrnMmaT;
-template <> struct TrnMmaT<trn_bf16> { typedef __nv_bfloat16 T; };
-template <> struct TrnMmaT<trn_f16> { typedef __half T; };
-
 template <int D> struct TrnAttTc {
-    static constexpr int W = 4;            /* warps per block */
-    static constexpr int BR = 16 * W;      /* rows per block */
-    static constexpr int BC = 32;          /* columns per tile */
-    static constexpr int LDH = D + 8;      /* row stride of 16-bit tiles (elements; rows stay 16-byte aligned) */
-    static constexpr int LDS = BC + 4;     /* row stride of f32 score tiles */
-    static constexpr int LDP = BC + 8;     /* row stride of 16-bit P / dS tiles */
-    static constexpr int KD = D / 16;      /* 16-wide slices of a head */
-    static_assert(D % 16 == 0 && D <= 64, "tensor-core attention: D a multiple of 16, at most 64");
+    static constexpr int W = 4;       /* warps per block */
+    static constexpr int BR = 16 * W; /* rows per block, 16 a warp */
+    static constexpr int BCF = D <= 64 ? 64 : 32; /* key rows per tile, forward */
+    static constexpr int BCB = D <= 64 ? 32 : 16; /* rows per tile, backward */
+    static constexpr int LDH = D + 8; /* row stride of tiles (elements): 16-byte aligned rows, ldmatrix without bank conflicts */
+    static constexpr int KD = D / 16; /* 16-wide slices of a head (A fragments) */
+    static constexpr int ND = D / 8;  /* 8-wide column tiles of a head (accumulators) */
+    static_assert(D % 16 == 0 && D <= 128, "tensor-core attention: D a multiple of 16, at most 128");
 };
 
 /* Rows r0 .. r0+nr-1 (< lim) of a [.., D] matrix of 16-bit E into tile (row
@@ -823,83 +881,86 @@ TRN_DEV void trn_load_tile16(E *__restrict__ tile, int ld, const E *__restrict__
     }
 }
 
-/* out [16, BC] (f32, row stride ldo) = A [16, D] (the warp's fragments)
- * times the BC rows of tile (row stride LDH) transposed. */
-template <int D, typename M, typename E>
-TRN_DEV void trn_tc_rows_by_tile(float *out, int ldo,
-                                 const nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, M, nvcuda::wmma::row_major> (&a)[D / 16],
-                                 const E *tile) {
-    namespace wm = nvcuda::wmma;
+/* a = the A fragments of the 16 rows at tile (row stride LDH), all D
+ * columns: a[kk] holds columns 16 kk .. 16 kk + 15. */
+template <int D, typename E>
+TRN_DEV void trn_frag_rows(uint32_t (&a)[D / 16][4], const E *tile, int lane) {
     typedef TrnAttTc<D> A;
 #pragma unroll
-    for (int n = 0; n < A::BC / 16; n++) {
-        wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
-        wm::fill_fragment(acc, 0.0f);
+    for (int kk = 0; kk < A::KD; kk++) trn_ldsm4(a[kk], tile + (lane & 15) * A::LDH + kk * 16 + (lane >> 4) * 8);
+}
+
+/* s (16 x NC: s[n] is columns 8n .. 8n+7) = a (16 x D) times the NC rows
+ * of tile (row stride LDH) transposed. */
+template <int D, int NC, typename E>
+TRN_DEV void trn_mma_abt(float (&s)[NC / 8][4], const uint32_t (&a)[D / 16][4], const E *tile, int lane) {
+    typedef TrnAttTc<D> A;
+#pragma unroll
+    for (int n = 0; n < NC / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int n = 0; n < NC / 8; n += 2) {
 #pragma unroll
         for (int kk = 0; kk < A::KD; kk++) {
-            wm::fragment<wm::matrix_b, 16, 16, 16, M, wm::col_major> bf;
-            wm::load_matrix_sync(bf, (const M *)(tile + n * 16 * A::LDH + kk * 16), A::LDH);
-            wm::mma_sync(acc, a[kk], bf, acc);
+            uint32_t b[4]; /* B = rows 8n .. 8n+15 of the tile, transposed: b0, b1 of tile n, then of tile n + 1 */
+            trn_ldsm4(b, tile + (n * 8 + (lane >> 4) * 8 + (lane & 7)) * A::LDH + kk * 16 + ((lane >> 3) & 1) * 8);
+            trn_mma(s[n], a[kk], b[0], b[1], E());
+            trn_mma(s[n + 1], a[kk], b[2], b[3], E());
         }
-        wm::store_matrix_sync(out + n * 16, acc, ldo, wm::mem_row_major);
     }
 }
 
-/* acc[c] += P [16, BC] (16-bit, row stride LDP) times tile [BC, D] (row stride LDH). */
-template <int D, typename M, typename E>
-TRN_DEV void trn_tc_acc(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[D / 16], const E *p, const E *tile) {
-    namespace wm = nvcuda::wmma;
+/* o (16 x D f32 fragments) += p (16 x NC, A fragments: p[kk] is columns
+ * 16 kk .. 16 kk + 15) times tile [NC, D] (row stride LDH). */
+template <int D, int NC, typename E>
+TRN_DEV void trn_mma_ab(float (&o)[D / 8][4], const uint32_t (&p)[NC / 16][4], const E *tile, int lane) {
     typedef TrnAttTc<D> A;
 #pragma unroll
-    for (int c = 0; c < A::KD; c++) {
+    for (int kk = 0; kk < NC / 16; kk++) {
 #pragma unroll
-        for (int kk = 0; kk < A::BC / 16; kk++) {
-            wm::fragment<wm::matrix_a, 16, 16, 16, M, wm::row_major> pf;
-            wm::fragment<wm::matrix_b, 16, 16, 16, M, wm::row_major> tf;
-            wm::load_matrix_sync(pf, (const M *)(p + kk * 16), A::LDP);
-            wm::load_matrix_sync(tf, (const M *)(tile + kk * 16 * A::LDH + c * 16), A::LDH);
-            wm::mma_sync(acc[c], pf, tf, acc[c]);
+        for (int c = 0; c < A::ND; c += 2) {
+            uint32_t b[4]; /* rows 16 kk .. 16 kk + 15, columns 8c .. 8c + 15 of the tile, transposed on loading */
+            trn_ldsm4t(b, tile + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * A::LDH + c * 8 + (lane >> 4) * 8);
+            trn_mma(o[c], p[kk], b[0], b[1], E());
+            trn_mma(o[c + 1], p[kk], b[2], b[3], E());
         }
     }
 }
 
-/* Rows row0 .. row0+15 (< lim) of dst [.., D] = acc, rounded once to E,
- * through the warp's f32 scratch (16 x LDS). */
+/* The f32 fragments s (16 x NC) rounded to E, as the A fragments of a
+ * product over those NC columns. */
+template <int NC, typename E>
+TRN_DEV void trn_frag_pack(uint32_t (&p)[NC / 16][4], const float (&s)[NC / 8][4]) {
+#pragma unroll
+    for (int kk = 0; kk < NC / 16; kk++) {
+        p[kk][0] = trn_pack2(s[2 * kk][0], s[2 * kk][1], E());
+        p[kk][1] = trn_pack2(s[2 * kk][2], s[2 * kk][3], E());
+        p[kk][2] = trn_pack2(s[2 * kk + 1][0], s[2 * kk + 1][1], E());
+        p[kk][3] = trn_pack2(s[2 * kk + 1][2], s[2 * kk + 1][3], E());
+    }
+}
+
+/* Rows row0 .. row0+15 (< lim) of dst [.., D] = o (16 x D f32 fragments),
+ * row g times f0 and row g + 8 times f1, rounded once to E: a 4-byte store
+ * per pair of columns when dst allows it. */
 template <int D, typename E>
-TRN_DEV void trn_tc_store(E *dst, int64_t row0, int64_t lim, const nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[D / 16],
-                          float *scratch, int lane) {
-    namespace wm = nvcuda::wmma;
+TRN_DEV void trn_frag_store(E *dst, int64_t row0, int64_t lim, const float (&o)[D / 8][4], float f0, float f1, int lane) {
     typedef TrnAttTc<D> A;
+    int g = lane >> 2, t = lane & 3;
+    bool w4 = ((unsigned long long)dst & 3) == 0;
 #pragma unroll
-    for (int c = 0; c < A::KD; c++) {
-        wm::store_matrix_sync(scratch, acc[c], A::LDS, wm::mem_row_major);
-        __syncwarp();
-        for (int e = lane; e < 256; e += 32) {
-            int i = e >> 4, j = e & 15;
-            if (row0 + i < lim) trn_st(dst + (row0 + i) * D + c * 16 + j, scratch[i * A::LDS + j]);
+    for (int h = 0; h < 2; h++) {
+        int64_t row = row0 + g + 8 * h;
+        float f = h ? f1 : f0;
+        if (row >= lim) continue;
+#pragma unroll
+        for (int c = 0; c < A::ND; c++) {
+            E *p = dst + row * D + c * 8 + 2 * t;
+            if (w4) *(uint32_t *)p = trn_pack2(o[c][2 * h] * f, o[c][2 * h + 1] * f, E());
+            else {
+                trn_st(p, o[c][2 * h] * f);
+                trn_st(p + 1, o[c][2 * h + 1] * f);
+            }
         }
-        __syncwarp();
-    }
-}
-
-/* acc's row i times f of the lane pair (i, any) holding it (rows i = lane
- * / 2), through the warp's f32 scratch (16 x LDS): the fragments' layout
- * stays the library's. */
-template <int D>
-TRN_DEV void trn_tc_scale_rows(nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> (&acc)[D / 16], float f, float *scratch,
-                               int lane) {
-    namespace wm = nvcuda::wmma;
-    typedef TrnAttTc<D> A;
-    float *row = scratch + (lane >> 1) * A::LDS + (lane & 1) * 8;
-#pragma unroll
-    for (int c = 0; c < A::KD; c++) {
-        wm::store_matrix_sync(scratch, acc[c], A::LDS, wm::mem_row_major);
-        __syncwarp();
-#pragma unroll
-        for (int j = 0; j < 8; j++) row[j] *= f;
-        __syncwarp();
-        wm::load_matrix_sync(acc[c], scratch, A::LDS, wm::mem_row_major);
-        __syncwarp();
     }
 }
 
@@ -907,84 +968,92 @@ TRN_DEV void trn_tc_scale_rows(nvcuda::wmma::fragment<nvcuda::wmma::accumulator,
  * the warp's 16 of them as A fragments, through the staging tile; the
  * block waits after loading it and after reading it, so the staging (and
  * what shares its memory) is free again on return. */
-template <int D, typename M, typename E>
-TRN_DEV void trn_tc_stage(nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, M, nvcuda::wmma::row_major> (&a)[D / 16], E *stage,
-                          const E *__restrict__ src, int64_t r0, int64_t lim, int warp) {
+template <int D, typename E>
+TRN_DEV void trn_tc_stage(uint32_t (&a)[D / 16][4], E *stage, const E *__restrict__ src, int64_t r0, int64_t lim, int warp, int lane) {
     typedef TrnAttTc<D> A;
     trn_load_tile16<D>(stage, A::LDH, src, r0, A::BR, lim);
     __syncthreads();
-#pragma unroll
-    for (int kk = 0; kk < A::KD; kk++) nvcuda::wmma::load_matrix_sync(a[kk], (const M *)(stage + warp * 16 * A::LDH + kk * 16), A::LDH);
+    trn_frag_rows<D>(a, stage + warp * 16 * A::LDH, lane);
     __syncthreads();
+}
+
+/* The maximum (MAX) or the sum of v over the 4 lanes of a quad (a row). */
+template <bool MAX> TRN_DEV float trn_quad(float v) {
+#pragma unroll
+    for (int x = 1; x < 4; x <<= 1) {
+        float w = __shfl_xor_sync(TRN_FULL, v, x);
+        v = MAX ? fmaxf(v, w) : v + w;
+    }
+    return v;
 }
 
 /* block: 128 threads; grid (ceil(T / 64), B * H) */
 template <int D, typename E>
 TRN_DEV void tk_attention_tc(E *__restrict__ o, float *__restrict__ lse, const E *__restrict__ q, const E *__restrict__ k,
                              const E *__restrict__ v, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
-    namespace wm = nvcuda::wmma;
     typedef TrnAttTc<D> A;
-    typedef typename TrnMmaT<E>::T M;
-    constexpr int QB = A::BR * A::LDH * 2, WB = A::W * 16 * (A::LDS * 4 + A::LDP * 2), U = QB > WB ? QB : WB;
-    constexpr int KV = A::BC * A::LDH;
-    /* the Q staging tile, then the warps' scores (f32) and P (E); K and V tiles */
-    __shared__ __align__(32) unsigned char sm[U + 2 * KV * 2];
-    E *Ks = (E *)(sm + U), *Vs = Ks + KV;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane >> 1, hf = lane & 1;
-    float *Sw = (float *)sm + warp * 16 * A::LDS;
-    E *Pw = (E *)(sm + A::W * 16 * A::LDS * 4) + warp * 16 * A::LDP;
+    constexpr int BC = A::BCF, KV = BC * A::LDH;
+    /* the K and V tiles; the Q staging tile before them */
+    __shared__ __align__(16) E sm[2 * KV];
+    E *Ks = sm, *Vs = sm + KV;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
-    int64_t q0 = (int64_t)blockIdx.x * A::BR, w0 = q0 + warp * 16, row = w0 + r, rr = row < T ? row : T - 1;
+    int64_t q0 = (int64_t)blockIdx.x * A::BR, w0 = q0 + warp * 16;
+    int64_t rr[2] = {min(w0 + g, T - 1), min(w0 + g + 8, T - 1)}; /* the lane's rows (clamped) */
     const E *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
-    wm::fragment<wm::matrix_a, 16, 16, 16, M, wm::row_major> qf[A::KD];
-    trn_tc_stage<D, M>(qf, (E *)sm, q + bh * T * D, q0, T, warp);
-    wm::fragment<wm::accumulator, 16, 16, 16, float> of[A::KD];
+    uint32_t qa[A::KD][4];
+    trn_tc_stage<D>(qa, sm, q + bh * T * D, q0, T, warp, lane);
+    float of[A::ND][4];
 #pragma unroll
-    for (int c = 0; c < A::KD; c++) wm::fill_fragment(of[c], 0.0f);
-    float m = -TRN_INF, l = 0.0f;
+    for (int c = 0; c < A::ND; c++) of[c][0] = of[c][1] = of[c][2] = of[c][3] = 0.0f;
+    float m[2] = {-TRN_INF, -TRN_INF}, l[2] = {0.0f, 0.0f};
     int64_t kend = causal ? min(S, q0 + A::BR) : S;
-    for (int64_t k0 = 0; k0 < kend; k0 += A::BC) {
+    for (int64_t k0 = 0; k0 < kend; k0 += BC) {
         __syncthreads(); /* the previous tiles are read */
-        trn_load_tile16<D>(Ks, A::LDH, kb, k0, A::BC, S);
-        trn_load_tile16<D>(Vs, A::LDH, vb, k0, A::BC, S);
+        trn_load_tile16<D>(Ks, A::LDH, kb, k0, BC, S);
+        trn_load_tile16<D>(Vs, A::LDH, vb, k0, BC, S);
         __syncthreads();
-        trn_tc_rows_by_tile<D, M>(Sw, A::LDS, qf, Ks);
-        __syncwarp();
-        const float *sr = Sw + r * A::LDS;
-        float s[A::BC / 2];
-        float tmax = -TRN_INF;
+        float s[BC / 8][4];
+        trn_mma_abt<D, BC>(s, qa, Ks, lane);
+        float mx[2] = {-TRN_INF, -TRN_INF};
 #pragma unroll
-        for (int j = 0; j < A::BC / 2; j++) {
-            int64_t kj = k0 + hf * (A::BC / 2) + j;
-            s[j] = (kj >= S || (causal && kj > rr)) ? -TRN_INF : sr[hf * (A::BC / 2) + j] * scale;
-            tmax = fmaxf(tmax, s[j]);
+        for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int64_t kj = k0 + n * 8 + 2 * t + (e & 1);
+                s[n][e] = (kj >= S || (causal && kj > rr[e >> 1])) ? -TRN_INF : s[n][e] * scale;
+                mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+            }
+        float mn[2], sum[2] = {0.0f, 0.0f}, alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) mn[r] = fmaxf(m[r], trn_quad<true>(mx[r]));
+#pragma unroll
+        for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float p = s[n][e] == -TRN_INF ? 0.0f : expf(s[n][e] - mn[e >> 1]);
+                s[n][e] = p;
+                sum[e >> 1] += p;
+            }
+        /* a row whose maximum grew rescales what it has summed */
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            alpha[r] = l[r] > 0.0f && mn[r] > m[r] ? expf(m[r] - mn[r]) : 1.0f;
+            l[r] = l[r] * alpha[r] + trn_quad<false>(sum[r]);
+            m[r] = mn[r];
         }
-        tmax = fmaxf(tmax, __shfl_xor_sync(TRN_FULL, tmax, 1));
-        float mn = fmaxf(m, tmax), sum = 0.0f;
-        E *pr = Pw + r * A::LDP + hf * (A::BC / 2);
 #pragma unroll
-        for (int j = 0; j < A::BC / 2; j++) {
-            float p = s[j] == -TRN_INF ? 0.0f : expf(s[j] - mn);
-            sum += p;
-            trn_st(pr + j, p);
-        }
-        sum += __shfl_xor_sync(TRN_FULL, sum, 1);
-        /* a row whose maximum grew rescales what it has summed: o (in the
-         * fragments) only when some row of the warp needs it */
-        float alpha = l > 0.0f && mn > m ? expf(m - mn) : 1.0f;
-        l = l * alpha + sum;
-        m = mn;
-        int grow = alpha != 1.0f;
+        for (int c = 0; c < A::ND; c++)
 #pragma unroll
-        for (int x = 1; x < 32; x <<= 1) grow |= __shfl_xor_sync(TRN_FULL, grow, x);
-        __syncwarp(); /* the scores are read: Sw is scratch */
-        if (grow) trn_tc_scale_rows<D>(of, alpha, Sw, lane);
-        trn_tc_acc<D, M>(of, Pw, Vs);
-        __syncwarp();
+            for (int e = 0; e < 4; e++) of[c][e] *= alpha[e >> 1];
+        uint32_t pa[BC / 16][4];
+        trn_frag_pack<BC, E>(pa, s);
+        trn_mma_ab<D, BC>(of, pa, Vs, lane);
     }
-    trn_tc_scale_rows<D>(of, l > 0.0f ? 1.0f / l : 0.0f, Sw, lane);
-    trn_tc_store<D>(o + bh * T * D, w0, T, of, Sw, lane);
-    if (hf == 0 && row < T) lse[bh * T + row] = m + logf(l);
+    trn_frag_store<D>(o + bh * T * D, w0, T, of, l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f, lane);
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+        if (t == 0 && w0 + g + 8 * r < T) lse[bh * T + w0 + g + 8 * r] = m[r] + logf(l[r]);
 }
 
 /* Backward, part 1: dq.  block: 128 threads; grid (ceil(T / 64), B * H) */
@@ -992,53 +1061,54 @@ template <int D, typename E>
 TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ dout, const E *__restrict__ q, const E *__restrict__ k,
                                     const E *__restrict__ v, const E *__restrict__ o, const float *__restrict__ lse, float *__restrict__ dis,
                                     int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
-    namespace wm = nvcuda::wmma;
     typedef TrnAttTc<D> A;
-    typedef typename TrnMmaT<E>::T M;
-    constexpr int QB = A::BR * A::LDH * 2, WB = A::W * 16 * (2 * A::LDS * 4 + A::LDP * 2), U = QB > WB ? QB : WB;
-    constexpr int KV = A::BC * A::LDH;
-    /* the Q / dO staging tile, then the warps' S, dP (f32) and dS (E); K and V tiles */
-    __shared__ __align__(32) unsigned char sm[U + 2 * KV * 2];
-    E *Ks = (E *)(sm + U), *Vs = Ks + KV;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane >> 1, hf = lane & 1;
-    float *Sw = (float *)sm + warp * 16 * A::LDS, *Pw = (float *)sm + (A::W + warp) * 16 * A::LDS;
-    E *DSw = (E *)(sm + 2 * A::W * 16 * A::LDS * 4) + warp * 16 * A::LDP;
+    constexpr int BC = A::BCB, KV = BC * A::LDH, ST = A::BR * A::LDH;
+    /* the K and V tiles; the Q / dO staging tile before them */
+    __shared__ __align__(16) E sm[ST > 2 * KV ? ST : 2 * KV];
+    E *Ks = sm, *Vs = sm + KV;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
-    int64_t q0 = (int64_t)blockIdx.x * A::BR, w0 = q0 + warp * 16, row = w0 + r, rr = row < T ? row : T - 1;
+    int64_t q0 = (int64_t)blockIdx.x * A::BR, w0 = q0 + warp * 16;
+    int64_t rr[2] = {min(w0 + g, T - 1), min(w0 + g + 8, T - 1)};
     const E *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
-    wm::fragment<wm::matrix_a, 16, 16, 16, M, wm::row_major> qf[A::KD], df[A::KD];
-    trn_tc_stage<D, M>(qf, (E *)sm, q + bh * T * D, q0, T, warp);
-    trn_tc_stage<D, M>(df, (E *)sm, dout + bh * T * D, q0, T, warp);
-    /* Di = do . o of the lane pair's row, L its lse */
-    float di = 0.0f;
-    for (int c = hf; c < D; c += 2) di += trn_f32(dout[(bh * T + rr) * D + c]) * trn_f32(o[(bh * T + rr) * D + c]);
-    di += __shfl_xor_sync(TRN_FULL, di, 1);
-    if (hf == 0 && row < T) dis[bh * T + row] = di; /* for the dkv kernel */
-    float L = lse[bh * T + rr];
-    wm::fragment<wm::accumulator, 16, 16, 16, float> acc[A::KD];
+    uint32_t qa[A::KD][4], da[A::KD][4];
+    trn_tc_stage<D>(qa, sm, q + bh * T * D, q0, T, warp, lane);
+    trn_tc_stage<D>(da, sm, dout + bh * T * D, q0, T, warp, lane);
+    /* Di = do . o of the lane's two rows (a quad each), L their lse */
+    float di[2], L[2];
 #pragma unroll
-    for (int c = 0; c < A::KD; c++) wm::fill_fragment(acc[c], 0.0f);
-    int64_t kend = causal ? min(S, q0 + A::BR) : S;
-    for (int64_t k0 = 0; k0 < kend; k0 += A::BC) {
-        __syncthreads();
-        trn_load_tile16<D>(Ks, A::LDH, kb, k0, A::BC, S);
-        trn_load_tile16<D>(Vs, A::LDH, vb, k0, A::BC, S);
-        __syncthreads();
-        trn_tc_rows_by_tile<D, M>(Sw, A::LDS, qf, Ks);
-        trn_tc_rows_by_tile<D, M>(Pw, A::LDS, df, Vs);
-        __syncwarp();
-        E *dsr = DSw + r * A::LDP;
-#pragma unroll
-        for (int j = hf * (A::BC / 2); j < (hf + 1) * (A::BC / 2); j++) {
-            int64_t kj = k0 + j;
-            float p = (kj >= S || (causal && kj > rr)) ? 0.0f : expf(Sw[r * A::LDS + j] * scale - L);
-            trn_st(dsr + j, p * (Pw[r * A::LDS + j] - di) * scale);
-        }
-        __syncwarp();
-        trn_tc_acc<D, M>(acc, DSw, Ks);
-        __syncwarp();
+    for (int r = 0; r < 2; r++) {
+        float x = 0.0f;
+        for (int c = t; c < D; c += 4) x += trn_f32(dout[(bh * T + rr[r]) * D + c]) * trn_f32(o[(bh * T + rr[r]) * D + c]);
+        di[r] = trn_quad<false>(x);
+        L[r] = lse[bh * T + rr[r]];
+        if (t == 0 && w0 + g + 8 * r < T) dis[bh * T + w0 + g + 8 * r] = di[r]; /* for the dkv kernel */
     }
-    trn_tc_store<D>(dq + bh * T * D, w0, T, acc, Sw, lane);
+    float acc[A::ND][4];
+#pragma unroll
+    for (int c = 0; c < A::ND; c++) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
+    int64_t kend = causal ? min(S, q0 + A::BR) : S;
+    for (int64_t k0 = 0; k0 < kend; k0 += BC) {
+        __syncthreads();
+        trn_load_tile16<D>(Ks, A::LDH, kb, k0, BC, S);
+        trn_load_tile16<D>(Vs, A::LDH, vb, k0, BC, S);
+        __syncthreads();
+        float s[BC / 8][4], dp[BC / 8][4];
+        trn_mma_abt<D, BC>(s, qa, Ks, lane);
+        trn_mma_abt<D, BC>(dp, da, Vs, lane);
+#pragma unroll
+        for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int64_t kj = k0 + n * 8 + 2 * t + (e & 1);
+                float p = (kj >= S || (causal && kj > rr[e >> 1])) ? 0.0f : expf(s[n][e] * scale - L[e >> 1]);
+                s[n][e] = p * (dp[n][e] - di[e >> 1]) * scale;
+            }
+        uint32_t dsa[BC / 16][4];
+        trn_frag_pack<BC, E>(dsa, s);
+        trn_mma_ab<D, BC>(acc, dsa, Ks, lane);
+    }
+    trn_frag_store<D>(dq + bh * T * D, w0, T, acc, 1.0f, 1.0f, lane);
 }
 
 /* Backward, part 2: dk, dv.  block: 128 threads; grid (ceil(S / 64), B * Hkv) */
@@ -1046,56 +1116,55 @@ template <int D, typename E>
 TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const E *__restrict__ dout, const E *__restrict__ q,
                                      const E *__restrict__ k, const E *__restrict__ v, const float *__restrict__ dis,
                                      const float *__restrict__ lse, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
-    namespace wm = nvcuda::wmma;
     typedef TrnAttTc<D> A;
-    typedef typename TrnMmaT<E>::T M;
-    constexpr int KB = A::BR * A::LDH * 2, WB = A::W * 16 * (2 * A::LDS * 4 + 2 * A::LDP * 2), U = KB > WB ? KB : WB;
-    constexpr int QT = A::BC * A::LDH;
-    /* the K / V staging tile, then the warps' S^T, dP^T (f32), P^T and dS^T (E); Q and dO tiles; lse and Di */
-    __shared__ __align__(32) unsigned char sm[U + 2 * QT * 2];
-    __shared__ float Ls[A::BC], Ds[A::BC];
-    E *Qs = (E *)(sm + U), *Os = Qs + QT;
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane >> 1, hf = lane & 1;
-    float *St = (float *)sm + warp * 16 * A::LDS, *Pt = (float *)sm + (A::W + warp) * 16 * A::LDS;
-    E *PTw = (E *)(sm + 2 * A::W * 16 * A::LDS * 4) + warp * 16 * A::LDP, *DSw = PTw + A::W * 16 * A::LDP;
+    constexpr int BC = A::BCB, QT = BC * A::LDH, ST = A::BR * A::LDH;
+    /* the Q and dO tiles; the K / V staging tile before them; lse and Di */
+    __shared__ __align__(16) E sm[ST > 2 * QT ? ST : 2 * QT];
+    __shared__ float Ls[BC], Ds[BC];
+    E *Qs = sm, *Os = sm + QT;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t bk = blockIdx.y, b = bk / Hkv, hk = bk - b * Hkv, grp = H / Hkv;
-    int64_t j0 = (int64_t)blockIdx.x * A::BR, w0 = j0 + warp * 16, kj = w0 + r, jj = kj < S ? kj : S - 1;
-    wm::fragment<wm::matrix_a, 16, 16, 16, M, wm::row_major> kf[A::KD], vf[A::KD];
-    trn_tc_stage<D, M>(kf, (E *)sm, k + bk * S * D, j0, S, warp);
-    trn_tc_stage<D, M>(vf, (E *)sm, v + bk * S * D, j0, S, warp);
-    wm::fragment<wm::accumulator, 16, 16, 16, float> dka[A::KD], dva[A::KD];
+    int64_t j0 = (int64_t)blockIdx.x * A::BR, w0 = j0 + warp * 16;
+    int64_t kr[2] = {w0 + g, w0 + g + 8}, jj[2] = {min(kr[0], S - 1), min(kr[1], S - 1)}; /* the lane's key rows */
+    uint32_t ka[A::KD][4], va[A::KD][4];
+    trn_tc_stage<D>(ka, sm, k + bk * S * D, j0, S, warp, lane);
+    trn_tc_stage<D>(va, sm, v + bk * S * D, j0, S, warp, lane);
+    float dka[A::ND][4], dva[A::ND][4];
 #pragma unroll
-    for (int c = 0; c < A::KD; c++) {
-        wm::fill_fragment(dka[c], 0.0f);
-        wm::fill_fragment(dva[c], 0.0f);
-    }
-    int64_t istart = causal ? (j0 / A::BC) * A::BC : 0;
+    for (int c = 0; c < A::ND; c++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dka[c][e] = dva[c][e] = 0.0f;
+    int64_t istart = causal ? (j0 / BC) * BC : 0;
     for (int64_t h = hk * grp; h < (hk + 1) * grp; h++) {
         int64_t bh = b * H + h;
-        for (int64_t i0 = istart; i0 < T; i0 += A::BC) {
+        for (int64_t i0 = istart; i0 < T; i0 += BC) {
             __syncthreads(); /* the previous tiles are read */
-            trn_load_tile16<D>(Qs, A::LDH, q + bh * T * D, i0, A::BC, T);
-            trn_load_tile16<D>(Os, A::LDH, dout + bh * T * D, i0, A::BC, T);
-            trn_att_rows(Ds, Ls, dis, lse, bh, T, i0, A::BC);
+            trn_load_tile16<D>(Qs, A::LDH, q + bh * T * D, i0, BC, T);
+            trn_load_tile16<D>(Os, A::LDH, dout + bh * T * D, i0, BC, T);
+            trn_att_rows(Ds, Ls, dis, lse, bh, T, i0, BC);
             __syncthreads();
-            trn_tc_rows_by_tile<D, M>(St, A::LDS, kf, Qs);
-            trn_tc_rows_by_tile<D, M>(Pt, A::LDS, vf, Os);
-            __syncwarp();
+            float st[BC / 8][4], dpt[BC / 8][4];
+            trn_mma_abt<D, BC>(st, ka, Qs, lane);
+            trn_mma_abt<D, BC>(dpt, va, Os, lane);
 #pragma unroll
-            for (int c = hf * (A::BC / 2); c < (hf + 1) * (A::BC / 2); c++) {
-                int64_t i = i0 + c;
-                float p = (i >= T || kj >= S || (causal && jj > i)) ? 0.0f : expf(St[r * A::LDS + c] * scale - Ls[c]);
-                trn_st(PTw + r * A::LDP + c, p);
-                trn_st(DSw + r * A::LDP + c, p * (Pt[r * A::LDS + c] - Ds[c]) * scale);
-            }
-            __syncwarp();
-            trn_tc_acc<D, M>(dva, PTw, Os);
-            trn_tc_acc<D, M>(dka, DSw, Qs);
-            __syncwarp();
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int c = n * 8 + 2 * t + (e & 1);
+                    int64_t i = i0 + c;
+                    float p = (i >= T || kr[e >> 1] >= S || (causal && jj[e >> 1] > i)) ? 0.0f : expf(st[n][e] * scale - Ls[c]);
+                    st[n][e] = p;
+                    dpt[n][e] = p * (dpt[n][e] - Ds[c]) * scale;
+                }
+            uint32_t pa[BC / 16][4], dsa[BC / 16][4];
+            trn_frag_pack<BC, E>(pa, st);
+            trn_frag_pack<BC, E>(dsa, dpt);
+            trn_mma_ab<D, BC>(dva, pa, Os, lane);
+            trn_mma_ab<D, BC>(dka, dsa, Qs, lane);
         }
     }
-    trn_tc_store<D>(dk + bk * S * D, w0, S, dka, St, lane);
-    trn_tc_store<D>(dv + bk * S * D, w0, S, dva, St, lane);
+    trn_frag_store<D>(dk + bk * S * D, w0, S, dka, 1.0f, 1.0f, lane);
+    trn_frag_store<D>(dv + bk * S * D, w0, S, dva, 1.0f, 1.0f, lane);
 }
 
 /* ---- cross-entropy over rows of logits [N,V] with targets [N] ----

@@ -69,12 +69,14 @@ foreach(model gpt2 llama)
   trainc_nvrtc_test(${model}_tiny_fp16 cuda 300 ${model} fp16 ${CUDA_TINY_${model}} --expect loss_scale_update)
 endforeach()
 trainc_nvrtc_test(llama_tiny_nofusion_rope_bf16 cuda 300 llama bf16 ${CUDA_TINY_llama} --set fusion=0 --expect-half rope)
-# half attention on the CUDA cores (--no-tc-attention), and at D = 128
-# (beyond the tensor-core kernels): the f32-tile kernels with bf16 operands
+# half attention on the CUDA cores (--no-tc-attention, or below sm_80):
+# the f32-tile kernels with bf16 operands; at D = 128 both kinds
 trainc_nvrtc_test(gpt2_tiny_notc_bf16 cuda 300 gpt2 bf16 ${CUDA_TINY_gpt2} --no-tc-attention --expect-src "!tk_attention_tc")
 trainc_nvrtc_test(gpt2_tiny_sm75_bf16 cuda 300 gpt2 bf16 ${CUDA_TINY_gpt2} --arch sm_75 --expect-src "!tk_attention_tc")
 trainc_nvrtc_test(llama_d128_bf16 cuda 300 llama bf16 -D vocab=256 -D layers=1 -D heads=2 -D kv_heads=1 -D dim=256 -D ffn=256 -D seq=64
-                  -D batch=2 --expect-src "!tk_attention_tc" --expect-src "tk_attention<128")
+                  -D batch=2 --expect-src "tk_attention_tc<128" --expect-src "tk_attention_tc_bwd_dkv<128")
+trainc_nvrtc_test(llama_d128_notc_bf16 cuda 300 llama bf16 -D vocab=256 -D layers=1 -D heads=2 -D kv_heads=1 -D dim=256 -D ffn=256 -D seq=64
+                  -D batch=2 --no-tc-attention --expect-src "!tk_attention_tc" --expect-src "tk_attention<128")
 # Full size: GPT-2 small (124M, vocabulary 50257 padded to 50304) and
 # TinyLlama (1.1B).  tf32 compiles the fp32 source again (a cache hit).
 foreach(model gpt2 llama)
@@ -108,6 +110,16 @@ if(TRAINC_CXX)
   trainc_emu_test(gpt2_tiny_notc_bf16 gpt2 ${CUDA_TINY_gpt2} --set precision=bf16 --no-tc-attention)
   trainc_emu_test(gpt2_tiny_fp16 gpt2 ${CUDA_TINY_gpt2} --set precision=fp16)
   trainc_emu_test(llama_tiny_pad_nofusion_bf16 llama ${CUDA_PAD250_llama} --set precision=bf16 --set fusion=0)
+  # D = 64 (GPT-2 small's and TinyLlama's head size) at T = 80: the
+  # tensor-core attention over two key tiles (the forward's online rescale)
+  # and partial tiles; Llama's with grouped-query attention (4:2) in fp16
+  trainc_emu_test(gpt2_d64_bf16 gpt2 -D vocab=512 -D layers=1 -D heads=4 -D dim=256 -D seq=80 -D batch=2 --set precision=bf16)
+  trainc_emu_test(llama_d64_fp16 llama -D vocab=256 -D layers=1 -D heads=4 -D kv_heads=2 -D dim=256 -D ffn=256 -D seq=80 -D batch=2
+                  --set precision=fp16)
+  # D = 128 (Llama 2 7B's head size): smaller tiles, three key tiles at T = 80
+  trainc_emu_test(llama_d128_bf16 llama -D vocab=256 -D layers=1 -D heads=4 -D kv_heads=2 -D dim=512 -D ffn=256 -D seq=80 -D batch=1
+                  --set precision=bf16)
+  set_tests_properties(cuda_emu_llama_d64_fp16 cuda_emu_llama_d128_bf16 PROPERTIES LABELS "cuda;slow")
 
   # runtime/cuda.c itself, against a fake CUDA driver and cuBLASLt built from
   # the libraries' headers and documented behaviour (tests/cuda/fake: lazy

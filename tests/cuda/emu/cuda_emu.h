@@ -4,10 +4,11 @@
  * (tests/cuda/emu/emu_device.cpp, tests/cuda/emu/run.sh).
  *
  * A block's threads are fibers (ucontext) on one OS thread, run round
- * robin: __syncthreads and __shfl_xor_sync wait, yielding, until every
- * thread of the block (of the warp) that has not returned got there, so
- * block and warp reductions, shared-memory tiles and in-place updates
- * behave as on the GPU, deterministically.  __shared__ variables become
+ * robin: __syncthreads and the warp collectives (__shfl_xor_sync,
+ * __syncwarp, mma.sync, ldmatrix) wait, yielding, until every thread of the
+ * block (of the warp) that has not returned got there, so block and warp
+ * reductions, shared-memory tiles, tensor-core fragments and in-place
+ * updates behave as on the GPU, deterministically.  __shared__ variables become
  * static: blocks run one after the other.  Float arithmetic is IEEE
  * single on the host (no FMA contraction at -O1 on x86-64 without -mfma);
  * expf and friends are glibc's, an ulp or so from CUDA's.  What this does
@@ -22,8 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
-
-#include <type_traits>
 
 #define __global__
 #define __device__
@@ -139,85 +138,70 @@ static inline void __syncwarp(unsigned mask = 0xffffffffu) {
     emu_warp_wait(emu_wgen[emu_cur]++);
 }
 
-/* ---- warp matrix operations (mma.h's nvcuda::wmma, 16x16x16 only) ----
- * What the API promises and no more: a fragment's layout in registers is
- * unspecified, so here every lane holds the whole 16 x 16 tile (as floats:
- * the products of two bf16 or f16 values are exact in f32) and computes the
- * whole product; the lanes store the same values.  Pointers must be 32-byte
- * aligned and ldm a multiple of 16 bytes, as on the GPU: a violation stops
- * the run with the kernel's call site. */
-struct __nv_bfloat16 {
-    unsigned short x;
-};
-struct __half {
-    unsigned short x;
-};
-static inline float emu_h2f(__nv_bfloat16 v) { return __uint_as_float((unsigned)v.x << 16); }
-static inline float emu_h2f(__half v) {
-    unsigned sign = (unsigned)(v.x & 0x8000u) << 16, e = (v.x >> 10) & 0x1fu, m = v.x & 0x3ffu;
+/* ---- mma.sync m16n8k16 and ldmatrix .x4 (the prelude's trn_mma, trn_ldsm4) ----
+ * As the PTX ISA documents them, with g = lane / 4, t = lane % 4 and the
+ * lower index in a register's lower 16 bits (runtime/trainc_cuda.cuh lists
+ * the layouts): warp collectives, every lane's registers (or row address)
+ * exchanged like a shuffle's value, then each lane computes its own part.
+ * The products of two bf16 or f16 values are exact in f32; the sums run in
+ * k order.  Row addresses must be 16-byte aligned, as on the GPU: a
+ * violation stops the run. */
+static uint32_t emu_mbuf[2][EMU_MAXT][6];
+
+static inline float emu_b16(uint32_t reg, int hi, int f16) {
+    uint32_t x = hi ? reg >> 16 : reg & 0xffffu;
+    if (!f16) return __uint_as_float(x << 16);
+    uint32_t sign = (x & 0x8000u) << 16, e = (x >> 10) & 0x1fu, m = x & 0x3ffu;
     if (e == 0) {
         float f = (float)m * (1.0f / 16777216.0f);
         return sign ? -f : f;
     }
     return __uint_as_float(e == 31 ? sign | 0x7f800000u | (m << 13) : sign | ((e + 112) << 23) | (m << 13));
 }
-static inline void emu_wmma_check(const void *p, unsigned ldm, unsigned esize, const char *what) {
-    if (((unsigned long long)p & 31) != 0 || (ldm * esize) % 16 != 0) {
-        fprintf(stderr, "emu: %s: pointer %p or ldm %u (%u-byte elements) misaligned for wmma\n", what, p, ldm, esize);
-        exit(2);
+
+/* d (16 x 8 f32) += A (16 x 16) B (16 x 8), the warp's fragments */
+static inline void emu_mma16816(float *d, const uint32_t *a, uint32_t b0, uint32_t b1, int f16) {
+    int me = emu_cur, lane = me & 31, w0 = me - lane, gen = emu_wgen[me]++;
+    uint32_t(*mb)[6] = emu_mbuf[gen & 1];
+    memcpy(mb[me], a, 4 * sizeof *a);
+    mb[me][4] = b0;
+    mb[me][5] = b1;
+    emu_warp_wait(gen);
+    int g = lane >> 2, t = lane & 3;
+    for (int i = 0; i < 4; i++) {
+        int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+        float s = d[i];
+        for (int k = 0; k < 16; k++) {
+            /* A[row][k]: lane (row % 8) * 4 + (k % 8) / 2, register (row >= 8) + 2 (k >= 8) */
+            float x = emu_b16(mb[w0 + (row & 7) * 4 + ((k & 7) >> 1)][(row >= 8) + 2 * (k >= 8)], k & 1, f16);
+            /* B[k][col]: lane col * 4 + (k % 8) / 2, b0 for k < 8, b1 beyond */
+            float y = emu_b16(mb[w0 + col * 4 + ((k & 7) >> 1)][4 + (k >= 8)], k & 1, f16);
+            s += x * y;
+        }
+        d[i] = s;
     }
 }
-namespace nvcuda {
-namespace wmma {
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
-enum layout_t { mem_row_major, mem_col_major };
-template <typename Use, int M, int N, int K, typename T, typename Layout = void> struct fragment {
-    enum { num_elements = 256 };
-    float x[256];
-};
-template <typename Use, typename T, typename L> static inline void fill_fragment(fragment<Use, 16, 16, 16, T, L> &f, float v) {
-    for (int i = 0; i < 256; i++) f.x[i] = v;
-}
-template <typename T, typename L> static inline void load_matrix_sync(fragment<matrix_a, 16, 16, 16, T, L> &f, const T *p, unsigned ldm) {
-    emu_wmma_check(p, ldm, sizeof(T), "load_matrix_sync (a)");
-    bool row = std::is_same<L, row_major>::value;
-    for (int i = 0; i < 16; i++)
-        for (int k = 0; k < 16; k++) f.x[i * 16 + k] = emu_h2f(row ? p[i * ldm + k] : p[k * ldm + i]);
-}
-template <typename T, typename L> static inline void load_matrix_sync(fragment<matrix_b, 16, 16, 16, T, L> &f, const T *p, unsigned ldm) {
-    emu_wmma_check(p, ldm, sizeof(T), "load_matrix_sync (b)");
-    bool row = std::is_same<L, row_major>::value;
-    for (int k = 0; k < 16; k++)
-        for (int j = 0; j < 16; j++) f.x[k * 16 + j] = emu_h2f(row ? p[k * ldm + j] : p[j * ldm + k]);
-}
-template <typename T, typename LA, typename LB>
-static inline void mma_sync(fragment<accumulator, 16, 16, 16, float> &d, const fragment<matrix_a, 16, 16, 16, T, LA> &a,
-                            const fragment<matrix_b, 16, 16, 16, T, LB> &b, const fragment<accumulator, 16, 16, 16, float> &c) {
-    float t[256];
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) {
-            float s = c.x[i * 16 + j];
-            for (int k = 0; k < 16; k++) s += a.x[i * 16 + k] * b.x[k * 16 + j];
-            t[i * 16 + j] = s;
+
+/* r[i] = this lane's part of matrix i (8 x 8, 16-bit), whose rows lanes
+ * 8i .. 8i+7 address; trans: the matrix transposed */
+static inline void emu_ldsm4(uint32_t *r, const void *p, int trans) {
+    if (((uintptr_t)p & 15) != 0) {
+        fprintf(stderr, "emu: ldmatrix: row address %p not 16-byte aligned\n", p);
+        exit(2);
+    }
+    int me = emu_cur, lane = me & 31, w0 = me - lane, gen = emu_wgen[me]++;
+    emu_wbuf[gen & 1][me] = (uint64_t)(uintptr_t)p;
+    emu_warp_wait(gen);
+    int g = lane >> 2, t = lane & 3;
+    for (int i = 0; i < 4; i++) {
+        uint32_t v[2];
+        for (int j = 0; j < 2; j++) {
+            int row = trans ? 2 * t + j : g, col = trans ? g : 2 * t + j;
+            v[j] = ((const uint16_t *)(uintptr_t)emu_wbuf[gen & 1][w0 + 8 * i + row])[col];
         }
-    memcpy(d.x, t, sizeof t);
+        r[i] = v[0] | v[1] << 16;
+    }
 }
-static inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float> &f, const float *p, unsigned ldm, layout_t l) {
-    emu_wmma_check(p, ldm, 4, "load_matrix_sync (accumulator)");
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) f.x[i * 16 + j] = p[l == mem_row_major ? i * ldm + j : j * ldm + i];
-}
-static inline void store_matrix_sync(float *p, const fragment<accumulator, 16, 16, 16, float> &f, unsigned ldm, layout_t l) {
-    emu_wmma_check(p, ldm, 4, "store_matrix_sync");
-    for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) p[l == mem_row_major ? i * ldm + j : j * ldm + i] = f.x[i * 16 + j];
-}
-} // namespace wmma
-} // namespace nvcuda
 
 /* Runs one block of fn with the launch's blockDim: every thread a fiber. */
 static void emu_run_block(void (*fn)(void **), void **args) {
