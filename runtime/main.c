@@ -61,7 +61,7 @@ static const Flag flags[] = {
     {"metrics", "FILE", F_STR, S(metrics), 0, "JSON-lines log: one object per step and per evaluation"},
     {"sample", "N", F_INT, S(sample), 0, "after training, generate N tokens and print them"},
     {"device", "D", F_STR, S(device), 0, "auto | cpu | cuda"},
-    {"threads", "N", F_INT, S(threads), 0, "OpenMP threads (0: OpenMP's default)"},
+    {"threads", "N", F_INT, S(threads), 0, "host threads: OpenMP and initialisation (0: default)"},
     {"print-every", "N", F_INT, S(print_every), 0, "progress line every N steps when stderr is not a terminal (0: auto)"},
     {"report", NULL, F_BOOL, S(report), 0, "print the memory plan and exit"},
     {"poison", NULL, F_BOOL, S(poison), 0, "fill dead buffers with NaN (checks the memory plan)"},

@@ -124,6 +124,15 @@ int32_t rt_micro_seed(uint64_t seed, int64_t step, int64_t micro);
 /* Sets the OpenMP thread count when the executable links OpenMP (weak symbol). */
 void rt_set_threads(int n);
 
+/* Calls fn(ctx, lo, hi) over [0, n) in contiguous ranges on up to `threads`
+ * POSIX threads (0: the online CPUs, at most 64), each range at least
+ * `grain` long, and returns when all are done: for work whose result does
+ * not depend on how it is split (parameter initialisation, element-wise
+ * conversion), never for sums.  What cannot start a thread runs on the
+ * caller's. */
+typedef void (*RtRangeFn)(void *ctx, int64_t lo, int64_t hi);
+void rt_parallel_ranges(int64_t n, int64_t grain, int threads, RtRangeFn fn, void *ctx);
+
 /* ===================================================================== */
 /* session.c                                                              */
 /* ===================================================================== */
@@ -135,6 +144,7 @@ struct TrnSession {
     TrnBackend      be;
     char            err[RT_ERRN];
     uint64_t        seed;               /* train seed: init, data order, dropout */
+    int             threads;            /* host threads for initialisation (0: the online CPUs) */
     int64_t         step;               /* steps taken */
     int64_t         grad_accum;
     double          loss, grad_norm;

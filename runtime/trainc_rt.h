@@ -127,7 +127,7 @@ int trn_cuda_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn)
 
 typedef struct TrnOptions {
     const char *device;             /* "auto" (default), "cpu", "cuda" */
-    int         threads;            /* 0 = default */
+    int         threads;            /* host threads, OpenMP and initialisation (0 = default) */
     int64_t     seed;               /* -1 = the model's default */
     int         poison;             /* fill dead buffers with NaN (memory-plan checking) */
 } TrnOptions;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,3 +345,45 @@ void rt_set_threads(int n) {
 #else
 void rt_set_threads(int n) { (void)n; }
 #endif
+
+/* ---- ranges on threads ---- */
+
+typedef struct RangeJob {
+    RtRangeFn fn;
+    void     *ctx;
+    int64_t   lo, hi;
+} RangeJob;
+
+static void *range_main(void *arg) {
+    RangeJob *j = arg;
+    j->fn(j->ctx, j->lo, j->hi);
+    return NULL;
+}
+
+void rt_parallel_ranges(int64_t n, int64_t grain, int threads, RtRangeFn fn, void *ctx) {
+    enum { MAXT = 64 };
+    if (n <= 0) return;
+    if (threads <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = c > 0 ? (int)c : 1;
+    }
+    if (threads > MAXT) threads = MAXT;
+    if (grain < 1) grain = 1;
+    int64_t nt = n / grain;
+    if (nt > threads) nt = threads;
+    if (nt <= 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+    RangeJob job[MAXT];
+    pthread_t tid[MAXT];
+    int started[MAXT] = {0};
+    for (int64_t i = 0; i < nt; i++) job[i] = (RangeJob){fn, ctx, n * i / nt, n * (i + 1) / nt};
+    /* range 0 runs here, after the others have started */
+    for (int64_t i = 1; i < nt; i++) started[i] = pthread_create(&tid[i], NULL, range_main, &job[i]) == 0;
+    range_main(&job[0]);
+    for (int64_t i = 1; i < nt; i++) {
+        if (started[i]) pthread_join(tid[i], NULL);
+        else range_main(&job[i]);
+    }
+}

@@ -133,13 +133,15 @@ static double json_field(const char *line, const char *key) {
     return p ? strtod(p + strlen(k), NULL) : NAN;
 }
 
-static TrnSession *cpu_session(const TrnModel *m, int64_t seed) {
-    TrnOptions o = {"cpu", 0, seed, 0};
+static TrnSession *cpu_session_threads(const TrnModel *m, int64_t seed, int threads) {
+    TrnOptions o = {"cpu", threads, seed, 0};
     char err[1024];
     TrnSession *s = trn_create(m, &o, err, sizeof err);
     if (!s) fprintf(stderr, "  trn_create: %s\n", err);
     return s;
 }
+
+static TrnSession *cpu_session(const TrnModel *m, int64_t seed) { return cpu_session_threads(m, seed, 0); }
 
 /* ===================================================================== */
 
@@ -251,7 +253,40 @@ static void test_devices(void) {
     CHECK(trn_main(2, help, &bigram_tiny, &be) == 1, "trn_main with a backend and a bad flag");
 }
 
+/* rt_parallel_ranges: every index once, whatever the split */
+static int visits[1000];
+static void visit(void *ctx, int64_t lo, int64_t hi) {
+    (void)ctx;
+    for (int64_t i = lo; i < hi; i++) __atomic_add_fetch(&visits[i], 1, __ATOMIC_RELAXED);
+}
+static void test_ranges(void) {
+    static const int64_t ns[] = {0, 1, 7, 999, 1000};
+    static const int64_t grains[] = {1, 10, 400, 5000};
+    static const int threads[] = {0, 1, 3, 8, 200};
+    for (int a = 0; a < 5; a++)
+        for (int g = 0; g < 4; g++)
+            for (int t = 0; t < 5; t++) {
+                memset(visits, 0, sizeof visits);
+                rt_parallel_ranges(ns[a], grains[g], threads[t], visit, NULL);
+                for (int64_t i = 0; i < 1000; i++)
+                    if (visits[i] != (i < ns[a])) {
+                        CHECK(0, "n %lld grain %lld threads %d: index %lld visited %d times", (long long)ns[a], (long long)grains[g], threads[t],
+                              (long long)i, visits[i]);
+                        return;
+                    }
+            }
+}
+
 static void test_init(void) {
+    /* initialisation split over threads (ranges starting inside rows of the
+     * padded w) gives what one thread gives */
+    static float w1[256 * 264], wt[256 * 264];
+    for (int nt = 1; nt <= 7; nt += 2) {
+        TrnSession *st = cpu_session_threads(&bigram_adam, -1, nt);
+        CHECK(st && trn_get(st, "w", nt == 1 ? w1 : wt, sizeof w1) == 0, "threads %d", nt);
+        if (nt > 1) CHECK(memcmp(w1, wt, sizeof w1) == 0, "init on %d threads differs from 1", nt);
+        if (st) trn_destroy(st);
+    }
     TrnSession *s = cpu_session(&bigram_adam, -1);
     if (!s) { CHECK(0, "no session"); return; }
     static float w[256 * 264], b[256], m[256 * 264];
@@ -853,6 +888,7 @@ int main(int argc, char **argv) {
         {"block_copy", test_block_copy},
         {"micro_seed", test_micro_seed},
         {"devices", test_devices},
+        {"ranges", test_ranges},
         {"init", test_init},
         {"step_api", test_step_api},
         {"data", test_data},
