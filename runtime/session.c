@@ -88,6 +88,13 @@ typedef struct InitJob {
 static void init_range(void *ctx, int64_t lo, int64_t hi) {
     const InitJob *j = ctx;
     const TrnTensor *t = j->t;
+    int whole = 1; /* the view is the tensor: element k is at k */
+    for (int d = 0; d < t->rank; d++) whole = whole && j->cs[d] == t->shape[d];
+    if (whole && t->dtype == TRN_F32) {
+        float *h = (float *)j->host;
+        for (int64_t k = lo; k < hi; k++) h[k] = (float)rng_init_value(j->init, t->init_a, t->init_b, j->seed, j->stream, (uint64_t)k);
+        return;
+    }
     int64_t idx[TRN_MAX_RANK] = {0}, rest = lo; /* idx: the index of element k */
     for (int d = t->rank - 1; d >= 0; d--) {
         idx[d] = rest % j->cs[d];
