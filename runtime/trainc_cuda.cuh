@@ -804,6 +804,17 @@ TRN_DEV void trn_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+/* cp.async: 16 bytes from global to shared memory without a register
+ * round trip, zeros when !valid (nothing is read then); the copies issued
+ * since the last commit form a group, and trn_cp_wait<N> waits until at
+ * most N groups are still in flight.  Nothing else (not __syncthreads)
+ * waits for them. */
+TRN_DEV void trn_cp16(void *dst, const void *src, bool valid) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(valid ? 16 : 0));
+}
+TRN_DEV void trn_cp_commit(void) { asm volatile("cp.async.commit_group;"); }
+template <int N> TRN_DEV void trn_cp_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 /* lo and hi rounded (nearest even) and packed: lo in the lower 16 bits */
 TRN_DEV uint32_t trn_pack2(float lo, float hi, trn_bf16) {
     uint32_t r;
@@ -816,6 +827,9 @@ TRN_DEV uint32_t trn_pack2(float lo, float hi, trn_f16) {
     return r;
 }
 #else /* the CPU emulation */
+TRN_DEV void trn_cp16(void *dst, const void *src, bool valid) { emu_cp_async(dst, valid ? src : 0); }
+TRN_DEV void trn_cp_commit(void) { emu_cp_commit(); }
+template <int N> TRN_DEV void trn_cp_wait(void) { emu_cp_wait(N); }
 TRN_DEV void trn_ldsm4(uint32_t (&r)[4], const void *p) { emu_ldsm4(r, p, 0); }
 TRN_DEV void trn_ldsm4t(uint32_t (&r)[4], const void *p) { emu_ldsm4(r, p, 1); }
 TRN_DEV void trn_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, trn_bf16) { emu_mma16816(d, a, b0, b1, 0); }
@@ -832,8 +846,10 @@ TRN_DEV uint32_t trn_pack2(float lo, float hi, trn_f16) { return (uint32_t)trn_t
  * 16 rows (queries; keys in the dkv kernel), and lane l holds rows g and
  * g + 8 of its warp's score fragments, columns 2t, 2t+1 of every 8-column
  * tile: a row's maximum and sum are the 4 lanes of a quad (two shuffles).
- * Tiles are halved beyond D = 64 (registers: 158 forward, 168 dq, 251 dkv
- * at D = 128, no spills; 121-128, 128 and 167-170 at D = 64).
+ * Tiles are halved beyond D = 64 (registers, sm_80 / sm_90: 128 / 126
+ * forward, 128 / 127 dq, 168 dkv at D = 64; 167 / 168, 190 / 167, 248 / 255
+ * at D = 128; no spills), and double-buffered: cp.async loads the next
+ * tiles while the warps compute on these.
  *   forward  one pass over key tiles of 64: S = Q K^T in registers, the
  *            online softmax per row, P = exp(s - m) rounded to the half type
  *            (FlashAttention's P) and used as the A fragments of o += P V,
@@ -879,6 +895,21 @@ TRN_DEV void trn_load_tile16(E *__restrict__ tile, int ld, const E *__restrict__
             tile[r * ld + c] = r0 + r < lim ? src[(r0 + r) * D + c] : z;
         }
     }
+}
+
+/* trn_load_tile16 with cp.async (the caller commits and waits) when src is
+ * 16-byte aligned; otherwise the same plain loads and stores. */
+template <int D, typename E>
+TRN_DEV void trn_load_tile16_async(E *__restrict__ tile, int ld, const E *__restrict__ src, int64_t r0, int nr, int64_t lim) {
+    if (((unsigned long long)src & 15) == 0) {
+        constexpr int V = D / 8;
+        for (int e = threadIdx.x; e < nr * V; e += blockDim.x) {
+            int r = e / V, c = (e - r * V) * 8;
+            bool in = r0 + r < lim;
+            trn_cp16(tile + r * ld + c, in ? src + (r0 + r) * D + c : src, in);
+        }
+    } else
+        trn_load_tile16<D>(tile, ld, src, r0, nr, lim);
 }
 
 /* a = the A fragments of the 16 rows at tile (row stride LDH), all D
@@ -993,9 +1024,9 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, float *__restrict__ lse, const E
                              const E *__restrict__ v, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
     typedef TrnAttTc<D> A;
     constexpr int BC = A::BCF, KV = BC * A::LDH;
-    /* the K and V tiles; the Q staging tile before them */
-    __shared__ __align__(16) E sm[2 * KV];
-    E *Ks = sm, *Vs = sm + KV;
+    /* two stages of K and V tiles (the next pair loads while this one is
+     * used); the Q staging tile before them */
+    __shared__ __align__(16) E sm[4 * KV > A::BR * A::LDH ? 4 * KV : A::BR * A::LDH];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
     int64_t q0 = (int64_t)blockIdx.x * A::BR, w0 = q0 + warp * 16;
@@ -1008,10 +1039,20 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, float *__restrict__ lse, const E
     for (int c = 0; c < A::ND; c++) of[c][0] = of[c][1] = of[c][2] = of[c][3] = 0.0f;
     float m[2] = {-TRN_INF, -TRN_INF}, l[2] = {0.0f, 0.0f};
     int64_t kend = causal ? min(S, q0 + A::BR) : S;
-    for (int64_t k0 = 0; k0 < kend; k0 += BC) {
-        __syncthreads(); /* the previous tiles are read */
-        trn_load_tile16<D>(Ks, A::LDH, kb, k0, BC, S);
-        trn_load_tile16<D>(Vs, A::LDH, vb, k0, BC, S);
+    int nt = (int)((kend + BC - 1) / BC);
+    trn_load_tile16_async<D>(sm, A::LDH, kb, 0, BC, S);
+    trn_load_tile16_async<D>(sm + KV, A::LDH, vb, 0, BC, S);
+    trn_cp_commit();
+    for (int it = 0; it < nt; it++) {
+        int64_t k0 = (int64_t)it * BC;
+        E *Ks = sm + (it & 1) * 2 * KV, *Vs = Ks + KV;
+        if (it + 1 < nt) { /* the next tiles, into the other stage (read before the last wait) */
+            E *Kn = sm + ((it + 1) & 1) * 2 * KV;
+            trn_load_tile16_async<D>(Kn, A::LDH, kb, k0 + BC, BC, S);
+            trn_load_tile16_async<D>(Kn + KV, A::LDH, vb, k0 + BC, BC, S);
+        }
+        trn_cp_commit();
+        trn_cp_wait<1>(); /* this iteration's tiles have landed */
         __syncthreads();
         float s[BC / 8][4];
         trn_mma_abt<D, BC>(s, qa, Ks, lane);
@@ -1049,6 +1090,7 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, float *__restrict__ lse, const E
         uint32_t pa[BC / 16][4];
         trn_frag_pack<BC, E>(pa, s);
         trn_mma_ab<D, BC>(of, pa, Vs, lane);
+        __syncthreads(); /* this stage is read: the next iteration but one loads into it */
     }
     trn_frag_store<D>(o + bh * T * D, w0, T, of, l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f, lane);
 #pragma unroll
@@ -1063,9 +1105,8 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ do
                                     int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
     typedef TrnAttTc<D> A;
     constexpr int BC = A::BCB, KV = BC * A::LDH, ST = A::BR * A::LDH;
-    /* the K and V tiles; the Q / dO staging tile before them */
-    __shared__ __align__(16) E sm[ST > 2 * KV ? ST : 2 * KV];
-    E *Ks = sm, *Vs = sm + KV;
+    /* two stages of K and V tiles; the Q / dO staging tile before them */
+    __shared__ __align__(16) E sm[ST > 4 * KV ? ST : 4 * KV];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
     int64_t q0 = (int64_t)blockIdx.x * A::BR, w0 = q0 + warp * 16;
@@ -1088,10 +1129,20 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ do
 #pragma unroll
     for (int c = 0; c < A::ND; c++) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
     int64_t kend = causal ? min(S, q0 + A::BR) : S;
-    for (int64_t k0 = 0; k0 < kend; k0 += BC) {
-        __syncthreads();
-        trn_load_tile16<D>(Ks, A::LDH, kb, k0, BC, S);
-        trn_load_tile16<D>(Vs, A::LDH, vb, k0, BC, S);
+    int nt = (int)((kend + BC - 1) / BC);
+    trn_load_tile16_async<D>(sm, A::LDH, kb, 0, BC, S);
+    trn_load_tile16_async<D>(sm + KV, A::LDH, vb, 0, BC, S);
+    trn_cp_commit();
+    for (int it = 0; it < nt; it++) {
+        int64_t k0 = (int64_t)it * BC;
+        E *Ks = sm + (it & 1) * 2 * KV, *Vs = Ks + KV;
+        if (it + 1 < nt) {
+            E *Kn = sm + ((it + 1) & 1) * 2 * KV;
+            trn_load_tile16_async<D>(Kn, A::LDH, kb, k0 + BC, BC, S);
+            trn_load_tile16_async<D>(Kn + KV, A::LDH, vb, k0 + BC, BC, S);
+        }
+        trn_cp_commit();
+        trn_cp_wait<1>();
         __syncthreads();
         float s[BC / 8][4], dp[BC / 8][4];
         trn_mma_abt<D, BC>(s, qa, Ks, lane);
@@ -1107,6 +1158,7 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ do
         uint32_t dsa[BC / 16][4];
         trn_frag_pack<BC, E>(dsa, s);
         trn_mma_ab<D, BC>(acc, dsa, Ks, lane);
+        __syncthreads();
     }
     trn_frag_store<D>(dq + bh * T * D, w0, T, acc, 1.0f, 1.0f, lane);
 }
@@ -1118,10 +1170,10 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
                                      const float *__restrict__ lse, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
     typedef TrnAttTc<D> A;
     constexpr int BC = A::BCB, QT = BC * A::LDH, ST = A::BR * A::LDH;
-    /* the Q and dO tiles; the K / V staging tile before them; lse and Di */
-    __shared__ __align__(16) E sm[ST > 2 * QT ? ST : 2 * QT];
-    __shared__ float Ls[BC], Ds[BC];
-    E *Qs = sm, *Os = sm + QT;
+    /* two stages of Q and dO tiles and of their rows' lse and Di; the K / V
+     * staging tile before them */
+    __shared__ __align__(16) E sm[ST > 4 * QT ? ST : 4 * QT];
+    __shared__ float Ls[2][BC], Ds[2][BC];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t bk = blockIdx.y, b = bk / Hkv, hk = bk - b * Hkv, grp = H / Hkv;
     int64_t j0 = (int64_t)blockIdx.x * A::BR, w0 = j0 + warp * 16;
@@ -1134,15 +1186,26 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
     for (int c = 0; c < A::ND; c++)
 #pragma unroll
         for (int e = 0; e < 4; e++) dka[c][e] = dva[c][e] = 0.0f;
+    /* the tiles: for every head h of the group, query rows istart, + BC, ... */
     int64_t istart = causal ? (j0 / BC) * BC : 0;
-    for (int64_t h = hk * grp; h < (hk + 1) * grp; h++) {
-        int64_t bh = b * H + h;
-        for (int64_t i0 = istart; i0 < T; i0 += BC) {
-            __syncthreads(); /* the previous tiles are read */
-            trn_load_tile16<D>(Qs, A::LDH, q + bh * T * D, i0, BC, T);
-            trn_load_tile16<D>(Os, A::LDH, dout + bh * T * D, i0, BC, T);
-            trn_att_rows(Ds, Ls, dis, lse, bh, T, i0, BC);
-            __syncthreads();
+    int ntq = (int)((T - istart + BC - 1) / BC), nt = ntq * (int)grp;
+    for (int it = 0; it <= nt; it++) {
+        if (it < nt) { /* tile it into stage it % 2 (the last wait below covers it) */
+            int64_t bh = b * H + hk * grp + it / ntq, i0 = istart + (int64_t)(it % ntq) * BC;
+            E *Qn = sm + (it & 1) * 2 * QT;
+            trn_load_tile16_async<D>(Qn, A::LDH, q + bh * T * D, i0, BC, T);
+            trn_load_tile16_async<D>(Qn + QT, A::LDH, dout + bh * T * D, i0, BC, T);
+            trn_att_rows(Ds[it & 1], Ls[it & 1], dis, lse, bh, T, i0, BC);
+        }
+        trn_cp_commit();
+        if (it == 0) continue;
+        int cur = (it - 1) & 1; /* compute on tile it - 1 */
+        int64_t i0 = istart + (int64_t)((it - 1) % ntq) * BC;
+        const E *Qs = sm + cur * 2 * QT, *Os = Qs + QT;
+        const float *Lc = Ls[cur], *Dc = Ds[cur];
+        trn_cp_wait<1>();
+        __syncthreads();
+        {
             float st[BC / 8][4], dpt[BC / 8][4];
             trn_mma_abt<D, BC>(st, ka, Qs, lane);
             trn_mma_abt<D, BC>(dpt, va, Os, lane);
@@ -1152,9 +1215,9 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
                 for (int e = 0; e < 4; e++) {
                     int c = n * 8 + 2 * t + (e & 1);
                     int64_t i = i0 + c;
-                    float p = (i >= T || kr[e >> 1] >= S || (causal && jj[e >> 1] > i)) ? 0.0f : expf(st[n][e] * scale - Ls[c]);
+                    float p = (i >= T || kr[e >> 1] >= S || (causal && jj[e >> 1] > i)) ? 0.0f : expf(st[n][e] * scale - Lc[c]);
                     st[n][e] = p;
-                    dpt[n][e] = p * (dpt[n][e] - Ds[c]) * scale;
+                    dpt[n][e] = p * (dpt[n][e] - Dc[c]) * scale;
                 }
             uint32_t pa[BC / 16][4], dsa[BC / 16][4];
             trn_frag_pack<BC, E>(pa, st);
@@ -1162,6 +1225,7 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
             trn_mma_ab<D, BC>(dva, pa, Os, lane);
             trn_mma_ab<D, BC>(dka, dsa, Qs, lane);
         }
+        __syncthreads(); /* this stage is read: tile it + 1 loads into it */
     }
     trn_frag_store<D>(dk + bk * S * D, w0, S, dka, 1.0f, 1.0f, lane);
     trn_frag_store<D>(dv + bk * S * D, w0, S, dva, 1.0f, 1.0f, lane);

@@ -3,8 +3,8 @@
  * machine without a GPU checks what they compute against the C backend
  * (tests/cuda/emu/emu_device.cpp, tests/cuda/emu/run.sh).
  *
- * A block's threads are fibers (ucontext) on one OS thread, run round
- * robin: __syncthreads and the warp collectives (__shfl_xor_sync,
+ * A block's threads are fibers (ucontext) on one OS thread, a warp at a
+ * time (below): __syncthreads and the warp collectives (__shfl_xor_sync,
  * __syncwarp, mma.sync, ldmatrix) wait, yielding, until every thread of the
  * block (of the warp) that has not returned got there, so block and warp
  * reductions, shared-memory tiles, tensor-core fragments and in-place
@@ -90,8 +90,13 @@ static void **emu_args;
 
 static inline void emu_yield(void) { swapcontext(&emu_ctx[emu_cur], &emu_sched); }
 
+static int emu_cpn[EMU_MAXT];
 static void emu_fiber(void) {
     emu_entry(emu_args);
+    if (emu_cpn[emu_cur]) {
+        fprintf(stderr, "emu: thread %d returned with %d cp.async copies never waited for\n", emu_cur, emu_cpn[emu_cur]);
+        exit(2);
+    }
     emu_done[emu_cur] = 1;
     emu_progress = 1;
 }
@@ -203,6 +208,54 @@ static inline void emu_ldsm4(uint32_t *r, const void *p, int trans) {
     }
 }
 
+/* ---- cp.async (the prelude's trn_cp16, trn_cp_commit, trn_cp_wait) ----
+ * The hardware may complete a copy at any time between its issue and the
+ * wait for its group (cp.async.wait_group N: all but the newest N groups).
+ * Here a thread's copies in even-numbered groups happen at that wait, the
+ * latest time (a kernel that reads a tile before waiting for it sees the
+ * old contents), and those in odd-numbered groups at once, the earliest (a
+ * kernel that loads into a tile other warps may still read, without a
+ * barrier between, overwrites it under them). */
+#define EMU_CPQ 256
+struct EmuCp {
+    void       *dst;
+    const void *src; /* NULL: 16 zero bytes */
+    int         group;
+};
+static EmuCp emu_cpq[EMU_MAXT][EMU_CPQ];
+static int emu_cpgroup[EMU_MAXT];
+
+static inline void emu_cp_async(void *dst, const void *src) {
+    int me = emu_cur;
+    if (((uintptr_t)dst & 15) != 0 || ((uintptr_t)src & 15) != 0) {
+        fprintf(stderr, "emu: cp.async: %p <- %p not 16-byte aligned\n", dst, src);
+        exit(2);
+    }
+    if (emu_cpn[me] == EMU_CPQ) {
+        fprintf(stderr, "emu: cp.async: more than %d copies in flight in a thread\n", EMU_CPQ);
+        exit(2);
+    }
+    if (emu_cpgroup[me] & 1) {
+        if (src) memcpy(dst, src, 16);
+        else memset(dst, 0, 16);
+        return;
+    }
+    emu_cpq[me][emu_cpn[me]++] = EmuCp{dst, src, emu_cpgroup[me]};
+}
+static inline void emu_cp_commit(void) { emu_cpgroup[emu_cur]++; }
+static inline void emu_cp_wait(int n) {
+    int me = emu_cur, keep = 0;
+    for (int i = 0; i < emu_cpn[me]; i++) {
+        EmuCp c = emu_cpq[me][i];
+        if (c.group < emu_cpgroup[me] - n) {
+            if (c.src) memcpy(c.dst, c.src, 16);
+            else memset(c.dst, 0, 16);
+        } else
+            emu_cpq[me][keep++] = c;
+    }
+    emu_cpn[me] = keep;
+}
+
 /* Runs one block of fn with the launch's blockDim: every thread a fiber. */
 static void emu_run_block(void (*fn)(void **), void **args) {
     emu_nt = (int)(blockDim.x * blockDim.y * blockDim.z);
@@ -223,19 +276,33 @@ static void emu_run_block(void (*fn)(void **), void **args) {
         emu_ctx[i].uc_link = &emu_sched;
         makecontext(&emu_ctx[i], emu_fiber, 0);
         emu_done[i] = emu_bgen[i] = emu_wgen[i] = 0;
+        emu_cpn[i] = emu_cpgroup[i] = 0;
     }
+    /* A warp at a time, as far as it goes (its lanes round robin, until all
+     * wait at a __syncthreads or have returned), then the next: warps drift
+     * apart between barriers, as they may on the GPU, so a kernel that
+     * writes shared memory another warp may still read, with no barrier
+     * between, shows it.  Odd blocks take the warps in reverse order. */
+    int nw = (emu_nt + 31) / 32, rev = (int)((blockIdx.x + blockIdx.y + blockIdx.z) & 1);
     for (int live = emu_nt; live > 0;) {
-        emu_progress = 0;
-        for (int i = 0; i < emu_nt; i++) {
-            if (emu_done[i]) continue;
-            emu_cur = i;
-            threadIdx.x = (unsigned)i % blockDim.x;
-            threadIdx.y = (unsigned)i / blockDim.x % blockDim.y;
-            threadIdx.z = (unsigned)i / (blockDim.x * blockDim.y);
-            swapcontext(&emu_sched, &emu_ctx[i]);
-            if (emu_done[i]) live--;
+        int any = 0;
+        for (int wi = 0; wi < nw; wi++) {
+            int w = rev ? nw - 1 - wi : wi;
+            do {
+                emu_progress = 0;
+                for (int i = 32 * w; i < 32 * w + 32 && i < emu_nt; i++) {
+                    if (emu_done[i]) continue;
+                    emu_cur = i;
+                    threadIdx.x = (unsigned)i % blockDim.x;
+                    threadIdx.y = (unsigned)i / blockDim.x % blockDim.y;
+                    threadIdx.z = (unsigned)i / (blockDim.x * blockDim.y);
+                    swapcontext(&emu_sched, &emu_ctx[i]);
+                    if (emu_done[i]) live--;
+                }
+                any |= emu_progress;
+            } while (emu_progress && live > 0);
         }
-        if (!emu_progress && live > 0) {
+        if (!any && live > 0) {
             fprintf(stderr, "emu: deadlock: %d threads wait for each other\n", live);
             exit(2);
         }
