@@ -505,10 +505,20 @@ static void fuse_add_norm(Lg *L, Node *n) {
 /* ---- linear + cross-entropy ---- */
 
 /* Rows per chunk.  Liger Kernel's rule: chunks of about as many logits as
- * x has elements (N / ceil(V / C) rows, rounded up to a power of two);
- * under train.memory_budget at most budget/16 bytes of f32 logits. */
+ * x has elements (N / ceil(V / C) rows, rounded up to a power of two), but
+ * at least LCE_MIN_ROWS when the f32 dw is over LCE_BIG_DW bytes: each
+ * chunk's dw product reads and writes all of dw (8 V C bytes) for 2 chunk
+ * V C flops, chunk / 4 flops a byte, which must pass what a GPU needs to
+ * stay compute-bound (about 200 on an H100 or H200).  GPT-2 small at 16 x
+ * 1024 rows: 256-row chunks moved 19.8 GB a step through dw, 2048-row ones
+ * move 2.5 GB, for about 0.5 GB more scratch (the chunk's logits and
+ * gradient).  Under train.memory_budget at most budget/16 bytes of f32
+ * logits. */
+#define LCE_MIN_ROWS 2048
+#define LCE_BIG_DW   ((int64_t)16 << 20)
 static int64_t lce_chunk(Lg *L, int64_t N, int64_t V, int64_t C) {
     int64_t inc = (V + C - 1) / C, want = (N + inc - 1) / inc, chunk = 1;
+    if (4 * V * C > LCE_BIG_DW && want < LCE_MIN_ROWS) want = LCE_MIN_ROWS;
     while (chunk < want) chunk *= 2;
     if (L->budget > 0) {
         int64_t cap = L->budget / 16 / (4 * V);
