@@ -68,6 +68,8 @@ build llama_tiny_bf16 llama trn_model_llama $bf16 -D vocab=250 $tiny_llama
 CHECKONLY=1 build gpt2_d64_bf16 gpt2 trn_model_gpt2 $bf16 -D vocab=512 -D layers=1 -D heads=4 -D dim=256 -D seq=80 -D batch=2
 CHECKONLY=1 build gpt2_d64_bf16_notc gpt2 trn_model_gpt2 $bf16 -D vocab=512 -D layers=1 -D heads=4 -D dim=256 -D seq=80 -D batch=2 --no-tc-attention
 CHECKONLY=1 build llama_d64_bf16 llama trn_model_llama $bf16 -D vocab=512 -D layers=1 -D heads=4 -D kv_heads=2 -D dim=256 -D ffn=512 -D seq=80 -D batch=2
+# bf16 at D = 128 (the tensor-core kernels' smaller tiles, three key tiles at T = 80)
+CHECKONLY=1 build llama_d128_bf16 llama trn_model_llama $bf16 -D vocab=512 -D layers=1 -D heads=4 -D kv_heads=2 -D dim=512 -D ffn=512 -D seq=80 -D batch=2
 # fp16: dynamic loss scaling (loss_scale_update, the optimizers' skip)
 build gpt2_tiny_fp16 gpt2 trn_model_gpt2 --set precision=fp16 -D vocab=256 $tiny_gpt2
 # the benchmark: GPT-2 small (124M), B=16, T=1024, bf16 with every pass on

@@ -3,11 +3,13 @@
 # device machine (an H200 with CUDA 13, gcc, PyTorch; no network, no
 # OpenBLAS).  Uses what tests/gpu/build.sh built here into build-gpu/:
 #
-#   1. kernels: every kernel of eight models (tiny GPT-2 and Llama, the MLP,
-#      GPT-2 with head dim 64, Llama with head dim 128 and GQA, all fp32;
-#      tiny GPT-2 and Llama (vocabulary padded) in bf16, tiny GPT-2 in fp16)
-#      on the GPU against the C kernel on the CPU, fresh random inputs,
-#      poisoned outputs (build-gpu/kcheck_*, tests/gpu/kcheck.c);
+#   1. kernels: every kernel of thirteen models (tiny GPT-2 and Llama, the
+#      MLP at 8 and 8192 rows, GPT-2 with head dim 64, Llama with head dim
+#      128 and GQA, all fp32; tiny GPT-2 and Llama (vocabulary padded) in
+#      bf16, tiny GPT-2 in fp16; the tensor-core attention in bf16 at head
+#      dims 64 (GPT-2, and the same with --no-tc-attention; Llama with GQA)
+#      and 128 (Llama)) on the GPU against the C kernel on the CPU, fresh
+#      random inputs, poisoned outputs (build-gpu/kcheck_*, tests/gpu/kcheck.c);
 #   2. end to end: 20 steps of the tiny models on the GPU against the same
 #      executable on the CPU: fp32 losses within 1e-4 relative, bf16 and
 #      fp16 within 2e-2 (both round to the half dtype at the same places,
@@ -57,7 +59,8 @@ cat "$L/gpu.txt"
 rec "{\"stage\":\"env\",\"gpu\":\"$(head -1 "$L/gpu.txt" | tr -d '"')\",\"cublaslt\":\"${TRAINC_CUBLASLT:-}\"}"
 
 # ---- 1. kernels ----
-for m in gpt2_tiny llama_tiny mlp mlp_rows gpt2_d64 llama_d128 gpt2_tiny_bf16 llama_tiny_bf16 gpt2_tiny_fp16 gpt2_d64_bf16 gpt2_d64_bf16_notc llama_d64_bf16; do
+for m in gpt2_tiny llama_tiny mlp mlp_rows gpt2_d64 llama_d128 gpt2_tiny_bf16 llama_tiny_bf16 gpt2_tiny_fp16 gpt2_d64_bf16 gpt2_d64_bf16_notc llama_d64_bf16 \
+         llama_d128_bf16; do
     t0=$(date +%s%N)
     timeout -k 5 75 "$B/kcheck_$m" "$L/kcheck_$m.jsonl" 1234 > "$L/kcheck_$m.log" 2>&1
     rc=$?
