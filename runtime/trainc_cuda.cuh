@@ -1008,6 +1008,15 @@ TRN_DEV void trn_tc_stage(uint32_t (&a)[D / 16][4], E *stage, const E *__restric
     __syncthreads();
 }
 
+/* Key rows k0 .. k0+BC-1 (< S) of K and V into stage (K's tile, then V's;
+ * cp.async: the caller commits and waits). */
+template <int D, int BC, typename E>
+TRN_DEV void trn_tc_load_kv(E *stage, const E *__restrict__ kb, const E *__restrict__ vb, int64_t k0, int64_t S) {
+    typedef TrnAttTc<D> A;
+    trn_load_tile16_async<D>(stage, A::LDH, kb, k0, BC, S);
+    trn_load_tile16_async<D>(stage + BC * A::LDH, A::LDH, vb, k0, BC, S);
+}
+
 /* The maximum (MAX) or the sum of v over the 4 lanes of a quad (a row). */
 template <bool MAX> TRN_DEV float trn_quad(float v) {
 #pragma unroll
@@ -1040,17 +1049,13 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, float *__restrict__ lse, const E
     float m[2] = {-TRN_INF, -TRN_INF}, l[2] = {0.0f, 0.0f};
     int64_t kend = causal ? min(S, q0 + A::BR) : S;
     int nt = (int)((kend + BC - 1) / BC);
-    trn_load_tile16_async<D>(sm, A::LDH, kb, 0, BC, S);
-    trn_load_tile16_async<D>(sm + KV, A::LDH, vb, 0, BC, S);
+    if (nt > 0) trn_tc_load_kv<D, BC>(sm, kb, vb, 0, S);
     trn_cp_commit();
     for (int it = 0; it < nt; it++) {
         int64_t k0 = (int64_t)it * BC;
         E *Ks = sm + (it & 1) * 2 * KV, *Vs = Ks + KV;
-        if (it + 1 < nt) { /* the next tiles, into the other stage (read before the last wait) */
-            E *Kn = sm + ((it + 1) & 1) * 2 * KV;
-            trn_load_tile16_async<D>(Kn, A::LDH, kb, k0 + BC, BC, S);
-            trn_load_tile16_async<D>(Kn + KV, A::LDH, vb, k0 + BC, BC, S);
-        }
+        if (it + 1 < nt) /* the next tiles, into the other stage */
+            trn_tc_load_kv<D, BC>(sm + ((it + 1) & 1) * 2 * KV, kb, vb, k0 + BC, S);
         trn_cp_commit();
         trn_cp_wait<1>(); /* this iteration's tiles have landed */
         __syncthreads();
@@ -1130,17 +1135,12 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ do
     for (int c = 0; c < A::ND; c++) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
     int64_t kend = causal ? min(S, q0 + A::BR) : S;
     int nt = (int)((kend + BC - 1) / BC);
-    trn_load_tile16_async<D>(sm, A::LDH, kb, 0, BC, S);
-    trn_load_tile16_async<D>(sm + KV, A::LDH, vb, 0, BC, S);
+    if (nt > 0) trn_tc_load_kv<D, BC>(sm, kb, vb, 0, S);
     trn_cp_commit();
     for (int it = 0; it < nt; it++) {
         int64_t k0 = (int64_t)it * BC;
         E *Ks = sm + (it & 1) * 2 * KV, *Vs = Ks + KV;
-        if (it + 1 < nt) {
-            E *Kn = sm + ((it + 1) & 1) * 2 * KV;
-            trn_load_tile16_async<D>(Kn, A::LDH, kb, k0 + BC, BC, S);
-            trn_load_tile16_async<D>(Kn + KV, A::LDH, vb, k0 + BC, BC, S);
-        }
+        if (it + 1 < nt) trn_tc_load_kv<D, BC>(sm + ((it + 1) & 1) * 2 * KV, kb, vb, k0 + BC, S);
         trn_cp_commit();
         trn_cp_wait<1>();
         __syncthreads();
@@ -1161,6 +1161,17 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ do
         __syncthreads();
     }
     trn_frag_store<D>(dq + bh * T * D, w0, T, acc, 1.0f, 1.0f, lane);
+}
+
+/* Query rows i0 .. i0+BC-1 (< T) of head bh: q and dO into stage (their
+ * tiles, cp.async), Di and lse into Ds, Ls (plain stores). */
+template <int D, int BC, typename E>
+TRN_DEV void trn_tc_load_qdo(E *stage, float *Ls, float *Ds, const E *__restrict__ q, const E *__restrict__ dout, const float *__restrict__ dis,
+                             const float *__restrict__ lse, int64_t bh, int64_t T, int64_t i0) {
+    typedef TrnAttTc<D> A;
+    trn_load_tile16_async<D>(stage, A::LDH, q + bh * T * D, i0, BC, T);
+    trn_load_tile16_async<D>(stage + BC * A::LDH, A::LDH, dout + bh * T * D, i0, BC, T);
+    trn_att_rows(Ds, Ls, dis, lse, bh, T, i0, BC);
 }
 
 /* Backward, part 2: dk, dv.  block: 128 threads; grid (ceil(S / 64), B * Hkv) */
@@ -1186,25 +1197,23 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
     for (int c = 0; c < A::ND; c++)
 #pragma unroll
         for (int e = 0; e < 4; e++) dka[c][e] = dva[c][e] = 0.0f;
-    /* the tiles: for every head h of the group, query rows istart, + BC, ... */
-    int64_t istart = causal ? (j0 / BC) * BC : 0;
+    /* the tiles: tile it is query rows istart + (it % ntq) BC .. of head
+     * hk grp + it / ntq (every head of the group), in stage it % 2 */
+    int64_t istart = causal ? (j0 / BC) * BC : 0, bh0 = b * H + hk * grp;
     int ntq = (int)((T - istart + BC - 1) / BC), nt = ntq * (int)grp;
-    for (int it = 0; it <= nt; it++) {
-        if (it < nt) { /* tile it into stage it % 2 (the last wait below covers it) */
-            int64_t bh = b * H + hk * grp + it / ntq, i0 = istart + (int64_t)(it % ntq) * BC;
-            E *Qn = sm + (it & 1) * 2 * QT;
-            trn_load_tile16_async<D>(Qn, A::LDH, q + bh * T * D, i0, BC, T);
-            trn_load_tile16_async<D>(Qn + QT, A::LDH, dout + bh * T * D, i0, BC, T);
-            trn_att_rows(Ds[it & 1], Ls[it & 1], dis, lse, bh, T, i0, BC);
-        }
+    if (nt > 0) trn_tc_load_qdo<D, BC>(sm, Ls[0], Ds[0], q, dout, dis, lse, bh0, T, istart);
+    trn_cp_commit();
+    for (int it = 0; it < nt; it++) {
+        int cur = it & 1;
+        if (it + 1 < nt) /* the next tile, into the other stage */
+            trn_tc_load_qdo<D, BC>(sm + (cur ^ 1) * 2 * QT, Ls[cur ^ 1], Ds[cur ^ 1], q, dout, dis, lse, bh0 + (it + 1) / ntq, T,
+                                   istart + (int64_t)((it + 1) % ntq) * BC);
         trn_cp_commit();
-        if (it == 0) continue;
-        int cur = (it - 1) & 1; /* compute on tile it - 1 */
-        int64_t i0 = istart + (int64_t)((it - 1) % ntq) * BC;
+        trn_cp_wait<1>(); /* this iteration's tile has landed */
+        __syncthreads();
+        int64_t i0 = istart + (int64_t)(it % ntq) * BC;
         const E *Qs = sm + cur * 2 * QT, *Os = Qs + QT;
         const float *Lc = Ls[cur], *Dc = Ds[cur];
-        trn_cp_wait<1>();
-        __syncthreads();
         {
             float st[BC / 8][4], dpt[BC / 8][4];
             trn_mma_abt<D, BC>(st, ka, Qs, lane);
@@ -1225,7 +1234,7 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
             trn_mma_ab<D, BC>(dva, pa, Os, lane);
             trn_mma_ab<D, BC>(dka, dsa, Qs, lane);
         }
-        __syncthreads(); /* this stage is read: tile it + 1 loads into it */
+        __syncthreads(); /* this stage is read: the next iteration but one loads into it */
     }
     trn_frag_store<D>(dk + bk * S * D, w0, S, dka, 1.0f, 1.0f, lane);
     trn_frag_store<D>(dv + bk * S * D, w0, S, dva, 1.0f, 1.0f, lane);
