@@ -847,9 +847,9 @@ TRN_DEV uint32_t trn_pack2(float lo, float hi, trn_f16) { return (uint32_t)trn_t
  * g + 8 of its warp's score fragments, columns 2t, 2t+1 of every 8-column
  * tile: a row's maximum and sum are the 4 lanes of a quad (two shuffles).
  * Tiles are halved beyond D = 64 (registers, sm_80 / sm_90: 128 / 126
- * forward, 128 / 127 dq, 168 dkv at D = 64; 167 / 168, 190 / 167, 248 / 255
- * at D = 128; no spills), and double-buffered: cp.async loads the next
- * tiles while the warps compute on these.
+ * forward, 127 / 128 dq, 168 / 171 dkv at D = 64; 167 / 168, 190 / 167,
+ * 253 / 245 at D = 128; no spills), and double-buffered: cp.async loads
+ * the next tiles while the warps compute on these.
  *   forward  one pass over key tiles of 64: S = Q K^T in registers, the
  *            online softmax per row, P = exp(s - m) rounded to the half type
  *            (FlashAttention's P) and used as the A fragments of o += P V,
@@ -1197,21 +1197,22 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
     for (int c = 0; c < A::ND; c++)
 #pragma unroll
         for (int e = 0; e < 4; e++) dka[c][e] = dva[c][e] = 0.0f;
-    /* the tiles: tile it is query rows istart + (it % ntq) BC .. of head
-     * hk grp + it / ntq (every head of the group), in stage it % 2 */
-    int64_t istart = causal ? (j0 / BC) * BC : 0, bh0 = b * H + hk * grp;
+    /* the tiles: query rows istart, istart + BC, .. < T of every head of
+     * the group in turn; tile it in stage it % 2.  (bn, in): the next tile
+     * to load; i0: the rows of this iteration's. */
+    int64_t istart = causal ? (j0 / BC) * BC : 0, bn = b * H + hk * grp, in = istart, i0 = istart;
     int ntq = (int)((T - istart + BC - 1) / BC), nt = ntq * (int)grp;
-    if (nt > 0) trn_tc_load_qdo<D, BC>(sm, Ls[0], Ds[0], q, dout, dis, lse, bh0, T, istart);
+    if (nt > 0) trn_tc_load_qdo<D, BC>(sm, Ls[0], Ds[0], q, dout, dis, lse, bn, T, in);
     trn_cp_commit();
-    for (int it = 0; it < nt; it++) {
+    for (int it = 0; it < nt; it++, i0 = i0 + BC < T ? i0 + BC : istart) {
         int cur = it & 1;
+        if (in + BC < T) in += BC;
+        else in = istart, bn++;
         if (it + 1 < nt) /* the next tile, into the other stage */
-            trn_tc_load_qdo<D, BC>(sm + (cur ^ 1) * 2 * QT, Ls[cur ^ 1], Ds[cur ^ 1], q, dout, dis, lse, bh0 + (it + 1) / ntq, T,
-                                   istart + (int64_t)((it + 1) % ntq) * BC);
+            trn_tc_load_qdo<D, BC>(sm + (cur ^ 1) * 2 * QT, Ls[cur ^ 1], Ds[cur ^ 1], q, dout, dis, lse, bn, T, in);
         trn_cp_commit();
         trn_cp_wait<1>(); /* this iteration's tile has landed */
         __syncthreads();
-        int64_t i0 = istart + (int64_t)(it % ntq) * BC;
         const E *Qs = sm + cur * 2 * QT, *Os = Qs + QT;
         const float *Lc = Ls[cur], *Dc = Ds[cur];
         {
