@@ -1215,26 +1215,24 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
         __syncthreads();
         const E *Qs = sm + cur * 2 * QT, *Os = Qs + QT;
         const float *Lc = Ls[cur], *Dc = Ds[cur];
-        {
-            float st[BC / 8][4], dpt[BC / 8][4];
-            trn_mma_abt<D, BC>(st, ka, Qs, lane);
-            trn_mma_abt<D, BC>(dpt, va, Os, lane);
+        float st[BC / 8][4], dpt[BC / 8][4];
+        trn_mma_abt<D, BC>(st, ka, Qs, lane);
+        trn_mma_abt<D, BC>(dpt, va, Os, lane);
 #pragma unroll
-            for (int n = 0; n < BC / 8; n++)
+        for (int n = 0; n < BC / 8; n++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int c = n * 8 + 2 * t + (e & 1);
-                    int64_t i = i0 + c;
-                    float p = (i >= T || kr[e >> 1] >= S || (causal && jj[e >> 1] > i)) ? 0.0f : expf(st[n][e] * scale - Lc[c]);
-                    st[n][e] = p;
-                    dpt[n][e] = p * (dpt[n][e] - Dc[c]) * scale;
-                }
-            uint32_t pa[BC / 16][4], dsa[BC / 16][4];
-            trn_frag_pack<BC, E>(pa, st);
-            trn_frag_pack<BC, E>(dsa, dpt);
-            trn_mma_ab<D, BC>(dva, pa, Os, lane);
-            trn_mma_ab<D, BC>(dka, dsa, Qs, lane);
-        }
+            for (int e = 0; e < 4; e++) {
+                int c = n * 8 + 2 * t + (e & 1);
+                int64_t i = i0 + c;
+                float p = (i >= T || kr[e >> 1] >= S || (causal && jj[e >> 1] > i)) ? 0.0f : expf(st[n][e] * scale - Lc[c]);
+                st[n][e] = p;
+                dpt[n][e] = p * (dpt[n][e] - Dc[c]) * scale;
+            }
+        uint32_t pa[BC / 16][4], dsa[BC / 16][4];
+        trn_frag_pack<BC, E>(pa, st);
+        trn_frag_pack<BC, E>(dsa, dpt);
+        trn_mma_ab<D, BC>(dva, pa, Os, lane);
+        trn_mma_ab<D, BC>(dka, dsa, Qs, lane);
         __syncthreads(); /* this stage is read: the next iteration but one loads into it */
     }
     trn_frag_store<D>(dk + bk * S * D, w0, S, dka, 1.0f, 1.0f, lane);
