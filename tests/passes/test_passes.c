@@ -442,6 +442,13 @@ static void test_report(void) {
     CHECK(f32, "fp32 build");
     if (!f32) return;
     int64_t act32 = f32->cat_bytes[MC_ACT], tot32 = f32->arena_bytes;
+    /* GPT-2's f32 dw (50257 x 768) is over 16 MiB: chunks of 2048 rows,
+     * not Liger's 256 (every chunk's dw product reads and writes all of dw) */
+    int64_t rows = -1;
+    for (int i = 0; i < g[0]->nnodes; i++)
+        if (g[0]->nodes[i]->op == OP_linear_cross_entropy) rows = ir_int(g[0]->nodes[i], "chunk", -1);
+    printf("linear_cross_entropy chunk: %lld rows\n", (long long)rows);
+    CHECK(rows == 2048, "linear_cross_entropy chunk %lld, want 2048", (long long)rows);
     report_free(f32, g);
     Graph *h[3];
     Program *b16 = report("precision=bf16", "fusion=1", "pad_tiles=0", h);
