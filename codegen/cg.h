@@ -31,7 +31,7 @@ typedef enum {
 } BufKind;
 
 typedef enum {                /* for the memory report */
-    MC_PARAM, MC_GRAD, MC_OPTSTATE, MC_INPUT, MC_ACT, MC_TEMP, MC_WORKSPACE, MC__COUNT
+    MC_PARAM, MC_GRAD, MC_OPTSTATE, MC_INPUT, MC_ACT, MC_TEMP, MC_WORKSPACE, MC_OTHER, MC__COUNT
 } MemCat;
 
 typedef struct Buf {
@@ -145,7 +145,9 @@ typedef struct Program {
     int64_t     persistent_bytes;
     int64_t     arena_bytes;
     int64_t     peak[TRN_RUN__COUNT];              /* bytes of temporaries at the peak of each schedule */
-    int64_t     cat_bytes[MC__COUNT];              /* the report: by category at the overall peak */
+    int64_t     extent[TRN_RUN__COUNT];            /* the temporary region each schedule's placement needs */
+    int64_t     cat_bytes[MC__COUNT];              /* the report: by category at the training step's peak; MC_OTHER:
+                                                    * what eval or sampling needs beyond the step's extent */
     int64_t     vocab;
     bool        fuse;                              /* generic fusion on (--no-fuse turns it off) */
     TrainConfig tc;

@@ -64,8 +64,57 @@ static Graph *make_eval(Graph *fwd, Diag *d) {
     return dce_or_free(g, d);
 }
 
+/* The head of a language model: the chain of nodes from the logits
+ * [B, T, V] down to the matmul that makes them from x [..., C] with a
+ * weight [C, V] or [V, C], where row r of the logits (flattened to
+ * [B*T, V]) depends only on row r of x (flattened to [N, C]).  Between the
+ * two: element-wise ops whose other operand is a scalar or a [V] vector
+ * (bias, scale, casts, soft-capping) and reshapes that keep the last
+ * dimension.  Fills chain[0 .. n-1] (chain[0] makes the logits, chain[n-1]
+ * is the matmul); 0 when the logits are not of that form. */
+enum { HEAD_MAX = 16 };
+static int head_chain(Value *logits, Node **chain) {
+    int n = 0;
+    for (Value *v = logits; n < HEAD_MAX;) {
+        Node *d = v->def;
+        const Shape *s = &v->ty.shape;
+        int64_t V = s->d[s->rank - 1];
+        chain[n++] = d;
+        if (d->op == OP_matmul) {
+            const Shape *a = &d->in[0]->ty.shape, *b = &d->in[1]->ty.shape;
+            return !ir_int(d, "ta", 0) && a->rank >= 2 && b->rank == 2 && s->rank == a->rank ? n : 0;
+        }
+        if (d->op == OP_reshape) {
+            const Shape *a = &d->in[0]->ty.shape;
+            if (a->rank < 2 || a->d[a->rank - 1] != V) return 0;
+            v = d->in[0];
+            continue;
+        }
+        if (!op_has(d->op, OPF_POINTWISE) || d->nin > 2) return 0;
+        int on = -1; /* the operand on the chain: same shape as v */
+        for (int i = 0; i < d->nin; i++) {
+            const Shape *a = &d->in[i]->ty.shape;
+            if (shape_eq(a, s) && on < 0) on = i;
+            else if (!(a->rank == 0 || (a->rank == 1 && a->d[0] == V) || (a->rank == 1 && a->d[0] == 1))) return 0;
+        }
+        if (on < 0) return 0;
+        v = d->in[on];
+    }
+    return 0;
+}
+
 /* The sampling graph: the eval graph computing only the logits that feed
- * the cross_entropy of the loss.  NULL when the loss is not of that form. */
+ * the cross_entropy of the loss.  NULL when the loss is not of that form.
+ *
+ * For a language model (logits [B, T, V] made by a head head_chain
+ * recognises, tokens [B, T]) the logits are those of one position per
+ * sequence: the input
+ * "sample.rows" (i32 [B], set by trn_predict_at: b*T + position) picks rows
+ * of the head's input x flattened to [B*T, C], and the head runs on those B
+ * rows only, giving logits [B, V].  The B*T*V logits never exist: at GPT-2
+ * small with batch 16 they alone would be 3.3 GB (f32), more than the
+ * training step with fused linear + cross-entropy needs for its whole
+ * peak. */
 static Graph *make_sample(Graph *eval, Diag *d) {
     Value *loss = ir_output(eval, "loss");
     if (!loss || loss->def->op != OP_cross_entropy) return NULL;
@@ -74,6 +123,44 @@ static Graph *make_sample(Graph *eval, Diag *d) {
     Graph *g = ir_clone(eval);
     Value *nl = ir_output(g, "loss")->def->in[0];
     g->noutputs = 0;
+    Node *chain[HEAD_MAX];
+    bool all = strcmp(g->train.sample_logits, "all") == 0;
+    int n = nl->ty.shape.rank == 3 && !all ? head_chain(nl, chain) : 0;
+    Value *x = n > 0 ? chain[n - 1]->in[0] : NULL;
+    int64_t B = nl->ty.shape.d[0], C = x ? x->ty.shape.d[x->ty.shape.rank - 1] : 1;
+    int64_t rows = x ? shape_numel(&x->ty.shape) / C : 0, flat[2] = {rows, C};
+    /* the runtime finds T in the tokens input [B, T] */
+    Node *tok = ir_find_source(g, OP_input, "tokens");
+    const Shape *ts = tok ? &tok->out[0]->ty.shape : NULL;
+    bool bt = ts && ts->rank == 2 && ts->d[0] == B && ts->d[1] == nl->ty.shape.d[1];
+    if (x && bt && rows == B * ts->d[1]) {
+        Node *mm = chain[n - 1];
+        Type rt = {DT_i32, shape_make(1, &B)};
+        Value *idx = ir_source(g, OP_input, "sample.rows", rt, mm->loc)->out[0];
+        Node *r = ir_new(g, OP_reshape, 1, &x, mm->loc);
+        ir_set_ints(g, r, "shape", 2, flat);
+        Value *cur = ir_emit(g, r, d) ? r->out[0] : NULL;
+        Value *ein[2] = {cur, idx};
+        Node *e = cur ? ir_emit(g, ir_new(g, OP_embedding, 2, ein, mm->loc), d) : NULL;
+        cur = e ? e->out[0] : NULL;
+        for (int i = n - 1; cur && i >= 0; i--) {
+            Node *o = chain[i];
+            if (o->op == OP_reshape) continue; /* rows stay rows */
+            Value *in[2];
+            for (int j = 0; j < o->nin; j++) in[j] = (i == n - 1 ? j == 0 : o->in[j]->def == chain[i + 1]) ? cur : o->in[j];
+            Node *c = ir_new(g, o->op, o->nin, in, o->loc);
+            c->nattr = o->nattr;
+            c->attrs = arena_alloc(g->arena, sizeof(Attr) * (size_t)(o->nattr ? o->nattr : 1));
+            if (o->nattr) memcpy(c->attrs, o->attrs, sizeof(Attr) * (size_t)o->nattr);
+            cur = ir_emit(g, c, d) ? c->out[0] : NULL;
+        }
+        if (!cur) {
+            ir_graph_free(g);
+            return NULL;
+        }
+        cur->name = arena_strdup(g->arena, "logits");
+        nl = cur;
+    }
     ir_add_output(g, "logits", nl);
     return dce_or_free(g, d);
 }

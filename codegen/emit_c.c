@@ -990,7 +990,7 @@ bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {
         fprintf(f, ", %lld},\n", (long long)p->cat_bytes[c]);
         sum += p->cat_bytes[c];
     }
-    fprintf(f, "    {\"alignment, fragmentation, other schedules\", %lld},\n};\n\n", (long long)(p->arena_bytes - sum));
+    fprintf(f, "    {\"alignment, fragmentation\", %lld},\n};\n\n", (long long)(p->arena_bytes - sum));
 
     /* indices of the named tensors */
     int ti[5] = {-1, -1, -1, -1, -1};

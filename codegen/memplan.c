@@ -20,7 +20,7 @@ static int64_t align_up(int64_t x) { return (x + CG_ALIGN - 1) / CG_ALIGN * CG_A
 const char *cg_memcat_name(MemCat c) {
     static const char *const names[MC__COUNT] = {"parameters", "gradients", "optimizer states", "inputs",
                                                  "activations saved for backward (at peak)", "temporaries (at peak)",
-                                                 "workspace"};
+                                                 "workspace", "eval or sampling, beyond the step"};
     return names[c];
 }
 
@@ -156,6 +156,8 @@ bool cg_plan_memory(Program *p, Diag *d) {
         }
     p->persistent_bytes = off;
 
+    /* the report's categories are those of the training step: at the peak
+     * of TRN_RUN_MICRO (or of TRN_RUN_UPDATE when that is higher) */
     int64_t max_extent = 0;
     int peak_sched = -1, peak_pos = -1;
     int64_t peak_live = -1;
@@ -196,6 +198,7 @@ bool cg_plan_memory(Program *p, Diag *d) {
             ids[n++] = i;
         }
         int64_t extent = place(p, ids, n);
+        p->extent[si] = extent;
         if (extent > max_extent) max_extent = extent;
         /* live bytes at each position: the peak of this schedule */
         for (int pos = 0; pos <= s->nk; pos++) {
@@ -205,7 +208,7 @@ bool cg_plan_memory(Program *p, Diag *d) {
                 if (b->first <= pos && pos <= b->last) live += b->bytes;
             }
             if (live > p->peak[si]) p->peak[si] = live;
-            if (live > peak_live) {
+            if ((si == TRN_RUN_MICRO || si == TRN_RUN_UPDATE) && live > peak_live) {
                 peak_live = live;
                 peak_sched = si;
                 peak_pos = pos;
@@ -214,6 +217,8 @@ bool cg_plan_memory(Program *p, Diag *d) {
         free(ids);
     }
     p->arena_bytes = p->persistent_bytes + max_extent;
+    int64_t step_extent = p->extent[TRN_RUN_MICRO] > p->extent[TRN_RUN_UPDATE] ? p->extent[TRN_RUN_MICRO] : p->extent[TRN_RUN_UPDATE];
+    p->cat_bytes[MC_OTHER] = max_extent - step_extent; /* eval or sampling needs more than the step */
 
     /* the report's categories at the peak */
     if (peak_sched >= 0) {
@@ -270,9 +275,18 @@ void cg_print_report(FILE *f, Program *p) {
         sum += p->cat_bytes[c];
     }
     human(h, sizeof h, p->arena_bytes - sum);
-    fprintf(f, "  %-42s %16lld  %12s\n", "alignment, fragmentation, other schedules", (long long)(p->arena_bytes - sum), h);
+    fprintf(f, "  %-42s %16lld  %12s\n", "alignment, fragmentation", (long long)(p->arena_bytes - sum), h);
     human(h, sizeof h, p->arena_bytes);
     fprintf(f, "  %-42s %16lld  %12s\n", "total (arena)", (long long)p->arena_bytes, h);
+    static const char *const sname[TRN_RUN__COUNT] = {"step", "update", "eval", "sampling"};
+    fputs("temporaries at each schedule's peak:", f);
+    for (int i = 0, first = 1; i < TRN_RUN__COUNT; i++) {
+        if (!p->sched[i].g || p->sched[i].nk == 0) continue;
+        human(h, sizeof h, p->peak[i]);
+        fprintf(f, "%s %s %s", first ? "" : ",", sname[i], h);
+        first = 0;
+    }
+    fputc('\n', f);
     PassOptions po = {0};
     po.target = p->target;
     pad_tiles_advice(f, p->train, &po);

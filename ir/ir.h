@@ -247,7 +247,8 @@ typedef enum { TK_INT, TK_FLOAT, TK_ENUM, TK_STR } TrainKeyKind;
     X(seed,             TK_INT,   "1337",     NULL) \
     X(eval_every,       TK_INT,   "0",        NULL) \
     X(eval_steps,       TK_INT,   "10",       NULL) \
-    X(save_every,       TK_INT,   "0",        NULL)
+    X(save_every,       TK_INT,   "0",        NULL) \
+    X(sample_logits,    TK_ENUM,  "position", "position all")  /* the sampling graph's logits: one position per sequence, or all */
 
 #define TK_FIELD_TK_INT   int64_t
 #define TK_FIELD_TK_FLOAT double

@@ -204,13 +204,13 @@ static int report(const TrnModel *m) {
     printf("memory plan of model '%s'%s%s:\n", m->name ? m->name : "?", m->source ? " from " : "", m->source ? m->source : "");
     for (int i = 0; i < m->nmem; i++) {
         human_bytes(b, sizeof b, m->mem[i].bytes);
-        printf("  %-28s %14" PRId64 " bytes  %12s\n", m->mem[i].what, m->mem[i].bytes, b);
+        printf("  %-42s %16" PRId64 " bytes  %12s\n", m->mem[i].what, m->mem[i].bytes, b);
         total += m->mem[i].bytes;
     }
     human_bytes(b, sizeof b, total);
-    printf("  %-28s %14" PRId64 " bytes  %12s\n", "total", total, b);
+    printf("  %-42s %16" PRId64 " bytes  %12s\n", "total", total, b);
     human_bytes(b, sizeof b, m->arena_bytes);
-    printf("  %-28s %14" PRId64 " bytes  %12s\n", "arena (one allocation)", m->arena_bytes, b);
+    printf("  %-42s %16" PRId64 " bytes  %12s\n", "arena (one allocation)", m->arena_bytes, b);
     return 0;
 }
 
@@ -396,14 +396,19 @@ static int train(Run *r) {
 
 /* Sampling: row 0 of `tokens` holds the context (the rest is zero), the
  * next token is drawn from softmax(logits[0, len-1, :vocab]) with a uniform
- * from Philox (seed, stream "sample", i); the context slides when full. */
+ * from Philox (seed, stream "sample", i); the context slides when full.
+ * The logits are those of one position per sequence ([B, V], the sampling
+ * graph pointed at position len-1 of row 0) or of every position. */
 static int sample(Run *r, int32_t first) {
     TrnSession *s = r->s;
     const TrnModel *m = s->m;
     if (m->t_logits < 0) return fail(r, "--sample: model '%s' has no logits output", m->name);
     const TrnTensor *lt = &m->tensors[m->t_logits];
     int64_t Vp = lt->rank > 0 ? lt->shape[lt->rank - 1] : 0;
-    if (Vp <= 0 || lt->numel != r->B * r->T * Vp)
+    int at = trn_find(s, "sample.rows") >= 0; /* one position per sequence */
+    if (at && (Vp <= 0 || lt->numel != r->B * Vp))
+        return fail(r, "--sample: the logits output '%s' must have a row of the vocabulary per sequence ([%" PRId64 ", V])", lt->name, r->B);
+    if (!at && (Vp <= 0 || lt->numel != r->B * r->T * Vp))
         return fail(r, "--sample: the logits output '%s' must have B*T rows of the vocabulary ([%" PRId64 ", %" PRId64 ", V])", lt->name, r->B,
                     r->T);
     int64_t V = m->vocab > 0 && m->vocab <= Vp ? m->vocab : Vp;
@@ -411,10 +416,12 @@ static int sample(Run *r, int32_t first) {
     unsigned char *logits = rt_malloc(lbytes, r->err, sizeof r->err);
     int32_t *ctx = rt_calloc((size_t)r->T, sizeof *ctx, r->err, sizeof r->err);
     double *p = rt_malloc((size_t)V * sizeof *p, r->err, sizeof r->err);
-    if (!logits || !ctx || !p) {
+    int64_t *pos = rt_calloc((size_t)r->B, sizeof *pos, r->err, sizeof r->err);
+    if (!logits || !ctx || !p || !pos) {
         free(logits);
         free(ctx);
         free(p);
+        free(pos);
         return -1;
     }
     int rc = 0;
@@ -433,11 +440,16 @@ static int sample(Run *r, int32_t first) {
             rc = fail(r, "--sample: %s", trn_error(s));
             break;
         }
+        pos[0] = len - 1;
+        if (at && rt_set_sample_rows(s, pos) != 0) {
+            rc = fail(r, "--sample: %s", trn_error(s));
+            break;
+        }
         if (s->be.run(s->be.self, TRN_RUN_SAMPLE, e, sizeof e) != 0 || s->be.read(s->be.self, m->t_logits, logits, e, sizeof e) != 0) {
             rc = fail(r, "--sample: %s", e);
             break;
         }
-        int64_t base = (len - 1) * Vp;   /* row 0, position len-1 */
+        int64_t base = at ? 0 : (len - 1) * Vp;   /* row 0, position len-1 */
         double mx = -INFINITY, z = 0;
         for (int64_t v = 0; v < V; v++) {
             p[v] = rt_elem_get(lt->dtype, logits, base + v);
@@ -467,6 +479,7 @@ static int sample(Run *r, int32_t first) {
     free(logits);
     free(ctx);
     free(p);
+    free(pos);
     return rc;
 }
 

@@ -167,6 +167,10 @@ int rt_check_model(const TrnModel *m, char *err, size_t errn);
 int rt_get_scalar(TrnSession *s, int t, double *v);
 int rt_set_scalar(TrnSession *s, int t, double v);
 int rt_set_schedule_name(TrnSession *s, const char *schedule);
+/* Points the sampling graph at position pos[b] of sequence b (NULL: the
+ * last) when the model's logits are one position per sequence ([B, V],
+ * input "sample.rows"); nothing otherwise (trn_predict_at). */
+int rt_set_sample_rows(TrnSession *s, const int64_t *pos);
 
 /* ===================================================================== */
 /* cpu.c                                                                  */

@@ -398,8 +398,42 @@ int trn_eval(TrnSession *s, double *loss) {
     return rt_get_scalar(s, s->m->t_eval_loss, loss);
 }
 
-int trn_predict(TrnSession *s, void *logits, size_t bytes) {
+/* A language model's sampling graph computes the logits of one position
+ * per sequence: row b*T + pos[b] of the head's input (the input
+ * "sample.rows", codegen/compile.c make_sample).  pos NULL: T-1 in every
+ * row.  0 also when the model has no such input. */
+int rt_set_sample_rows(TrnSession *s, const int64_t *pos) {
+    const TrnModel *m = s->m;
+    int ri = trn_find(s, "sample.rows");
+    if (ri < 0) {
+        if (pos) return rt_seterr(s, "model '%s' computes the logits of every position: use trn_predict", m->name);
+        return 0;
+    }
+    const TrnTensor *rt = &m->tensors[ri], *tk = m->t_tokens >= 0 ? &m->tensors[m->t_tokens] : NULL;
+    if (rt->kind != TRN_INPUT || rt->dtype != TRN_I32 || rt->rank != 1 || !tk || tk->rank != 2 || tk->shape[0] != rt->shape[0])
+        return rt_seterr(s, "model: 'sample.rows' must be i32 [B] beside tokens [B, T]");
+    int64_t B = tk->shape[0], T = tk->shape[1];
+    int32_t *rows = rt_malloc((size_t)B * sizeof *rows, s->err, sizeof s->err);
+    if (!rows) return -1;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t p = pos ? pos[b] : T - 1;
+        if (p < 0 || p >= T) {
+            free(rows);
+            return rt_seterr(s, "position %lld of sequence %lld is outside 0 .. %lld", (long long)p, (long long)b, (long long)(T - 1));
+        }
+        rows[b] = (int32_t)(b * T + p);
+    }
+    char e[512];
+    int rc = s->be.write(s->be.self, ri, rows, e, sizeof e);
+    free(rows);
+    return rc != 0 ? rt_seterr(s, "writing 'sample.rows': %s", e) : 0;
+}
+
+int trn_predict_at(TrnSession *s, const int64_t *pos, void *logits, size_t bytes) {
     if (s->m->t_logits < 0) return rt_seterr(s, "model '%s' has no logits output", s->m->name);
+    if (rt_set_sample_rows(s, pos) != 0) return -1;
     if (run(s, TRN_RUN_SAMPLE, "the sampling schedule") != 0) return -1;
     return trn_get(s, "logits", logits, bytes);
 }
+
+int trn_predict(TrnSession *s, void *logits, size_t bytes) { return trn_predict_at(s, NULL, logits, bytes); }

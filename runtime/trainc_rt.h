@@ -168,9 +168,15 @@ int    trn_set_schedule(TrnSession *s, const char *schedule, double lr, double m
 int    trn_eval(TrnSession *s, double *loss);
 /* Forward-only logits of the inputs currently set (TRN_RUN_SAMPLE): the
  * "logits" output, f32 in every precision (the compiler casts bf16/f16
- * logits), in the model's unpadded shape (for a classifier [B, classes];
- * for a language model [B, T, V]); bytes must be 4 x its element count. */
+ * logits), in the model's unpadded shape; bytes must be 4 x its element
+ * count.  A classifier gives [B, classes].  A language model (tokens
+ * [B, T]) gives the next-token logits of each sequence, [B, V]: after
+ * position T-1 (trn_predict) or after position pos[b] of sequence b
+ * (trn_predict_at, 0 <= pos[b] < T); when the compiler did not recognise
+ * its head (docs/codegen.md) it gives every position's, [B, T, V], and
+ * trn_predict_at fails. */
 int    trn_predict(TrnSession *s, void *logits, size_t bytes);
+int    trn_predict_at(TrnSession *s, const int64_t *pos, void *logits, size_t bytes);
 
 /* Checkpoints (safetensors): parameters by name; with_state adds the
  * optimizer/accumulator states and the step, data position and seed in the

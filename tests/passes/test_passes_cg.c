@@ -9,7 +9,10 @@
  *              GEMM and templates against the interpreter's rounding
  *   padded     tiny GPT-2 with vocabulary 257 padded to 8: compiled against
  *              the interpreter, and against the unpadded compiled code
- * Usage: test_passes_cg [primitive|bf16|fp16|padded ...] (default: all). */
+ *   sample     the sampling graph's logits of one position per sequence
+ *              against those of every position (sample_logits=all),
+ *              interpreted and compiled, fp32, bf16 and padded
+ * Usage: test_passes_cg [primitive|bf16|fp16|padded|sample ...] (default: all). */
 #include "cg_harness.h"
 
 #include <math.h>
@@ -185,6 +188,87 @@ static void test_padded(void) {
     CHECK(d < 1e-6, "compiled padded and unpadded differ by %.3e (limit 1e-6)", d);
 }
 
+/* ---- the sampling graph: one position per sequence ---- */
+
+/* logits[b, :] of the one-position model against full[b, pos[b], :] of the
+ * every-position one: the worst |difference| / max |logit|. */
+static double rows_vs_full(const float *at, const float *full, const int64_t *pos, int64_t B, int64_t T, int64_t V) {
+    double dmax = 0, lmax = 0;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t v = 0; v < V; v++) {
+            double f = full[(b * T + (pos ? pos[b] : T - 1)) * V + v];
+            dmax = fmax(dmax, fabs((double)at[b * V + v] - f));
+            lmax = fmax(lmax, fabs(f));
+        }
+    return lmax > 0 ? dmax / lmax : INFINITY;
+}
+
+/* sample_logits=position against =all, interpreted (tol_i) and compiled
+ * (tol_c), after a few steps so that the logits have some shape. */
+static void sample_case(const char *label, const char *model, const char *const *defs, const char *prec, const char *pad, double tol_i,
+                        double tol_c) {
+    const char *sp[] = {prec, pad, "optimizer=adamw", "lr=0.003", NULL, NULL};
+    const char *sa[] = {prec, pad, "optimizer=adamw", "lr=0.003", "sample_logits=all", NULL};
+    Harness hp, ha;
+    int bp = h_build(&hp, model, defs, sp, true, 0), ba = h_build(&ha, model, defs, sa, true, 0);
+    CHECK(bp == 0 && ba == 0, "%s: build failed", label);
+    if (bp == 0 && ba == 0) {
+        TrnBackend be_p = ib_backend(hp.im), be_a = ib_backend(ha.im);
+        TrnSession *s[4] = {session(ib_model(hp.im), &be_p, 0), session(ib_model(ha.im), &be_a, 0), session(hp.compiled, NULL, 0),
+                            session(ha.compiled, NULL, 0)};
+        bool ok = s[0] && s[1] && s[2] && s[3];
+        double l[3];
+        for (int i = 0; ok && i < 4; i++) ok = train(s[i], &tokens, 3, l, NULL) && h_feed(s[i], &tokens, 1000) == 0;
+        CHECK(ok, "%s: sessions failed", label);
+        const TrnModel *mp = ok ? trn_model(s[2]) : NULL, *ma = ok ? trn_model(s[3]) : NULL;
+        int64_t B = ok ? mp->tensors[mp->t_tokens].shape[0] : 0, T = ok ? mp->tensors[mp->t_tokens].shape[1] : 0;
+        int64_t V = ok ? mp->vocab : 0;
+        /* the logits as users see them (unpadded): [B, V] and [B, T, V] */
+        int np = ok ? trn_find(s[2], "logits") : -1, na = ok ? trn_find(s[3], "logits") : -1;
+        const TrnTensor *tp = np >= 0 ? &mp->tensors[np] : NULL, *ta = na >= 0 ? &ma->tensors[na] : NULL;
+        ok = ok && tp && ta && trn_find(s[2], "sample.rows") >= 0 && trn_find(s[3], "sample.rows") < 0 && tp->numel >= B * V &&
+             ta->numel >= B * T * V;
+        CHECK(ok, "%s: the logits are not [B, V] (with sample.rows) and [B, T, V] (without)", label);
+        if (ok) printf("%-22s logits [%lld, %lld] and [%lld, %lld, %lld]\n", label, (long long)B, (long long)V, (long long)B, (long long)T,
+                       (long long)V);
+        size_t bp_ = sizeof(float) * (size_t)B * (size_t)V, ba_ = sizeof(float) * (size_t)(B * T * V);
+        float *at = malloc(bp_), *full = malloc(ba_);
+        int64_t pos[64];
+        for (int64_t b = 0; b < B && b < 64; b++) pos[b] = (b * 5 + 3) % T;
+        for (int k = 0; ok && k < 2; k++) { /* 0: interpreted, 1: compiled */
+            TrnSession *p = s[2 * k], *a = s[2 * k + 1];
+            double tol = k ? tol_c : tol_i, e0 = INFINITY, e1 = INFINITY;
+            bool r = trn_predict(a, full, ba_) == 0;
+            if (r && trn_predict(p, at, bp_) == 0) e0 = rows_vs_full(at, full, NULL, B, T, V);
+            if (r && trn_predict_at(p, pos, at, bp_) == 0) e1 = rows_vs_full(at, full, pos, B, T, V);
+            printf("%-22s %s: last position %.2e, positions (b*5+3)%%T %.2e of the largest logit\n", label, k ? "compiled" : "interpreted", e0,
+                   e1);
+            CHECK(r && e0 <= tol && e1 <= tol, "%s (%s): one-position logits differ from every position's by %.3e / %.3e (limit %g): %s %s",
+                  label, k ? "compiled" : "interpreted", e0, e1, tol, trn_error(p), trn_error(a));
+            /* positions outside 0 .. T-1, and trn_predict_at without positions to choose */
+            int64_t bad[64];
+            memcpy(bad, pos, sizeof bad);
+            bad[B - 1] = T;
+            CHECK(trn_predict_at(p, bad, at, bp_) != 0 && strstr(trn_error(p), "outside"), "%s: position T accepted", label);
+            CHECK(trn_predict_at(a, pos, full, ba_) != 0 && strstr(trn_error(a), "every position"), "%s: trn_predict_at on all logits: %s",
+                  label, trn_error(a));
+        }
+        free(at);
+        free(full);
+        for (int i = 0; i < 4; i++)
+            if (s[i]) trn_destroy(s[i]);
+    }
+    h_free(&hp);
+    h_free(&ha);
+}
+
+static void test_sample(void) {
+    printf("== the sampling graph: the logits of one position per sequence against every position's\n");
+    sample_case("gpt2 fp32", "examples/gpt2.model", gpt2_defs, "precision=fp32", "pad_multiple=1", 1e-6, 1e-5);
+    sample_case("llama bf16", "examples/llama.model", llama_defs, "precision=bf16", "pad_multiple=1", 1e-6, 1e-5);
+    sample_case("gpt2 vocab 257 padded", "examples/gpt2.model", gpt2_257, "precision=fp32", "pad_multiple=8", 1e-6, 1e-5);
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     h_tokens_text(&tokens);
@@ -196,6 +280,7 @@ int main(int argc, char **argv) {
         if (all || strcmp(w, "bf16") == 0) test_half("bf16");
         if (all || strcmp(w, "fp16") == 0) test_half("fp16");
         if (all || strcmp(w, "padded") == 0) test_padded();
+        if (all || strcmp(w, "sample") == 0) test_sample();
     }
     free(tokens.t);
     free(tokens61.t);
