@@ -1405,6 +1405,9 @@ CudaModule *cg_cuda_emit(Program *p, Diag *d) {
     sb_printf(b, ": %d CUDA functions for %d kernels; arena of %lld bytes, workspace at %lld (%lld bytes).\n */\n", m->nfn, m->nkr,
               (long long)p->arena_bytes, (long long)p->workspace_off, (long long)p->workspace_bytes);
     sb_puts(b, "#include \"trainc_cuda.cuh\"\n\n");
+    sb_puts(b, "/* parameter initialisation (runtime/cuda.c): four elements a thread */\n"
+               "extern \"C\" __global__ void __launch_bounds__(256) trn_init_f32(float *out, const unsigned long long *p)\n"
+               "{\n    tk_init_f32(out, p);\n}\n\n");
     for (int i = 0; i < m->nfn; i++) {
         CuFn *f = &m->fn[i];
         sb_puts(b, f->doc.s);

@@ -349,6 +349,9 @@ struct TrnCudaDev {
     CUstream             st, up;
     CUevent              upev, done;
     unsigned char       *pinned;         /* staging for input uploads, one slot per input */
+    CUfunction           init_fn;        /* trn_init_f32 (NULL: initialisation on the host) */
+    CUdeviceptr          initp;          /* its parameters, 8 words per tensor */
+    unsigned long long  *initw;          /* their host copy (read by asynchronous copies) */
     int64_t             *slot;           /* per tensor: offset in pinned, -1 none */
     cublasLtHandle_t     lt;
     KernRt              *kr[TRN_RUN__COUNT];
@@ -676,11 +679,13 @@ void trn_cuda_close(TrnCudaDev *g) {
         if (g->st) drv.StreamDestroy(g->st);
         if (g->up) drv.StreamDestroy(g->up);
         if (g->arena) drv.MemFree(g->arena);
+        if (g->initp) drv.MemFree(g->initp);
         if (g->mod) drv.ModuleUnload(g->mod);
         drv.DevicePrimaryCtxRelease(g->dev);
     }
     free(g->fn);
     free(g->slot);
+    free(g->initw);
     free(g);
 }
 
@@ -708,8 +713,14 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     g->fn = rt_calloc((size_t)(cm->nfns ? cm->nfns : 1), sizeof(CUfunction), err, errn);
     if (!g->fn) return -1;
     for (int i = 0; i < cm->nfns; i++) CU(ModuleGetFunction, (&g->fn[i], g->mod, cm->fns[i]), cm->fns[i], "");
+    if (drv.ModuleGetFunction(&g->init_fn, g->mod, "trn_init_f32") != 0) g->init_fn = NULL; /* a module made before it */
     size_t bytes = (size_t)(m->arena_bytes > 0 ? m->arena_bytes : 1);
     CU(MemAlloc, (&g->arena, bytes), "the arena", "");
+    if (g->init_fn) {
+        g->initw = rt_calloc((size_t)(m->ntensors ? m->ntensors : 1) * 8, sizeof *g->initw, err, errn);
+        if (!g->initw) return -1;
+        CU(MemAlloc, (&g->initp, (size_t)(m->ntensors ? m->ntensors : 1) * 64), "initialisation parameters", "");
+    }
     CU(StreamCreate, (&g->st, TRN_CU_STREAM_NON_BLOCKING), "compute", "");
     CU(StreamCreate, (&g->up, TRN_CU_STREAM_NON_BLOCKING), "upload", "");
     CU(MemsetD8Async, (g->arena, flags & TRN_FLAG_POISON ? 0xFF : 0, bytes, g->st), "the arena", "");
@@ -950,6 +961,33 @@ static int be_write(void *self, int tensor, const void *src, char *err, size_t e
     return 0;
 }
 
+/* Initialisation on the device (trn_init_f32 of the module): zeros, then
+ * the spec's values over the first n elements, queued on the compute
+ * stream (nothing goes up but eight words). */
+static int be_init(void *self, int tensor, const TrnInitSpec *sp, char *err, size_t errn) {
+    TrnCudaDev *g = self;
+    size_t n;
+    if (!g->init_fn) return 1;
+    if (be_place(g, tensor, &n, err, errn) != 0) return -1;
+    const TrnTensor *t = &g->m->tensors[tensor];
+    char k = sp->init[0];
+    if (t->dtype != TRN_F32 || sp->n < 0 || (size_t)sp->n * 4 > n || !k || !strchr("zocnu", k)) return 1;
+    CUdeviceptr out = g->arena + (CUdeviceptr)t->offset;
+    CU(CtxSetCurrent, (g->ctx), "", "");
+    CU(MemsetD8Async, (out, 0, n, g->st), t->name, "initialisation");
+    if (k == 'z' || sp->n == 0) return 0;
+    unsigned long long *w = g->initw + (size_t)tensor * 8;
+    w[0] = (unsigned long long)sp->n, w[1] = (unsigned long long)(unsigned char)k, w[4] = sp->seed, w[5] = sp->stream;
+    memcpy(&w[2], &sp->a, 8);
+    memcpy(&w[3], &sp->b, 8);
+    CUdeviceptr pw = g->initp + (CUdeviceptr)tensor * 64;
+    CU(MemcpyHtoDAsync, (pw, w, 64, g->st), t->name, "initialisation");
+    unsigned blocks = (unsigned)((sp->n + 1023) / 1024); /* 256 threads of 4 elements */
+    void *args[2] = {&out, &pw};
+    CU(LaunchKernel, (g->init_fn, blocks, 1, 1, 256, 1, 1, 0, g->st, args, NULL), "trn_init_f32", t->name);
+    return 0;
+}
+
 static void be_destroy(void *self) { trn_cuda_close(self); }
 
 int trn_cuda_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn) {
@@ -964,5 +1002,6 @@ int trn_cuda_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn)
     out->write = be_write;
     out->destroy = be_destroy;
     out->device_bytes = m->arena_bytes;
+    out->init = be_init;
     return 0;
 }

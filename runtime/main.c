@@ -549,8 +549,8 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
             if (m->tensors[i].kind == TRN_PARAM) np += rt_ckpt_numel(&m->tensors[i]), nt++;
         char ab[64];
         human_bytes(ab, sizeof ab, s->be.device_bytes);
-        fprintf(stderr, "model '%s': %" PRId64 " parameters in %" PRId64 " tensors | device %s (%s) | seed %" PRIu64 "\n", m->name, np, nt,
-                s->be.name ? s->be.name : "?", ab, s->seed);
+        fprintf(stderr, "model '%s': %" PRId64 " parameters in %" PRId64 " tensors | device %s (%s) | seed %" PRIu64 "%s\n", m->name, np, nt,
+                s->be.name ? s->be.name : "?", ab, s->seed, s->init_on_device ? ", initialised on the device" : "");
         if (a->init) fprintf(stderr, "initialised from %s\n", a->init);
         if (a->resume) fprintf(stderr, "resumed from %s at step %" PRId64 " (micro-batch %" PRId64 ")\n", a->resume, s->step, s->data_pos);
         if (r->train && training)

@@ -145,6 +145,7 @@ struct TrnSession {
     char            err[RT_ERRN];
     uint64_t        seed;               /* train seed: init, data order, dropout */
     int             threads;            /* host threads for initialisation (0: the online CPUs) */
+    int             init_on_device;     /* tensors the backend initialised where they live (TrnBackend.init) */
     int64_t         step;               /* steps taken */
     int64_t         grad_accum;
     double          loss, grad_norm;

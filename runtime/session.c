@@ -92,7 +92,18 @@ static void init_range(void *ctx, int64_t lo, int64_t hi) {
     for (int d = 0; d < t->rank; d++) whole = whole && j->cs[d] == t->shape[d];
     if (whole && t->dtype == TRN_F32) {
         float *h = (float *)j->host;
-        for (int64_t k = lo; k < hi; k++) h[k] = (float)rng_init_value(j->init, t->init_a, t->init_b, j->seed, j->stream, (uint64_t)k);
+        int64_t k = lo;
+        if (j->init[0] == 'n') /* four normals a Philox block */
+            for (; k < hi; k++) {
+                if ((k & 3) == 0 && k + 4 <= hi) {
+                    float o[4];
+                    rng_normal4(j->seed, j->stream, (uint64_t)k >> 2, o);
+                    for (int q = 0; q < 4; q++) h[k + q] = (float)(t->init_a * o[q]);
+                    k += 3;
+                } else
+                    h[k] = (float)rng_init_value(j->init, t->init_a, t->init_b, j->seed, j->stream, (uint64_t)k);
+            }
+        for (; k < hi; k++) h[k] = (float)rng_init_value(j->init, t->init_a, t->init_b, j->seed, j->stream, (uint64_t)k);
         return;
     }
     int64_t idx[TRN_MAX_RANK] = {0}, rest = lo; /* idx: the index of element k */
@@ -115,16 +126,31 @@ static void init_range(void *ctx, int64_t lo, int64_t hi) {
 /* Fills the host copy of a param or state: element i of the checkpoint view
  * (ckpt_shape, row-major) gets rng_init_value(..., i); elements of the
  * padding outside that view are zero, so a padded and an unpadded
- * compilation start from the same weights.  On several threads: GPT-2
- * small's 124M normal draws take about 9 s on one core here. */
-static int init_tensor(TrnSession *s, int ti, unsigned char *host) {
+ * compilation start from the same weights.  On several threads. */
+static void init_tensor(TrnSession *s, int ti, unsigned char *host) {
     const TrnTensor *t = &s->m->tensors[ti];
     InitJob j = {t, t->init ? t->init : "zeros", s->seed, rng_name_stream(t->name), {0}, host};
     rt_ckpt_shape(t, j.cs);
     memset(host, 0, (size_t)rt_nbytes(t->dtype, t->numel));
-    if (j.init[0] == 'z') return 0;
+    if (j.init[0] == 'z') return;
     rt_parallel_ranges(rt_ckpt_numel(t), INIT_GRAIN, s->threads, init_range, &j);
-    return 0;
+}
+
+/* The backend's own initialisation of tensor ti (its init hook: f32, the
+ * checkpoint view a prefix of the tensor): 0 done, 1 not done, -1 error. */
+static int init_on_backend(TrnSession *s, int ti) {
+    const TrnTensor *t = &s->m->tensors[ti];
+    if (!s->be.init || t->dtype != TRN_F32) return 1;
+    int64_t cs[TRN_MAX_RANK];
+    rt_ckpt_shape(t, cs);
+    for (int d = 1; d < t->rank; d++)
+        if (cs[d] != t->shape[d]) return 1;
+    TrnInitSpec sp = {t->init ? t->init : "zeros", t->init_a, t->init_b, s->seed, rng_name_stream(t->name), rt_ckpt_numel(t)};
+    char e[512];
+    int rc = s->be.init(s->be.self, ti, &sp, e, sizeof e);
+    if (rc < 0) rt_seterr(s, "initialising '%s': %s", t->name, e);
+    if (rc == 0) s->init_on_device++;
+    return rc;
 }
 
 typedef struct ConvJob {
@@ -188,6 +214,12 @@ static int init_all(TrnSession *s) {
         const TrnTensor *t = &m->tensors[i];
         if (t->kind != TRN_PARAM && t->kind != TRN_STATE) continue;
         if (rt_copy_of(t)) continue; /* below, from its param */
+        int rc = init_on_backend(s, i);
+        if (rc < 0) {
+            free(host);
+            return -1;
+        }
+        if (rc == 0) continue;
         init_tensor(s, i, host);
         char e[512];
         if (s->be.write(s->be.self, i, host, e, sizeof e) != 0) {
@@ -413,6 +445,7 @@ int rt_set_sample_rows(TrnSession *s, const int64_t *pos) {
     if (rt->kind != TRN_INPUT || rt->dtype != TRN_I32 || rt->rank != 1 || !tk || tk->rank != 2 || tk->shape[0] != rt->shape[0])
         return rt_seterr(s, "model: 'sample.rows' must be i32 [B] beside tokens [B, T]");
     int64_t B = tk->shape[0], T = tk->shape[1];
+    if (B * T > INT32_MAX) return rt_seterr(s, "model: %lld x %lld rows do not fit 'sample.rows' (i32)", (long long)B, (long long)T);
     int32_t *rows = rt_malloc((size_t)B * sizeof *rows, s->err, sizeof s->err);
     if (!rows) return -1;
     for (int64_t b = 0; b < B; b++) {

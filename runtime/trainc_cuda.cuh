@@ -1438,4 +1438,30 @@ TRN_DEV void tk_loss_scale_update(float *scale2, float *good2, float *skipped2, 
     scale2[0] = (float)s, good2[0] = (float)gd, skipped2[0] = (float)sk, skip[0] = flag;
 }
 
+/* Parameter initialisation on the device (runtime/cuda.c, for the
+ * session's initialisation): element k < n of out becomes
+ * rng_init_value(kind, a, b, seed, stream, k) of philox.h rounded to f32,
+ * the host's bits (every operation rounded on its own, in the host's
+ * order).  p (device memory): n, kind ('n', 'u', 'c', 'o'), the bits of a
+ * and b (f64), seed, stream.  A thread makes four elements (one Philox
+ * block of normals).  Each module has it as trn_init_f32 (codegen). */
+TRN_DEV void tk_init_f32(float *out, const unsigned long long *p) {
+    long long n = (long long)p[0], blk = (long long)blockIdx.x * blockDim.x + threadIdx.x, k0 = blk * 4;
+    int kind = (int)p[1];
+    double a = __longlong_as_double((long long)p[2]), b = __longlong_as_double((long long)p[3]);
+    if (k0 >= n) return;
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (kind == 'n') {
+        float o[4];
+        rng_normal4(p[4], p[5], (uint64_t)blk, o);
+        for (int q = 0; q < 4; q++) v[q] = __double2float_rn(__dmul_rn(a, (double)o[q]));
+    } else if (kind == 'u') {
+        for (int q = 0; q < 4; q++)
+            v[q] = __double2float_rn(__dadd_rn(a, __dmul_rn(__dsub_rn(b, a), rng_uniform(p[4], p[5], (uint64_t)(k0 + q)))));
+    } else if (kind == 'c' || kind == 'o') {
+        for (int q = 0; q < 4; q++) v[q] = kind == 'o' ? 1.0f : __double2float_rn(a);
+    }
+    for (int q = 0; q < 4 && k0 + q < n; q++) out[k0 + q] = v[q];
+}
+
 #endif /* TRAINC_CUDA_CUH */

@@ -109,6 +109,16 @@ typedef struct TrnModel {
 
 /* A backend runs schedules and moves tensors between host and its memory.
  * Host data is in the tensor's dtype, row-major, numel elements. */
+/* How a parameter or state starts: element k < n (of the checkpoint view,
+ * a prefix of the tensor) is rng_init_value(init, a, b, seed, stream, k)
+ * of philox.h, the rest zero. */
+typedef struct TrnInitSpec {
+    const char *init;                                   /* "zeros", "ones", "constant", "normal", "uniform" */
+    double      a, b;
+    uint64_t    seed, stream;
+    int64_t     n;
+} TrnInitSpec;
+
 typedef struct TrnBackend {
     const char *name;                                   /* "cpu", "cuda", "interp" */
     void       *self;
@@ -117,6 +127,10 @@ typedef struct TrnBackend {
     int  (*write)(void *self, int tensor, const void *src, char *err, size_t errn);
     void (*destroy)(void *self);
     int64_t     device_bytes;                           /* bytes it allocated for the arena */
+    /* optional: initialises an f32 tensor where it lives, bit for bit as
+     * the host would: 0 done, 1 not here (the session computes it on the
+     * host and writes it), -1 error */
+    int  (*init)(void *self, int tensor, const TrnInitSpec *spec, char *err, size_t errn);
 } TrnBackend;
 
 /* Backends the runtime provides. */

@@ -256,7 +256,7 @@ InterpModel *ib_new(Graph *train, Graph *eval, Graph *sample, InterpMode mode, c
 const TrnModel *ib_model(InterpModel *m) { return &m->model; }
 
 TrnBackend ib_backend(InterpModel *m) {
-    TrnBackend b = {"interp", m, ib_run, ib_read, ib_write, ib_destroy, 0};
+    TrnBackend b = {"interp", m, ib_run, ib_read, ib_write, ib_destroy, 0, NULL};
     return b;
 }
 

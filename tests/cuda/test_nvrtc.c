@@ -122,8 +122,15 @@ int main(int argc, char **argv) {
             fails++;
         }
     }
-    if (nr != ncubin * cg_cuda_nfns(m)) {
-        fprintf(stderr, "FAIL: the report lists %d functions, expected %d x %d\n", nr, ncubin, cg_cuda_nfns(m));
+    /* every generated function and trn_init_f32 (parameter initialisation) */
+    bool has_init = false;
+    for (int i = 0; i < nr; i++) has_init = has_init || strcmp(rows[i].name, "trn_init_f32") == 0;
+    if (!has_init) {
+        fprintf(stderr, "FAIL: no trn_init_f32 in the resource report\n");
+        fails++;
+    }
+    if (nr != ncubin * (cg_cuda_nfns(m) + 1)) {
+        fprintf(stderr, "FAIL: the report lists %d functions, expected %d x (%d + 1)\n", nr, ncubin, cg_cuda_nfns(m));
         fails++;
     }
     int spills = 0, tspills = 0, maxregs = 0;

@@ -14,7 +14,8 @@
 #      executable on the CPU: fp32 losses within 1e-4 relative, bf16 and
 #      fp16 within 2e-2 (both round to the half dtype at the same places,
 #      not always to the same neighbour); the CUDA-graph run equal to the
-#      eager one;
+#      eager one; the step-0 checkpoints (parameters initialised on the
+#      GPU, trn_init_f32) the same bytes as the CPU's;
 #   3. benchmark: GPT-2 small (124M), B=16 x T=1024, bf16 with every pass on
 #      (and a few fp32 steps), beside PyTorch (AdamW, bf16 autocast, SDPA)
 #      eager and torch.compile (bench/gpt2_torch.py): tokens/s, step time,
@@ -99,8 +100,16 @@ print(json.dumps({"steps": n, "max_rel": rel, "limit": lim, "graph_equals_eager"
                   "ok": bool(n == int(sys.argv[4]) and rel is not None and rel <= lim)}))
 EOF
 )
-    echo "e2e $m: $cmp"
-    rec "{\"stage\":\"e2e\",\"model\":\"$m\",\"rc_cpu\":$rc1,\"rc_cuda\":$rc2,\"rc_eager\":$rc3,\"result\":${cmp:-null}}"
+    # the parameters the GPU initialised itself (trn_init_f32) are the host's
+    # bit for bit: the step-0 checkpoints are the same bytes
+    timeout -k 5 60 "$B/$m" --steps 0 --seed 7 --device cpu --save "$L/init_${m}_cpu.safetensors" > "$L/init_${m}.log" 2>&1
+    timeout -k 5 60 "$B/$m" --steps 0 --seed 7 --device cuda --save "$L/init_${m}_cuda.safetensors" >> "$L/init_${m}.log" 2>&1
+    init_same=false init_dev=false
+    cmp -s "$L/init_${m}_cpu.safetensors" "$L/init_${m}_cuda.safetensors" && init_same=true
+    grep -q "initialised on the device" "$L/init_${m}.log" && init_dev=true
+    rm -f "$L/init_${m}_cpu.safetensors" "$L/init_${m}_cuda.safetensors"
+    echo "e2e $m: $cmp; step-0 checkpoints equal: $init_same (initialised on the device: $init_dev)"
+    rec "{\"stage\":\"e2e\",\"model\":\"$m\",\"rc_cpu\":$rc1,\"rc_cuda\":$rc2,\"rc_eager\":$rc3,\"init_same\":$init_same,\"init_on_device\":$init_dev,\"result\":${cmp:-null}}"
 done
 
 # ---- 3. benchmark ----
@@ -211,7 +220,8 @@ for r in rows:
         t.append(f"kernels  {r['model']:<15} {'ok ' if r['rc'] == 0 else 'FAIL'} {s.get('kernels', '?')} kernels, {s.get('failed', '?')} failed, worst {s.get('worst', float('nan')):.2e} ({s.get('worst_kernel', '')})")
     elif r["stage"] == "e2e":
         x = r.get("result") or {}
-        t.append(f"e2e      {r['model']:<15} {'ok ' if x.get('ok') else 'FAIL'} {x.get('steps')} steps, max rel {x.get('max_rel')} (limit {x.get('limit')}), graph==eager {x.get('graph_equals_eager')}, loss {x.get('cpu_first')} -> {x.get('gpu_last')}")
+        t.append(f"e2e      {r['model']:<15} {'ok ' if x.get('ok') else 'FAIL'} {x.get('steps')} steps, max rel {x.get('max_rel')} (limit {x.get('limit')}), graph==eager {x.get('graph_equals_eager')}, loss {x.get('cpu_first')} -> {x.get('gpu_last')}"
+                 f", init on device {r.get('init_on_device')} same bytes {r.get('init_same')}")
     elif r["stage"] == "bench":
         x = r.get("result") or {}
         f = lambda k, s=1, d=1: f"{x[k] / s:.{d}f}" if x.get(k) is not None else "-"

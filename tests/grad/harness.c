@@ -19,12 +19,14 @@
  *
  * Metric.  For an element with analytic gradient a and numerical n:
  *
- *     err = |a - n| / max(|a|, |n|, 1e-5 * max(1, |L|)),
+ *     err = |a - n| / max(|a|, |n|, 1e-5 * max(1, |L|, S)),
  *
- * the relative error, except that gradients smaller than 1e-5 max(1, |L|)
- * are measured against that floor.  The floor is what the finite
- * difference can resolve: its own error is absolute, about 1e-12 |L| (the
- * rounding of L, amplified by 1/h), so a gradient element of 1e-6 |L|
+ * the relative error, except that gradients smaller than 1e-5 max(1, |L|,
+ * S) are measured against that floor; S is the sum of the magnitudes of
+ * the terms of gt_loss_linear's sum (0 for other losses), whose rounding
+ * sets L's when the terms cancel.  The floor is what the finite
+ * difference can resolve: its own error is absolute, about 1e-12 max(|L|,
+ * S) (the rounding of L, amplified by 1/h), so a gradient element of 1e-6 |L|
  * (there are such: a key bias has an exactly zero gradient, a deep model's
  * early weights have tiny ones) could not be checked to a relative 1e-6
  * by any step size.  Against the floor, the difference quotient's own
@@ -182,7 +184,10 @@ void gt_loss_linear(GT *t, Value *out) {
     }
     Value *R = gt_param_fill(t, "R", DT_f32, out->ty.shape.rank, out->ty.shape.d, FILL_NORMAL, 0, 1.0);
     gt_freeze(t, R);
-    gt_loss(t, gt_op1(t, OP_sum, gt_op2(t, OP_mul, out, R)));
+    Value *terms = gt_op2(t, OP_mul, out, R);
+    gt_loss(t, gt_op1(t, OP_sum, terms));
+    /* the scale of the sum's rounding (the metric's floor, above) */
+    ir_add_output(t->g, "loss.scale", gt_op1(t, OP_sum, gt_op1(t, OP_abs, terms)));
 }
 
 /* ---- filling ---- */
@@ -347,7 +352,8 @@ GTResult gt_check(GT *t, const char *label, int sample) {
         ok = false;
     }
 
-    double worst = 0, floor_abs = 1e-5 * fmax(1.0, fabs(L0));
+    double S0 = ir_output(fwd, "loss.scale") ? interp_result(ib, "loss.scale") : 0;
+    double worst = 0, floor_abs = 1e-5 * fmax(1.0, fmax(fabs(L0), S0));
     int64_t nchecked = 0;
     for (int i = 0; i < fwd->nnodes; i++) {
         Node *p = fwd->nodes[i];

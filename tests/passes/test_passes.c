@@ -225,7 +225,11 @@ static void test_mixed(void) {
     for (int p = 0; p < 3; p++) {
         char key[32];
         snprintf(key, sizeof key, "precision=%s", precs[p]);
-        const char *sets[] = {key, "optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "grad_clip=1.0", NULL};
+        /* lr 1e-3: at 3e-3 the fp32 run itself spikes (3.1 -> 7.5 at step 35
+         * with some initialisations) and the three runs then part ways as
+         * chaotically as two fp32 runs would; at 1e-3 they stay within 1e-3
+         * of each other (seeds 1234, 1 and 3) */
+        const char *sets[] = {key, "optimizer=adamw", "lr=0.001", "warmup=0", "schedule=constant", "grad_clip=1.0", NULL};
         Run r;
         bool ok = run_open(&r, "examples/gpt2.model", gpt2_defs, sets, NULL) && run_steps(&r, STEPS, loss[p]);
         CHECK(ok, "%s run failed", precs[p]);
@@ -250,7 +254,8 @@ static void test_mixed(void) {
         if (p == 1) CHECK(worst < 0.05, "%s: a step is %.3e away from fp32 (limit 5%%)", precs[p], worst);
     }
     CHECK(skipped <= 5, "fp16 skipped %g of %d steps", skipped, STEPS);
-    CHECK(m[0] < loss[0][0] - 1.0, "fp32 did not train (%.3f -> %.3f)", loss[0][0], m[0]);
+    /* (Shakespeare: 5.52 -> 3.26; the synthetic tokens: 5.53 -> 4.90) */
+    CHECK(m[0] < loss[0][0] - 0.5, "fp32 did not train (%.3f -> %.3f)", loss[0][0], m[0]);
 
     /* fp16: a forced overflow is skipped and training recovers */
     const char *sets[] = {"precision=fp16", "optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "loss_scale_window=4", NULL};

@@ -277,6 +277,42 @@ static void test_ranges(void) {
             }
 }
 
+/* philox.h's normals: rng_normal is rng_normal4's element; each within
+ * 1e-6 of the f64 Box-Muller of the same words (so ln, cos and sin are
+ * right); 4M draws have a standard normal's mean, variance, P(|x| > 3)
+ * and P(x < 1) within 5 standard errors. */
+static void test_normals(void) {
+    const int64_t n = (int64_t)1 << 22;
+    const double pi = 3.14159265358979323846;
+    double s1 = 0, s2 = 0, worst = 0;
+    int64_t tail = 0, below1 = 0, mismatch = 0;
+    for (int64_t b = 0; b < n / 4; b++) {
+        float o[4];
+        uint32_t w[4];
+        rng_normal4(99, 7, (uint64_t)b, o);
+        rng_words(99, 7, (uint64_t)b, w);
+        for (int j = 0; j < 4; j++) {
+            mismatch += rng_normal(99, 7, (uint64_t)(4 * b + j)) != o[j];
+            uint32_t wu = w[j & 2], wt = w[(j & 2) + 1];
+            double u = ((wu >> 8) + 1) * 0x1p-24, r = sqrt(-2 * log(u));
+            double th = pi / 2 * ((wt >> 30) + ((wt >> 6) & 0xffffff) * 0x1p-24);
+            worst = fmax(worst, fabs(o[j] - (j & 1 ? r * sin(th) : r * cos(th))));
+            s1 += o[j], s2 += (double)o[j] * o[j];
+            tail += fabsf(o[j]) > 3, below1 += o[j] < 1;
+        }
+    }
+    double mean = s1 / (double)n, var = s2 / (double)n - mean * mean, pt = (double)tail / (double)n, p1 = (double)below1 / (double)n;
+    double pt0 = erfc(3 / sqrt(2.0)), p10 = 0.5 * erfc(-1 / sqrt(2.0));
+    fprintf(stderr, "  normals: worst |f32 - f64| %.2e; mean %.2e, variance %.5f, P(|x| > 3) %.5f (%.5f), P(x < 1) %.5f (%.5f)\n", worst, mean,
+            var, pt, pt0, p1, p10);
+    CHECK(mismatch == 0, "%lld of rng_normal differ from rng_normal4", (long long)mismatch);
+    CHECK(worst < 1e-6, "a normal is %.3e from the f64 Box-Muller of its words", worst);
+    CHECK(fabs(mean) < 5 / sqrt((double)n), "mean %.3e", mean);
+    CHECK(fabs(var - 1) < 5 * sqrt(2.0 / (double)n), "variance %.6f", var);
+    CHECK(fabs(pt - pt0) < 5 * sqrt(pt0 * (1 - pt0) / (double)n), "P(|x| > 3) = %.6f, want %.6f", pt, pt0);
+    CHECK(fabs(p1 - p10) < 5 * sqrt(p10 * (1 - p10) / (double)n), "P(x < 1) = %.6f, want %.6f", p1, p10);
+}
+
 static void test_init(void) {
     /* initialisation split over threads (ranges starting inside rows of the
      * padded w) gives what one thread gives */
@@ -889,6 +925,7 @@ int main(int argc, char **argv) {
         {"micro_seed", test_micro_seed},
         {"devices", test_devices},
         {"ranges", test_ranges},
+        {"normals", test_normals},
         {"init", test_init},
         {"step_api", test_step_api},
         {"data", test_data},

@@ -68,6 +68,12 @@ static inline double __longlong_as_double(long long i) {
     memcpy(&d, &i, 8);
     return d;
 }
+/* IEEE operations rounded to nearest, one at a time (the host's, with no
+ * FMA contraction at -O1 on x86-64 without -mfma) */
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dsub_rn(double a, double b) { return a - b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline float __double2float_rn(double d) { return (float)d; }
 /* double -> float, rounded toward zero */
 static inline float __double2float_rz(double d) {
     float f = (float)d;

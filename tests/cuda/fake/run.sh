@@ -11,7 +11,9 @@
 #    --device cpu, --device cuda, and --device cuda with TRAINC_CUDA_GRAPH=0
 #    (on the project's docs, evaluating every 2 steps): the losses on the
 #    fake GPU are within LIMIT (relative) of the CPU's, and the same with
-#    and without graphs, bit for bit; a run on the fake GPU resumed from
+#    and without graphs, bit for bit (and before that, the step-0
+#    checkpoints of the CPU and of the fake GPU, which initialises the
+#    parameters itself, are the same bytes); a run on the fake GPU resumed from
 #    the step-2 checkpoint of the graph run continues it bit for bit; with
 #    TRAINC_CUDA_PROFILE, a 2-step run lists every kernel of the schedules
 #    that ran, and its losses are the same.
@@ -46,6 +48,14 @@ $cc -fopenmp ${FAKE_LDFLAGS:-} main.o model.o "$rtlib" -lm -lpthread -ldl -o tra
 cat "$root/README.md" "$root"/docs/*.md > text.txt
 "$tokenize" text.txt tok > /dev/null || { echo "FAIL: tokenize"; exit 1; }
 args="--data tok_train.bin --val tok_val.bin --eval-every 2 --eval-steps 2 --steps $steps --lr 1e-3 --warmup 0 --schedule constant --seed 7 --quiet"
+# the parameters and states initialised on the fake GPU (trn_init_f32) are
+# the host's bit for bit: the two step-0 checkpoints are the same bytes
+./train --steps 0 --seed 7 --device cpu --save init_cpu.safetensors > init_cpu.log 2>&1 || { cat init_cpu.log; echo "FAIL: --steps 0 --device cpu"; exit 1; }
+./train --steps 0 --seed 7 --device cuda --save init_fake.safetensors > init_fake.log 2>&1 ||
+    { cat init_fake.log; echo "FAIL: --steps 0 --device cuda"; exit 1; }
+grep -q "initialised on the device" init_fake.log || { cat init_fake.log; echo "FAIL: nothing initialised on the fake GPU"; exit 1; }
+cmp init_cpu.safetensors init_fake.safetensors || { echo "FAIL: the step-0 checkpoints of the CPU and the fake GPU differ"; exit 1; }
+echo "initialisation: the step-0 checkpoints of the CPU and the fake GPU are the same $(wc -c < init_cpu.safetensors) bytes"
 ./train $args --device cpu --metrics cpu.jsonl > cpu.log 2>&1 || { cat cpu.log; echo "FAIL: --device cpu"; exit 1; }
 ./train $args --device cuda --metrics fake.jsonl --save 'ck_{step}.safetensors' --save-every 2 > fake.log 2>&1 ||
     { cat fake.log; echo "FAIL: --device cuda"; exit 1; }
