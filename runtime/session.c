@@ -93,16 +93,14 @@ static void init_range(void *ctx, int64_t lo, int64_t hi) {
     if (whole && t->dtype == TRN_F32) {
         float *h = (float *)j->host;
         int64_t k = lo;
-        if (j->init[0] == 'n') /* four normals a Philox block */
-            for (; k < hi; k++) {
-                if ((k & 3) == 0 && k + 4 <= hi) {
-                    float o[4];
-                    rng_normal4(j->seed, j->stream, (uint64_t)k >> 2, o);
-                    for (int q = 0; q < 4; q++) h[k + q] = (float)(t->init_a * o[q]);
-                    k += 3;
-                } else
-                    h[k] = (float)rng_init_value(j->init, t->init_a, t->init_b, j->seed, j->stream, (uint64_t)k);
+        if (j->init[0] == 'n') { /* whole Philox blocks of four normals; the ends one by one, below */
+            for (; k < hi && (k & 3); k++) h[k] = (float)rng_init_value(j->init, t->init_a, t->init_b, j->seed, j->stream, (uint64_t)k);
+            for (; k + 4 <= hi; k += 4) {
+                float o[4];
+                rng_normal4(j->seed, j->stream, (uint64_t)k >> 2, o);
+                for (int q = 0; q < 4; q++) h[k + q] = (float)(t->init_a * o[q]);
             }
+        }
         for (; k < hi; k++) h[k] = (float)rng_init_value(j->init, t->init_a, t->init_b, j->seed, j->stream, (uint64_t)k);
         return;
     }

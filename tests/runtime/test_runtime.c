@@ -323,6 +323,23 @@ static void test_init(void) {
         if (nt > 1) CHECK(memcmp(w1, wt, sizeof w1) == 0, "init on %d threads differs from 1", nt);
         if (st) trn_destroy(st);
     }
+    /* bigram_accum's w is unpadded: the whole-tensor path, Philox blocks of
+     * four normals, ranges that start inside a block (65536 / 3, / 7);
+     * every element rng_init_value's */
+    static float a1[256 * 256];
+    uint64_t sa = rng_name_stream("w");
+    for (int nt = 1; nt <= 7; nt += 2) {
+        TrnSession *st = cpu_session_threads(&bigram_accum, -1, nt);
+        int got = st && trn_get(st, "w", a1, sizeof a1) == 0;
+        CHECK(got, "bigram_accum, threads %d", nt);
+        int64_t bad = -1;
+        for (int64_t i = 0; got && i < 256 * 256 && bad < 0; i++) {
+            float want = (float)rng_init_value("normal", 0.02, 0, 7, sa, (uint64_t)i);
+            if (memcmp(&a1[i], &want, 4) != 0) bad = i;
+        }
+        CHECK(bad < 0, "bigram_accum on %d threads: w[%lld] = %.9g, want rng_init_value's", nt, (long long)bad, bad >= 0 ? a1[bad] : 0.0f);
+        if (st) trn_destroy(st);
+    }
     TrnSession *s = cpu_session(&bigram_adam, -1);
     if (!s) { CHECK(0, "no session"); return; }
     static float w[256 * 264], b[256], m[256 * 264];
