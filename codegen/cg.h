@@ -1,8 +1,8 @@
 /* codegen/cg.h — the kernel IR: what lowering produces and the emitters read.
  *
  * A Program is the compiled form of a training step: one arena, a set of
- * buffers with fixed offsets in it, and four schedules (TRN_RUN_MICRO,
- * UPDATE, EVAL, SAMPLE: see runtime/trainc_rt.h), each a list of kernels.
+ * buffers with fixed offsets in it, and five schedules (TRN_RUN_MICRO,
+ * UPDATE, EVAL, SAMPLE, REFRESH: see runtime/trainc_rt.h), each a list of kernels.
  *
  *   lower.c    graph -> kernels: generic fusion of pointwise chains and
  *              reductions into loop kernels, GEMMs, template kernels, views
@@ -139,6 +139,7 @@ typedef struct Program {
     Graph      *train;        /* training graph (phases MICRO and STEP) */
     Graph      *fwd;          /* forward graph (eval) */
     Graph      *sample;       /* forward graph pruned to the logits (NULL: not a language model) */
+    Graph      *refresh;      /* amp.<dt>.P := cast(P) for every half copy (NULL: none); the Program's own */
     Sched       sched[TRN_RUN__COUNT];
     Buf        *bufs;
     int         nbufs, capbufs;

@@ -859,7 +859,7 @@ static void emit_template(Emit *e, Kernel *k) {
 /* schedules and the descriptor                                          */
 /* ===================================================================== */
 
-static const char *const run_fn[TRN_RUN__COUNT] = {"run_micro", "run_update", "run_eval", "run_sample"};
+static const char *const run_fn[TRN_RUN__COUNT] = {"run_micro", "run_update", "run_eval", "run_sample", "run_refresh"};
 
 static void emit_sched(Emit *e, Sched *s) {
     FILE *f = e->f;
@@ -1016,7 +1016,7 @@ bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {
     fprintf(f, ",\n    .ntensors = %d,\n    .tensors = tensors,\n", nt);
     fprintf(f, "    .t_tokens = %d, .t_targets = %d, .t_lr = %d, .t_step = %d, .t_seed = %d,\n", ti[0], ti[1], ti[2], ti[3], ti[4]);
     fprintf(f, "    .t_loss = %d, .t_grad_norm = %d, .t_eval_loss = %d, .t_logits = %d,\n", outidx[0], outidx[1], outidx[3], outidx[4]);
-    fprintf(f, "    .vocab = %lld,\n", (long long)p->vocab);
+    fprintf(f, "    .vocab = %lld,\n    .refresh = %d,\n", (long long)p->vocab, p->sched[TRN_RUN_REFRESH].g != NULL);
     char lr[32], mlr[32], gc[32], ls[32];
     fmt_double(lr, tc->lr);
     fmt_double(mlr, tc->min_lr);

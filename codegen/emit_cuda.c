@@ -1622,7 +1622,7 @@ bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *
         nr[i] = emit_bufs(f, p, "cr", k->name, k->reads, k->nreads, s, k, true);
         nw[i] = emit_bufs(f, p, "cw", k->name, k->writes, k->nwrites, s, k, false);
     }
-    static const char *const sname[] = {"micro", "update", "eval", "sample"};
+    static const char *const sname[TRN_RUN__COUNT] = {"micro", "update", "eval", "sample", "refresh"};
     for (int s = 0; s < TRN_RUN__COUNT; s++) {
         int cnt = 0;
         for (int i = 0; i < m->nkr; i++) cnt += m->kr[i].sched == s;

@@ -765,7 +765,7 @@ static bool order_kernels(Lower *L) {
 /* k12_layer_norm_add_gpt2_model_L31 */
 static void name_kernels(Lower *L) {
     Sched *s = L->s;
-    static const char *const prefix[] = {"k", "u", "e", "s"};
+    static const char *const prefix[TRN_RUN__COUNT] = {"k", "u", "e", "s", "r"};
     for (int i = 0; i < s->nk; i++) {
         Kernel *k = s->k[i];
         StrBuf b = {0};
@@ -889,6 +889,38 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
     return ok;
 }
 
+/* The refresh graph (TRN_RUN_REFRESH): every half-precision copy state of
+ * mixed precision (copy_of = P) updated to cast(P), the cast the update
+ * makes after each step, so the runtime's refresh after initialising or
+ * loading runs where the weights live and rounds as the step does.  NULL
+ * when the model has no copies. */
+static Graph *make_refresh(Graph *train, Diag *d) {
+    Graph *g = NULL;
+    for (int i = 0; i < train->nnodes; i++) {
+        Node *st = train->nodes[i];
+        const char *of = st->op == OP_state ? ir_str(st, "copy_of", NULL) : NULL;
+        Node *p = of ? ir_find_source(train, OP_param, of) : NULL;
+        if (!p) continue;
+        if (!g) {
+            g = ir_graph_new(train->name);
+            g->train = train->train;
+            train_copy_strings(&g->train, g->arena);
+        }
+        Node *np = ir_find_source(g, OP_param, of);
+        if (!np) np = ir_source(g, OP_param, of, p->out[0]->ty, p->loc);
+        Node *ns = ir_source(g, OP_state, ir_source_name(st), st->out[0]->ty, st->loc);
+        Value *pv = np->out[0];
+        Node *c = ir_new(g, OP_cast, 1, &pv, st->loc);
+        ir_set_str(g, c, "dtype", dtype_name[st->out[0]->ty.dt]);
+        if (!ir_emit(g, c, d)) {
+            ir_graph_free(g);
+            return NULL;
+        }
+        ir_add_update(g, ns, c->out[0]);
+    }
+    return g;
+}
+
 Program *cg_lower(Graph *train, Graph *fwd, Graph *sample, const char *source, const CgOptions *o, Diag *d) {
     Arena *a = arena_new();
     Program *p = arena_alloc(a, sizeof *p);
@@ -907,6 +939,8 @@ Program *cg_lower(Graph *train, Graph *fwd, Graph *sample, const char *source, c
     ok = ok && lower_sched(p, TRN_RUN_UPDATE, accum ? train : NULL, PH_STEP, d, o->fuse);
     ok = ok && lower_sched(p, TRN_RUN_EVAL, fwd, -1, d, o->fuse);
     ok = ok && lower_sched(p, TRN_RUN_SAMPLE, sample, -1, d, o->fuse);
+    p->refresh = ok ? make_refresh(train, d) : NULL;
+    ok = ok && lower_sched(p, TRN_RUN_REFRESH, p->refresh, -1, d, o->fuse);
     if (sample) {
         Value *lg = ir_output(sample, "logits");
         if (lg) p->vocab = lg->ty.shape.d[lg->ty.shape.rank - 1];
@@ -930,6 +964,7 @@ void cg_free(Program *p) {
         }
         free(p->sched[s].k);
     }
+    ir_graph_free(p->refresh);
     free(p->bufs);
     arena_free(p->arena);
 }
@@ -952,7 +987,8 @@ static void print_view(FILE *f, Program *p, const View *v) {
 
 void cg_print_kernels(FILE *f, Program *p) {
     static const char *const sname[] = {"micro-batch (forward, backward, accumulate)", "update (once per step)",
-                                        "eval (forward loss)", "sample (forward logits)"};
+                                        "eval (forward loss)", "sample (forward logits)",
+                                        "refresh (half-precision copies)"};
     for (int s = 0; s < TRN_RUN__COUNT; s++) {
         Sched *sc = &p->sched[s];
         if (!sc->g) continue;

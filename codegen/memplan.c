@@ -218,7 +218,7 @@ bool cg_plan_memory(Program *p, Diag *d) {
     }
     p->arena_bytes = p->persistent_bytes + max_extent;
     int64_t step_extent = p->extent[TRN_RUN_MICRO] > p->extent[TRN_RUN_UPDATE] ? p->extent[TRN_RUN_MICRO] : p->extent[TRN_RUN_UPDATE];
-    p->cat_bytes[MC_OTHER] = max_extent - step_extent; /* eval or sampling needs more than the step */
+    p->cat_bytes[MC_OTHER] = max_extent - step_extent; /* eval, sampling or refresh needs more than the step */
 
     /* the report's categories at the peak */
     if (peak_sched >= 0) {
@@ -278,10 +278,11 @@ void cg_print_report(FILE *f, Program *p) {
     fprintf(f, "  %-42s %16lld  %12s\n", "alignment, fragmentation", (long long)(p->arena_bytes - sum), h);
     human(h, sizeof h, p->arena_bytes);
     fprintf(f, "  %-42s %16lld  %12s\n", "total (arena)", (long long)p->arena_bytes, h);
-    static const char *const sname[TRN_RUN__COUNT] = {"step", "update", "eval", "sampling"};
+    static const char *const sname[TRN_RUN__COUNT] = {"step", "update", "eval", "sampling", "refresh"};
     fputs("temporaries at each schedule's peak:", f);
     for (int i = 0, first = 1; i < TRN_RUN__COUNT; i++) {
         if (!p->sched[i].g || p->sched[i].nk == 0) continue;
+        if (i == TRN_RUN_REFRESH && p->peak[i] == 0) continue; /* casts in place, as expected */
         human(h, sizeof h, p->peak[i]);
         fprintf(f, "%s %s %s", first ? "" : ",", sname[i], h);
         first = 0;

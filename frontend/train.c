@@ -61,6 +61,7 @@ static void train_item(Elab *e, TrainItem *t, Map *seen) {
     case V_INT: if (numeric) txt = (snprintf(text, sizeof text, "%lld", (long long)v.i), text); break;
     case V_FLOAT: if (numeric) txt = (fmt_double(text, v.f), text); break;
     case V_BOOL: if (k->kind == TK_INT) txt = v.i ? "1" : "0"; break;
+    case V_NONE: if (k->kind == TK_ENUM) txt = "none"; break; /* `none` is the language's literal (checkpoint = none) */
     case V_STR:
     case V_SYM:
         if (!numeric) txt = v.s;

@@ -495,6 +495,13 @@ bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d);  /* optimizer.c *
 bool pass_liger_fusion(Graph *g, const PassOptions *po, Diag *d);    /* liger.c */
 bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d); /* mixed_precision.c */
 bool pass_pad_tiles(Graph *g, const PassOptions *po, Diag *d);       /* pad_tiles.c */
+bool pass_freeze(Graph *g, const PassOptions *po, Diag *d);          /* freeze.c: train.freeze */
+bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d);      /* checkpoint.c: train.checkpoint */
+bool pass_lora(Graph *g, const PassOptions *po, Diag *d);            /* lora.c: train.lora_rank, lora_targets */
+/* freeze.c: calls fn for every param that one of the comma-separated
+ * fnmatch globs of `list` matches; a glob that matches none is an error
+ * ("train.KEY: 'GLOB' matches no parameter ..."). */
+bool pm_match_params(Graph *g, const char *key, const char *list, bool (*fn)(Graph *, Node *, void *, Diag *), void *ctx, Diag *d);
 /* pad_tiles.c: --report's tile advice: GEMM dimensions (batch x sequence
  * rows, hidden sizes) that are not tile multiples, with the nearest good
  * values. */

@@ -180,7 +180,21 @@ bool train_set(TrainConfig *tc, Arena *a, const char *key, const char *value, ch
         snprintf(err, errn, "unknown train key '%s'", key);
         return false;
     }
-    return set_key(tc, a, k, value, err, errn);
+    TrainConfig t = *tc;
+    if (!set_key(&t, a, k, value, err, errn)) return false;
+    /* keys the language reserves for passes trainc does not have yet: a
+     * value that asks for one is an error, not a request quietly ignored */
+    static const struct { const char *key, *what, *only; } later[] = {
+        {"checkpoint", "this policy of gradient checkpointing", "none or blocks"},
+        {"zero", "ZeRO sharding", "0"},
+    };
+    for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
+        if (strcmp(k->name, later[i].key) == 0 && !train_is_default(&t, k) && !(i == 0 && strcmp(t.checkpoint, "blocks") == 0)) {
+            snprintf(err, errn, "train key '%s': %s is not implemented yet (it takes only %s)", k->name, later[i].what, later[i].only);
+            return false;
+        }
+    *tc = t;
+    return true;
 }
 
 bool train_is_default(const TrainConfig *tc, const TrainKeyInfo *k) {

@@ -18,6 +18,9 @@ const PassInfo pass_list[] = {
     {"liger-fusion", pass_liger_fusion, "fuse norms, residual add + norm, RoPE, SwiGLU/GeGLU, softmax/linear + cross-entropy"},
     {"mixed-precision", pass_mixed_precision, "bf16/fp16 matrix products with fp32 master weights and reductions; tf32 marks"},
     {"pad-tiles", pass_pad_tiles, "pad vocabulary and hidden GEMM dimensions to tile multiples, results unchanged"},
+    {"lora", pass_lora, "LoRA: low-rank adapters on the lora_targets weights, everything else frozen"},
+    {"freeze", pass_freeze, "mark the params train.freeze's globs match as frozen (no gradient, no update)"},
+    {"checkpoint", pass_checkpoint, "gradient checkpointing: the backward recomputes each repeated block's activations"},
 };
 const int npass_list = (int)(sizeof pass_list / sizeof pass_list[0]);
 
@@ -153,11 +156,13 @@ const char *pm_precision(const Graph *g, const PassOptions *po) {
 }
 
 /* The forward passes, each where its train key (or option) turns it on:
- * liger-fusion (fusion), mixed-precision (precision other than fp32),
- * pad-tiles (pad_tiles, when the multiple is above 1). */
+ * lora (lora_rank > 0), liger-fusion (fusion), mixed-precision (precision
+ * other than fp32), pad-tiles (pad_tiles, when the multiple is above 1). */
 static int forward_passes(const Graph *g, const PassOptions *po, const char **out) {
     int n = 0;
     if (!g) return 0;
+    /* (lora_targets or lora_alpha without a rank: the pass says so) */
+    if (g->train.lora_rank != 0 || (g->train.lora_targets && g->train.lora_targets[0]) || g->train.lora_alpha != 0) out[n++] = "lora";
     if (g->train.fusion) out[n++] = "liger-fusion";
     if (strcmp(pm_precision(g, po), "fp32") != 0) out[n++] = "mixed-precision";
     if (g->train.pad_tiles && pm_pad_multiple(g, po, false) > 1) out[n++] = "pad-tiles";
@@ -172,8 +177,15 @@ static int fill(const char *const *list, int n, const char **names, int max) {
 /* The standard training pipeline, one literal list: the forward passes
  * that are on, then the cleanups, autodiff, the optimizer, cleanups. */
 int pm_training_pipeline(const Graph *g, const PassOptions *po, const char **names, int max) {
-    const char *list[16];
+    const char *list[24];
     int n = forward_passes(g, po, list);
+    /* freeze after lora (its globs may name adapters), before the rest */
+    if (g && g->train.freeze && g->train.freeze[0]) {
+        int at = n > 0 && strcmp(list[0], "lora") == 0;
+        memmove(list + at + 1, list + at, sizeof(char *) * (size_t)(n - at));
+        list[at] = "freeze";
+        n++;
+    }
     static const char *const pipeline[] = {
         "fold", "cse", "dce", "autodiff", "optimizer", "cse", "dce",
     };
@@ -190,13 +202,18 @@ int pm_training_pipeline(const Graph *g, const PassOptions *po, const char **nam
         }
         list[n++] = pipeline[i];
     }
+    /* after the last cse, which would merge the recomputation back */
+    if (g && g->train.checkpoint && strcmp(g->train.checkpoint, "none") != 0) {
+        list[n++] = "checkpoint";
+        list[n++] = "dce";
+    }
     return fill(list, n, names, max);
 }
 
 /* The forward part alone, for the eval and sampling graphs, which must see
  * the same fused ops, dtypes and padded parameters as the training graph. */
 int pm_forward_pipeline(const Graph *g, const PassOptions *po, const char **names, int max) {
-    const char *list[16];
+    const char *list[24];
     int n = forward_passes(g, po, list);
     static const char *const cleanup[] = {"fold", "cse", "dce"};
     for (size_t i = 0; i < sizeof cleanup / sizeof cleanup[0]; i++) list[n++] = cleanup[i];

@@ -323,6 +323,7 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
         const RtStTensor *x = rt_st_find(&st, t->name);
         int64_t cs[TRN_MAX_RANK];
         rt_ckpt_shape(t, cs);
+        if (!x && params_only && rt_is_adapter(t)) continue; /* a base model's checkpoint: the adapters keep their start */
         if (!x) {
             if (nprob++ < MAX_LISTED) rt_buf_printf(&probs, "\n  missing tensor '%s' (%s %s)", t->name, t->kind == TRN_PARAM ? "parameter" : "state", trn_dtype_name[t->dtype]);
             continue;
@@ -408,7 +409,7 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
     free(blk);
     free(full);
     rt_st_free(&st);
-    return rt_refresh_copies(s);
+    return rt_refresh_copies(s, -1);
 fail:
     if (!err[0]) rt_seterr(s, "%s: loading failed", label);
     rt_buf_free(&probs);

@@ -895,8 +895,7 @@ int trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn) {
  * first: schedule, kernel, where, kind, calls (runs of its schedule), ms
  * (summed), flops (of one call: its products' 2 M N K, 0 for the others). */
 static void write_profile(TrnCudaDev *g) {
-    _Static_assert(TRN_RUN__COUNT == 4, "the schedules' names");
-    static const char *sched[] = {"micro", "update", "eval", "sample"}, *kind[] = {"launch", "gemm", "memset", "steps"};
+    static const char *sched[TRN_RUN__COUNT] = {"micro", "update", "eval", "sample", "refresh"}, *kind[] = {"launch", "gemm", "memset", "steps"};
     FILE *f = fopen(g->prof_path, "w");
     if (!f) {
         fprintf(stderr, "trainc: TRAINC_CUDA_PROFILE: cannot write %s\n", g->prof_path);

@@ -98,9 +98,16 @@ int64_t rt_nbytes(TrnDType dt, int64_t numel);
 /* The param a state "amp.bf16.P" / "amp.f16.P" copies (mixed precision's
  * half-precision weights: trainc_rt.h), or NULL. */
 const char *rt_copy_of(const TrnTensor *t);
-/* Sets every such copy to its param converted to the copy's dtype: after
- * initialising, loading, or trn_set of a param. */
-int     rt_refresh_copies(TrnSession *s);
+/* A LoRA adapter (passes/lora.c): a param named "….lora_A…" or
+ * "….lora_B…" (the component followed by '.' or the end).  trn_load of
+ * params only leaves the adapters a checkpoint lacks as they are. */
+int     rt_is_adapter(const TrnTensor *t);
+/* Sets the copies of param `param` (every copy when param < 0) to it
+ * converted to the copy's dtype: after initialising or loading (all), after
+ * trn_set of a param (its own).  All of them run the model's
+ * TRN_RUN_REFRESH on the backend when it has one; else, and for one param,
+ * the host reads, converts and writes. */
+int     rt_refresh_copies(TrnSession *s, int param);
 
 /* The saved view of a tensor: ckpt_shape, or shape when ckpt_shape is all 0. */
 void    rt_ckpt_shape(const TrnTensor *t, int64_t out[TRN_MAX_RANK]);
@@ -146,6 +153,7 @@ struct TrnSession {
     uint64_t        seed;               /* train seed: init, data order, dropout */
     int             threads;            /* host threads for initialisation (0: the online CPUs) */
     int             init_on_device;     /* tensors the backend initialised where they live (TrnBackend.init) */
+    int             refreshed_on_backend; /* runs of TRN_RUN_REFRESH */
     int64_t         step;               /* steps taken */
     int64_t         grad_accum;
     double          loss, grad_norm;

@@ -170,7 +170,9 @@ const char *rt_copy_of(const TrnTensor *t) {
     return NULL;
 }
 
-int rt_refresh_copies(TrnSession *s) {
+/* The copies of param pi (all params when pi < 0), converted on the host:
+ * read, converted as rt_elem_set rounds (to nearest even), written. */
+static int refresh_on_host(TrnSession *s, int pi_only) {
     const TrnModel *m = s->m;
     for (int i = 0; i < m->ntensors; i++) {
         const TrnTensor *t = &m->tensors[i];
@@ -179,6 +181,7 @@ int rt_refresh_copies(TrnSession *s) {
         int pi = trn_find(s, of);
         if (pi < 0 || m->tensors[pi].kind != TRN_PARAM || m->tensors[pi].numel != t->numel)
             return rt_seterr(s, "model: '%s' copies '%s', which it does not match", t->name, of);
+        if (pi_only >= 0 && pi != pi_only) continue;
         const TrnTensor *p = &m->tensors[pi];
         unsigned char *src = rt_malloc((size_t)rt_nbytes(p->dtype, p->numel), s->err, sizeof s->err);
         unsigned char *dst = src ? rt_malloc((size_t)rt_nbytes(t->dtype, t->numel), s->err, sizeof s->err) : NULL;
@@ -196,6 +199,28 @@ int rt_refresh_copies(TrnSession *s) {
         if (rc != 0) return -1;
     }
     return 0;
+}
+
+int rt_is_adapter(const TrnTensor *t) {
+    static const char *const tag[] = {".lora_A", ".lora_B"};
+    if (t->kind != TRN_PARAM || !t->name) return 0;
+    for (int i = 0; i < 2; i++)
+        for (const char *p = strstr(t->name, tag[i]); p; p = strstr(p + 1, tag[i]))
+            if (p[7] == '.' || p[7] == 0) return 1;
+    return 0;
+}
+
+int rt_refresh_copies(TrnSession *s, int param) {
+    /* all of them: the compiled TRN_RUN_REFRESH casts them where they live
+     * (on the GPU nothing crosses the bus) with the update's own kernels */
+    if (param < 0 && s->m->refresh) {
+        char e[1024];
+        if (s->be.run(s->be.self, TRN_RUN_REFRESH, e, sizeof e) != 0)
+            return rt_seterr(s, "refreshing the half-precision copies on %s: %s", s->be.name ? s->be.name : "?", e);
+        s->refreshed_on_backend++;
+        return 0;
+    }
+    return refresh_on_host(s, param);
 }
 
 static int init_all(TrnSession *s) {
@@ -226,7 +251,7 @@ static int init_all(TrnSession *s) {
         }
     }
     free(host);
-    return rt_refresh_copies(s);
+    return rt_refresh_copies(s, -1);
 }
 
 TrnSession *trn_create_with_backend(const TrnModel *m, TrnBackend be, const TrnOptions *opt, char *err, size_t errn) {
@@ -337,7 +362,7 @@ int trn_set(TrnSession *s, const char *name, const void *data, size_t bytes) {
     if (xfer(s, name, (void *)data, bytes, 1) != 0) return -1;
     /* a param with half-precision copies: they follow it */
     int t = trn_find(s, name);
-    return s->m->tensors[t].kind == TRN_PARAM ? rt_refresh_copies(s) : 0;
+    return s->m->tensors[t].kind == TRN_PARAM ? rt_refresh_copies(s, t) : 0;
 }
 int trn_get(TrnSession *s, const char *name, void *data, size_t bytes) { return xfer(s, name, data, bytes, 0); }
 

@@ -25,7 +25,7 @@
 extern "C" {
 #endif
 
-#define TRN_ABI_VERSION 1
+#define TRN_ABI_VERSION 2
 #define TRN_MAX_RANK 8
 
 /* Same order as DTYPES in ir/ir.h. */
@@ -59,7 +59,8 @@ typedef struct TrnTensor {
 /* A state named "amp.bf16.P" or "amp.f16.P" is mixed precision's
  * half-precision copy of param P (only the compiler makes states).  The
  * training graph refreshes it after each update; the runtime after
- * initialising, loading, or trn_set of P; it is not checkpointed. */
+ * initialising or loading (TRN_RUN_REFRESH when the model has it), or
+ * trn_set of P (on the host); it is not checkpointed. */
 
 /* The schedules a backend can run. */
 typedef enum {
@@ -67,6 +68,7 @@ typedef enum {
     TRN_RUN_UPDATE,     /* the once-per-step part (empty when grad_accum == 1) */
     TRN_RUN_EVAL,       /* forward only: writes the "eval.loss" output; changes no param or state */
     TRN_RUN_SAMPLE,     /* forward only: writes the "logits" output; changes no param or state */
+    TRN_RUN_REFRESH,    /* every half-precision copy amp.<dt>.P := P cast, as the update casts it */
     TRN_RUN__COUNT
 } TrnRun;
 
@@ -96,6 +98,7 @@ typedef struct TrnModel {
     int               t_loss, t_grad_norm;         /* outputs of TRN_RUN_MICRO / TRN_RUN_UPDATE */
     int               t_eval_loss, t_logits;       /* outputs of TRN_RUN_EVAL / TRN_RUN_SAMPLE */
     int64_t           vocab;                       /* logits' last dimension (unpadded), 0 if not a language model */
+    int               refresh;                     /* TRN_RUN_REFRESH refreshes every copy (else the runtime converts on the host) */
     TrnTrainDefaults  train;
     int64_t           arena_bytes;                 /* compiled backends: the whole memory plan */
     int               nmem;                        /* the memory report */
@@ -198,6 +201,9 @@ int    trn_predict_at(TrnSession *s, const int64_t *pos, void *logits, size_t by
  * checkpoint.  trn_load with params_only checks names and shapes strictly
  * (missing, extra or mis-shaped tensors are errors naming them). */
 int trn_save(TrnSession *s, const char *path, int with_state);
+/* (params_only: a LoRA model's adapters, params named "….lora_A…" and
+ * "….lora_B…", may be missing from the file, a base model's checkpoint:
+ * they keep their initial values.) */
 int trn_load(TrnSession *s, const char *path, int params_only);
 
 /* ---- the command-line program every executable gets ---- */

@@ -4,7 +4,8 @@
 #                          vs fp32, fp16 overflow, padding bit-identical,
 #                          --report's activation bytes
 #   passes_compiled        the compiled CPU code of the new ops against the
-#                          interpreter (fp32, bf16, fp16, padded, fused)
+#                          interpreter (fp32, bf16, fp16, padded, fused),
+#                          sampling logits, the half-precision copies' refresh
 set(PASSES_DIR ${CMAKE_CURRENT_SOURCE_DIR}/passes)
 foreach(t interp compiled)
   if(t STREQUAL "interp")

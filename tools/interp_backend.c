@@ -141,6 +141,8 @@ static void sync_params(InterpModel *m, int gi) {
 
 static int ib_run(void *self, TrnRun which, char *err, size_t errn) {
     InterpModel *m = self;
+    /* no TRN_RUN_REFRESH: model.refresh is 0 and the session converts on the host */
+    if ((unsigned)which >= TRN_RUN_REFRESH) return snprintf(err, errn, "the interpreter has no schedule %d", (int)which), -1;
     int gi = which == TRN_RUN_EVAL ? 1 : which == TRN_RUN_SAMPLE ? 2 : 0;
     if (!m->it[gi]) return 0;
     if (gi) sync_params(m, gi);

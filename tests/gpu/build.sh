@@ -62,7 +62,11 @@ CHECKONLY=1 build llama_d128 llama trn_model_llama $fp32 -D vocab=512 -D layers=
 # bf16 (half attention, rope_qk and linear + cross-entropy); Llama's
 # vocabulary 250 is padded to 256 (classes = 250: the masked columns)
 build gpt2_tiny_bf16 gpt2 trn_model_gpt2 $bf16 -D vocab=256 $tiny_gpt2
+# LoRA (rank 4 on c_attn and c_fc, the rest frozen): the adapters' thin products in cuBLASLt
+NOCHECK=1 build gpt2_tiny_bf16_lora gpt2 trn_model_gpt2 $bf16 --set lora_rank=4 --set "lora_targets=*.c_attn.weight,*.c_fc.weight" -D vocab=256 $tiny_gpt2
 build llama_tiny_bf16 llama trn_model_llama $bf16 -D vocab=250 $tiny_llama
+# the same with gradient checkpointing: each block's clones in the backward
+NOCHECK=1 build llama_tiny_bf16_ckpt llama trn_model_llama $bf16 --set checkpoint=blocks -D vocab=250 $tiny_llama
 # bf16 at D = 64 (tensor-core attention, partial tiles at T = 80, GQA);
 # and the same GPT-2 with --no-tc-attention (the CUDA-core kernels)
 CHECKONLY=1 build gpt2_d64_bf16 gpt2 trn_model_gpt2 $bf16 -D vocab=512 -D layers=1 -D heads=4 -D dim=256 -D seq=80 -D batch=2

@@ -145,7 +145,7 @@ int main(int argc, char **argv) {
     int total = 0, failed = 0;
     double worst = 0;
     const char *worst_name = "";
-    static const char *const sname[] = {"micro", "update", "eval", "sample"};
+    static const char *const sname[TRN_RUN__COUNT] = {"micro", "update", "eval", "sample", "refresh"};
     for (int s = 0; s < TRN_RUN__COUNT; s++)
         for (int i = 0; i < cm->nkern[s]; i++) {
             const TrnCudaKernel *k = &cm->kern[s][i];

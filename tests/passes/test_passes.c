@@ -17,7 +17,20 @@
  *            bf16 are about half of fp32; fused linear + cross-entropy
  *            drops the logits from the peak; the sampling graph's peak
  *            (one position's logits per sequence) stays below the step's
- * Usage: test_passes [fusion|mixed|pad|report ...] (default: all). */
+ *   freeze   train.freeze's globs: the params they match are untrainable,
+ *            get no optimizer state and keep their initial bits through
+ *            training while the rest moves; a glob matching nothing is an
+ *            error naming the parameters
+ *   checkpoint  checkpoint = blocks trains bit for bit as none (GPT-2 with
+ *            dropout, unfused, with accumulation; Llama in bf16) while the
+ *            backward recomputes every block; GPT-2 small's saved
+ *            activations drop below a third; a model without repeated
+ *            blocks is an error
+ *   lora     LoRA on tiny GPT-2: the first loss is the base model's bit for
+ *            bit (B starts at zero), only the adapters train and the base
+ *            stays bit-identical, the loss falls; the errors (no targets, a
+ *            glob matching nothing, an embedding table as a target)
+ * Usage: test_passes [fusion|mixed|pad|report|freeze|checkpoint|lora ...] (default: all). */
 #include "cg_harness.h"
 
 #include <math.h>
@@ -419,9 +432,9 @@ static void test_pad(void) {
 
 /* ---- --report ---- */
 
-static Program *report(const char *prec, const char *fusion, const char *pad, Graph **gs) {
+static Program *report(const char *prec, const char *fusion, const char *pad, const char *extra, Graph **gs) {
     Define dv[1] = {{"batch", "16"}};
-    const char *sets[] = {prec, fusion, pad, NULL};
+    const char *sets[] = {prec, fusion, pad, extra, NULL};
     CompileOptions o = {0};
     o.model = "examples/gpt2.model";
     o.defs = dv;
@@ -444,7 +457,7 @@ static void report_free(Program *p, Graph **gs) {
 static void test_report(void) {
     printf("== --report for GPT-2 small at batch 16 x 1024 (bytes)\n");
     Graph *g[3];
-    Program *f32 = report("precision=fp32", "fusion=1", "pad_tiles=0", g);
+    Program *f32 = report("precision=fp32", "fusion=1", "pad_tiles=0", NULL, g);
     CHECK(f32, "fp32 build");
     if (!f32) return;
     int64_t act32 = f32->cat_bytes[MC_ACT], tot32 = f32->arena_bytes;
@@ -457,7 +470,7 @@ static void test_report(void) {
     CHECK(rows == 2048, "linear_cross_entropy chunk %lld, want 2048", (long long)rows);
     report_free(f32, g);
     Graph *h[3];
-    Program *b16 = report("precision=bf16", "fusion=1", "pad_tiles=0", h);
+    Program *b16 = report("precision=bf16", "fusion=1", "pad_tiles=0", NULL, h);
     CHECK(b16, "bf16 build");
     if (!b16) return;
     int64_t act16 = b16->cat_bytes[MC_ACT];
@@ -475,7 +488,7 @@ static void test_report(void) {
     CHECK(act16 > act32 / 3 && (double)act16 / (double)act32 < 0.6, "bf16 saves %.3f of fp32's activations (want about half)",
           (double)act16 / (double)act32);
     Graph *k[3];
-    Program *un = report("precision=fp32", "fusion=0", "pad_tiles=0", k);
+    Program *un = report("precision=fp32", "fusion=0", "pad_tiles=0", NULL, k);
     CHECK(un, "unfused build");
     if (!un) return;
     /* the [N, V] logits are gone; a chunk of 2048 rows of them (the f32 dw
@@ -485,6 +498,228 @@ static void test_report(void) {
            (long long)tot32, (long long)(un->arena_bytes - tot32), (long long)logits, (long long)chunk);
     CHECK(un->arena_bytes - tot32 > (logits - chunk) * 99 / 100, "fusion saves only %lld bytes", (long long)(un->arena_bytes - tot32));
     report_free(un, k);
+}
+
+/* cg_prepare of model with sets, expected to fail: its diagnostics (NULL when it compiled) */
+static char *prepare_fails(const char *model, const char *const *defs, const char *const *sets) {
+    Define dv[32];
+    char store[32][64];
+    CompileOptions o = {0};
+    o.model = model;
+    o.defs = dv;
+    o.ndefs = h_defines(defs, dv, store, 32);
+    o.sets = sets;
+    o.po.quiet = true;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    Diag d;
+    diag_init(&d, mf);
+    Graph *t = NULL, *e = NULL, *sm = NULL;
+    bool loaded = cg_prepare(&o, &t, &e, &sm, &d);
+    diag_free(&d);
+    fclose(mf);
+    if (loaded) {
+        ir_graph_free(t);
+        ir_graph_free(e);
+        ir_graph_free(sm);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* ---- freeze: train.freeze's globs ---- */
+
+static void test_freeze(void) {
+    printf("== freeze: train.freeze = \"h.*.attn.*, wpe\" on tiny GPT-2 (interpreter)\n");
+    const char *sets[] = {"freeze=h.*.attn.*, wpe", "optimizer=adamw", "lr=0.003", "warmup=0", NULL};
+    Run r;
+    if (!run_open(&r, "examples/gpt2.model", gpt2_defs, sets, NULL)) {
+        CHECK(0, "freeze: the model does not load");
+        run_close(&r);
+        return;
+    }
+    const TrnModel *m = trn_model(r.s);
+    int frozen = 0, trained = 0;
+    float *before[64] = {0};
+    for (int i = 0; i < m->ntensors && i < 64; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (t->kind != TRN_PARAM) continue;
+        bool want = strcmp(t->name, "wpe") == 0 || (strncmp(t->name, "h.", 2) == 0 && strstr(t->name, ".attn."));
+        CHECK(t->trainable == !want, "%s: trainable %d", t->name, t->trainable);
+        char st[160];
+        snprintf(st, sizeof st, "adamw.m.%s", t->name);
+        CHECK((trn_find(r.s, st) >= 0) == !want, "%s: optimizer state %s", t->name, trn_find(r.s, st) >= 0 ? "present" : "absent");
+        want ? frozen++ : trained++;
+        before[i] = xmalloc(sizeof(float) * (size_t)t->numel);
+        trn_get(r.s, t->name, before[i], sizeof(float) * (size_t)t->numel);
+    }
+    CHECK(frozen == 9 && trained > 0, "frozen %d (9 expected), trained %d", frozen, trained);
+    double l[3];
+    bool ok = run_steps(&r, 3, l);
+    CHECK(ok, "freeze: training failed");
+    int moved = 0, kept = 0;
+    for (int i = 0; ok && i < m->ntensors && i < 64; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (!before[i]) continue;
+        float *x = xmalloc(sizeof(float) * (size_t)t->numel);
+        trn_get(r.s, t->name, x, sizeof(float) * (size_t)t->numel);
+        bool same = memcmp(x, before[i], sizeof(float) * (size_t)t->numel) == 0;
+        CHECK(same == !t->trainable, "%s (%s) %s", t->name, t->trainable ? "trainable" : "frozen", same ? "did not move" : "moved");
+        same ? kept++ : moved++;
+        free(x);
+    }
+    for (int i = 0; i < 64; i++) free(before[i]);
+    if (ok) printf("freeze: %d params frozen (kept their bits over 3 steps, losses %.4f -> %.4f), %d trained and moved\n", kept, l[0], l[2], moved);
+    run_close(&r);
+
+    /* a glob that matches nothing */
+    const char *typo[] = {"freeze=h.*.atn.*", NULL};
+    char *buf = prepare_fails("examples/gpt2.model", gpt2_defs, typo);
+    CHECK(buf && strstr(buf, "train.freeze: 'h.*.atn.*' matches no parameter") && strstr(buf, "'wte'"), "a glob matching nothing: %s",
+          buf ? buf : "(compiled)");
+    free(buf);
+}
+
+/* ---- checkpoint = blocks ---- */
+
+static int count_named(Graph *g, const char *prefix) {
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int r = 0; r < g->nodes[i]->nout; r++)
+            if (g->nodes[i]->out[r]->name && strncmp(g->nodes[i]->out[r]->name, prefix, strlen(prefix)) == 0) {
+                n++;
+                break;
+            }
+    return n;
+}
+
+/* steps with checkpoint = blocks and without: the same losses and params, bit for bit */
+static void checkpoint_case(const char *label, const char *model, const char *const *defs, const char *const *sets, int steps) {
+    const char *with[16];
+    int n = 0;
+    for (; sets[n]; n++) with[n] = sets[n];
+    with[n++] = "checkpoint=blocks";
+    with[n] = NULL;
+    Run a, b;
+    bool ok = run_open(&a, model, defs, sets, NULL) && run_open(&b, model, defs, with, NULL);
+    CHECK(ok, "%s: the model does not load", label);
+    double la[8], lb[8];
+    ok = ok && run_steps(&a, steps, la) && run_steps(&b, steps, lb);
+    CHECK(ok, "%s: training failed", label);
+    int clones = ok ? count_named(b.train, "re.") : 0;
+    CHECK(clones > 0, "%s: nothing recomputed", label);
+    for (int i = 0; ok && i < steps; i++) CHECK(la[i] == lb[i], "%s: step %d loss %.17g, checkpointed %.17g", label, i + 1, la[i], lb[i]);
+    const char *worst = "";
+    double pd = ok ? param_diff(&a, &b, &worst) : INFINITY;
+    CHECK(pd == 0, "%s: params differ by %.3e (%s)", label, pd, worst);
+    if (ok) printf("%-28s %d steps, losses %.6f -> %.6f bit for bit, params identical; %d recomputed values named\n", label, steps, la[0],
+                   la[steps - 1], clones);
+    run_close(&a);
+    run_close(&b);
+}
+
+static void test_checkpoint(void) {
+    printf("== checkpoint = blocks: the backward recomputes each block, training is unchanged\n");
+    const char *gpt2_drop[] = {"vocab=256", "layers=3", "heads=4", "dim=64", "seq=32", "batch=2", "dropout=0.1", NULL};
+    const char *base[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "grad_clip=1.0", NULL};
+    checkpoint_case("gpt2 fp32, dropout 0.1", "examples/gpt2.model", gpt2_drop, base, 4);
+    const char *unfused[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "fusion=0", NULL};
+    checkpoint_case("gpt2 unfused", "examples/gpt2.model", gpt2_defs, unfused, 3);
+    const char *accum[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "grad_accum=2", NULL};
+    checkpoint_case("gpt2 grad_accum 2", "examples/gpt2.model", gpt2_defs, accum, 3);
+    const char *bf16[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "precision=bf16", NULL};
+    checkpoint_case("llama bf16", "examples/llama.model", llama_defs, bf16, 3);
+
+    /* GPT-2 small, batch 16, everything on: the saved activations */
+    Graph *gs[3];
+    Program *p0 = report("precision=bf16", "fusion=1", "pad_multiple=64", NULL, gs);
+    int64_t a0 = p0 ? p0->cat_bytes[MC_ACT] : 0, t0 = p0 ? p0->arena_bytes : 0;
+    report_free(p0, gs);
+    Program *p1 = report("precision=bf16", "fusion=1", "pad_multiple=64", "checkpoint=blocks", gs);
+    int64_t a1 = p1 ? p1->cat_bytes[MC_ACT] : 0, t1 = p1 ? p1->arena_bytes : 0;
+    report_free(p1, gs);
+    printf("gpt2 small bf16, batch 16: saved activations %lld -> %lld bytes, arena %lld -> %lld\n", (long long)a0, (long long)a1,
+           (long long)t0, (long long)t1);
+    CHECK(a0 > 0 && a1 > 0 && 3 * a1 < a0 && t1 < t0, "checkpointing saves too little: %lld -> %lld", (long long)a0, (long long)a1);
+
+    /* no repeated blocks */
+    const char *mlp_defs[] = {"batch=4", "features=3", "hidden=5", "classes=2", NULL};
+    const char *ck[] = {"checkpoint=blocks", NULL};
+    char *buf = prepare_fails("examples/mlp.model", mlp_defs, ck);
+    CHECK(buf && strstr(buf, "checkpoint = blocks: the model has no repeated blocks"), "mlp: %s", buf ? buf : "(compiled)");
+    free(buf);
+}
+
+/* ---- LoRA ---- */
+
+static void test_lora(void) {
+    printf("== LoRA: rank-4 adapters on tiny GPT-2's c_attn and c_fc (interpreter)\n");
+    const char *base[] = {"optimizer=adamw", "lr=0.01", "warmup=0", "schedule=constant", NULL};
+    const char *lora[] = {"optimizer=adamw", "lr=0.01", "warmup=0", "schedule=constant", "lora_rank=4", "lora_alpha=8",
+                          "lora_targets=*.attn.c_attn.weight, *.mlp.c_fc.weight", NULL};
+    Run a, b;
+    bool ok = run_open(&a, "examples/gpt2.model", gpt2_defs, base, NULL) && run_open(&b, "examples/gpt2.model", gpt2_defs, lora, NULL);
+    CHECK(ok, "lora: the models do not load");
+    const TrnModel *m = ok ? trn_model(b.s) : NULL;
+    int adapters = 0, trainable = 0;
+    float *before[80] = {0};
+    for (int i = 0; ok && i < m->ntensors && i < 80; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (t->kind != TRN_PARAM) continue;
+        bool ad = strstr(t->name, ".lora_A.weight") || strstr(t->name, ".lora_B.weight");
+        adapters += ad;
+        trainable += t->trainable;
+        CHECK(t->trainable == ad, "%s: trainable %d", t->name, t->trainable);
+        before[i] = xmalloc(sizeof(float) * (size_t)t->numel);
+        trn_get(b.s, t->name, before[i], sizeof(float) * (size_t)t->numel);
+        /* the base params start as the base model's */
+        int ia = ad ? -1 : trn_find(a.s, t->name);
+        if (!ad && ia >= 0) {
+            float *x = xmalloc(sizeof(float) * (size_t)t->numel);
+            trn_get(a.s, t->name, x, sizeof(float) * (size_t)t->numel);
+            CHECK(memcmp(x, before[i], sizeof(float) * (size_t)t->numel) == 0, "%s starts differently", t->name);
+            free(x);
+        }
+    }
+    CHECK(!ok || (adapters == 8 && trainable == 8), "lora: %d adapters, %d trainable (8, 8 expected)", adapters, trainable);
+    double la[6], lb[6];
+    ok = ok && run_steps(&a, 1, la) && run_steps(&b, 6, lb);
+    CHECK(ok, "lora: training failed");
+    if (ok) CHECK(la[0] == lb[0], "lora: the first loss %.17g, the base model's %.17g", lb[0], la[0]);
+    if (ok) CHECK(lb[5] < lb[0] - 0.05, "lora: the loss did not fall (%.4f -> %.4f)", lb[0], lb[5]);
+    int moved = 0;
+    for (int i = 0; ok && i < m->ntensors && i < 80; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (!before[i]) continue;
+        float *x = xmalloc(sizeof(float) * (size_t)t->numel);
+        trn_get(b.s, t->name, x, sizeof(float) * (size_t)t->numel);
+        bool same = memcmp(x, before[i], sizeof(float) * (size_t)t->numel) == 0;
+        CHECK(same == !t->trainable, "%s (%s) %s", t->name, t->trainable ? "adapter" : "base", same ? "did not move" : "moved");
+        moved += !same;
+        free(x);
+    }
+    for (int i = 0; i < 80; i++) free(before[i]);
+    if (ok)
+        printf("lora: first loss %.6f = the base model's bit for bit; 6 steps -> %.6f; %d adapters moved, the base bit-identical\n", lb[0], lb[5],
+               moved);
+    run_close(&a);
+    run_close(&b);
+
+    /* errors */
+    static const struct { const char *set[3], *want; } bad[] = {
+        {{"lora_rank=4", NULL}, "lora_rank = 4 needs lora_targets"},
+        {{"lora_rank=4", "lora_targets=*.c_atn.weight", NULL}, "train.lora_targets: '*.c_atn.weight' matches no parameter"},
+        {{"lora_rank=4", "lora_targets=wte", NULL}, "LoRA: 'wte' is read by embedding, not as a linear layer's weight"},
+        {{"lora_rank=4", "lora_targets=*.ln_1.weight", NULL}, "LoRA: target 'h.0.ln_1.weight' is f32[64]"},
+        {{"lora_targets=*.c_fc.weight", NULL}, "lora_targets or lora_alpha is set but lora_rank is 0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *msg = prepare_fails("examples/gpt2.model", gpt2_defs, bad[i].set);
+        CHECK(msg && strstr(msg, bad[i].want), "lora error %zu: %s", i, msg ? msg : "(compiled)");
+        free(msg);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -498,6 +733,9 @@ int main(int argc, char **argv) {
         if (all || strcmp(w, "mixed") == 0) test_mixed();
         if (all || strcmp(w, "pad") == 0) test_pad();
         if (all || strcmp(w, "report") == 0) test_report();
+        if (all || strcmp(w, "freeze") == 0) test_freeze();
+        if (all || strcmp(w, "checkpoint") == 0) test_checkpoint();
+        if (all || strcmp(w, "lora") == 0) test_lora();
     }
     free(tokens.t);
     free(tokens61.t);

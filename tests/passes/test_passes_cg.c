@@ -12,12 +12,26 @@
  *   sample     the sampling graph's logits of one position per sequence
  *              against those of every position (sample_logits=all),
  *              interpreted and compiled, fp32, bf16 and padded
- * Usage: test_passes_cg [primitive|bf16|fp16|padded|sample ...] (default: all). */
+ *   refresh    the half-precision copies made by the compiled refresh
+ *              schedule (after initialising and loading), by the update's
+ *              casts, and by trn_set, bit for bit the params converted on
+ *              the host (rt_elem_set), bf16 and fp16, padded
+ *   checkpoint  checkpoint = blocks compiled: the same losses and params
+ *              bit for bit as without, its dead buffers poisoned (a
+ *              recomputation reading a freed buffer would read NaN); a
+ *              smaller arena
+ *   lora       LoRA compiled (bf16): a base model's checkpoint loads into the
+ *              LoRA model (the adapters keep their start), whose first loss
+ *              is then the base model's bit for bit; the adapters train and
+ *              the base does not; a checkpoint missing a base param fails
+ * Usage: test_passes_cg [primitive|bf16|fp16|padded|sample|refresh|checkpoint|lora ...] (default: all). */
 #include "cg_harness.h"
+#include "rt.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const gpt2_defs[] = {"vocab=256", "layers=2", "heads=4", "dim=64", "seq=32", "batch=2", NULL};
 static const char *const llama_defs[] = {"vocab=256", "layers=2", "heads=4", "kv_heads=2", "dim=64", "ffn=128", "seq=32", "batch=2", NULL};
@@ -269,6 +283,226 @@ static void test_sample(void) {
     sample_case("gpt2 vocab 257 padded", "examples/gpt2.model", gpt2_257, "precision=fp32", "pad_multiple=8", 1e-6, 1e-5);
 }
 
+/* ---- the half-precision copies ---- */
+
+/* Every copy amp.<dt>.P of session s against P converted on the host;
+ * returns the copies compared, -1 when one differs (reported). */
+static int copies_exact(TrnSession *s, const char *label, const char *when) {
+    const TrnModel *m = trn_model(s);
+    int n = 0, bad = 0;
+    for (int i = 0; i < m->ntensors; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        const char *of = rt_copy_of(t);
+        int pi = of ? trn_find(s, of) : -1;
+        if (pi < 0) continue;
+        const TrnTensor *p = &m->tensors[pi];
+        size_t cb = (size_t)rt_nbytes(t->dtype, t->numel), pb = (size_t)rt_nbytes(p->dtype, p->numel);
+        unsigned char *c = calloc(1, cb), *w = calloc(1, cb), *x = calloc(1, pb);
+        if (trn_get(s, t->name, c, cb) != 0 || trn_get(s, p->name, x, pb) != 0) {
+            CHECK(0, "%s %s: reading %s: %s", label, when, t->name, trn_error(s));
+            bad++;
+        } else {
+            for (int64_t k = 0; k < t->numel; k++) rt_elem_set(t->dtype, w, k, rt_elem_get(p->dtype, x, k));
+            int64_t k = 0;
+            while (k < t->numel && memcmp(c + k * 2, w + k * 2, 2) == 0) k++;
+            if (k < t->numel) {
+                CHECK(0, "%s %s: %s[%lld] is %g, its param converted %g", label, when, t->name, (long long)k, rt_elem_get(t->dtype, c, k),
+                      rt_elem_get(t->dtype, w, k));
+                bad++;
+            }
+        }
+        free(c);
+        free(w);
+        free(x);
+        n++;
+    }
+    return bad ? -1 : n;
+}
+
+static void refresh_case(const char *label, const char *prec, const char *const *defs, const char *pad) {
+    char key[32];
+    snprintf(key, sizeof key, "precision=%s", prec);
+    const char *sets[] = {key, pad, "optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", NULL};
+    Harness h;
+    if (h_build(&h, "examples/gpt2.model", defs, sets, true, 0) != 0) {
+        CHECK(0, "%s: build failed", label);
+        h_free(&h);
+        return;
+    }
+    const TrnModel *m = h.compiled;
+    CHECK(m->refresh == 1 && h.prog->sched[TRN_RUN_REFRESH].nk > 0, "%s: no refresh schedule", label);
+    CHECK(h.prog->peak[TRN_RUN_REFRESH] == 0, "%s: the refresh schedule needs %lld bytes of temporaries", label,
+          (long long)h.prog->peak[TRN_RUN_REFRESH]);
+    TrnSession *s = session(m, NULL, 1), *t = session(m, NULL, 0);
+    char ck[64];
+    snprintf(ck, sizeof ck, "/tmp/trainc_refresh_%d.safetensors", (int)getpid());
+    if (s && t) {
+        int n0 = copies_exact(s, label, "initialised");
+        CHECK(n0 > 0, "%s: no copies compared", label);
+        CHECK(s->refreshed_on_backend == 1, "%s: the copies were refreshed %d times on the backend", label, s->refreshed_on_backend);
+        double l[3];
+        bool ok = train(s, &tokens, 3, l, NULL);
+        CHECK(ok && copies_exact(s, label, "after 3 steps") == n0, "%s: the update's copies", label);
+        /* trn_set of one param: its copies, on the host */
+        const char *name = "wte"; /* padded in the vocabulary 257 case */
+        int pi = trn_find(s, name);
+        CHECK(pi >= 0, "%s: no param wte", label);
+        if (pi >= 0) {
+            const TrnTensor *p = &m->tensors[pi];
+            float *w = calloc((size_t)p->numel, sizeof(float));
+            ok = trn_get(s, name, w, sizeof(float) * (size_t)p->numel) == 0;
+            for (int64_t k = 0; k < p->numel; k++) w[k] = w[k] * 1.37f + 1e-3f * (float)(k % 7);
+            ok = ok && trn_set(s, name, w, sizeof(float) * (size_t)p->numel) == 0;
+            CHECK(ok && copies_exact(s, label, "after trn_set") == n0, "%s: trn_set: %s", label, trn_error(s));
+            free(w);
+        }
+        /* a checkpoint loaded into another session: its refresh schedule */
+        ok = trn_save(s, ck, 0) == 0 && trn_load(t, ck, 1) == 0;
+        CHECK(ok, "%s: save/load: %s / %s", label, trn_error(s), trn_error(t));
+        CHECK(ok && copies_exact(t, label, "loaded") == n0 && t->refreshed_on_backend == 2, "%s: the loaded copies (%d refreshes)", label,
+              t->refreshed_on_backend);
+        printf("%-22s %d copies the params converted, bit for bit: initialised, after 3 steps, trn_set, loaded\n", label, n0);
+        remove(ck);
+    }
+    if (s) trn_destroy(s);
+    if (t) trn_destroy(t);
+    h_free(&h);
+}
+
+static void test_refresh(void) {
+    printf("== the half-precision copies: the refresh schedule, the update and trn_set against the host's conversion\n");
+    refresh_case("gpt2 bf16", "bf16", gpt2_defs, "pad_multiple=1");
+    refresh_case("gpt2 fp16 vocab 257", "fp16", gpt2_257, "pad_multiple=8");
+    /* fp32: no copies, no schedule */
+    const char *sets[] = {"precision=fp32", NULL};
+    Harness h;
+    if (h_build(&h, "examples/gpt2.model", gpt2_defs, sets, true, 0) == 0)
+        CHECK(h.compiled->refresh == 0 && !h.prog->sched[TRN_RUN_REFRESH].g, "fp32: a refresh schedule");
+    else CHECK(0, "fp32: build failed");
+    h_free(&h);
+}
+
+/* ---- checkpoint = blocks, compiled ---- */
+
+/* smaller: the step's peak must go down (false where the gradients, not
+ * the activations, make the peak: Llama at batch 2 x 32) */
+static void checkpoint_case(const char *label, const char *model, const char *const *defs, const char *prec, bool smaller) {
+    const char *sets[] = {prec, "optimizer=adamw", "lr=0.003", "warmup=0", "grad_clip=1.0", NULL, NULL};
+    Harness a, b;
+    bool ok = h_build(&a, model, defs, sets, true, 0) == 0;
+    sets[5] = "checkpoint=blocks";
+    ok = h_build(&b, model, defs, sets, true, 0) == 0 && ok;
+    CHECK(ok, "%s: build failed", label);
+    TrnSession *sa = ok ? session(a.compiled, NULL, 0) : NULL, *sb = ok ? session(b.compiled, NULL, 1) : NULL;
+    double la[4], lb[4];
+    ok = sa && sb && train(sa, &tokens, 4, la, NULL) && train(sb, &tokens, 4, lb, NULL);
+    CHECK(ok, "%s: training failed", label);
+    for (int i = 0; ok && i < 4; i++) CHECK(la[i] == lb[i], "%s: step %d loss %.17g, checkpointed %.17g", label, i + 1, la[i], lb[i]);
+    const char *worst = "";
+    double pd = ok ? h_param_diff(sa, sb, &worst) : INFINITY;
+    CHECK(pd == 0, "%s: params differ by %.3e (%s)", label, pd, worst);
+    int64_t pa = ok ? a.prog->peak[TRN_RUN_MICRO] : 0, pb = ok ? b.prog->peak[TRN_RUN_MICRO] : 0;
+    CHECK(!ok || pb < pa || (!smaller && pb == pa), "%s: the step's peak %lld, checkpointed %lld", label, (long long)pa, (long long)pb);
+    if (ok)
+        printf("%-22s 4 steps, losses %.6f -> %.6f bit for bit (poisoned), params identical; the step's temporaries %lld -> %lld bytes\n", label,
+               la[0], la[3], (long long)pa, (long long)pb);
+    if (sa) trn_destroy(sa);
+    if (sb) trn_destroy(sb);
+    h_free(&a);
+    h_free(&b);
+}
+
+static void test_checkpoint(void) {
+    printf("== checkpoint = blocks, compiled: training unchanged, the step's peak smaller\n");
+    const char *gpt2_drop[] = {"vocab=256", "layers=3", "heads=4", "dim=64", "seq=32", "batch=2", "dropout=0.1", NULL};
+    checkpoint_case("gpt2 fp32 dropout", "examples/gpt2.model", gpt2_drop, "precision=fp32", true);
+    checkpoint_case("llama bf16", "examples/llama.model", llama_defs, "precision=bf16", false);
+}
+
+/* ---- LoRA, compiled ---- */
+
+/* Every base (not adapter) f32 param of a and b equal; the first that is not in *worst. */
+static bool base_equal(TrnSession *a, TrnSession *b, const char **worst) {
+    const TrnModel *m = trn_model(a);
+    bool same = true;
+    for (int i = 0; i < m->ntensors && same; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (t->kind != TRN_PARAM || t->dtype != TRN_F32 || rt_is_adapter(t)) continue;
+        size_t nb = sizeof(float) * (size_t)t->numel;
+        float *x = xmalloc(nb), *y = xmalloc(nb);
+        same = trn_get(a, t->name, x, nb) == 0 && trn_get(b, t->name, y, nb) == 0 && memcmp(x, y, nb) == 0;
+        if (!same) *worst = t->name;
+        free(x);
+        free(y);
+    }
+    return same;
+}
+
+static void test_lora(void) {
+    printf("== LoRA compiled (bf16): from a base model's checkpoint\n");
+    const char *base[] = {"precision=bf16", "optimizer=adamw", "lr=0.01", "warmup=0", "schedule=constant", NULL};
+    const char *lora[] = {"precision=bf16", "optimizer=adamw", "lr=0.01", "warmup=0", "schedule=constant", "lora_rank=4",
+                          "lora_targets=*.c_attn.weight, *.c_proj.weight, *.c_fc.weight", NULL};
+    static const char *const gpt2_1layer[] = {"vocab=256", "layers=1", "heads=4", "dim=64", "seq=32", "batch=2", NULL};
+    Harness a, b, c;
+    bool ok = h_build(&a, "examples/gpt2.model", gpt2_defs, base, true, 0) == 0;
+    ok = h_build(&b, "examples/gpt2.model", gpt2_defs, lora, true, 0) == 0 && ok;
+    ok = h_build(&c, "examples/gpt2.model", gpt2_1layer, base, true, 0) == 0 && ok;
+    CHECK(ok, "lora: build failed");
+    char ck[64], ck1[64];
+    snprintf(ck, sizeof ck, "/tmp/trainc_lora_%d.safetensors", (int)getpid());
+    snprintf(ck1, sizeof ck1, "/tmp/trainc_lora1_%d.safetensors", (int)getpid());
+    TrnSession *sa = ok ? session(a.compiled, NULL, 0) : NULL, *sb = ok ? session(b.compiled, NULL, 1) : NULL;
+    TrnSession *sc = ok ? session(b.compiled, NULL, 0) : NULL, *s1 = ok ? session(c.compiled, NULL, 0) : NULL;
+    ok = sa && sb && sc && s1;
+    /* the base model, trained 3 steps, is the pretrained checkpoint */
+    double l[3], la = NAN, lb[3];
+    ok = ok && train(sa, &tokens, 3, l, NULL) && trn_save(sa, ck, 0) == 0;
+    CHECK(ok, "lora: the base model: %s", sa ? trn_error(sa) : "");
+    ok = ok && trn_load(sb, ck, 1) == 0 && trn_load(sc, ck, 1) == 0;
+    CHECK(ok, "lora: loading the base checkpoint: %s", sb ? trn_error(sb) : "");
+    HFeed fa = {&tokens, 3}, fb = {&tokens, 3};
+    ok = ok && trn_step(sa, h_feed_next, &fa, -1) == 0;
+    la = ok ? trn_loss(sa) : NAN;
+    for (int i = 0; ok && i < 3; i++) ok = trn_step(sb, h_feed_next, &fb, -1) == 0, lb[i] = trn_loss(sb);
+    CHECK(ok, "lora: training: %s", sb ? trn_error(sb) : "");
+    CHECK(!ok || la == lb[0], "lora: the first loss from the base checkpoint %.17g, the base model's %.17g", lb[0], la);
+    /* sb trained 3 steps from the checkpoint, sc is the checkpoint: the
+     * base params equal, and every adapter B moved from zero */
+    const char *worst = "";
+    CHECK(!ok || base_equal(sb, sc, &worst), "lora: the base param %s moved", worst);
+    const TrnModel *m = b.compiled;
+    int moved = 0, nb = 0;
+    for (int i = 0; ok && i < m->ntensors; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (t->kind != TRN_PARAM || !strstr(t->name, ".lora_B.")) continue;
+        float *x = xmalloc(sizeof(float) * (size_t)t->numel);
+        trn_get(sb, t->name, x, sizeof(float) * (size_t)t->numel);
+        bool zero = true;
+        for (int64_t k = 0; k < t->numel; k++) zero &= x[k] == 0;
+        moved += !zero;
+        nb++;
+        free(x);
+    }
+    CHECK(!ok || (nb == 8 && moved == nb), "lora: %d of %d adapter Bs moved (8 expected)", moved, nb);
+    if (ok)
+        printf("lora: the base checkpoint loads (adapters at their start); first loss %.6f = the base model's bit for bit; 3 steps -> %.6f, "
+               "%d adapter Bs moved, the base unmoved\n",
+               lb[0], lb[2], moved);
+    /* a checkpoint that lacks base params (a 1-layer model's) still fails, naming them */
+    bool saved = s1 && trn_save(s1, ck1, 0) == 0;
+    CHECK(saved && trn_load(sc, ck1, 1) != 0 && strstr(trn_error(sc), "missing tensor 'h.1."), "lora: a 1-layer checkpoint: %s",
+          sc ? trn_error(sc) : "");
+    TrnSession *ss[] = {sa, sb, sc, s1};
+    for (int i = 0; i < 4; i++)
+        if (ss[i]) trn_destroy(ss[i]);
+    remove(ck);
+    remove(ck1);
+    h_free(&a);
+    h_free(&b);
+    h_free(&c);
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     h_tokens_text(&tokens);
@@ -281,6 +515,9 @@ int main(int argc, char **argv) {
         if (all || strcmp(w, "fp16") == 0) test_half("fp16");
         if (all || strcmp(w, "padded") == 0) test_padded();
         if (all || strcmp(w, "sample") == 0) test_sample();
+        if (all || strcmp(w, "refresh") == 0) test_refresh();
+        if (all || strcmp(w, "checkpoint") == 0) test_checkpoint();
+        if (all || strcmp(w, "lora") == 0) test_lora();
     }
     free(tokens.t);
     free(tokens61.t);

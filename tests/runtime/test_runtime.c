@@ -21,6 +21,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* TRN_ABI_VERSION as the checkpoints' metadata writes it */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define ABI_TEXT STR(TRN_ABI_VERSION)
+
 static int failed;
 
 #define CHECK(c, ...)                                                                                                                       \
@@ -526,7 +531,7 @@ static void test_ckpt_format(void) {
     if (!f) { CHECK(0, "no file"); return; }
     uint64_t hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)f[i] << (8 * i);
-    const char *want = "{\"__metadata__\":{\"abi\":\"1\",\"contents\":\"params\",\"format\":\"trainc\",\"model\":\"bigram\",\"seed\":\"1337\","
+    const char *want = "{\"__metadata__\":{\"abi\":\"" ABI_TEXT "\",\"contents\":\"params\",\"format\":\"trainc\",\"model\":\"bigram\",\"seed\":\"1337\","
                        "\"step\":\"0\",\"version\":\"1\"},"
                        "\"b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[0,1024]},"
                        "\"w\":{\"dtype\":\"F32\",\"shape\":[256,256],\"data_offsets\":[1024,263168]}}";
@@ -553,7 +558,7 @@ static void test_ckpt_format(void) {
     hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)f[i] << (8 * i);
     const char *want2 =
-        "{\"__metadata__\":{\"abi\":\"1\",\"contents\":\"params+state\",\"data.batches\":\"random\",\"data.pos\":\"0\",\"format\":\"trainc\","
+        "{\"__metadata__\":{\"abi\":\"" ABI_TEXT "\",\"contents\":\"params+state\",\"data.batches\":\"random\",\"data.pos\":\"0\",\"format\":\"trainc\","
         "\"grad_accum\":\"1\",\"lr.max\":\"0.05\",\"lr.min\":\"0.001\",\"lr.schedule\":\"cosine\",\"lr.steps\":\"30\",\"lr.warmup\":\"2\","
         "\"model\":\"bigram\",\"seed\":\"1337\",\"step\":\"1\",\"version\":\"1\"},"
         "\"adamw.m.b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[0,1024]},"
