@@ -1149,7 +1149,15 @@ void interp_free(Interp *it) {
  * A tensor that pad-tiles padded ({unpadded} = its original shape) counts i
  * over the original shape, row-major, and its padding is zero: it starts
  * from the values it would have unpadded.  A state with {copy_of=P} (a
- * half-precision copy of param P, mixed-precision) is P rounded to its dtype. */
+ * half-precision copy of param P, mixed-precision) is P rounded to its dtype.
+ * A bf16/f16 tensor starts as the value rounded to f32, then to its dtype:
+ * what the copy of an f32 master holds (mixed precision stores a frozen
+ * param that only matrix ops read in the half dtype). */
+static double init_round(Interp *it, DType dt, double v) {
+    if ((dt == DT_bf16 || dt == DT_f16) && it->mode != INTERP_F64) v = (double)(float)v; /* f64 mode rounds nothing */
+    return round_to(it, dt, v);
+}
+
 void interp_init(Interp *it, uint64_t seed) {
     Graph *g = it->g;
     ensure_values(it);
@@ -1167,7 +1175,7 @@ void interp_init(Interp *it, uint64_t seed) {
         const Attr *up = ir_attr(n, "unpadded");
         const Shape *s = &t->ty.shape;
         if (!up || up->kind != ATTR_INTS || up->n != s->rank) {
-            for (int64_t k = 0; k < t->n; k++) t->data[k] = round_to(it, t->ty.dt, rng_init_value(init, a, b, seed, stream, (uint64_t)k));
+            for (int64_t k = 0; k < t->n; k++) t->data[k] = init_round(it, t->ty.dt, rng_init_value(init, a, b, seed, stream, (uint64_t)k));
             continue;
         }
         /* k walks the unpadded block in row-major order; idx is its index */
@@ -1177,7 +1185,7 @@ void interp_init(Interp *it, uint64_t seed) {
         for (int64_t k = 0; k < cn; k++) {
             int64_t off = 0;
             for (int d = 0; d < s->rank; d++) off = off * s->d[d] + idx[d];
-            t->data[off] = round_to(it, t->ty.dt, rng_init_value(init, a, b, seed, stream, (uint64_t)k));
+            t->data[off] = init_round(it, t->ty.dt, rng_init_value(init, a, b, seed, stream, (uint64_t)k));
             for (int d = s->rank - 1; d >= 0; d--) {
                 if (++idx[d] < up->v[d]) break;
                 idx[d] = 0;

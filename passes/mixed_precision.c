@@ -154,6 +154,32 @@ static bool scale_loss(Mp *M) {
     return true;
 }
 
+/* A frozen f32 param that only its cast to H reads (matrix products) is
+ * stored in H: no f32 master, no copy, half the bytes (a LoRA model's
+ * frozen base).  It starts as its f32 value rounded to H (the runtime and
+ * the interpreter round half tensors' initial values through f32), which
+ * is what the copy of an f32 master would hold, and a checkpoint's f32
+ * values load into it rounded the same way: the results do not change. */
+static int store_frozen_half(Mp *M) {
+    Graph *g = M->g;
+    Uses *u = ir_uses(g);
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *p = g->nodes[i];
+        Value *v = p->out[0];
+        if (p->op != OP_param || ir_is_trainable(p) || v->ty.dt != DT_f32 || u->nout_refs[v->id]) continue;
+        UseList *ul = &u->of[v->id];
+        bool casts = ul->n > 0;
+        for (int k = 0; k < ul->n && casts; k++) casts = ul->u[k].node->op == OP_cast && ul->u[k].node->out[0]->ty.dt == M->h;
+        if (!casts) continue;
+        v->ty.dt = M->h;
+        for (int k = 0; k < ul->n; k++) ir_replace_all_uses(g, ul->u[k].node->out[0], v); /* the casts: dead, for dce */
+        n++;
+    }
+    ir_uses_free(u);
+    return n;
+}
+
 bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d) {
     const char *prec = pm_precision(g, po);
     if (g->is_training) {
@@ -198,6 +224,7 @@ bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d) {
             o->value = convert(&M, o->value, out_ty[i].dt, NULL);
     }
     free(out_ty);
+    if (ok) store_frozen_half(&M);
     g->train.precision = h == DT_bf16 ? "bf16" : "fp16";
     if (ok && h == DT_f16 && !(po && po->forward_only)) ok = scale_loss(&M);
     free(M.memo[0]);

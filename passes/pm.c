@@ -156,13 +156,16 @@ const char *pm_precision(const Graph *g, const PassOptions *po) {
 }
 
 /* The forward passes, each where its train key (or option) turns it on:
- * lora (lora_rank > 0), liger-fusion (fusion), mixed-precision (precision
+ * lora (lora_rank > 0), freeze (freeze globs), liger-fusion (fusion), mixed-precision (precision
  * other than fp32), pad-tiles (pad_tiles, when the multiple is above 1). */
 static int forward_passes(const Graph *g, const PassOptions *po, const char **out) {
     int n = 0;
     if (!g) return 0;
     /* (lora_targets or lora_alpha without a rank: the pass says so) */
     if (g->train.lora_rank != 0 || (g->train.lora_targets && g->train.lora_targets[0]) || g->train.lora_alpha != 0) out[n++] = "lora";
+    /* after lora (its globs may name adapters); in the forward graphs too,
+     * where mixed precision stores frozen params in half precision */
+    if (g->train.freeze && g->train.freeze[0]) out[n++] = "freeze";
     if (g->train.fusion) out[n++] = "liger-fusion";
     if (strcmp(pm_precision(g, po), "fp32") != 0) out[n++] = "mixed-precision";
     if (g->train.pad_tiles && pm_pad_multiple(g, po, false) > 1) out[n++] = "pad-tiles";
@@ -179,13 +182,6 @@ static int fill(const char *const *list, int n, const char **names, int max) {
 int pm_training_pipeline(const Graph *g, const PassOptions *po, const char **names, int max) {
     const char *list[24];
     int n = forward_passes(g, po, list);
-    /* freeze after lora (its globs may name adapters), before the rest */
-    if (g && g->train.freeze && g->train.freeze[0]) {
-        int at = n > 0 && strcmp(list[0], "lora") == 0;
-        memmove(list + at + 1, list + at, sizeof(char *) * (size_t)(n - at));
-        list[at] = "freeze";
-        n++;
-    }
     static const char *const pipeline[] = {
         "fold", "cse", "dce", "autodiff", "optimizer", "cse", "dce",
     };

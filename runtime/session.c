@@ -113,6 +113,7 @@ static void init_range(void *ctx, int64_t lo, int64_t hi) {
         int64_t off = 0;
         for (int d = 0; d < t->rank; d++) off = off * t->shape[d] + idx[d];
         double v = rng_init_value(j->init, t->init_a, t->init_b, j->seed, j->stream, (uint64_t)k);
+        if (t->dtype == TRN_BF16 || t->dtype == TRN_F16) v = (double)(float)v; /* as an f32 master's copy */
         rt_elem_set(t->dtype, j->host, off, v);
         for (int d = t->rank - 1; d >= 0; d--) {
             if (++idx[d] < j->cs[d]) break;

@@ -75,7 +75,7 @@ done
 # ---- 2. end to end ----
 steps=20
 for m in gpt2_tiny llama_tiny gpt2_tiny_bf16 gpt2_tiny_bf16_lora llama_tiny_bf16 llama_tiny_bf16_ckpt gpt2_tiny_fp16; do
-    case $m in *_bf16|*_fp16) lim=2e-2 ;; *) lim=1e-4 ;; esac
+    case $m in *_bf16*|*_fp16*) lim=2e-2 ;; *) lim=1e-4 ;; esac
     args="--data $B/data/ts_train.bin --steps $steps --lr 1e-3 --warmup 0 --schedule constant --seed 7 --quiet"
     timeout -k 5 120 "$B/$m" $args --device cpu --metrics "$L/e2e_${m}_cpu.jsonl" > "$L/e2e_${m}_cpu.log" 2>&1
     rc1=$?

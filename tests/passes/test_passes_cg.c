@@ -421,15 +421,17 @@ static void test_checkpoint(void) {
 
 /* ---- LoRA, compiled ---- */
 
-/* Every base (not adapter) f32 param of a and b equal; the first that is not in *worst. */
-static bool base_equal(TrnSession *a, TrnSession *b, const char **worst) {
+/* Every base (not adapter) param of a and b (one model) equal; the first
+ * that is not in *worst.  Under bf16 the frozen ones are bf16. */
+static bool base_equal(TrnSession *a, TrnSession *b, const char **worst, int *nhalf) {
     const TrnModel *m = trn_model(a);
     bool same = true;
     for (int i = 0; i < m->ntensors && same; i++) {
         const TrnTensor *t = &m->tensors[i];
-        if (t->kind != TRN_PARAM || t->dtype != TRN_F32 || rt_is_adapter(t)) continue;
-        size_t nb = sizeof(float) * (size_t)t->numel;
-        float *x = xmalloc(nb), *y = xmalloc(nb);
+        if (t->kind != TRN_PARAM || rt_is_adapter(t)) continue;
+        *nhalf += t->dtype == TRN_BF16;
+        size_t nb = (size_t)rt_nbytes(t->dtype, t->numel);
+        unsigned char *x = xmalloc(nb), *y = xmalloc(nb);
         same = trn_get(a, t->name, x, nb) == 0 && trn_get(b, t->name, y, nb) == 0 && memcmp(x, y, nb) == 0;
         if (!same) *worst = t->name;
         free(x);
@@ -470,7 +472,10 @@ static void test_lora(void) {
     /* sb trained 3 steps from the checkpoint, sc is the checkpoint: the
      * base params equal, and every adapter B moved from zero */
     const char *worst = "";
-    CHECK(!ok || base_equal(sb, sc, &worst), "lora: the base param %s moved", worst);
+    int nhalf = 0;
+    CHECK(!ok || base_equal(sb, sc, &worst, &nhalf), "lora: the base param %s moved", worst);
+    /* the frozen linear weights and biases that only products read: stored in bf16 */
+    CHECK(!ok || nhalf == 16, "lora: %d base params stored in bf16 (16 expected)", nhalf);
     const TrnModel *m = b.compiled;
     int moved = 0, nb = 0;
     for (int i = 0; ok && i < m->ntensors; i++) {
@@ -487,8 +492,27 @@ static void test_lora(void) {
     CHECK(!ok || (nb == 8 && moved == nb), "lora: %d of %d adapter Bs moved (8 expected)", moved, nb);
     if (ok)
         printf("lora: the base checkpoint loads (adapters at their start); first loss %.6f = the base model's bit for bit; 3 steps -> %.6f, "
-               "%d adapter Bs moved, the base unmoved\n",
-               lb[0], lb[2], moved);
+               "%d adapter Bs moved, the base unmoved (%d of its params stored in bf16)\n",
+               lb[0], lb[2], moved, nhalf);
+    /* freshly initialised, a param stored in bf16 holds what the base
+     * model's copy of its f32 master holds, bit for bit */
+    TrnSession *ia = ok ? session(a.compiled, NULL, 0) : NULL, *ib = ok ? session(b.compiled, NULL, 0) : NULL;
+    int same = 0, half = 0;
+    for (int i = 0; ia && ib && i < m->ntensors; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (t->kind != TRN_PARAM || t->dtype != TRN_BF16) continue;
+        char cp[200];
+        snprintf(cp, sizeof cp, "amp.bf16.%s", t->name);
+        size_t nb = (size_t)rt_nbytes(t->dtype, t->numel);
+        unsigned char *x = xmalloc(nb), *y = xmalloc(nb);
+        half++;
+        if (trn_get(ib, t->name, x, nb) == 0 && trn_get(ia, cp, y, nb) == 0 && memcmp(x, y, nb) == 0) same++;
+        free(x);
+        free(y);
+    }
+    CHECK(!ok || (half > 0 && same == half), "lora: %d of %d bf16 params start as the base model's copies", same, half);
+    if (ia) trn_destroy(ia);
+    if (ib) trn_destroy(ib);
     /* a checkpoint that lacks base params (a 1-layer model's) still fails, naming them */
     bool saved = s1 && trn_save(s1, ck1, 0) == 0;
     CHECK(saved && trn_load(sc, ck1, 1) != 0 && strstr(trn_error(sc), "missing tensor 'h.1."), "lora: a 1-layer checkpoint: %s",

@@ -318,6 +318,45 @@ static void test_normals(void) {
     CHECK(fabs(p1 - p10) < 5 * sqrt(p10 * (1 - p10) / (double)n), "P(x < 1) = %.6f, want %.6f", p1, p10);
 }
 
+static void run_nothing(unsigned char *arena, int flags) {
+    (void)arena;
+    (void)flags;
+}
+
+/* A bf16 param starts as its f32 value rounded to bf16: what the copy of
+ * an f32 master holds (mixed precision stores frozen params in bf16, and
+ * their results must not change).  Uniform values have 53 random bits:
+ * among 2^20 of them some round differently straight from double, so the
+ * check can fail (std-0.02 normals, f32 numbers times a double, did not
+ * give one in 2^20). */
+static void test_init_half(void) {
+    enum { NH = 1 << 20 };
+    static TrnTensor th[1];
+    th[0] = (TrnTensor){.name = "w", .kind = TRN_PARAM, .dtype = TRN_BF16, .rank = 1, .shape = {NH}, .numel = NH, .offset = 0,
+                        .init = "uniform", .init_a = -0.5, .init_b = 0.5, .trainable = 0};
+    TrnModel mh = {.abi = TRN_ABI_VERSION, .name = "half", .source = "tests/runtime/test_runtime.c", .ntensors = 1, .tensors = th,
+                   .t_tokens = -1, .t_targets = -1, .t_lr = -1, .t_step = -1, .t_seed = -1, .t_loss = -1, .t_grad_norm = -1,
+                   .t_eval_loss = -1, .t_logits = -1, .train = {.optimizer = "adamw", .schedule = "constant", .precision = "bf16"},
+                   .arena_bytes = 2 * NH, .cpu_run = {run_nothing}};
+    static uint16_t got[NH];
+    TrnSession *s = cpu_session_threads(&mh, 7, 3);
+    CHECK(s && trn_get(s, "w", got, sizeof got) == 0, "the bf16 model: %s", s ? trn_error(s) : "no session");
+    uint64_t st = rng_name_stream("w");
+    int64_t bad = -1, direct = 0;
+    for (int64_t k = 0; s && k < NH; k++) {
+        double v = rng_init_value("uniform", -0.5, 0.5, 7, st, (uint64_t)k);
+        uint16_t want, once;
+        rt_elem_set(TRN_BF16, &want, 0, (double)(float)v);
+        rt_elem_set(TRN_BF16, &once, 0, v);
+        direct += want != once;
+        if (got[k] != want && bad < 0) bad = k;
+    }
+    CHECK(bad < 0, "w[%lld] = 0x%04x, its f32 value rounded to bf16 is another", (long long)bad, bad >= 0 ? got[bad] : 0);
+    CHECK(direct > 0, "no element of 2^20 rounds differently from double: the check above cannot fail");
+    printf("  %lld of %d elements would differ rounded straight from double\n", (long long)direct, NH);
+    if (s) trn_destroy(s);
+}
+
 static void test_init(void) {
     /* initialisation split over threads (ranges starting inside rows of the
      * padded w) gives what one thread gives */
@@ -949,6 +988,7 @@ int main(int argc, char **argv) {
         {"ranges", test_ranges},
         {"normals", test_normals},
         {"init", test_init},
+        {"init_half", test_init_half},
         {"step_api", test_step_api},
         {"data", test_data},
         {"ckpt_format", test_ckpt_format},
