@@ -684,11 +684,17 @@ static void test_lora(void) {
         }
     }
     CHECK(!ok || (adapters == 8 && trainable == 8), "lora: %d adapters, %d trainable (8, 8 expected)", adapters, trainable);
-    double la[6], lb[6];
-    ok = ok && run_steps(&a, 1, la) && run_steps(&b, 6, lb);
+    /* one batch again and again: the adapters alone must fit it (on any
+     * data, tiny Shakespeare or CI's synthetic tokens) */
+    double la[8], lb[8];
+    ok = ok && run_steps(&a, 1, la);
+    for (int i = 0; ok && i < 8; i++) {
+        b.next = 0;
+        ok = run_steps(&b, 1, &lb[i]);
+    }
     CHECK(ok, "lora: training failed");
     if (ok) CHECK(la[0] == lb[0], "lora: the first loss %.17g, the base model's %.17g", lb[0], la[0]);
-    if (ok) CHECK(lb[5] < lb[0] - 0.05, "lora: the loss did not fall (%.4f -> %.4f)", lb[0], lb[5]);
+    if (ok) CHECK(lb[7] < lb[0] - 0.1, "lora: the loss of one batch did not fall (%.4f -> %.4f)", lb[0], lb[7]);
     int moved = 0;
     for (int i = 0; ok && i < m->ntensors && i < 80; i++) {
         const TrnTensor *t = &m->tensors[i];
@@ -702,8 +708,8 @@ static void test_lora(void) {
     }
     for (int i = 0; i < 80; i++) free(before[i]);
     if (ok)
-        printf("lora: first loss %.6f = the base model's bit for bit; 6 steps -> %.6f; %d adapters moved, the base bit-identical\n", lb[0], lb[5],
-               moved);
+        printf("lora: first loss %.6f = the base model's bit for bit; 8 steps on that batch -> %.6f; %d adapters moved, the base bit-identical\n",
+               lb[0], lb[7], moved);
     run_close(&a);
     run_close(&b);
 
