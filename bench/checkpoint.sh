@@ -13,14 +13,7 @@ threads=${1:-2}
 steps=${2:-30}
 rounds=${3:-2}
 warm=3
-bin=${TRAINC_BIN:-$root/build/tools}
-trainc=$bin/trainc
-[ -x "$trainc" ] || "$root/scripts/build.sh" build >/dev/null
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-text=$root/../shared/data/tinyshakespeare.txt
-[ -f "$text" ] || text=$root/README.md
-"$bin/trainc-tokenize" "$text" "$work/t" >/dev/null
+. "$root/bench/common.sh"   # $bin, $trainc, $work, $work/t_train.bin
 defs=(-D vocab=256 -D layers=4 -D heads=4 -D dim=128 -D seq=256 -D batch=8)
 for ck in none blocks; do
     "$trainc" compile "$root/examples/gpt2.model" "${defs[@]}" --set checkpoint=$ck --report -o "$work/gpt2_$ck" > "$work/rep_$ck" 2>/dev/null

@@ -10,14 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 threads=${1:-2}
 steps=${2:-40}
 warm=5
-bin=${TRAINC_BIN:-$root/build/tools}     # where trainc and trainc-tokenize are
-trainc=$bin/trainc
-[ -x "$trainc" ] || "$root/scripts/build.sh" build >/dev/null
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-text=$root/../shared/data/tinyshakespeare.txt
-[ -f "$text" ] || text=$root/README.md
-"$bin/trainc-tokenize" "$text" "$work/t" >/dev/null
+. "$root/bench/common.sh"   # $bin, $trainc, $work, $work/t_train.bin
 # the model: vocab 256, 4 layers, 4 heads, 128 wide, context 128, batch 8
 declare -A size=([vocab]=256 [layers]=4 [heads]=4 [dim]=128 [seq]=128 [batch]=8)
 defs=()

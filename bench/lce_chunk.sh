@@ -12,14 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 threads=${1:-2}
 steps=${2:-4}
-bin=${TRAINC_BIN:-$root/build/tools}
-trainc=$bin/trainc
-[ -x "$trainc" ] || "$root/scripts/build.sh" build >/dev/null
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-text=$root/../shared/data/tinyshakespeare.txt
-[ -f "$text" ] || text=$root/README.md
-"$bin/trainc-tokenize" "$text" "$work/t" >/dev/null
+. "$root/bench/common.sh"   # $bin, $trainc, $work, $work/t_train.bin
 defs=(-D layers=1 -D seq=1024 -D batch=4)
 # budget / 16 / (4 V) = 64 rows
 "$trainc" compile "$root/examples/gpt2.model" "${defs[@]}" --set memory_budget=205852672 -o "$work/liger" >/dev/null

@@ -182,17 +182,16 @@ bool train_set(TrainConfig *tc, Arena *a, const char *key, const char *value, ch
     }
     TrainConfig t = *tc;
     if (!set_key(&t, a, k, value, err, errn)) return false;
-    /* keys the language reserves for passes trainc does not have yet: a
-     * value that asks for one is an error, not a request quietly ignored */
-    static const struct { const char *key, *what, *only; } later[] = {
-        {"checkpoint", "this policy of gradient checkpointing", "none or blocks"},
-        {"zero", "ZeRO sharding", "0"},
-    };
-    for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
-        if (strcmp(k->name, later[i].key) == 0 && !train_is_default(&t, k) && !(i == 0 && strcmp(t.checkpoint, "blocks") == 0)) {
-            snprintf(err, errn, "train key '%s': %s is not implemented yet (it takes only %s)", k->name, later[i].what, later[i].only);
-            return false;
-        }
+    /* values the language reserves for passes trainc does not have yet:
+     * an error, not a request quietly ignored */
+    const char *what = strcmp(k->name, "checkpoint") == 0 && !allowed_has("none blocks", t.checkpoint) ? "this policy of gradient checkpointing"
+                     : strcmp(k->name, "zero") == 0 && t.zero != 0                                 ? "ZeRO sharding"
+                                                                                                  : NULL;
+    if (what) {
+        snprintf(err, errn, "train key '%s': %s is not implemented yet (it takes only %s)", k->name, what,
+                 k->name[0] == 'c' ? "none or blocks" : "0");
+        return false;
+    }
     *tc = t;
     return true;
 }

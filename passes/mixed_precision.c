@@ -160,10 +160,9 @@ static bool scale_loss(Mp *M) {
  * the interpreter round half tensors' initial values through f32), which
  * is what the copy of an f32 master would hold, and a checkpoint's f32
  * values load into it rounded the same way: the results do not change. */
-static int store_frozen_half(Mp *M) {
+static void store_frozen_half(Mp *M) {
     Graph *g = M->g;
     Uses *u = ir_uses(g);
-    int n = 0;
     for (int i = 0; i < g->nnodes; i++) {
         Node *p = g->nodes[i];
         Value *v = p->out[0];
@@ -174,10 +173,8 @@ static int store_frozen_half(Mp *M) {
         if (!casts) continue;
         v->ty.dt = M->h;
         for (int k = 0; k < ul->n; k++) ir_replace_all_uses(g, ul->u[k].node->out[0], v); /* the casts: dead, for dce */
-        n++;
     }
     ir_uses_free(u);
-    return n;
 }
 
 bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d) {

@@ -28,10 +28,12 @@
  *            blocks is an error
  *   lora     LoRA on tiny GPT-2: the first loss is the base model's bit for
  *            bit (B starts at zero), only the adapters train and the base
- *            stays bit-identical, the loss falls; the errors (no targets, a
+ *            stays bit-identical, the loss falls, the eval loss is the
+ *            base model's with W + (alpha/r) B A merged in; the errors (no targets, a
  *            glob matching nothing, an embedding table as a target)
  * Usage: test_passes [fusion|mixed|pad|report|freeze|checkpoint|lora ...] (default: all). */
 #include "cg_harness.h"
+#include "rt.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -531,6 +533,40 @@ static char *prepare_fails(const char *model, const char *const *defs, const cha
 
 /* ---- freeze: train.freeze's globs ---- */
 
+/* The f32 params of r's model by tensor index (NULL for the rest), to
+ * compare after training; (n: the array's length) */
+static float **param_snapshot(Run *r, int *n) {
+    const TrnModel *m = trn_model(r->s);
+    float **w = xcalloc((size_t)m->ntensors + 1, sizeof(float *));
+    for (int i = 0; i < m->ntensors; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (t->kind != TRN_PARAM || t->dtype != TRN_F32) continue;
+        w[i] = xmalloc(sizeof(float) * (size_t)t->numel);
+        trn_get(r->s, t->name, w[i], sizeof(float) * (size_t)t->numel);
+    }
+    *n = m->ntensors;
+    return w;
+}
+
+/* Checks that every snapshot param moved exactly when it is trainable;
+ * counts those that moved and those that kept their bits; frees the snapshot. */
+static void check_moved(Run *r, float **before, int n, const char *label, int *moved, int *kept) {
+    const TrnModel *m = trn_model(r->s);
+    *moved = *kept = 0;
+    for (int i = 0; i < n; i++) {
+        if (!before[i]) continue;
+        const TrnTensor *t = &m->tensors[i];
+        float *x = xmalloc(sizeof(float) * (size_t)t->numel);
+        trn_get(r->s, t->name, x, sizeof(float) * (size_t)t->numel);
+        bool same = memcmp(x, before[i], sizeof(float) * (size_t)t->numel) == 0;
+        CHECK(same == !t->trainable, "%s: %s (%s) %s", label, t->name, t->trainable ? "trainable" : "frozen", same ? "did not move" : "moved");
+        same ? (*kept)++ : (*moved)++;
+        free(x);
+        free(before[i]);
+    }
+    free(before);
+}
+
 static void test_freeze(void) {
     printf("== freeze: train.freeze = \"h.*.attn.*, wpe\" on tiny GPT-2 (interpreter)\n");
     const char *sets[] = {"freeze=h.*.attn.*, wpe", "optimizer=adamw", "lr=0.003", "warmup=0", NULL};
@@ -542,8 +578,7 @@ static void test_freeze(void) {
     }
     const TrnModel *m = trn_model(r.s);
     int frozen = 0, trained = 0;
-    float *before[64] = {0};
-    for (int i = 0; i < m->ntensors && i < 64; i++) {
+    for (int i = 0; i < m->ntensors; i++) {
         const TrnTensor *t = &m->tensors[i];
         if (t->kind != TRN_PARAM) continue;
         bool want = strcmp(t->name, "wpe") == 0 || (strncmp(t->name, "h.", 2) == 0 && strstr(t->name, ".attn."));
@@ -552,25 +587,15 @@ static void test_freeze(void) {
         snprintf(st, sizeof st, "adamw.m.%s", t->name);
         CHECK((trn_find(r.s, st) >= 0) == !want, "%s: optimizer state %s", t->name, trn_find(r.s, st) >= 0 ? "present" : "absent");
         want ? frozen++ : trained++;
-        before[i] = xmalloc(sizeof(float) * (size_t)t->numel);
-        trn_get(r.s, t->name, before[i], sizeof(float) * (size_t)t->numel);
     }
     CHECK(frozen == 9 && trained > 0, "frozen %d (9 expected), trained %d", frozen, trained);
+    int n;
+    float **before = param_snapshot(&r, &n);
     double l[3];
     bool ok = run_steps(&r, 3, l);
     CHECK(ok, "freeze: training failed");
     int moved = 0, kept = 0;
-    for (int i = 0; ok && i < m->ntensors && i < 64; i++) {
-        const TrnTensor *t = &m->tensors[i];
-        if (!before[i]) continue;
-        float *x = xmalloc(sizeof(float) * (size_t)t->numel);
-        trn_get(r.s, t->name, x, sizeof(float) * (size_t)t->numel);
-        bool same = memcmp(x, before[i], sizeof(float) * (size_t)t->numel) == 0;
-        CHECK(same == !t->trainable, "%s (%s) %s", t->name, t->trainable ? "trainable" : "frozen", same ? "did not move" : "moved");
-        same ? kept++ : moved++;
-        free(x);
-    }
-    for (int i = 0; i < 64; i++) free(before[i]);
+    if (ok) check_moved(&r, before, n, "freeze", &moved, &kept);
     if (ok) printf("freeze: %d params frozen (kept their bits over 3 steps, losses %.4f -> %.4f), %d trained and moved\n", kept, l[0], l[2], moved);
     run_close(&r);
 
@@ -663,20 +688,17 @@ static void test_lora(void) {
     bool ok = run_open(&a, "examples/gpt2.model", gpt2_defs, base, NULL) && run_open(&b, "examples/gpt2.model", gpt2_defs, lora, NULL);
     CHECK(ok, "lora: the models do not load");
     const TrnModel *m = ok ? trn_model(b.s) : NULL;
-    int adapters = 0, trainable = 0;
-    float *before[80] = {0};
-    for (int i = 0; ok && i < m->ntensors && i < 80; i++) {
+    int adapters = 0, trainable = 0, n = 0;
+    float **before = ok ? param_snapshot(&b, &n) : NULL;
+    for (int i = 0; ok && i < m->ntensors; i++) {
         const TrnTensor *t = &m->tensors[i];
         if (t->kind != TRN_PARAM) continue;
-        bool ad = strstr(t->name, ".lora_A.weight") || strstr(t->name, ".lora_B.weight");
+        bool ad = rt_is_adapter(t);
         adapters += ad;
         trainable += t->trainable;
         CHECK(t->trainable == ad, "%s: trainable %d", t->name, t->trainable);
-        before[i] = xmalloc(sizeof(float) * (size_t)t->numel);
-        trn_get(b.s, t->name, before[i], sizeof(float) * (size_t)t->numel);
         /* the base params start as the base model's */
-        int ia = ad ? -1 : trn_find(a.s, t->name);
-        if (!ad && ia >= 0) {
+        if (!ad && trn_find(a.s, t->name) >= 0) {
             float *x = xmalloc(sizeof(float) * (size_t)t->numel);
             trn_get(a.s, t->name, x, sizeof(float) * (size_t)t->numel);
             CHECK(memcmp(x, before[i], sizeof(float) * (size_t)t->numel) == 0, "%s starts differently", t->name);
@@ -695,21 +717,46 @@ static void test_lora(void) {
     CHECK(ok, "lora: training failed");
     if (ok) CHECK(la[0] == lb[0], "lora: the first loss %.17g, the base model's %.17g", lb[0], la[0]);
     if (ok) CHECK(lb[7] < lb[0] - 0.1, "lora: the loss of one batch did not fall (%.4f -> %.4f)", lb[0], lb[7]);
-    int moved = 0;
-    for (int i = 0; ok && i < m->ntensors && i < 80; i++) {
+    int moved = 0, kept = 0;
+    if (before) check_moved(&b, before, n, "lora", &moved, &kept);
+    /* the adapters' arithmetic: the base model with every target merged,
+     * W + (alpha/r) B A (alpha 8, r 4), gives the LoRA model's eval loss */
+    double el = NAN, em = NAN;
+    for (int i = 0; ok && i < m->ntensors; i++) {
         const TrnTensor *t = &m->tensors[i];
-        if (!before[i]) continue;
-        float *x = xmalloc(sizeof(float) * (size_t)t->numel);
-        trn_get(b.s, t->name, x, sizeof(float) * (size_t)t->numel);
-        bool same = memcmp(x, before[i], sizeof(float) * (size_t)t->numel) == 0;
-        CHECK(same == !t->trainable, "%s (%s) %s", t->name, t->trainable ? "adapter" : "base", same ? "did not move" : "moved");
-        moved += !same;
-        free(x);
+        if (t->kind != TRN_PARAM || rt_is_adapter(t)) continue;
+        size_t nb = sizeof(float) * (size_t)t->numel;
+        float *w = xmalloc(nb);
+        trn_get(b.s, t->name, w, nb);
+        char an[200], bn[200];
+        const char *dot = strrchr(t->name, '.');
+        snprintf(an, sizeof an, "%.*s.lora_A.weight", (int)(dot - t->name), t->name);
+        snprintf(bn, sizeof bn, "%.*s.lora_B.weight", (int)(dot - t->name), t->name);
+        int ia = trn_find(b.s, an), ib = trn_find(b.s, bn);
+        if (ia >= 0 && ib >= 0) {
+            int64_t out = t->shape[0], in = t->shape[1], r = m->tensors[ia].shape[0];
+            float *A = xmalloc(sizeof(float) * (size_t)(r * in)), *B = xmalloc(sizeof(float) * (size_t)(out * r));
+            trn_get(b.s, an, A, sizeof(float) * (size_t)(r * in));
+            trn_get(b.s, bn, B, sizeof(float) * (size_t)(out * r));
+            for (int64_t o = 0; o < out; o++)
+                for (int64_t c = 0; c < in; c++) {
+                    double acc = 0;
+                    for (int64_t q = 0; q < r; q++) acc += (double)B[o * r + q] * A[q * in + c];
+                    w[o * in + c] = (float)(w[o * in + c] + 2.0 * acc);
+                }
+            free(A);
+            free(B);
+        }
+        ok = trn_set(a.s, t->name, w, nb) == 0;
+        free(w);
     }
-    for (int i = 0; i < 80; i++) free(before[i]);
+    a.next = b.next = 0;
+    ok = ok && feed(&a, a.s, 0) == 0 && feed(&b, b.s, 0) == 0 && trn_eval(a.s, &em) == 0 && trn_eval(b.s, &el) == 0;
+    CHECK(ok && fabs(el - em) <= 1e-5 * fabs(el), "lora: eval loss %.9g, the merged base model's %.9g", el, em);
     if (ok)
-        printf("lora: first loss %.6f = the base model's bit for bit; 8 steps on that batch -> %.6f; %d adapters moved, the base bit-identical\n",
-               lb[0], lb[7], moved);
+        printf("lora: first loss %.6f = the base model's bit for bit; 8 steps on that batch -> %.6f; %d adapters moved, %d base params "
+               "bit-identical; eval loss %.7f, merged into the base model %.7f\n",
+               lb[0], lb[7], moved, kept, el, em);
     run_close(&a);
     run_close(&b);
 

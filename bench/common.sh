@@ -1,0 +1,13 @@
+# bench/common.sh — sourced by the training benchmarks after they set
+# $root: $bin (TRAINC_BIN, where trainc and trainc-tokenize are), $trainc
+# (built when missing), a scratch folder $work removed on exit, and tiny
+# Shakespeare (the README where it is absent) tokenized to $work/t_train.bin
+# and $work/t_val.bin.
+bin=${TRAINC_BIN:-$root/build/tools}
+trainc=$bin/trainc
+[ -x "$trainc" ] || "$root/scripts/build.sh" build >/dev/null
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+text=$root/../shared/data/tinyshakespeare.txt
+[ -f "$text" ] || text=$root/README.md
+"$bin/trainc-tokenize" "$text" "$work/t" >/dev/null
