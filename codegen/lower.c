@@ -236,6 +236,57 @@ static bool is_loop_op(Op op) {
 
 /* ---- view ops ---- */
 
+static bool view_eq(const View *a, const View *b) {
+    if (a->buf != b->buf || a->off != b->off || a->rank != b->rank) return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->shape[i] != b->shape[i] || a->stride[i] != b->stride[i]) return false;
+    return true;
+}
+
+/* Where operand i of concat c lies in c's result: a view of its buffer. */
+static View concat_slot(Lower *L, Node *c, int i) {
+    int ax = (int)ir_int(c, "axis", 0);
+    int64_t at = 0;
+    for (int j = 0; j < i; j++) at += c->in[j]->ty.shape.d[ax];
+    View v = VI(L, c->out[0])->view;
+    view_slice(&v, ax, at, at + c->in[i]->ty.shape.d[ax]);
+    return v;
+}
+
+/* The reshape n of a strided view that only a concat reads (an attention
+ * gradient [B,H,T,D] going back to its slice of [B,T,3C]): one copy from
+ * the view into the concat's result, not a copy to make it contiguous and
+ * the concat's copy of that.  The concat's result buffer is made here; the
+ * copies into it are chained so that the last one finishes it. */
+static bool copy_into_concat(Lower *L, Node *n) {
+    Value *x = n->in[0], *y = n->out[0];
+    UseList *ul = &L->uses->of[y->id];
+    if (!L->fuse || n->op != OP_reshape || ul->n != 1 || L->uses->nout_refs[y->id]) return false;
+    Node *c = ul->u[0].node;
+    if (c->op != OP_concat || !L->in_sched[c->id]) return false;
+    ValInfo *ci = VI(L, c->out[0]);
+    if (ci->st == VS_NONE) {
+        ci->st = VS_BUF;
+        view_contig(&ci->view, temp_buf(L, c->out[0]), &c->out[0]->ty.shape);
+        ci->kern = NULL;
+    }
+    View dst = concat_slot(L, c, ul->u[0].idx);
+    View into = dst;
+    if (!view_reshape(&into, &x->ty.shape)) return false;
+    Kernel *k = new_kernel(L, KK_COPY, n);
+    kern_add_node(L, k, n);
+    k->src = VI(L, x)->view;
+    k->dst = into;
+    kern_add_dep(k, producer(L, x));
+    kern_add_dep(k, ci->kern);
+    ci->kern = k;
+    ValInfo *yi = VI(L, y);
+    yi->st = VS_VIEW;
+    yi->view = dst;
+    yi->kern = k;
+    return true;
+}
+
 static void lower_view(Lower *L, Node *n) {
     Value *x = n->in[0], *y = n->out[0];
     materialise(L, x);
@@ -249,6 +300,7 @@ static void lower_view(Lower *L, Node *n) {
     case OP_slice: ok = view_slice(&v, (int)ir_int(n, "axis", 0), ir_int(n, "start", 0), ir_int(n, "end", 0)); break;
     default: unreachable();
     }
+    if (!ok && copy_into_concat(L, n)) return;
     if (!ok) {
         /* not expressible as a view of x's buffer: copy x contiguous first
          * (only reshape of a strided view can fail) */
@@ -554,12 +606,15 @@ static bool try_fuse_ce(Lower *L, Node *n) {
 /* pad and concat become a fill and strided copies. */
 static void lower_pad_concat(Lower *L, Node *n) {
     Value *y = n->out[0];
-    int b = temp_buf(L, y);
     ValInfo *yi = VI(L, y);
-    yi->st = VS_BUF;
-    view_contig(&yi->view, b, &y->ty.shape);
-    int axis = (int)ir_int(n, "axis", 0);
     Kernel *last = NULL;
+    if (yi->st == VS_NONE) {
+        yi->st = VS_BUF;
+        view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
+    } else {
+        last = yi->kern; /* operands copied in already (copy_into_concat) */
+    }
+    int axis = (int)ir_int(n, "axis", 0);
     if (n->op == OP_pad) {
         Kernel *f = new_kernel(L, KK_FILL, n);
         kern_add_node(L, f, n);
@@ -571,6 +626,14 @@ static void lower_pad_concat(Lower *L, Node *n) {
     for (int i = 0; i < n->nin; i++) {
         Value *x = n->in[i];
         materialise(L, x);
+        ValInfo *xi = VI(L, x);
+        if (n->op == OP_concat && xi->view.buf == yi->view.buf) {
+            View slot = concat_slot(L, n, i);
+            if (view_eq(&slot, &xi->view)) {
+                at += x->ty.shape.d[axis];
+                continue;
+            }
+        }
         Kernel *k = new_kernel(L, KK_COPY, n);
         kern_add_node(L, k, n);
         k->src = VI(L, x)->view;

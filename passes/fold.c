@@ -19,11 +19,20 @@
  *                                     other use: a half-precision reduction
  *                                     (a bias gradient) accumulates in W
  *   x*1, 1*x, x/1, x+0, 0+x, x-0   -> x when the result type is x's type
+ *   add(pad(a), pad(b)) along one axis, a's place ending where b's begins
+ *                                  -> pad(concat(a, b)); a concat operand
+ *                                     that is a concat along the same axis
+ *                                     gives its operands; a pad of nothing
+ *                                     is its operand.  The gradient of
+ *                                     slices that tile a tensor (GPT-2's
+ *                                     split of qkv) is then written once,
+ *                                     not summed from zero-filled copies
  *   pointwise unary/binary op on constants -> constant (f32/f64 only)
  * Folded constants are computed in double from operands rounded to their
  * dtype and rounded to the result dtype: exact for f64, and for f32 what an
  * f32 computation rounds to up to one ulp.  x+0 -> x turns -0+0 (= +0) into
- * -0, the one bit pattern it changes.
+ * -0, the one bit pattern it changes; so does add(pad(a), pad(b)) -> concat
+ * where a or b holds -0.
  * Uses are redirected through a replacement map as the sweep goes (O(n));
  * nodes left dead by a rewrite are removed at the end (nodes that were dead
  * before are DCE's business).
@@ -319,6 +328,88 @@ static void widen_reductions(Graph *g, Diag *d) {
     ir_uses_free(u);
 }
 
+/* add(pad(a), pad(b)) -> pad(concat(a, b)) (see the top).  Run after the
+ * sweep (it adds nodes); an add whose operand an earlier merge made is
+ * merged again, so a chain of adds collapses into one concat. */
+static Node *pad_of(Value *v) { return v->def->op == OP_pad ? v->def : NULL; }
+
+static void merge_pads(Graph *g, Diag *d) {
+    int nn = g->nnodes;
+    if (!nn) return;
+    Node **snap = xmalloc(sizeof(Node *) * (size_t)nn);
+    memcpy(snap, g->nodes, sizeof(Node *) * (size_t)nn);
+    bool any = false;
+    for (int i = 0; i < nn; i++) {
+        Node *n = snap[i];
+        Node *p[2];
+        if (n->op != OP_add || !(p[0] = pad_of(n->in[0])) || !(p[1] = pad_of(n->in[1]))) continue;
+        int ax = (int)ir_int(p[0], "axis", 0);
+        if (ir_int(p[1], "axis", 0) != ax || !type_eq(&p[0]->out[0]->ty, &n->out[0]->ty) ||
+            !type_eq(&p[1]->out[0]->ty, &n->out[0]->ty))
+            continue;
+        int64_t lo[2], end[2];
+        for (int k = 0; k < 2; k++) {
+            lo[k] = ir_int(p[k], "lo", 0);
+            end[k] = lo[k] + p[k]->in[0]->ty.shape.d[ax];
+        }
+        int f = end[0] == lo[1] ? 0 : end[1] == lo[0] ? 1 : -1; /* the pad placed first */
+        if (f < 0) continue;
+        Node *first = p[f], *second = p[1 - f];
+        Node *half[2] = {first->in[0]->def, second->in[0]->def};
+        bool flat[2];
+        int nops = 0;
+        for (int k = 0; k < 2; k++) {
+            flat[k] = half[k]->op == OP_concat && ir_int(half[k], "axis", 0) == ax;
+            nops += flat[k] ? half[k]->nin : 1;
+        }
+        Value **ops = xmalloc(sizeof(Value *) * (size_t)nops);
+        nops = 0;
+        for (int k = 0; k < 2; k++) {
+            Value *x = (k ? second : first)->in[0];
+            for (int j = 0; j < (flat[k] ? half[k]->nin : 1); j++) ops[nops++] = flat[k] ? half[k]->in[j] : x;
+        }
+        g->ip = ir_node_index(g, n);
+        Node *cat = ir_new(g, OP_concat, nops, ops, n->loc);
+        free(ops);
+        ir_set_int(g, cat, "axis", ax);
+        cat->phase = n->phase;
+        if (!ir_emit(g, cat, d)) die("fold: a merged concat does not infer");
+        Value *res = cat->out[0];
+        int64_t plo = ir_int(first, "lo", 0), phi = ir_int(second, "hi", 0);
+        if (plo || phi) {
+            Node *pad = ir_new(g, OP_pad, 1, &res, n->loc);
+            ir_set_int(g, pad, "axis", ax);
+            ir_set_int(g, pad, "lo", plo);
+            ir_set_int(g, pad, "hi", phi);
+            pad->phase = n->phase;
+            if (!ir_emit(g, pad, d)) die("fold: a merged pad does not infer");
+            res = pad->out[0];
+        }
+        g->ip = -1;
+        res->name = n->out[0]->name;
+        ir_replace_all_uses(g, n->out[0], res);
+        any = true;
+    }
+    free(snap);
+    if (!any) return;
+    /* the adds merged, and the pads and concats only they read, are dead */
+    Uses *u = ir_uses(g);
+    int *uses = xcalloc((size_t)g->nvalues + 1, sizeof(int));
+    for (int v = 0; v <= u->nvalues; v++) uses[v] = u->of[v].n + u->nout_refs[v];
+    bool *keep = xmalloc(sizeof(bool) * (size_t)(g->nextnode + 1));
+    for (int i = 0; i < g->nextnode + 1; i++) keep[i] = true;
+    for (int i = g->nnodes - 1; i >= 0; i--) {
+        Node *n = g->nodes[i];
+        if ((n->op != OP_add && n->op != OP_pad && n->op != OP_concat) || uses[n->out[0]->id]) continue;
+        keep[n->id] = false;
+        for (int k = 0; k < n->nin; k++) uses[n->in[k]->id]--;
+    }
+    ir_filter_nodes(g, keep);
+    free(keep);
+    free(uses);
+    ir_uses_free(u);
+}
+
 bool pass_fold(Graph *g, const PassOptions *po, Diag *d) {
     (void)po;
     /* folded constants add at most one node and one value per node */
@@ -357,5 +448,6 @@ bool pass_fold(Graph *g, const PassOptions *po, Diag *d) {
     free(F.touched);
     free(F.keep);
     widen_reductions(g, d);
+    merge_pads(g, d);
     return true;
 }
