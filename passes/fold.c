@@ -338,7 +338,8 @@ static void merge_pads(Graph *g, Diag *d) {
     if (!nn) return;
     Node **snap = xmalloc(sizeof(Node *) * (size_t)nn);
     memcpy(snap, g->nodes, sizeof(Node *) * (size_t)nn);
-    bool any = false;
+    int nb = g->nextnode + 1 + 2 * nn; /* node ids, with the two a merge adds */
+    bool *merged = xcalloc((size_t)nb, sizeof(bool)), any = false; /* the adds and what only they may have read */
     for (int i = 0; i < nn; i++) {
         Node *n = snap[i];
         Node *p[2];
@@ -388,10 +389,15 @@ static void merge_pads(Graph *g, Diag *d) {
         g->ip = -1;
         res->name = n->out[0]->name;
         ir_replace_all_uses(g, n->out[0], res);
-        any = true;
+        merged[n->id] = merged[first->id] = merged[second->id] = any = true;
+        for (int k = 0; k < 2; k++)
+            if (flat[k]) merged[half[k]->id] = true;
     }
     free(snap);
-    if (!any) return;
+    if (!any) {
+        free(merged);
+        return;
+    }
     /* the adds merged, and the pads and concats only they read, are dead */
     Uses *u = ir_uses(g);
     int *uses = xcalloc((size_t)g->nvalues + 1, sizeof(int));
@@ -400,13 +406,14 @@ static void merge_pads(Graph *g, Diag *d) {
     for (int i = 0; i < g->nextnode + 1; i++) keep[i] = true;
     for (int i = g->nnodes - 1; i >= 0; i--) {
         Node *n = g->nodes[i];
-        if ((n->op != OP_add && n->op != OP_pad && n->op != OP_concat) || uses[n->out[0]->id]) continue;
+        if (n->id >= nb || !merged[n->id] || uses[n->out[0]->id]) continue;
         keep[n->id] = false;
         for (int k = 0; k < n->nin; k++) uses[n->in[k]->id]--;
     }
     ir_filter_nodes(g, keep);
     free(keep);
     free(uses);
+    free(merged);
     ir_uses_free(u);
 }
 
