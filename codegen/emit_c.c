@@ -530,6 +530,17 @@ static void ptr_decl(Emit *e, const char *var, Value *v, bool writable) {
     buf_ptr(e, vbuf(e, v), var, writable);
 }
 
+/* An attention operand: a pointer at its view's first element, and its
+ * layout as TRN_ATTL(b, h, t) strides. */
+static void att_decl(Emit *e, const char *var, Value *v, bool writable, char lay[64]) {
+    int64_t l[3], off;
+    cg_att_layout(e->s, v, l, &off);
+    Buf *b = &e->p->bufs[vbuf(e, v)];
+    const char *c = writable ? "" : "const ", *t = storage_type(b->dt);
+    fprintf(e->f, "    %s%s *%s = (%s%s *)(A + %lld) + %lld;\n", c, t, var, c, t, (long long)b->offset, (long long)off);
+    snprintf(lay, 64, "TRN_ATTL(%lld, %lld, %lld)", (long long)l[0], (long long)l[1], (long long)l[2]);
+}
+
 /* The dtype code of the runtime's kernels (tk_ld/tk_st): 0 f32, 1 f64,
  * 2 bf16, 3 f16. */
 static int dt_code(DType dt) { return dt == DT_f32 ? 0 : dt == DT_f64 ? 1 : dt == DT_bf16 ? 2 : 3; }
@@ -684,32 +695,33 @@ static void emit_template(Emit *e, Kernel *k) {
         const Shape *qs = &n->in[q]->ty.shape, *ks = &n->in[q + 1]->ty.shape;
         char sc[32];
         fmt_double(sc, ir_float(n, "scale", 1.0));
+        /* q, k, v, o and the gradients: a pointer at the view's first
+         * element and its layout (trainc_kernels.h) */
+        char lay[8][64];
         if (n->op == OP_attention) {
-            ptr_decl(e, "q", n->in[0], false);
-            ptr_decl(e, "k", n->in[1], false);
-            ptr_decl(e, "v", n->in[2], false);
-            ptr_decl(e, "o", n->out[0], true);
+            att_decl(e, "q", n->in[0], false, lay[0]);
+            att_decl(e, "k", n->in[1], false, lay[1]);
+            att_decl(e, "v", n->in[2], false, lay[2]);
+            att_decl(e, "o", n->out[0], true, lay[3]);
             ptr_decl(e, "lse", n->out[1], true);
             bool h = n->in[0]->ty.dt != DT_f32;
-            fprintf(f, "    tk_attention_%s(o, lse, q, k, v, %lld, %lld, %lld, %lld, %lld, %lld, %s, %d", h ? "dt" : "f32", (long long)qs->d[0],
-                    (long long)qs->d[1], (long long)ks->d[1], (long long)qs->d[2], (long long)ks->d[2], (long long)qs->d[3], sc,
-                    (int)ir_int(n, "causal", 1));
+            fprintf(f, "    tk_attention_%s(o, %s, lse, q, %s, k, %s, v, %s, %lld, %lld, %lld, %lld, %lld, %lld, %s, %d", h ? "dt" : "f32",
+                    lay[3], lay[0], lay[1], lay[2], (long long)qs->d[0], (long long)qs->d[1], (long long)ks->d[1], (long long)qs->d[2],
+                    (long long)ks->d[2], (long long)qs->d[3], sc, (int)ir_int(n, "causal", 1));
             if (h) fprintf(f, ", %d", dt_code(n->in[0]->ty.dt));
             fputs(");\n", f);
         } else {
-            ptr_decl(e, "dout", n->in[0], false);
-            ptr_decl(e, "q", n->in[1], false);
-            ptr_decl(e, "k", n->in[2], false);
-            ptr_decl(e, "v", n->in[3], false);
-            ptr_decl(e, "o", n->in[4], false);
+            static const char *const in[] = {"dout", "q", "k", "v", "o"}, *const out[] = {"dq", "dk", "dv"};
+            for (int i = 0; i < 5; i++) att_decl(e, in[i], n->in[i], false, lay[i]);
             ptr_decl(e, "lse", n->in[5], false);
-            ptr_decl(e, "dq", n->out[0], true);
-            ptr_decl(e, "dk", n->out[1], true);
-            ptr_decl(e, "dv", n->out[2], true);
+            for (int i = 0; i < 3; i++) att_decl(e, out[i], n->out[i], true, lay[5 + i]);
             bool h = n->in[1]->ty.dt != DT_f32;
-            fprintf(f, "    tk_attention_bwd_%s(dq, dk, dv, dout, q, k, v, o, lse, %lld, %lld, %lld, %lld, %lld, %lld, %s, %d", h ? "dt" : "f32",
-                    (long long)qs->d[0], (long long)qs->d[1], (long long)ks->d[1], (long long)qs->d[2], (long long)ks->d[2],
-                    (long long)qs->d[3], sc, (int)ir_int(n, "causal", 1));
+            fprintf(f,
+                    "    tk_attention_bwd_%s(dq, %s, dk, %s, dv, %s, dout, %s, q, %s, k, %s, v, %s, o, %s, lse, %lld, %lld, %lld, %lld, %lld, "
+                    "%lld, %s, %d",
+                    h ? "dt" : "f32", lay[5], lay[6], lay[7], lay[0], lay[1], lay[2], lay[3], lay[4], (long long)qs->d[0],
+                    (long long)qs->d[1], (long long)ks->d[1], (long long)qs->d[2], (long long)ks->d[2], (long long)qs->d[3], sc,
+                    (int)ir_int(n, "causal", 1));
             if (h) fprintf(f, ", %d", dt_code(n->in[1]->ty.dt));
             fputs(");\n", f);
         }

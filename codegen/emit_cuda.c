@@ -874,6 +874,17 @@ static const char *vp(Emit *e, Params *P, Value *v, bool write, char out[16]) {
     return out;
 }
 
+/* An attention operand: the parameter at its view's first element, and its
+ * layout as TRN_ATTL(b, h, t) strides (trainc_cuda.cuh). */
+static const char *avp(Emit *e, Params *P, Value *v, bool write, char out[16], char lay[64]) {
+    int64_t l[3], off;
+    cg_att_layout(e->s, v, l, &off);
+    int b = vbuf(e, v);
+    snprintf(out, 16, "p%d", param_at(P, b, e->p->bufs[b].offset + off * (int64_t)dtype_size[v->ty.dt], write));
+    snprintf(lay, 64, "TRN_ATTL(%lld, %lld, %lld)", (long long)l[0], (long long)l[1], (long long)l[2]);
+    return out;
+}
+
 /* One template launch: text = head + "    CALL;\n}\n". */
 static void tmpl_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, unsigned gx, unsigned gy,
                         unsigned bx, unsigned by) {
@@ -1192,40 +1203,43 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         char ta[32];
         if (tc) snprintf(ta, sizeof ta, "<%lld>", (long long)D);
         else snprintf(ta, sizeof ta, "<%lld, %d>", (long long)D, bq);
+        char lay[8][64];
         if (n->op == OP_attention) {
-            vp(e, &P, n->out[0], true, a[0]);
+            avp(e, &P, n->out[0], true, a[0], lay[0]);
             vp(e, &P, n->out[1], true, a[1]);
-            vp(e, &P, n->in[0], false, a[2]);
-            vp(e, &P, n->in[1], false, a[3]);
-            vp(e, &P, n->in[2], false, a[4]);
-            snprintf(call, sizeof call, "%s%s(%s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* o [%lld,%lld,%lld,%lld] */", fn,
-                     ta, a[0], a[1], a[2], a[3], a[4], (long long)H, (long long)Hkv, (long long)T, (long long)S, sc, causal, (long long)B,
-                     (long long)H, (long long)T, (long long)D);
+            for (int i = 0; i < 3; i++) avp(e, &P, n->in[i], false, a[2 + i], lay[1 + i]);
+            snprintf(call, sizeof call,
+                     "%s%s(%s, %s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* o [%lld,%lld,%lld,%lld] */", fn,
+                     ta, a[0], lay[0], a[1], a[2], lay[1], a[3], lay[2], a[4], lay[3], (long long)H, (long long)Hkv, (long long)T,
+                     (long long)S, sc, causal, (long long)B, (long long)H, (long long)T, (long long)D);
             att_launch(e, r, "", &P, call, threads, minb, cdiv(T, bq), (unsigned)(B * H));
         } else {
             /* dq first: it leaves Di = do . o per query row in the
              * workspace (B H T floats) for dkv, which would otherwise
              * recompute it for every key block */
-            vp(e, &P, n->out[0], true, a[0]);
-            for (int i = 0; i < 6; i++) vp(e, &P, n->in[i], false, a[i + 1]);
+            avp(e, &P, n->out[0], true, a[0], lay[0]);
+            for (int i = 0; i < 5; i++) avp(e, &P, n->in[i], false, a[i + 1], lay[i + 1]);
+            vp(e, &P, n->in[5], false, a[6]);
             char ws[24];
             snprintf(ws, sizeof ws, "(float *)p%d", param_ws(e, &P));
             snprintf(call, sizeof call,
-                     "%s_bwd_dq%s(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* dq [%lld,%lld,%lld,%lld] */", fn,
-                     ta, a[0], a[1], a[2], a[3], a[4], a[5], a[6], ws, (long long)H, (long long)Hkv, (long long)T, (long long)S, sc, causal,
-                     (long long)B, (long long)H, (long long)T, (long long)D);
+                     "%s_bwd_dq%s(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) "
+                     "/* dq [%lld,%lld,%lld,%lld] */",
+                     fn, ta, a[0], lay[0], a[1], lay[1], a[2], lay[2], a[3], lay[3], a[4], lay[4], a[5], lay[5], a[6], ws, (long long)H,
+                     (long long)Hkv, (long long)T, (long long)S, sc, causal, (long long)B, (long long)H, (long long)T, (long long)D);
             att_launch(e, r, "_dq", &P, call, threads, minb, cdiv(T, bq), (unsigned)(B * H));
             Params Q = {0};
-            char b[8][32];
-            vp(e, &Q, n->out[1], true, b[0]);
-            vp(e, &Q, n->out[2], true, b[1]);
-            for (int i = 0; i < 6; i++)
-                if (i != 4) vp(e, &Q, n->in[i], false, b[i + 2]); /* not o: Di instead */
+            char b[8][32], lb[6][64];
+            avp(e, &Q, n->out[1], true, b[0], lb[0]);
+            avp(e, &Q, n->out[2], true, b[1], lb[1]);
+            for (int i = 0; i < 4; i++) avp(e, &Q, n->in[i], false, b[i + 2], lb[i + 2]); /* dout, q, k, v (not o: Di instead) */
+            vp(e, &Q, n->in[5], false, b[7]);
             snprintf(b[6], sizeof b[6], "(const float *)p%d", param_ws(e, &Q));
             snprintf(call, sizeof call,
-                     "%s_bwd_dkv%s(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* dk, dv [%lld,%lld,%lld,%lld] */",
-                     fn, ta, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], (long long)H, (long long)Hkv, (long long)T, (long long)S, sc, causal,
-                     (long long)B, (long long)Hkv, (long long)S, (long long)D);
+                     "%s_bwd_dkv%s(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) "
+                     "/* dk, dv [%lld,%lld,%lld,%lld] */",
+                     fn, ta, b[0], lb[0], b[1], lb[1], b[2], lb[2], b[3], lb[3], b[4], lb[4], b[5], lb[5], b[6], b[7], (long long)H,
+                     (long long)Hkv, (long long)T, (long long)S, sc, causal, (long long)B, (long long)Hkv, (long long)S, (long long)D);
             att_launch(e, r, "_dkv", &Q, call, threads, minb, cdiv(S, bq), (unsigned)(B * Hkv));
         }
         break;

@@ -302,6 +302,14 @@ int cg_value_buf(const Sched *s, const Value *v) {
     return vi->view.buf;
 }
 
+void cg_att_layout(const Sched *s, const Value *v, int64_t l[3], int64_t *off) {
+    const View *w = &s->vi[v->id].view;
+    cg_value_buf(s, v);
+    if (w->rank != 4 || (w->stride[3] != 1 && w->shape[3] != 1)) die("attention operand %%%d: not a [B,H,T,D] view with D contiguous", v->id);
+    for (int i = 0; i < 3; i++) l[i] = w->stride[i];
+    *off = w->off;
+}
+
 void cg_gemm_layout(const View *v, int *t, int64_t *ld) {
     int r = v->rank;
     if ((v->stride[r - 1] == 1 || v->shape[r - 1] == 1) && v->stride[r - 2] >= v->shape[r - 1] && v->stride[r - 2] > 0) *t = 0, *ld = v->stride[r - 2];

@@ -536,6 +536,103 @@ static void lower_linear_ce(Lower *L, Node *n) {
     k->scratch = new_buf(L->p, BK_TEMP, (Type){DT_f32, shape_make(1, &d)}, "linear_ce.logits_chunk", NULL, (int)L->s->which) + 1;
 }
 
+/* ---- attention ----
+ * The kernels take each of q, k, v, o and the gradients as a view (element
+ * (b, h, t, d) at b*sb + h*sh + t*st + d): heads that are slices of a
+ * wider row are read and written where they lie instead of being copied to
+ * [B,H,T,D] and back.  GPT-2 reads q, k, v out of qkv [B,T,3C] and the
+ * incoming gradient out of [B,T,C], stores o as [B,T,H,D] (what the output
+ * projection reads), and writes dq, dk, dv into their slots of the qkv
+ * gradient.  A view qualifies when D is contiguous and its offset and
+ * strides are multiples of 16 bytes (the GPU's vector loads); otherwise it
+ * is copied contiguous, as any template operand is. */
+static bool att_view_ok(const View *v, DType dt) {
+    int64_t a = 16 / dtype_size[dt];
+    if (v->rank != 4 || (v->stride[3] != 1 && v->shape[3] != 1) || v->off % a) return false;
+    for (int i = 0; i < 3; i++)
+        if (v->stride[i] % a || v->stride[i] < 0) return false;
+    return true;
+}
+
+static void att_operand(Lower *L, Value *x, Kernel *k) {
+    materialise(L, x);
+    if (L->fuse && att_view_ok(&VI(L, x)->view, x->ty.dt)) kern_add_dep(k, producer(L, x));
+    else contiguous(L, x, k);
+}
+
+/* The one node reading v, if it is op in this schedule and nothing else
+ * (no output) refers to v. */
+static Node *only_use(Lower *L, Value *v, Op op) {
+    UseList *ul = &L->uses->of[v->id];
+    if (ul->n != 1 || L->uses->nout_refs[v->id] || ul->u[0].node->op != op || !L->in_sched[ul->u[0].node->id]) return NULL;
+    return ul->u[0].node;
+}
+
+static bool swaps_h_t(const Node *p) {
+    const Attr *a = ir_attr(p, "perm");
+    return a && a->n == 4 && a->v[0] == 0 && a->v[1] == 2 && a->v[2] == 1 && a->v[3] == 3;
+}
+
+/* Where an attention result y [B,H,T,D] is written: in *w, and true, when
+ * a layout other than its own buffer's serves its readers better. */
+static bool att_result_view(Lower *L, Kernel *k, Value *y, View *w) {
+    if (!L->fuse) return false;
+    UseList *ul = &L->uses->of[y->id];
+    Node *p = only_use(L, y, OP_permute), *r = p ? only_use(L, p->out[0], OP_reshape) : NULL;
+    Node *c = r ? only_use(L, r->out[0], OP_concat) : NULL;
+    if (c && swaps_h_t(p)) {
+        /* y -> [B,T,H,D] -> [B,T,C] -> a slot of a concat: written into the slot */
+        ValInfo *ci = VI(L, c->out[0]);
+        if (ci->st == VS_NONE) {
+            ci->st = VS_BUF;
+            view_contig(&ci->view, temp_buf(L, c->out[0]), &c->out[0]->ty.shape);
+            ci->kern = NULL;
+        }
+        int idx = L->uses->of[r->out[0]->id].u[0].idx;
+        View v = concat_slot(L, c, idx);
+        if (!view_reshape(&v, &p->out[0]->ty.shape) || !view_permute(&v, ir_attr(p, "perm")->v) || !att_view_ok(&v, y->ty.dt)) return false;
+        kern_add_dep(k, ci->kern);
+        ci->kern = k; /* the copies into the concat's result run after it */
+        *w = v;
+        return true;
+    }
+    /* read as [B,T,H,D] (the forward's o, reshaped to [B,T,C] for the
+     * output projection): stored that way */
+    for (int i = 0; i < ul->n; i++) {
+        Node *q = ul->u[i].node;
+        if (q->op != OP_permute || !swaps_h_t(q) || !L->in_sched[q->id]) continue;
+        View v;
+        view_contig(&v, temp_buf(L, y), &q->out[0]->ty.shape);
+        view_permute(&v, ir_attr(q, "perm")->v);
+        if (!att_view_ok(&v, y->ty.dt)) return false;
+        *w = v;
+        return true;
+    }
+    return false;
+}
+
+static void lower_attention(Lower *L, Node *n) {
+    Kernel *k = new_kernel(L, KK_TMPL, n);
+    kern_add_node(L, k, n);
+    int lse = n->op == OP_attention ? -1 : 5; /* the operand that is lse: contiguous */
+    for (int i = 0; i < n->nin; i++) {
+        if (i == lse) contiguous(L, n->in[i], k);
+        else att_operand(L, n->in[i], k);
+    }
+    for (int j = 0; j < n->nout; j++) {
+        Value *y = n->out[j];
+        ValInfo *yi = VI(L, y);
+        bool lse_out = n->op == OP_attention && j == 1;
+        if (!lse_out && att_result_view(L, k, y, &yi->view)) {
+            yi->st = view_is_contig(&yi->view) ? VS_BUF : VS_VIEW;
+        } else {
+            yi->st = VS_BUF;
+            view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
+        }
+        yi->kern = k;
+    }
+}
+
 /* rope_qk: q and k may be rotated in place: an operand whose buffer holds
  * only it (made for it, or copied contiguous for this kernel) and that
  * nothing else reads gives its buffer to the result. */
@@ -914,6 +1011,8 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
             break;
         case OP_linear_cross_entropy: lower_linear_ce(&L, n); break;
         case OP_rope_qk: lower_rope_qk(&L, n); break;
+        case OP_attention:
+        case OP_attention_grad: lower_attention(&L, n); break;
         case OP_adamw:
         case OP_sgd: lower_opt(&L, n); break;
         default:
@@ -1078,9 +1177,19 @@ void cg_print_kernels(FILE *f, Program *p) {
                 print_view(f, p, &k->dst);
                 break;
             case KK_FILL: fprintf(f, " b%d = %g", k->dst.buf, k->fill); break;
-            case KK_TMPL:
+            case KK_TMPL: {
                 if (k->ce_fused) fputs(" (forward+backward, gradient in place)", f);
+                /* operands and results that are views of a wider buffer (attention's) */
+                Node *n = k->nodes[0];
+                for (int j = 0; j < n->nin + n->nout; j++) {
+                    Value *v = j < n->nin ? n->in[j] : n->out[j - n->nin];
+                    ValInfo *vi = &sc->vi[v->id];
+                    if ((vi->st != VS_BUF && vi->st != VS_VIEW) || view_is_contig(&vi->view)) continue;
+                    fputs(j < n->nin ? " " : " -> ", f);
+                    print_view(f, p, &vi->view);
+                }
                 break;
+            }
             }
             fputs("  [", f);
             for (int j = 0; j < k->nnodes; j++) fprintf(f, "%s%s", j ? " " : "", op_name(k->nodes[j]->op));

@@ -538,28 +538,41 @@ template <int D> struct TrnAtt {
     static TRN_MEMBER int col(int sub, int e) { return ((e / VW) * TPR + sub) * VW + e % VW; }
 };
 
+/* An attention operand's layout, as in trainc_kernels.h: element
+ * (b, h, t, d) at b*L.b + h*L.h + t*L.t + d, so that q, k and v can be
+ * slices of GPT-2's [B,T,3C] qkv and o a slice of [B,T,C] without a copy
+ * into [B,H,T,D].  The compiler gives a view here only when its offset and
+ * strides are multiples of 16 bytes (the 16-byte and 4-element loads);
+ * lse (and Di) are [B,H,T] contiguous. */
+struct TrnAttL {
+    int64_t b, h, t;
+};
+#define TRN_ATTL(b, h, t) (TrnAttL{(b), (h), (t)})
+TRN_DEV int64_t trn_at(const TrnAttL &L, int64_t b, int64_t h, int64_t t) { return b * L.b + h * L.h + t * L.t; }
+
 /* Loads rows r0.. r0+nr-1 (< lim) of a [.., D] matrix of any float dtype
- * into tile [nr][D] (float); zeros past lim. */
+ * (row stride lds) into tile [nr][D] (float); zeros past lim. */
 template <int D, typename E>
-TRN_DEV void trn_load_tile(float *__restrict__ tile, const E *__restrict__ src, int64_t r0, int nr, int64_t lim) {
+TRN_DEV void trn_load_tile(float *__restrict__ tile, const E *__restrict__ src, int64_t lds, int64_t r0, int nr, int64_t lim) {
     if constexpr (D % 4 == 0) {
         for (int e = threadIdx.x; e < nr * D / 4; e += blockDim.x) {
             int r = e / (D / 4), c = (e - r * (D / 4)) * 4;
-            float4 v = r0 + r < lim ? trn_ld4(src + (r0 + r) * D + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+            float4 v = r0 + r < lim ? trn_ld4(src + (r0 + r) * lds + c) : make_float4(0.f, 0.f, 0.f, 0.f);
             trn_st4(tile + r * D + c, v);
         }
     } else {
         for (int e = threadIdx.x; e < nr * D; e += blockDim.x) {
             int r = e / D, c = e - r * D;
-            tile[e] = r0 + r < lim ? trn_f32(src[(r0 + r) * D + c]) : 0.0f;
+            tile[e] = r0 + r < lim ? trn_f32(src[(r0 + r) * lds + c]) : 0.0f;
         }
     }
 }
 
 /* block: BQ * TPR threads; grid (ceil(T / BQ), B * H) */
 template <int D, int BQ, typename E>
-TRN_DEV void tk_attention(E *__restrict__ o, float *__restrict__ lse, const E *__restrict__ q, const E *__restrict__ k,
-                          const E *__restrict__ v, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
+TRN_DEV void tk_attention(E *__restrict__ o, TrnAttL lo, float *__restrict__ lse, const E *__restrict__ q, TrnAttL lq, const E *__restrict__ k,
+                          TrnAttL lk, const E *__restrict__ v, TrnAttL lv, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale,
+                          int causal) {
     typedef TrnAtt<D> A;
     __shared__ __align__(16) float Ks[A::BK * D];
     __shared__ __align__(16) float Vs[A::BK * D];
@@ -569,8 +582,8 @@ TRN_DEV void tk_attention(E *__restrict__ o, float *__restrict__ lse, const E *_
     int64_t row = q0 + threadIdx.x / A::TPR;
     bool valid = row < T;
     int64_t rr = valid ? row : T - 1;
-    const E *qr = q + (bh * T + rr) * D;
-    const E *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
+    const E *qr = q + trn_at(lq, b, h, rr);
+    const E *kb = k + trn_at(lk, b, hk, 0), *vb = v + trn_at(lv, b, hk, 0);
     float qv[A::NE], acc[A::NE];
 #pragma unroll
     for (int e = 0; e < A::NE; e++) {
@@ -581,8 +594,8 @@ TRN_DEV void tk_attention(E *__restrict__ o, float *__restrict__ lse, const E *_
     int64_t kend = causal ? min(S, q0 + BQ) : S;
     for (int64_t k0 = 0; k0 < kend; k0 += A::BK) {
         __syncthreads();
-        trn_load_tile<D>(Ks, kb, k0, A::BK, S);
-        trn_load_tile<D>(Vs, vb, k0, A::BK, S);
+        trn_load_tile<D>(Ks, kb, lk.t, k0, A::BK, S);
+        trn_load_tile<D>(Vs, vb, lv.t, k0, A::BK, S);
         __syncthreads();
         float s[A::BK];
         float tmax = -TRN_INF;
@@ -613,7 +626,7 @@ TRN_DEV void tk_attention(E *__restrict__ o, float *__restrict__ lse, const E *_
         m = mn;
     }
     if (!valid) return;
-    E *orow = o + (bh * T + row) * D;
+    E *orow = o + trn_at(lo, b, h, row);
     float inv = 1.0f / l;
 #pragma unroll
     for (int e = 0; e < A::NE; e++) trn_st(orow + A::col(sub, e), acc[e] * inv);
@@ -623,9 +636,10 @@ TRN_DEV void tk_attention(E *__restrict__ o, float *__restrict__ lse, const E *_
 /* Backward, part 1: dq.  Same layout as the forward; p recomputed from lse,
  * Di = do_i . o_i, ds = p (do_i . v_j - Di), dq_i = scale sum_j ds k_j. */
 template <int D, int BQ, typename E>
-TRN_DEV void tk_attention_bwd_dq(E *__restrict__ dq, const E *__restrict__ dout, const E *__restrict__ q, const E *__restrict__ k,
-                                 const E *__restrict__ v, const E *__restrict__ o, const float *__restrict__ lse, float *__restrict__ dis,
-                                 int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
+TRN_DEV void tk_attention_bwd_dq(E *__restrict__ dq, TrnAttL ldq, const E *__restrict__ dout, TrnAttL ldo, const E *__restrict__ q,
+                                 TrnAttL lq, const E *__restrict__ k, TrnAttL lk, const E *__restrict__ v, TrnAttL lv,
+                                 const E *__restrict__ o, TrnAttL lo, const float *__restrict__ lse, float *__restrict__ dis, int64_t H,
+                                 int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
     typedef TrnAtt<D> A;
     __shared__ __align__(16) float Ks[A::BK * D];
     __shared__ __align__(16) float Vs[A::BK * D];
@@ -635,8 +649,8 @@ TRN_DEV void tk_attention_bwd_dq(E *__restrict__ dq, const E *__restrict__ dout,
     int64_t row = q0 + threadIdx.x / A::TPR;
     bool valid = row < T;
     int64_t rr = valid ? row : T - 1;
-    const E *qr = q + (bh * T + rr) * D, *dr = dout + (bh * T + rr) * D, *orow = o + (bh * T + rr) * D;
-    const E *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
+    const E *qr = q + trn_at(lq, b, h, rr), *dr = dout + trn_at(ldo, b, h, rr), *orow = o + trn_at(lo, b, h, rr);
+    const E *kb = k + trn_at(lk, b, hk, 0), *vb = v + trn_at(lv, b, hk, 0);
     float qv[A::NE], dov[A::NE], acc[A::NE];
     float di = 0.0f;
 #pragma unroll
@@ -653,8 +667,8 @@ TRN_DEV void tk_attention_bwd_dq(E *__restrict__ dq, const E *__restrict__ dout,
     int64_t kend = causal ? min(S, q0 + BQ) : S;
     for (int64_t k0 = 0; k0 < kend; k0 += A::BK) {
         __syncthreads();
-        trn_load_tile<D>(Ks, kb, k0, A::BK, S);
-        trn_load_tile<D>(Vs, vb, k0, A::BK, S);
+        trn_load_tile<D>(Ks, kb, lk.t, k0, A::BK, S);
+        trn_load_tile<D>(Vs, vb, lv.t, k0, A::BK, S);
         __syncthreads();
 #pragma unroll 4
         for (int j = 0; j < A::BK; j++) {
@@ -675,7 +689,7 @@ TRN_DEV void tk_attention_bwd_dq(E *__restrict__ dq, const E *__restrict__ dout,
         }
     }
     if (!valid) return;
-    E *dqr = dq + (bh * T + row) * D;
+    E *dqr = dq + trn_at(ldq, b, h, row);
 #pragma unroll
     for (int e = 0; e < A::NE; e++) trn_st(dqr + A::col(sub, e), acc[e]);
 }
@@ -697,8 +711,9 @@ TRN_DEV void trn_att_rows(float *Ds, float *Ls, const float *__restrict__ dis, c
  * do, lse, Di) go through shared memory, for every query head sharing the
  * kv head.  block: BKV * TPR threads; grid (ceil(S / BKV), B * Hkv). */
 template <int D, int BKV, typename E>
-TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const E *__restrict__ dout, const E *__restrict__ q,
-                                  const E *__restrict__ k, const E *__restrict__ v, const float *__restrict__ dis, const float *__restrict__ lse,
+TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, TrnAttL ldk, E *__restrict__ dv, TrnAttL ldv, const E *__restrict__ dout,
+                                  TrnAttL ldo, const E *__restrict__ q, TrnAttL lq, const E *__restrict__ k, TrnAttL lk,
+                                  const E *__restrict__ v, TrnAttL lv, const float *__restrict__ dis, const float *__restrict__ lse,
                                   int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
     typedef TrnAtt<D> A;
     constexpr int BQ2 = A::BK;
@@ -711,7 +726,7 @@ TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const 
     int64_t kj = j0 + threadIdx.x / A::TPR;
     bool valid = kj < S;
     int64_t jj = valid ? kj : S - 1;
-    const E *kr = k + (bk * S + jj) * D, *vr = v + (bk * S + jj) * D;
+    const E *kr = k + trn_at(lk, b, hk, jj), *vr = v + trn_at(lv, b, hk, jj);
     float kv[A::NE], vv[A::NE], dka[A::NE], dva[A::NE];
 #pragma unroll
     for (int e = 0; e < A::NE; e++) {
@@ -726,8 +741,8 @@ TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const 
         int64_t bh = b * H + h;
         for (int64_t i0 = istart; i0 < T; i0 += BQ2) {
             __syncthreads();
-            trn_load_tile<D>(Qs, q + bh * T * D, i0, BQ2, T);
-            trn_load_tile<D>(Os, dout + bh * T * D, i0, BQ2, T);
+            trn_load_tile<D>(Qs, q + trn_at(lq, b, h, 0), lq.t, i0, BQ2, T);
+            trn_load_tile<D>(Os, dout + trn_at(ldo, b, h, 0), ldo.t, i0, BQ2, T);
             trn_att_rows(Ds, Ls, dis, lse, bh, T, i0, BQ2);
             __syncthreads();
 #pragma unroll 4
@@ -757,8 +772,8 @@ TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const 
 #pragma unroll
     for (int e = 0; e < A::NE; e++) {
         int c = A::col(sub, e);
-        trn_st(dk + (bk * S + kj) * D + c, dka[e]);
-        trn_st(dv + (bk * S + kj) * D + c, dva[e]);
+        trn_st(dk + trn_at(ldk, b, hk, kj) + c, dka[e]);
+        trn_st(dv + trn_at(ldv, b, hk, kj) + c, dva[e]);
     }
 }
 
@@ -847,8 +862,8 @@ TRN_DEV uint32_t trn_pack2(float lo, float hi, trn_f16) { return (uint32_t)trn_t
  * g + 8 of its warp's score fragments, columns 2t, 2t+1 of every 8-column
  * tile: a row's maximum and sum are the 4 lanes of a quad (two shuffles).
  * Tiles are halved beyond D = 64 (registers, sm_80 / sm_90: 128 / 126
- * forward, 127 / 128 dq, 168 / 171 dkv at D = 64; 167 / 168, 190 / 167,
- * 253 / 245 at D = 128; no spills), and double-buffered: cp.async loads
+ * forward, 127 / 128 dq, 169 / 167 dkv at D = 64; 166 / 166, 167 / 167,
+ * 247 / 244 at D = 128; no spills), and double-buffered: cp.async loads
  * the next tiles while the warps compute on these.
  *   forward  one pass over key tiles of 64: S = Q K^T in registers, the
  *            online softmax per row, P = exp(s - m) rounded to the half type
@@ -874,17 +889,21 @@ template <int D> struct TrnAttTc {
     static_assert(D % 16 == 0 && D <= 128, "tensor-core attention: D a multiple of 16, at most 128");
 };
 
-/* Rows r0 .. r0+nr-1 (< lim) of a [.., D] matrix of 16-bit E into tile (row
- * stride ld elements), the bits unchanged; zeros past lim.  16-byte copies
- * when src is 16-byte aligned (a buffer's start always is; a view may not). */
+/* Rows r0 .. r0+nr-1 (< lim) of a [.., D] matrix of 16-bit E (row stride
+ * lds elements) into tile (row stride ld elements), the bits unchanged;
+ * zeros past lim.  16-byte copies when src and its rows are 16-byte aligned
+ * (a buffer's start always is; a view may not be). */
+template <typename E> TRN_DEV bool trn_rows16(const E *src, int64_t lds) {
+    return ((unsigned long long)src & 15) == 0 && ((lds * (int64_t)sizeof(E)) & 15) == 0;
+}
 template <int D, typename E>
-TRN_DEV void trn_load_tile16(E *__restrict__ tile, int ld, const E *__restrict__ src, int64_t r0, int nr, int64_t lim) {
-    if (((unsigned long long)src & 15) == 0) {
+TRN_DEV void trn_load_tile16(E *__restrict__ tile, int ld, const E *__restrict__ src, int64_t lds, int64_t r0, int nr, int64_t lim) {
+    if (trn_rows16(src, lds)) {
         constexpr int V = D / 8;
         for (int e = threadIdx.x; e < nr * V; e += blockDim.x) {
             int r = e / V, c = (e - r * V) * 8;
             uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (r0 + r < lim) v = *(const uint4 *)(src + (r0 + r) * D + c);
+            if (r0 + r < lim) v = *(const uint4 *)(src + (r0 + r) * lds + c);
             *(uint4 *)(tile + r * ld + c) = v;
         }
     } else {
@@ -892,7 +911,7 @@ TRN_DEV void trn_load_tile16(E *__restrict__ tile, int ld, const E *__restrict__
             int r = e / D, c = e - r * D;
             E z;
             z.x = 0;
-            tile[r * ld + c] = r0 + r < lim ? src[(r0 + r) * D + c] : z;
+            tile[r * ld + c] = r0 + r < lim ? src[(r0 + r) * lds + c] : z;
         }
     }
 }
@@ -900,16 +919,16 @@ TRN_DEV void trn_load_tile16(E *__restrict__ tile, int ld, const E *__restrict__
 /* trn_load_tile16 with cp.async (the caller commits and waits) when src is
  * 16-byte aligned; otherwise the same plain loads and stores. */
 template <int D, typename E>
-TRN_DEV void trn_load_tile16_async(E *__restrict__ tile, int ld, const E *__restrict__ src, int64_t r0, int nr, int64_t lim) {
-    if (((unsigned long long)src & 15) == 0) {
+TRN_DEV void trn_load_tile16_async(E *__restrict__ tile, int ld, const E *__restrict__ src, int64_t lds, int64_t r0, int nr, int64_t lim) {
+    if (trn_rows16(src, lds)) {
         constexpr int V = D / 8;
         for (int e = threadIdx.x; e < nr * V; e += blockDim.x) {
             int r = e / V, c = (e - r * V) * 8;
             bool in = r0 + r < lim;
-            trn_cp16(tile + r * ld + c, in ? src + (r0 + r) * D + c : src, in);
+            trn_cp16(tile + r * ld + c, in ? src + (r0 + r) * lds + c : src, in);
         }
     } else
-        trn_load_tile16<D>(tile, ld, src, r0, nr, lim);
+        trn_load_tile16<D>(tile, ld, src, lds, r0, nr, lim);
 }
 
 /* a = the A fragments of the 16 rows at tile (row stride LDH), all D
@@ -970,14 +989,14 @@ TRN_DEV void trn_frag_pack(uint32_t (&p)[NC / 16][4], const float (&s)[NC / 8][4
     }
 }
 
-/* Rows row0 .. row0+15 (< lim) of dst [.., D] = o (16 x D f32 fragments),
- * row g times f0 and row g + 8 times f1, rounded once to E: a 4-byte store
- * per pair of columns when dst allows it. */
+/* Rows row0 .. row0+15 (< lim) of dst [.., D] (row stride lds) = o (16 x D
+ * f32 fragments), row g times f0 and row g + 8 times f1, rounded once to E:
+ * a 4-byte store per pair of columns when dst and its rows allow it. */
 template <int D, typename E>
-TRN_DEV void trn_frag_store(E *dst, int64_t row0, int64_t lim, const float (&o)[D / 8][4], float f0, float f1, int lane) {
+TRN_DEV void trn_frag_store(E *dst, int64_t lds, int64_t row0, int64_t lim, const float (&o)[D / 8][4], float f0, float f1, int lane) {
     typedef TrnAttTc<D> A;
     int g = lane >> 2, t = lane & 3;
-    bool w4 = ((unsigned long long)dst & 3) == 0;
+    bool w4 = ((unsigned long long)dst & 3) == 0 && (lds & 1) == 0;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         int64_t row = row0 + g + 8 * h;
@@ -985,7 +1004,7 @@ TRN_DEV void trn_frag_store(E *dst, int64_t row0, int64_t lim, const float (&o)[
         if (row >= lim) continue;
 #pragma unroll
         for (int c = 0; c < A::ND; c++) {
-            E *p = dst + row * D + c * 8 + 2 * t;
+            E *p = dst + row * lds + c * 8 + 2 * t;
             if (w4) *(uint32_t *)p = trn_pack2(o[c][2 * h] * f, o[c][2 * h + 1] * f, E());
             else {
                 trn_st(p, o[c][2 * h] * f);
@@ -1000,21 +1019,22 @@ TRN_DEV void trn_frag_store(E *dst, int64_t row0, int64_t lim, const float (&o)[
  * block waits after loading it and after reading it, so the staging (and
  * what shares its memory) is free again on return. */
 template <int D, typename E>
-TRN_DEV void trn_tc_stage(uint32_t (&a)[D / 16][4], E *stage, const E *__restrict__ src, int64_t r0, int64_t lim, int warp, int lane) {
+TRN_DEV void trn_tc_stage(uint32_t (&a)[D / 16][4], E *stage, const E *__restrict__ src, int64_t lds, int64_t r0, int64_t lim, int warp,
+                          int lane) {
     typedef TrnAttTc<D> A;
-    trn_load_tile16<D>(stage, A::LDH, src, r0, A::BR, lim);
+    trn_load_tile16<D>(stage, A::LDH, src, lds, r0, A::BR, lim);
     __syncthreads();
     trn_frag_rows<D>(a, stage + warp * 16 * A::LDH, lane);
     __syncthreads();
 }
 
-/* Key rows k0 .. k0+BC-1 (< S) of K and V into stage (K's tile, then V's;
- * cp.async: the caller commits and waits). */
+/* Key rows k0 .. k0+BC-1 (< S) of K and V (row strides lks, lvs) into
+ * stage (K's tile, then V's; cp.async: the caller commits and waits). */
 template <int D, int BC, typename E>
-TRN_DEV void trn_tc_load_kv(E *stage, const E *__restrict__ kb, const E *__restrict__ vb, int64_t k0, int64_t S) {
+TRN_DEV void trn_tc_load_kv(E *stage, const E *__restrict__ kb, int64_t lks, const E *__restrict__ vb, int64_t lvs, int64_t k0, int64_t S) {
     typedef TrnAttTc<D> A;
-    trn_load_tile16_async<D>(stage, A::LDH, kb, k0, BC, S);
-    trn_load_tile16_async<D>(stage + BC * A::LDH, A::LDH, vb, k0, BC, S);
+    trn_load_tile16_async<D>(stage, A::LDH, kb, lks, k0, BC, S);
+    trn_load_tile16_async<D>(stage + BC * A::LDH, A::LDH, vb, lvs, k0, BC, S);
 }
 
 /* The maximum (MAX) or the sum of v over the 4 lanes of a quad (a row). */
@@ -1029,8 +1049,9 @@ template <bool MAX> TRN_DEV float trn_quad(float v) {
 
 /* block: 128 threads; grid (ceil(T / 64), B * H) */
 template <int D, typename E>
-TRN_DEV void tk_attention_tc(E *__restrict__ o, float *__restrict__ lse, const E *__restrict__ q, const E *__restrict__ k,
-                             const E *__restrict__ v, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
+TRN_DEV void tk_attention_tc(E *__restrict__ o, TrnAttL lo, float *__restrict__ lse, const E *__restrict__ q, TrnAttL lq,
+                             const E *__restrict__ k, TrnAttL lk, const E *__restrict__ v, TrnAttL lv, int64_t H, int64_t Hkv, int64_t T,
+                             int64_t S, float scale, int causal) {
     typedef TrnAttTc<D> A;
     constexpr int BC = A::BCF, KV = BC * A::LDH;
     /* two stages of K and V tiles (the next pair loads while this one is
@@ -1040,22 +1061,22 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, float *__restrict__ lse, const E
     int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
     int64_t q0 = (int64_t)blockIdx.x * A::BR, w0 = q0 + warp * 16;
     int64_t rr[2] = {min(w0 + g, T - 1), min(w0 + g + 8, T - 1)}; /* the lane's rows (clamped) */
-    const E *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
+    const E *kb = k + trn_at(lk, b, hk, 0), *vb = v + trn_at(lv, b, hk, 0);
     uint32_t qa[A::KD][4];
-    trn_tc_stage<D>(qa, sm, q + bh * T * D, q0, T, warp, lane);
+    trn_tc_stage<D>(qa, sm, q + trn_at(lq, b, h, 0), lq.t, q0, T, warp, lane);
     float of[A::ND][4];
 #pragma unroll
     for (int c = 0; c < A::ND; c++) of[c][0] = of[c][1] = of[c][2] = of[c][3] = 0.0f;
     float m[2] = {-TRN_INF, -TRN_INF}, l[2] = {0.0f, 0.0f};
     int64_t kend = causal ? min(S, q0 + A::BR) : S;
     int nt = (int)((kend + BC - 1) / BC);
-    if (nt > 0) trn_tc_load_kv<D, BC>(sm, kb, vb, 0, S);
+    if (nt > 0) trn_tc_load_kv<D, BC>(sm, kb, lk.t, vb, lv.t, 0, S);
     trn_cp_commit();
     for (int it = 0; it < nt; it++) {
         int64_t k0 = (int64_t)it * BC;
         E *Ks = sm + (it & 1) * 2 * KV, *Vs = Ks + KV;
         if (it + 1 < nt) /* the next tiles, into the other stage */
-            trn_tc_load_kv<D, BC>(sm + ((it + 1) & 1) * 2 * KV, kb, vb, k0 + BC, S);
+            trn_tc_load_kv<D, BC>(sm + ((it + 1) & 1) * 2 * KV, kb, lk.t, vb, lv.t, k0 + BC, S);
         trn_cp_commit();
         trn_cp_wait<1>(); /* this iteration's tiles have landed */
         __syncthreads();
@@ -1097,7 +1118,7 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, float *__restrict__ lse, const E
         trn_mma_ab<D, BC>(of, pa, Vs, lane);
         __syncthreads(); /* this stage is read: the next iteration but one loads into it */
     }
-    trn_frag_store<D>(o + bh * T * D, w0, T, of, l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f, lane);
+    trn_frag_store<D>(o + trn_at(lo, b, h, 0), lo.t, w0, T, of, l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f, lane);
 #pragma unroll
     for (int r = 0; r < 2; r++)
         if (t == 0 && w0 + g + 8 * r < T) lse[bh * T + w0 + g + 8 * r] = m[r] + logf(l[r]);
@@ -1105,9 +1126,10 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, float *__restrict__ lse, const E
 
 /* Backward, part 1: dq.  block: 128 threads; grid (ceil(T / 64), B * H) */
 template <int D, typename E>
-TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ dout, const E *__restrict__ q, const E *__restrict__ k,
-                                    const E *__restrict__ v, const E *__restrict__ o, const float *__restrict__ lse, float *__restrict__ dis,
-                                    int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
+TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, TrnAttL ldq, const E *__restrict__ dout, TrnAttL ldo, const E *__restrict__ q,
+                                    TrnAttL lq, const E *__restrict__ k, TrnAttL lk, const E *__restrict__ v, TrnAttL lv,
+                                    const E *__restrict__ o, TrnAttL lo, const float *__restrict__ lse, float *__restrict__ dis, int64_t H,
+                                    int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
     typedef TrnAttTc<D> A;
     constexpr int BC = A::BCB, KV = BC * A::LDH, ST = A::BR * A::LDH;
     /* two stages of K and V tiles; the Q / dO staging tile before them */
@@ -1116,16 +1138,16 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ do
     int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
     int64_t q0 = (int64_t)blockIdx.x * A::BR, w0 = q0 + warp * 16;
     int64_t rr[2] = {min(w0 + g, T - 1), min(w0 + g + 8, T - 1)};
-    const E *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
+    const E *kb = k + trn_at(lk, b, hk, 0), *vb = v + trn_at(lv, b, hk, 0);
     uint32_t qa[A::KD][4], da[A::KD][4];
-    trn_tc_stage<D>(qa, sm, q + bh * T * D, q0, T, warp, lane);
-    trn_tc_stage<D>(da, sm, dout + bh * T * D, q0, T, warp, lane);
+    trn_tc_stage<D>(qa, sm, q + trn_at(lq, b, h, 0), lq.t, q0, T, warp, lane);
+    trn_tc_stage<D>(da, sm, dout + trn_at(ldo, b, h, 0), ldo.t, q0, T, warp, lane);
     /* Di = do . o of the lane's two rows (a quad each), L their lse */
     float di[2], L[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         float x = 0.0f;
-        for (int c = t; c < D; c += 4) x += trn_f32(dout[(bh * T + rr[r]) * D + c]) * trn_f32(o[(bh * T + rr[r]) * D + c]);
+        for (int c = t; c < D; c += 4) x += trn_f32(dout[trn_at(ldo, b, h, rr[r]) + c]) * trn_f32(o[trn_at(lo, b, h, rr[r]) + c]);
         di[r] = trn_quad<false>(x);
         L[r] = lse[bh * T + rr[r]];
         if (t == 0 && w0 + g + 8 * r < T) dis[bh * T + w0 + g + 8 * r] = di[r]; /* for the dkv kernel */
@@ -1135,12 +1157,12 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ do
     for (int c = 0; c < A::ND; c++) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
     int64_t kend = causal ? min(S, q0 + A::BR) : S;
     int nt = (int)((kend + BC - 1) / BC);
-    if (nt > 0) trn_tc_load_kv<D, BC>(sm, kb, vb, 0, S);
+    if (nt > 0) trn_tc_load_kv<D, BC>(sm, kb, lk.t, vb, lv.t, 0, S);
     trn_cp_commit();
     for (int it = 0; it < nt; it++) {
         int64_t k0 = (int64_t)it * BC;
         E *Ks = sm + (it & 1) * 2 * KV, *Vs = Ks + KV;
-        if (it + 1 < nt) trn_tc_load_kv<D, BC>(sm + ((it + 1) & 1) * 2 * KV, kb, vb, k0 + BC, S);
+        if (it + 1 < nt) trn_tc_load_kv<D, BC>(sm + ((it + 1) & 1) * 2 * KV, kb, lk.t, vb, lv.t, k0 + BC, S);
         trn_cp_commit();
         trn_cp_wait<1>();
         __syncthreads();
@@ -1160,25 +1182,28 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, const E *__restrict__ do
         trn_mma_ab<D, BC>(acc, dsa, Ks, lane);
         __syncthreads();
     }
-    trn_frag_store<D>(dq + bh * T * D, w0, T, acc, 1.0f, 1.0f, lane);
+    trn_frag_store<D>(dq + trn_at(ldq, b, h, 0), ldq.t, w0, T, acc, 1.0f, 1.0f, lane);
 }
 
-/* Query rows i0 .. i0+BC-1 (< T) of head bh: q and dO into stage (their
- * tiles, cp.async), Di and lse into Ds, Ls (plain stores). */
+/* Query rows i0 .. i0+BC-1 (< T) of head bh (of H a batch row): q and dO
+ * into stage (their tiles, cp.async), Di and lse into Ds, Ls (plain
+ * stores). */
 template <int D, int BC, typename E>
-TRN_DEV void trn_tc_load_qdo(E *stage, float *Ls, float *Ds, const E *__restrict__ q, const E *__restrict__ dout, const float *__restrict__ dis,
-                             const float *__restrict__ lse, int64_t bh, int64_t T, int64_t i0) {
+TRN_DEV void trn_tc_load_qdo(E *stage, float *Ls, float *Ds, const E *__restrict__ q, TrnAttL lq, const E *__restrict__ dout, TrnAttL ldo,
+                             const float *__restrict__ dis, const float *__restrict__ lse, int64_t bh, int64_t H, int64_t T, int64_t i0) {
     typedef TrnAttTc<D> A;
-    trn_load_tile16_async<D>(stage, A::LDH, q + bh * T * D, i0, BC, T);
-    trn_load_tile16_async<D>(stage + BC * A::LDH, A::LDH, dout + bh * T * D, i0, BC, T);
+    int64_t b = bh / H, h = bh - b * H;
+    trn_load_tile16_async<D>(stage, A::LDH, q + trn_at(lq, b, h, 0), lq.t, i0, BC, T);
+    trn_load_tile16_async<D>(stage + BC * A::LDH, A::LDH, dout + trn_at(ldo, b, h, 0), ldo.t, i0, BC, T);
     trn_att_rows(Ds, Ls, dis, lse, bh, T, i0, BC);
 }
 
 /* Backward, part 2: dk, dv.  block: 128 threads; grid (ceil(S / 64), B * Hkv) */
 template <int D, typename E>
-TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, const E *__restrict__ dout, const E *__restrict__ q,
-                                     const E *__restrict__ k, const E *__restrict__ v, const float *__restrict__ dis,
-                                     const float *__restrict__ lse, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
+TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, TrnAttL ldk, E *__restrict__ dv, TrnAttL ldv, const E *__restrict__ dout,
+                                     TrnAttL ldo, const E *__restrict__ q, TrnAttL lq, const E *__restrict__ k, TrnAttL lk,
+                                     const E *__restrict__ v, TrnAttL lv, const float *__restrict__ dis, const float *__restrict__ lse,
+                                     int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
     typedef TrnAttTc<D> A;
     constexpr int BC = A::BCB, QT = BC * A::LDH, ST = A::BR * A::LDH;
     /* two stages of Q and dO tiles and of their rows' lse and Di; the K / V
@@ -1190,8 +1215,8 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
     int64_t j0 = (int64_t)blockIdx.x * A::BR, w0 = j0 + warp * 16;
     int64_t kr[2] = {w0 + g, w0 + g + 8}, jj[2] = {min(kr[0], S - 1), min(kr[1], S - 1)}; /* the lane's key rows */
     uint32_t ka[A::KD][4], va[A::KD][4];
-    trn_tc_stage<D>(ka, sm, k + bk * S * D, j0, S, warp, lane);
-    trn_tc_stage<D>(va, sm, v + bk * S * D, j0, S, warp, lane);
+    trn_tc_stage<D>(ka, sm, k + trn_at(lk, b, hk, 0), lk.t, j0, S, warp, lane);
+    trn_tc_stage<D>(va, sm, v + trn_at(lv, b, hk, 0), lv.t, j0, S, warp, lane);
     float dka[A::ND][4], dva[A::ND][4];
 #pragma unroll
     for (int c = 0; c < A::ND; c++)
@@ -1202,14 +1227,14 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
      * to load; i0: the rows of this iteration's. */
     int64_t istart = causal ? (j0 / BC) * BC : 0, bn = b * H + hk * grp, in = istart, i0 = istart;
     int ntq = (int)((T - istart + BC - 1) / BC), nt = ntq * (int)grp;
-    if (nt > 0) trn_tc_load_qdo<D, BC>(sm, Ls[0], Ds[0], q, dout, dis, lse, bn, T, in);
+    if (nt > 0) trn_tc_load_qdo<D, BC>(sm, Ls[0], Ds[0], q, lq, dout, ldo, dis, lse, bn, H, T, in);
     trn_cp_commit();
     for (int it = 0; it < nt; it++, i0 = i0 + BC < T ? i0 + BC : istart) {
         int cur = it & 1;
         if (in + BC < T) in += BC;
         else in = istart, bn++;
         if (it + 1 < nt) /* the next tile, into the other stage */
-            trn_tc_load_qdo<D, BC>(sm + (cur ^ 1) * 2 * QT, Ls[cur ^ 1], Ds[cur ^ 1], q, dout, dis, lse, bn, T, in);
+            trn_tc_load_qdo<D, BC>(sm + (cur ^ 1) * 2 * QT, Ls[cur ^ 1], Ds[cur ^ 1], q, lq, dout, ldo, dis, lse, bn, H, T, in);
         trn_cp_commit();
         trn_cp_wait<1>(); /* this iteration's tile has landed */
         __syncthreads();
@@ -1235,8 +1260,8 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, E *__restrict__ dv, con
         trn_mma_ab<D, BC>(dka, dsa, Qs, lane);
         __syncthreads(); /* this stage is read: the next iteration but one loads into it */
     }
-    trn_frag_store<D>(dk + bk * S * D, w0, S, dka, 1.0f, 1.0f, lane);
-    trn_frag_store<D>(dv + bk * S * D, w0, S, dva, 1.0f, 1.0f, lane);
+    trn_frag_store<D>(dk + trn_at(ldk, b, hk, 0), ldk.t, w0, S, dka, 1.0f, 1.0f, lane);
+    trn_frag_store<D>(dv + trn_at(ldv, b, hk, 0), ldv.t, w0, S, dva, 1.0f, 1.0f, lane);
 }
 
 /* ---- cross-entropy over rows of logits [N,V] with targets [N] ----

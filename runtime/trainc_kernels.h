@@ -523,10 +523,20 @@ static inline void tk_rope_qk(void *yq, const void *xq, int64_t outer_q, void *y
 }
 
 /* ---- attention: q [B,H,T,D], k, v [B,Hkv,S,D] -> o [B,H,T,D], lse [B,H,T] ----
+ * Each of q, k, v, o (and the gradients) has its own layout: element
+ * (b, h, t, d) at b*L.b + h*L.h + t*L.t + d, so a head can be a slice of a
+ * wider row ([B,T,3C] of GPT-2's qkv, [B,T,C] of the output) and nothing
+ * is copied into [B,H,T,D] first.  lse is [B,H,T] contiguous.
  * One query row at a time with an online softmax over key tiles, so no T x S
  * matrix exists beyond one tile; dot products and updates are float vector
  * loops (omp simd). */
 #define TK_ATT_TILE 64
+
+typedef struct TrnAttL {
+    int64_t b, h, t;
+} TrnAttL;
+#define TRN_ATTL(b, h, t) ((TrnAttL){(b), (h), (t)})
+#define TK_AT(L, bi, hi, ti) ((bi) * (L).b + (hi) * (L).h + (ti) * (L).t)
 
 TRN_INLINE float tk_dot_f32(const float *a, const float *b, int64_t n) {
     float s = 0;
@@ -540,16 +550,17 @@ TRN_INLINE void tk_axpy_f32(float *y, float a, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-static inline void tk_attention_f32(float *o, float *lse, const float *q, const float *k, const float *v, int64_t B, int64_t H,
-                                    int64_t Hkv, int64_t T, int64_t S, int64_t D, double scale, int causal) {
+static inline void tk_attention_f32(float *o, TrnAttL lo, float *lse, const float *q, TrnAttL lq, const float *k, TrnAttL lk,
+                                    const float *v, TrnAttL lv, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t S, int64_t D,
+                                    double scale, int causal) {
     int64_t grp = H / Hkv;
     float sc = (float)scale;
 #pragma omp parallel for collapse(3) schedule(dynamic, 8) if (B * H * T * S * D > 65536)
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < T; i++) {
-                const float *qr = q + ((b * H + h) * T + i) * D;
-                const float *kb = k + (b * Hkv + h / grp) * S * D, *vb = v + (b * Hkv + h / grp) * S * D;
+                const float *qr = q + TK_AT(lq, b, h, i);
+                const float *kb = k + TK_AT(lk, b, h / grp, 0), *vb = v + TK_AT(lv, b, h / grp, 0);
                 float acc[512], s[TK_ATT_TILE], mx = -INFINITY, l = 0;
                 float *ac = D <= 512 ? acc : (float *)malloc(sizeof(float) * (size_t)D);
                 for (int64_t d = 0; d < D; d++) ac[d] = 0;
@@ -558,7 +569,7 @@ static inline void tk_attention_f32(float *o, float *lse, const float *q, const 
                     int64_t j1 = j0 + TK_ATT_TILE < jend ? j0 + TK_ATT_TILE : jend;
                     float tmx = -INFINITY;
                     for (int64_t j = j0; j < j1; j++) {
-                        s[j - j0] = tk_dot_f32(qr, kb + j * D, D) * sc;
+                        s[j - j0] = tk_dot_f32(qr, kb + j * lk.t, D) * sc;
                         tmx = s[j - j0] > tmx ? s[j - j0] : tmx;
                     }
                     float nmx = mx > tmx ? mx : tmx, corr = expf(mx - nmx);
@@ -568,11 +579,11 @@ static inline void tk_attention_f32(float *o, float *lse, const float *q, const 
                     for (int64_t j = j0; j < j1; j++) {
                         float pj = expf(s[j - j0] - nmx);
                         l += pj;
-                        tk_axpy_f32(ac, pj, vb + j * D, D);
+                        tk_axpy_f32(ac, pj, vb + j * lv.t, D);
                     }
                     mx = nmx;
                 }
-                float *orow = o + ((b * H + h) * T + i) * D, inv = 1.0f / l;
+                float *orow = o + TK_AT(lo, b, h, i), inv = 1.0f / l;
                 for (int64_t d = 0; d < D; d++) orow[d] = ac[d] * inv;
                 lse[(b * H + h) * T + i] = mx + logf(l);
                 if (ac != acc) free(ac);
@@ -582,32 +593,35 @@ static inline void tk_attention_f32(float *o, float *lse, const float *q, const 
 /* dq, dk, dv from do, q, k, v, o, lse (probabilities recomputed from lse).
  * Parallel over (b, kv head): the query heads sharing a kv head add into
  * its dk, dv in order, so the result does not depend on the thread count. */
-static inline void tk_attention_bwd_f32(float *dq, float *dk, float *dv, const float *dout, const float *q, const float *k,
-                                        const float *v, const float *o, const float *lse, int64_t B, int64_t H, int64_t Hkv,
-                                        int64_t T, int64_t S, int64_t D, double scale, int causal) {
+static inline void tk_attention_bwd_f32(float *dq, TrnAttL ldq, float *dk, TrnAttL ldk, float *dv, TrnAttL ldv, const float *dout,
+                                        TrnAttL ldo, const float *q, TrnAttL lq, const float *k, TrnAttL lk, const float *v, TrnAttL lv,
+                                        const float *o, TrnAttL lo, const float *lse, int64_t B, int64_t H, int64_t Hkv, int64_t T,
+                                        int64_t S, int64_t D, double scale, int causal) {
     int64_t grp = H / Hkv;
     float sc = (float)scale;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (B * H * T * S * D > 65536)
     for (int64_t b = 0; b < B; b++)
         for (int64_t hk = 0; hk < Hkv; hk++) {
-            const float *kb = k + (b * Hkv + hk) * S * D, *vb = v + (b * Hkv + hk) * S * D;
-            float *dkb = dk + (b * Hkv + hk) * S * D, *dvb = dv + (b * Hkv + hk) * S * D;
-            memset(dkb, 0, sizeof(float) * (size_t)(S * D));
-            memset(dvb, 0, sizeof(float) * (size_t)(S * D));
+            const float *kb = k + TK_AT(lk, b, hk, 0), *vb = v + TK_AT(lv, b, hk, 0);
+            float *dkb = dk + TK_AT(ldk, b, hk, 0), *dvb = dv + TK_AT(ldv, b, hk, 0);
+            for (int64_t j = 0; j < S; j++) {
+                memset(dkb + j * ldk.t, 0, sizeof(float) * (size_t)D);
+                memset(dvb + j * ldv.t, 0, sizeof(float) * (size_t)D);
+            }
             for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
                 for (int64_t i = 0; i < T; i++) {
                     int64_t row = (b * H + h) * T + i;
-                    const float *qr = q + row * D, *dor = dout + row * D;
-                    float *dqr = dq + row * D;
-                    float Di = tk_dot_f32(dor, o + row * D, D), L = lse[row];
+                    const float *qr = q + TK_AT(lq, b, h, i), *dor = dout + TK_AT(ldo, b, h, i);
+                    float *dqr = dq + TK_AT(ldq, b, h, i);
+                    float Di = tk_dot_f32(dor, o + TK_AT(lo, b, h, i), D), L = lse[row];
                     for (int64_t d = 0; d < D; d++) dqr[d] = 0;
                     int64_t jend = causal ? i + 1 : S;
                     for (int64_t j = 0; j < jend; j++) {
-                        float pj = expf(tk_dot_f32(qr, kb + j * D, D) * sc - L);
-                        float ds = pj * (tk_dot_f32(dor, vb + j * D, D) - Di) * sc;
-                        tk_axpy_f32(dqr, ds, kb + j * D, D);
-                        tk_axpy_f32(dkb + j * D, ds, qr, D);
-                        tk_axpy_f32(dvb + j * D, pj, dor, D);
+                        float pj = expf(tk_dot_f32(qr, kb + j * lk.t, D) * sc - L);
+                        float ds = pj * (tk_dot_f32(dor, vb + j * lv.t, D) - Di) * sc;
+                        tk_axpy_f32(dqr, ds, kb + j * lk.t, D);
+                        tk_axpy_f32(dkb + j * ldk.t, ds, qr, D);
+                        tk_axpy_f32(dvb + j * ldv.t, pj, dor, D);
                     }
                 }
         }
@@ -616,15 +630,15 @@ static inline void tk_attention_bwd_f32(float *dq, float *dk, float *dv, const f
 /* ---- attention in bf16/f16 (mixed precision): the same algorithm as the
  * f32 kernels above, in double, with q, k, v, o of dtype dt (2 bf16, 3 f16)
  * loaded and stored through tk_ld/tk_st; lse f32. */
-TRN_INLINE void tk_attention_g(void *o, float *lse, const void *q, const void *k, const void *v, int64_t B, int64_t H, int64_t Hkv,
-                               int64_t T, int64_t S, int64_t D, double scale, int causal, int dt) {
+TRN_INLINE void tk_attention_g(void *o, TrnAttL lo, float *lse, const void *q, TrnAttL lq, const void *k, TrnAttL lk, const void *v,
+                               TrnAttL lv, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t S, int64_t D, double scale, int causal,
+                               int dt) {
     int64_t grp = H / Hkv;
 #pragma omp parallel for collapse(3) schedule(static) if (B * H * T * S * D > 65536)
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < T; i++) {
-                int64_t qr = ((b * H + h) * T + i) * D;
-                int64_t kb = (b * Hkv + h / grp) * S * D;
+                int64_t qr = TK_AT(lq, b, h, i), kb = TK_AT(lk, b, h / grp, 0), vb = TK_AT(lv, b, h / grp, 0);
                 double acc[512], mx = -INFINITY, l = 0, s[TK_ATT_TILE];
                 double *ac = D <= 512 ? acc : (double *)malloc(sizeof(double) * (size_t)D);
                 for (int64_t d = 0; d < D; d++) ac[d] = 0;
@@ -634,7 +648,7 @@ TRN_INLINE void tk_attention_g(void *o, float *lse, const void *q, const void *k
                     double tmx = -INFINITY;
                     for (int64_t j = j0; j < j1; j++) {
                         double dot = 0;
-                        for (int64_t d = 0; d < D; d++) dot += tk_ld(q, dt, qr + d) * tk_ld(k, dt, kb + j * D + d);
+                        for (int64_t d = 0; d < D; d++) dot += tk_ld(q, dt, qr + d) * tk_ld(k, dt, kb + j * lk.t + d);
                         s[j - j0] = dot * scale;
                         tmx = fmax(tmx, s[j - j0]);
                     }
@@ -644,58 +658,65 @@ TRN_INLINE void tk_attention_g(void *o, float *lse, const void *q, const void *k
                     for (int64_t j = j0; j < j1; j++) {
                         double p = exp(s[j - j0] - nmx);
                         l += p;
-                        for (int64_t d = 0; d < D; d++) ac[d] += p * tk_ld(v, dt, kb + j * D + d);
+                        for (int64_t d = 0; d < D; d++) ac[d] += p * tk_ld(v, dt, vb + j * lv.t + d);
                     }
                     mx = nmx;
                 }
-                for (int64_t d = 0; d < D; d++) tk_st(o, dt, qr + d, ac[d] / l);
+                int64_t orow = TK_AT(lo, b, h, i);
+                for (int64_t d = 0; d < D; d++) tk_st(o, dt, orow + d, ac[d] / l);
                 lse[(b * H + h) * T + i] = (float)(mx + log(l));
                 if (ac != acc) free(ac);
             }
 }
 
-static inline void tk_attention_dt(void *o, float *lse, const void *q, const void *k, const void *v, int64_t B, int64_t H, int64_t Hkv,
-                                   int64_t T, int64_t S, int64_t D, double scale, int causal, int dt) {
-    if (dt == 2) tk_attention_g(o, lse, q, k, v, B, H, Hkv, T, S, D, scale, causal, 2);
-    else tk_attention_g(o, lse, q, k, v, B, H, Hkv, T, S, D, scale, causal, 3);
+static inline void tk_attention_dt(void *o, TrnAttL lo, float *lse, const void *q, TrnAttL lq, const void *k, TrnAttL lk, const void *v,
+                                   TrnAttL lv, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t S, int64_t D, double scale, int causal,
+                                   int dt) {
+    if (dt == 2) tk_attention_g(o, lo, lse, q, lq, k, lk, v, lv, B, H, Hkv, T, S, D, scale, causal, 2);
+    else tk_attention_g(o, lo, lse, q, lq, k, lk, v, lv, B, H, Hkv, T, S, D, scale, causal, 3);
 }
 
 /* Its gradient, as tk_attention_bwd_f32. */
-TRN_INLINE void tk_attention_bwd_g(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k, const void *v,
-                                   const void *o, const float *lse, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t S, int64_t D,
+TRN_INLINE void tk_attention_bwd_g(void *dq, TrnAttL ldq, void *dk, TrnAttL ldk, void *dv, TrnAttL ldv, const void *dout, TrnAttL ldo,
+                                   const void *q, TrnAttL lq, const void *k, TrnAttL lk, const void *v, TrnAttL lv, const void *o,
+                                   TrnAttL lo, const float *lse, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t S, int64_t D,
                                    double scale, int causal, int dt) {
     int64_t grp = H / Hkv;
 #pragma omp parallel for collapse(2) schedule(static) if (B * H * T * S * D > 65536)
     for (int64_t b = 0; b < B; b++)
         for (int64_t hk = 0; hk < Hkv; hk++) {
-            int64_t kb = (b * Hkv + hk) * S * D;
+            int64_t kb = TK_AT(lk, b, hk, 0), vb = TK_AT(lv, b, hk, 0);
             double *dka = (double *)calloc((size_t)(S * D), sizeof(double)), *dva = (double *)calloc((size_t)(S * D), sizeof(double));
             double *dqa = (double *)malloc(sizeof(double) * (size_t)D);
             for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
                 for (int64_t i = 0; i < T; i++) {
-                    int64_t row = (b * H + h) * T + i, qr = row * D;
+                    int64_t row = (b * H + h) * T + i, qr = TK_AT(lq, b, h, i), dr = TK_AT(ldo, b, h, i), orow = TK_AT(lo, b, h, i);
                     double Di = 0, L = lse[row];
-                    for (int64_t d = 0; d < D; d++) Di += tk_ld(dout, dt, qr + d) * tk_ld(o, dt, qr + d);
+                    for (int64_t d = 0; d < D; d++) Di += tk_ld(dout, dt, dr + d) * tk_ld(o, dt, orow + d);
                     for (int64_t d = 0; d < D; d++) dqa[d] = 0;
                     int64_t jend = causal ? i + 1 : S;
                     for (int64_t j = 0; j < jend; j++) {
                         double dot = 0, dp = 0;
                         for (int64_t d = 0; d < D; d++) {
-                            dot += tk_ld(q, dt, qr + d) * tk_ld(k, dt, kb + j * D + d);
-                            dp += tk_ld(dout, dt, qr + d) * tk_ld(v, dt, kb + j * D + d);
+                            dot += tk_ld(q, dt, qr + d) * tk_ld(k, dt, kb + j * lk.t + d);
+                            dp += tk_ld(dout, dt, dr + d) * tk_ld(v, dt, vb + j * lv.t + d);
                         }
                         double p = exp(dot * scale - L), ds = p * (dp - Di);
                         for (int64_t d = 0; d < D; d++) {
-                            dqa[d] += scale * ds * tk_ld(k, dt, kb + j * D + d);
+                            dqa[d] += scale * ds * tk_ld(k, dt, kb + j * lk.t + d);
                             dka[j * D + d] += scale * ds * tk_ld(q, dt, qr + d);
-                            dva[j * D + d] += p * tk_ld(dout, dt, qr + d);
+                            dva[j * D + d] += p * tk_ld(dout, dt, dr + d);
                         }
                     }
-                    for (int64_t d = 0; d < D; d++) tk_st(dq, dt, qr + d, dqa[d]);
+                    int64_t dqr = TK_AT(ldq, b, h, i);
+                    for (int64_t d = 0; d < D; d++) tk_st(dq, dt, dqr + d, dqa[d]);
                 }
-            for (int64_t e = 0; e < S * D; e++) {
-                tk_st(dk, dt, kb + e, dka[e]);
-                tk_st(dv, dt, kb + e, dva[e]);
+            for (int64_t j = 0; j < S; j++) {
+                int64_t dkr = TK_AT(ldk, b, hk, j), dvr = TK_AT(ldv, b, hk, j);
+                for (int64_t d = 0; d < D; d++) {
+                    tk_st(dk, dt, dkr + d, dka[j * D + d]);
+                    tk_st(dv, dt, dvr + d, dva[j * D + d]);
+                }
             }
             free(dka);
             free(dva);
@@ -703,11 +724,14 @@ TRN_INLINE void tk_attention_bwd_g(void *dq, void *dk, void *dv, const void *dou
         }
 }
 
-static inline void tk_attention_bwd_dt(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k, const void *v,
-                                       const void *o, const float *lse, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t S,
-                                       int64_t D, double scale, int causal, int dt) {
-    if (dt == 2) tk_attention_bwd_g(dq, dk, dv, dout, q, k, v, o, lse, B, H, Hkv, T, S, D, scale, causal, 2);
-    else tk_attention_bwd_g(dq, dk, dv, dout, q, k, v, o, lse, B, H, Hkv, T, S, D, scale, causal, 3);
+static inline void tk_attention_bwd_dt(void *dq, TrnAttL ldq, void *dk, TrnAttL ldk, void *dv, TrnAttL ldv, const void *dout, TrnAttL ldo,
+                                       const void *q, TrnAttL lq, const void *k, TrnAttL lk, const void *v, TrnAttL lv, const void *o,
+                                       TrnAttL lo, const float *lse, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t S, int64_t D,
+                                       double scale, int causal, int dt) {
+    if (dt == 2)
+        tk_attention_bwd_g(dq, ldq, dk, ldk, dv, ldv, dout, ldo, q, lq, k, lk, v, lv, o, lo, lse, B, H, Hkv, T, S, D, scale, causal, 2);
+    else
+        tk_attention_bwd_g(dq, ldq, dk, ldk, dv, ldv, dout, ldo, q, lq, k, lk, v, lv, o, lo, lse, B, H, Hkv, T, S, D, scale, causal, 3);
 }
 
 /* ---- cross-entropy over rows of logits [N,V] with targets [N] ---- */
