@@ -541,6 +541,20 @@ static void att_decl(Emit *e, const char *var, Value *v, bool writable, char lay
     snprintf(lay, 64, "TRN_ATTL(%lld, %lld, %lld)", (long long)l[0], (long long)l[1], (long long)l[2]);
 }
 
+/* A rope_qk operand: [B,H,T,D] as a view (att_decl; returns H), or any
+ * other rank contiguous, as [outer, 1, T, D] (returns 1). */
+static int64_t rope_decl(Emit *e, const char *var, Value *v, bool writable, char lay[64]) {
+    const Shape *s = &v->ty.shape;
+    if (s->rank == 4) {
+        att_decl(e, var, v, writable, lay);
+        return s->d[1];
+    }
+    int64_t T = s->d[s->rank - 2], D = s->d[s->rank - 1];
+    ptr_decl(e, var, v, writable);
+    snprintf(lay, 64, "TRN_ATTL(%lld, 0, %lld)", (long long)(T * D), (long long)D);
+    return 1;
+}
+
 /* The dtype code of the runtime's kernels (tk_ld/tk_st): 0 f32, 1 f64,
  * 2 bf16, 3 f16. */
 static int dt_code(DType dt) { return dt == DT_f32 ? 0 : dt == DT_f64 ? 1 : dt == DT_bf16 ? 2 : 3; }
@@ -673,18 +687,21 @@ static void emit_template(Emit *e, Kernel *k) {
         fmt_double(th, ir_float(n, "theta", 10000.0));
         const Shape *ks = &n->in[1]->ty.shape;
         int64_t T = s0->d[s0->rank - 2], D = last;
-        ptr_decl(e, "q", n->in[0], false);
-        ptr_decl(e, "k", n->in[1], false);
-        ptr_decl(e, "yq", n->out[0], true);
-        ptr_decl(e, "yk", n->out[1], true);
+        char lay[4][64];
+        int64_t hq = rope_decl(e, "q", n->in[0], false, lay[0]), hk = rope_decl(e, "k", n->in[1], false, lay[1]);
+        rope_decl(e, "yq", n->out[0], true, lay[2]);
+        rope_decl(e, "yk", n->out[1], true, lay[3]);
         bool tab = n->nin == 4;
         if (tab) {
             ptr_decl(e, "cs", n->in[2], false);
             ptr_decl(e, "sn", n->in[3], false);
         }
-        fprintf(f, "    tk_rope_qk(yq, q, %lld, yk, k, %lld, %lld, %lld, %s, %s, %d, %s, %d, %d); /* q [%lld,%lld,%lld], k [%lld,%lld,%lld] */\n",
-                (long long)(shape_numel(s0) / (T * D)), (long long)(shape_numel(ks) / (T * D)), (long long)T, (long long)D, tab ? "cs" : "NULL",
-                tab ? "sn" : "NULL", tab ? dt_code(n->in[2]->ty.dt) : 0, th, (int)ir_int(n, "inverse", 0), dt_code(n->in[0]->ty.dt),
+        fprintf(f,
+                "    tk_rope_qk(yq, %s, q, %s, %lld, %lld, yk, %s, k, %s, %lld, %lld, %lld, %lld, %s, %s, %d, %s, %d, %d); /* q [%lld,%lld,%lld], "
+                "k [%lld,%lld,%lld] */\n",
+                lay[2], lay[0], (long long)hq, (long long)(shape_numel(s0) / (T * D)), lay[3], lay[1], (long long)hk,
+                (long long)(shape_numel(ks) / (T * D)), (long long)T, (long long)D, tab ? "cs" : "NULL", tab ? "sn" : "NULL",
+                tab ? dt_code(n->in[2]->ty.dt) : 0, th, (int)ir_int(n, "inverse", 0), dt_code(n->in[0]->ty.dt),
                 (long long)(shape_numel(s0) / (T * D)), (long long)T, (long long)D, (long long)(shape_numel(ks) / (T * D)), (long long)T,
                 (long long)D);
         break;

@@ -885,6 +885,20 @@ static const char *avp(Emit *e, Params *P, Value *v, bool write, char out[16], c
     return out;
 }
 
+/* A rope operand: of rope_qk (view), [B,H,T,D] as a view (avp; returns H);
+ * otherwise contiguous, as [outer, 1, T, D] (returns 1). */
+static int64_t rvp(Emit *e, Params *P, Value *v, bool write, bool view, char out[16], char lay[64]) {
+    const Shape *s = &v->ty.shape;
+    if (view && s->rank == 4) {
+        avp(e, P, v, write, out, lay);
+        return s->d[1];
+    }
+    int64_t T = s->d[s->rank - 2], D = s->d[s->rank - 1];
+    vp(e, P, v, write, out);
+    snprintf(lay, 64, "TRN_ATTL(%lld, 0, %lld)", (long long)(T * D), (long long)D);
+    return 1;
+}
+
 /* One template launch: text = head + "    CALL;\n}\n". */
 static void tmpl_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, unsigned gx, unsigned gy,
                         unsigned bx, unsigned by) {
@@ -1163,22 +1177,28 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         fmt_double(th, ir_float(n, "theta", 10000.0));
         int64_t T = s0->d[s0->rank - 2], D = last, oq = shape_numel(s0) / (T * D), ok = qk ? shape_numel(&n->in[1]->ty.shape) / (T * D) : 0;
         const char *et = st_type(n->in[0]->ty.dt);
-        vp(e, &P, n->out[0], true, a[0]);
-        vp(e, &P, n->in[0], false, a[1]);
+        char lay[4][64];
+        int64_t hq = rvp(e, &P, n->out[0], true, qk, a[0], lay[0]);
+        rvp(e, &P, n->in[0], false, qk, a[1], lay[1]);
+        int64_t hk = 1;
         if (qk) {
-            vp(e, &P, n->out[1], true, yk);
-            vp(e, &P, n->in[1], false, xk);
+            hk = rvp(e, &P, n->out[1], true, qk, yk, lay[2]);
+            rvp(e, &P, n->in[1], false, qk, xk, lay[3]);
         } else {
             snprintf(yk, sizeof yk, "(%s *)0", et);
             snprintf(xk, sizeof xk, "(const %s *)0", et);
+            strcpy(lay[2], "TRN_ATTL(0, 0, 0)");
+            strcpy(lay[3], lay[2]);
         }
         if (tab) {
             vp(e, &P, n->in[2], false, c[0]);
             vp(e, &P, n->in[3], false, c[1]);
         }
-        snprintf(call, sizeof call, "tk_rope(%s, %s, %lldll, %s, %s, %lldll, %lldll, %lldll, %s, %s, %s, %d) /* q [%lld,%lld,%lld]%s */", a[0], a[1],
-                 (long long)oq, yk, xk, (long long)ok, (long long)T, (long long)D, tab ? c[0] : "(const float *)0",
-                 tab ? c[1] : "(const float *)0", th, (int)ir_int(n, "inverse", 0), (long long)oq, (long long)T, (long long)D, qk ? ", k" : "");
+        snprintf(call, sizeof call,
+                 "tk_rope(%s, %s, %s, %s, %lldll, %lldll, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, %s, %s, %s, %d) /* q [%lld,%lld,%lld]%s */",
+                 a[0], lay[0], a[1], lay[1], (long long)hq, (long long)oq, yk, lay[2], xk, lay[3], (long long)hk, (long long)ok, (long long)T,
+                 (long long)D, tab ? c[0] : "(const float *)0", tab ? c[1] : "(const float *)0", th, (int)ir_int(n, "inverse", 0),
+                 (long long)oq, (long long)T, (long long)D, qk ? ", k" : "");
         tmpl_launch(e, r, "", &P, call, NT, cdiv((oq + ok) * T * (D / 2), NT), 1, NT, 1);
         break;
     }

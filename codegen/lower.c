@@ -633,24 +633,51 @@ static void lower_attention(Lower *L, Node *n) {
     }
 }
 
-/* rope_qk: q and k may be rotated in place: an operand whose buffer holds
- * only it (made for it, or copied contiguous for this kernel) and that
- * nothing else reads gives its buffer to the result. */
+/* rope_qk: q and k [B,H,T,D] are read as views, as attention's operands
+ * (Llama's heads where its projections left them, [B,T,H,D]).  A result
+ * that a permute to [B,T,H,D] reads (the gradient going back to its
+ * projection) is stored that way; otherwise q and k are rotated in place
+ * when their buffer holds nothing else that is read (a buffer made for the
+ * operand, or for a value that only views lead to it); otherwise the
+ * result gets a buffer of its own. */
+static bool sole_reader(Lower *L, Value *x, const View *xv) {
+    Buf *b = &L->p->bufs[xv->buf];
+    if (b->kind != BK_TEMP) return false;
+    Value *v = b->value;
+    while (v && v != x) {
+        UseList *ul = &L->uses->of[v->id];
+        if (ul->n != 1 || L->uses->nout_refs[v->id]) return false;
+        Node *u = ul->u[0].node;
+        if ((u->op != OP_reshape && u->op != OP_permute) || !L->in_sched[u->id]) return false;
+        v = u->out[0];
+    }
+    return v == x && L->uses->of[x->id].n == 1 && !L->uses->nout_refs[x->id];
+}
+
 static void lower_rope_qk(Lower *L, Node *n) {
     Kernel *k = new_kernel(L, KK_TMPL, n);
     kern_add_node(L, k, n);
-    View iv[4];
-    for (int i = 0; i < n->nin; i++) iv[i] = contiguous(L, n->in[i], k);
+    bool view = n->in[0]->ty.shape.rank == 4 && n->in[1]->ty.shape.rank == 4;
+    for (int i = 0; i < n->nin; i++) {
+        if (i < 2 && view) att_operand(L, n->in[i], k);
+        else contiguous(L, n->in[i], k);
+    }
     for (int j = 0; j < 2; j++) {
         Value *x = n->in[j], *y = n->out[j];
         ValInfo *yi = VI(L, y), *xi = VI(L, x);
-        Buf *xb = xi->st == VS_BUF ? &L->p->bufs[iv[j].buf] : NULL;
-        bool own = xb && xb->kind == BK_TEMP && xb->value == x && iv[j].off == 0 && L->uses->of[x->id].n == 1 &&
-                   L->uses->nout_refs[x->id] == 0 && (j == 0 || n->in[1] != n->in[0]);
-        yi->st = VS_BUF;
         yi->kern = k;
-        if (own) yi->view = iv[j];
-        else view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
+        if (view && att_result_view(L, k, y, &yi->view)) {
+            yi->st = view_is_contig(&yi->view) ? VS_BUF : VS_VIEW;
+            continue;
+        }
+        bool own = (xi->st == VS_BUF || xi->st == VS_VIEW) && sole_reader(L, x, &xi->view) && (j == 0 || n->in[1] != n->in[0]);
+        if (own) {
+            yi->view = xi->view;
+            yi->st = xi->st;
+        } else {
+            yi->st = VS_BUF;
+            view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
+        }
     }
 }
 

@@ -477,6 +477,18 @@ TRN_DEV void tk_norm_bwd_cols(float *__restrict__ dw, float *__restrict__ db, co
     }
 }
 
+/* The layout of an attention or rope_qk operand, as in trainc_kernels.h: element
+ * (b, h, t, d) at b*L.b + h*L.h + t*L.t + d, so that q, k and v can be
+ * slices of GPT-2's [B,T,3C] qkv and o a slice of [B,T,C] without a copy
+ * into [B,H,T,D].  The compiler gives a view here only when its offset and
+ * strides are multiples of 16 bytes (the 16-byte and 4-element loads);
+ * lse (and Di) are [B,H,T] contiguous. */
+struct TrnAttL {
+    int64_t b, h, t;
+};
+#define TRN_ATTL(b, h, t) (TrnAttL{(b), (h), (t)})
+TRN_DEV int64_t trn_at(const TrnAttL &L, int64_t b, int64_t h, int64_t t) { return b * L.b + h * L.h + t * L.t; }
+
 /* ---- rope (rotate-half) over rows [outer, T, D], q and k in one launch
  * (rope_qk; the single rope is outer_k = 0): one thread per (row, i <
  * D/2) of q's rows, then k's.  Without tables (cs == NULL) the angle
@@ -484,21 +496,27 @@ TRN_DEV void tk_norm_bwd_cols(float *__restrict__ dw, float *__restrict__ db, co
  * reduced in double (a float angle would be off by ~1e-4); with tables cs,
  * sn [T, D]: y = x cos + rotate_half(x) sin.  inverse: the transpose (the
  * gradient).  Any float dtype E (tables TT), computed in double and rounded
- * once, as the C backend's tk_rope_qk.  y may be x (in place: a thread reads
- * its pair before writing it). ---- */
+ * once, as the C backend's tk_rope_qk.  Each of yq, q, yk, k has a layout
+ * (TrnAttL) over [outer / H, H, T, D], H = hq for q and hk for k.  y may be
+ * x (in place, the same layout: a thread reads its pair before writing
+ * it). ---- */
 template <typename E, typename TT>
-TRN_DEV void tk_rope(E *yq, const E *q, int64_t outer_q, E *yk, const E *k, int64_t outer_k, int64_t T, int64_t D,
-                     const TT *__restrict__ cs, const TT *__restrict__ sn, double theta, int inverse) {
+TRN_DEV void tk_rope(E *yq, TrnAttL lyq, const E *q, TrnAttL lq, int64_t hq, int64_t outer_q, E *yk, TrnAttL lyk, const E *k, TrnAttL lk,
+                     int64_t hk, int64_t outer_k, int64_t T, int64_t D, const TT *__restrict__ cs, const TT *__restrict__ sn, double theta,
+                     int inverse) {
     int64_t h = D / 2, t_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t_ >= (outer_q + outer_k) * T * h) return;
     int64_t row = t_ / h, i = t_ - row * h, t = row % T;
     const E *x = q;
     E *y = yq;
+    TrnAttL lx = lq, ly = lyq;
+    int64_t H = hq;
     if (row >= outer_q * T) {
         row -= outer_q * T;
-        x = k;
-        y = yk;
+        x = k, y = yk, lx = lk, ly = lyk, H = hk;
     }
+    int64_t o = row / T;
+    x += trn_at(lx, o / H, o % H, t), y += trn_at(ly, o / H, o % H, t);
     double c0, c1, s0, s1;
     if (cs) {
         c0 = trn_f32(cs[t * D + i]), c1 = trn_f32(cs[t * D + i + h]);
@@ -508,13 +526,13 @@ TRN_DEV void tk_rope(E *yq, const E *q, int64_t outer_q, E *yk, const E *k, int6
         sincos(ang, &s0, &c0);
         c1 = c0, s1 = s0;
     }
-    double x1 = trn_f32(x[row * D + i]), x2 = trn_f32(x[row * D + i + h]);
+    double x1 = trn_f32(x[i]), x2 = trn_f32(x[i + h]);
     if (!inverse) {
-        trn_st(y + row * D + i, x1 * c0 - x2 * s0);
-        trn_st(y + row * D + i + h, x2 * c1 + x1 * s1);
+        trn_st(y + i, x1 * c0 - x2 * s0);
+        trn_st(y + i + h, x2 * c1 + x1 * s1);
     } else {
-        trn_st(y + row * D + i, x1 * c0 + x2 * s1);
-        trn_st(y + row * D + i + h, x2 * c1 - x1 * s0);
+        trn_st(y + i, x1 * c0 + x2 * s1);
+        trn_st(y + i + h, x2 * c1 - x1 * s0);
     }
 }
 
@@ -537,18 +555,6 @@ template <int D> struct TrnAtt {
     /* element e (< NE) of thread `sub`: its index in the row */
     static TRN_MEMBER int col(int sub, int e) { return ((e / VW) * TPR + sub) * VW + e % VW; }
 };
-
-/* An attention operand's layout, as in trainc_kernels.h: element
- * (b, h, t, d) at b*L.b + h*L.h + t*L.t + d, so that q, k and v can be
- * slices of GPT-2's [B,T,3C] qkv and o a slice of [B,T,C] without a copy
- * into [B,H,T,D].  The compiler gives a view here only when its offset and
- * strides are multiples of 16 bytes (the 16-byte and 4-element loads);
- * lse (and Di) are [B,H,T] contiguous. */
-struct TrnAttL {
-    int64_t b, h, t;
-};
-#define TRN_ATTL(b, h, t) (TrnAttL{(b), (h), (t)})
-TRN_DEV int64_t trn_at(const TrnAttL &L, int64_t b, int64_t h, int64_t t) { return b * L.b + h * L.h + t * L.t; }
 
 /* Loads rows r0.. r0+nr-1 (< lim) of a [.., D] matrix of any float dtype
  * (row stride lds) into tile [nr][D] (float); zeros past lim. */

@@ -441,6 +441,14 @@ static inline void tk_add_norm_bwd_f32(float *dx, float *dw, float *db, const fl
     }
 }
 
+/* The layout of a [B,H,T,D] operand of rope_qk and attention: element
+ * (b, h, t, d) at b*L.b + h*L.h + t*L.t + d (d contiguous). */
+typedef struct TrnAttL {
+    int64_t b, h, t;
+} TrnAttL;
+#define TRN_ATTL(b, h, t) ((TrnAttL){(b), (h), (t)})
+#define TK_AT(L, bi, hi, ti) ((bi) * (L).b + (hi) * (L).h + (ti) * (L).t)
+
 /* ---- rope over [outer, T, D], rotate-half convention ---- */
 
 static inline void tk_rope_f32(float *y, const float *x, int64_t outer, int64_t T, int64_t D, double theta, int inverse) {
@@ -481,9 +489,12 @@ static inline void tk_rope_dt(void *y, const void *x, int64_t outer, int64_t T, 
  * position the factors are computed once for every head of both.  Without
  * tables (cs == NULL): the rotation with theta; with tables cs, sn [T, D]
  * (dtype tdt): y = x cos + rotate_half(x) sin.  inverse: the transpose.
- * y may be x (in place: each pair is read before it is written). */
-static inline void tk_rope_qk(void *yq, const void *xq, int64_t outer_q, void *yk, const void *xk, int64_t outer_k, int64_t T, int64_t D,
-                              const void *cs, const void *sn, int tdt, double theta, int inverse, int dt) {
+ * Each of yq, xq, yk, xk has a layout (above) over [outer / H, H, T, D],
+ * H = hq for q and hk for k.  y may be x (in place, the same layout: each
+ * pair is read before it is written). */
+static inline void tk_rope_qk(void *yq, TrnAttL lyq, const void *xq, TrnAttL lxq, int64_t hq, int64_t outer_q, void *yk, TrnAttL lyk,
+                              const void *xk, TrnAttL lxk, int64_t hk, int64_t outer_k, int64_t T, int64_t D, const void *cs, const void *sn,
+                              int tdt, double theta, int inverse, int dt) {
     int64_t h = D / 2;
 #pragma omp parallel for schedule(static) if ((outer_q + outer_k) * T * D > 65536)
     for (int64_t t = 0; t < T; t++) {
@@ -502,18 +513,19 @@ static inline void tk_rope_qk(void *yq, const void *xq, int64_t outer_q, void *y
         for (int w = 0; w < 2; w++) {
             void *y = w ? yk : yq;
             const void *x = w ? xk : xq;
-            int64_t outer = w ? outer_k : outer_q;
+            TrnAttL ly = w ? lyk : lyq, lx = w ? lxk : lxq;
+            int64_t outer = w ? outer_k : outer_q, H = w ? hk : hq;
             for (int64_t o = 0; o < outer; o++) {
-                int64_t r = (o * T + t) * D;
+                int64_t rx = TK_AT(lx, o / H, o % H, t), ry = TK_AT(ly, o / H, o % H, t);
                 for (int64_t i = 0; i < h; i++) {
                     const double *c = fa + 4 * i;
-                    double x1 = tk_ld(x, dt, r + i), x2 = tk_ld(x, dt, r + i + h);
+                    double x1 = tk_ld(x, dt, rx + i), x2 = tk_ld(x, dt, rx + i + h);
                     if (!inverse) {
-                        tk_st(y, dt, r + i, x1 * c[0] - x2 * c[2]);
-                        tk_st(y, dt, r + i + h, x2 * c[1] + x1 * c[3]);
+                        tk_st(y, dt, ry + i, x1 * c[0] - x2 * c[2]);
+                        tk_st(y, dt, ry + i + h, x2 * c[1] + x1 * c[3]);
                     } else {
-                        tk_st(y, dt, r + i, x1 * c[0] + x2 * c[3]);
-                        tk_st(y, dt, r + i + h, x2 * c[1] - x1 * c[2]);
+                        tk_st(y, dt, ry + i, x1 * c[0] + x2 * c[3]);
+                        tk_st(y, dt, ry + i + h, x2 * c[1] - x1 * c[2]);
                     }
                 }
             }
@@ -523,20 +535,14 @@ static inline void tk_rope_qk(void *yq, const void *xq, int64_t outer_q, void *y
 }
 
 /* ---- attention: q [B,H,T,D], k, v [B,Hkv,S,D] -> o [B,H,T,D], lse [B,H,T] ----
- * Each of q, k, v, o (and the gradients) has its own layout: element
- * (b, h, t, d) at b*L.b + h*L.h + t*L.t + d, so a head can be a slice of a
+ * Each of q, k, v, o (and the gradients) has its own layout (TrnAttL,
+ * above), so a head can be a slice of a
  * wider row ([B,T,3C] of GPT-2's qkv, [B,T,C] of the output) and nothing
  * is copied into [B,H,T,D] first.  lse is [B,H,T] contiguous.
  * One query row at a time with an online softmax over key tiles, so no T x S
  * matrix exists beyond one tile; dot products and updates are float vector
  * loops (omp simd). */
 #define TK_ATT_TILE 64
-
-typedef struct TrnAttL {
-    int64_t b, h, t;
-} TrnAttL;
-#define TRN_ATTL(b, h, t) ((TrnAttL){(b), (h), (t)})
-#define TK_AT(L, bi, hi, ti) ((bi) * (L).b + (hi) * (L).h + (ti) * (L).t)
 
 TRN_INLINE float tk_dot_f32(const float *a, const float *b, int64_t n) {
     float s = 0;

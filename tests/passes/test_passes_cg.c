@@ -136,21 +136,31 @@ static void test_primitive(void) {
     double w = compare("primitive fp32", "tests/passes/primitive.model", NULL, adamw, 12, &tokens61, &h, NULL, 1e-5);
     CHECK(w < 1e-5, "primitive: compiled and interpreted differ by %.3e (limit 1e-5)", w);
     if (!h.prog) return;
-    /* rope_qk rotates q and k in place, forward and backward: the results
-     * share the operands' buffers */
+    /* rope_qk rotates q and k in place in the forward, where their
+     * projections left them ([B,T,H,D]: a view); the backward's inverse
+     * stores dq, dk as [B,T,H,D] for the projections' gradients; nothing
+     * is copied */
     Sched *ms = &h.prog->sched[TRN_RUN_MICRO];
-    int nrope = 0;
+    int nrope = 0, ncopy = 0;
     for (int i = 0; i < ms->nk; i++) {
         Kernel *k = ms->k[i];
+        ncopy += k->kind == KK_COPY;
         if (k->kind != KK_TMPL || k->nodes[0]->op != OP_rope_qk) continue;
         Node *n = k->nodes[0];
-        int inplace = 0;
-        for (int j = 0; j < 2; j++) inplace += ms->vi[n->out[j]->id].view.buf == ms->vi[n->in[j]->id].view.buf;
-        printf("%s (%s): %d of 2 results in place\n", k->name, ir_int(n, "inverse", 0) ? "backward" : "forward", inplace);
-        CHECK(inplace == 2, "%s: %d of 2 results in place", k->name, inplace);
+        bool bwd = ir_int(n, "inverse", 0);
+        int inplace = 0, btchd = 0;
+        for (int j = 0; j < 2; j++) {
+            const View *y = &ms->vi[n->out[j]->id].view;
+            inplace += y->buf == ms->vi[n->in[j]->id].view.buf;
+            btchd += y->stride[1] == y->shape[3] && y->stride[2] == y->shape[1] * y->shape[3]; /* [B,T,H,D] */
+        }
+        printf("%s (%s): %d of 2 results in place, %d of 2 stored [B,T,H,D]\n", k->name, bwd ? "backward" : "forward", inplace, btchd);
+        CHECK(bwd ? inplace == 0 && btchd == 2 : inplace == 2 && btchd == 2, "%s: %d of 2 results in place, %d [B,T,H,D]", k->name, inplace,
+              btchd);
         nrope++;
     }
     CHECK(nrope == 4, "%d rope_qk kernels (want 2 forward, 2 backward)", nrope);
+    CHECK(ncopy == 0, "%d copy kernels in the micro-batch", ncopy);
     /* linear_cross_entropy: a scratch chunk in the plan; in eval no gradients */
     Kernel *lk = find_kernel(h.prog, TRN_RUN_MICRO, OP_linear_cross_entropy), *le = find_kernel(h.prog, TRN_RUN_EVAL, OP_linear_cross_entropy);
     CHECK(lk && lk->scratch && le, "no linear_cross_entropy kernels");
