@@ -559,6 +559,14 @@ static int64_t rope_decl(Emit *e, const char *var, Value *v, bool writable, char
  * 2 bf16, 3 f16. */
 static int dt_code(DType dt) { return dt == DT_f32 ? 0 : dt == DT_f64 ? 1 : dt == DT_bf16 ? 2 : 3; }
 
+/* A forward norm's result pointer y: its own f32 buffer, or the half one of
+ * the cast it absorbed (lower.c); returns its dtype code. */
+static int norm_y_decl(Emit *e, Kernel *k) {
+    Value *y = k->cast_out ? k->cast_out->out[0] : k->nodes[0]->out[0];
+    ptr_decl(e, "y", y, true);
+    return dt_code(y->ty.dt);
+}
+
 /* Templates written for any float dtype (the ones mixed precision feeds
  * bf16/f16 tensors); the others take f32 only. */
 static bool any_float_template(Op op) {
@@ -625,10 +633,11 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, "x", n->in[0], false);
         ptr_decl(e, "w", n->in[1], false);
         ptr_decl(e, "b", n->in[2], false);
-        ptr_decl(e, "y", n->out[0], true);
+        int ydt = norm_y_decl(e, k);
         ptr_decl(e, "mean", n->out[1], true);
         ptr_decl(e, "rstd", n->out[2], true);
-        fprintf(f, "    tk_layernorm_f32(y, mean, rstd, x, w, b, %lld, %lld, %s);\n", (long long)(shape_numel(s0) / last), (long long)last, eps);
+        fprintf(f, "    tk_layernorm_f32(y, %d, mean, rstd, x, w, b, %lld, %lld, %s);\n", ydt, (long long)(shape_numel(s0) / last), (long long)last,
+                eps);
         break;
     }
     case OP_layer_norm_grad: {
@@ -650,9 +659,9 @@ static void emit_template(Emit *e, Kernel *k) {
         fmt_double(eps, ir_float(n, "eps", 1e-6));
         ptr_decl(e, "x", n->in[0], false);
         ptr_decl(e, "w", n->in[1], false);
-        ptr_decl(e, "y", n->out[0], true);
+        int ydt = norm_y_decl(e, k);
         ptr_decl(e, "rstd", n->out[1], true);
-        fprintf(f, "    tk_rmsnorm_f32(y, rstd, x, w, %lld, %lld, %s);\n", (long long)(shape_numel(s0) / last), (long long)last, eps);
+        fprintf(f, "    tk_rmsnorm_f32(y, %d, rstd, x, w, %lld, %lld, %s);\n", ydt, (long long)(shape_numel(s0) / last), (long long)last, eps);
         break;
     }
     case OP_rms_norm_grad: {
@@ -801,11 +810,11 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, "r", n->in[1], false);
         ptr_decl(e, "w", n->in[2], false);
         if (ln) ptr_decl(e, "b", n->in[3], false);
-        ptr_decl(e, "y", n->out[0], true);
+        int ydt = norm_y_decl(e, k);
         ptr_decl(e, "s", n->out[1], true);
         if (ln) ptr_decl(e, "mean", n->out[2], true);
         ptr_decl(e, "rstd", n->out[ln ? 3 : 2], true);
-        fprintf(f, "    tk_add_norm_f32(y, s, %s, rstd, x, r, w, %s, %lld, %lld, %s); /* s = x + r [%lld,%lld] */\n", ln ? "mean" : "NULL",
+        fprintf(f, "    tk_add_norm_f32(y, %d, s, %s, rstd, x, r, w, %s, %lld, %lld, %s); /* s = x + r [%lld,%lld] */\n", ydt, ln ? "mean" : "NULL",
                 ln ? "b" : "NULL", (long long)(shape_numel(s0) / last), (long long)last, eps, (long long)(shape_numel(s0) / last), (long long)last);
         break;
     }

@@ -1117,8 +1117,9 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         char eps[32];
         fmt_double(eps, ir_float(n, "eps", ln ? 1e-5 : 1e-6));
         int64_t N = shape_numel(s0) / last;
-        int o = 0, i = 0;
-        vp(e, &P, n->out[o++], true, a[0]);
+        int o = 1, i = 0;
+        Value *y = k->cast_out ? k->cast_out->out[0] : n->out[0]; /* f32, or the half result of the cast it absorbed */
+        vp(e, &P, y, true, a[0]);
         if (add) vp(e, &P, n->out[o++], true, a[1]);
         if (ln) vp(e, &P, n->out[o++], true, a[2]);
         vp(e, &P, n->out[o++], true, a[3]);
@@ -1126,8 +1127,8 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         if (add) vp(e, &P, n->in[i++], false, a[5]);
         vp(e, &P, n->in[i++], false, a[6]);
         if (ln) vp(e, &P, n->in[i++], false, a[7]);
-        snprintf(call, sizeof call, "tk_norm_rows<%lld, %s, %s>(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %s) /* y [%lld,%lld] */", (long long)last,
-                 ln ? "true" : "false", add ? "true" : "false", a[0], add ? a[1] : "(float *)0", ln ? a[2] : "(float *)0", a[3], a[4],
+        snprintf(call, sizeof call, "tk_norm_rows<%lld, %s, %s, %s>(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %s) /* y [%lld,%lld] */", (long long)last,
+                 ln ? "true" : "false", add ? "true" : "false", st_type(y->ty.dt), a[0], add ? a[1] : "(float *)0", ln ? a[2] : "(float *)0", a[3], a[4],
                  add ? a[5] : "(const float *)0", a[6], ln ? a[7] : "(const float *)0", (long long)N, eps, (long long)N, (long long)last);
         tmpl_launch(e, r, "", &P, call, NT, cdiv(N, NT / 32), 1, NT, 1);
         break;

@@ -633,6 +633,32 @@ static void lower_attention(Lower *L, Node *n) {
     }
 }
 
+/* ---- norms ----
+ * A norm's result read only by a cast to half precision (the next
+ * product's operand under mixed precision) is written as the half value by
+ * the norm: rounded once from the f32 result, as the cast rounds it, so
+ * nothing changes but a kernel and an f32 [N,C] buffer fewer. */
+static void lower_norm(Lower *L, Node *n) {
+    Value *y = n->out[0];
+    Node *c = L->fuse && y->ty.dt == DT_f32 ? only_use(L, y, OP_cast) : NULL;
+    if (c && c->out[0]->ty.dt != DT_bf16 && c->out[0]->ty.dt != DT_f16) c = NULL;
+    Kernel *k = new_kernel(L, KK_TMPL, n);
+    kern_add_node(L, k, n);
+    for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
+    if (c) {
+        kern_add_node(L, k, c);
+        k->cast_out = c;
+        L->done[c->id] = true;
+    }
+    for (int j = 0; j < n->nout; j++) {
+        Value *v = j == 0 && c ? c->out[0] : n->out[j]; /* y itself is never stored when its cast is absorbed */
+        ValInfo *vi = VI(L, v);
+        vi->st = VS_BUF;
+        view_contig(&vi->view, temp_buf(L, v), &v->ty.shape);
+        vi->kern = k;
+    }
+}
+
 /* rope_qk: q and k [B,H,T,D] are read as views, as attention's operands
  * (Llama's heads where its projections left them, [B,T,H,D]).  A result
  * that a permute to [B,T,H,D] reads (the gradient going back to its
@@ -1040,6 +1066,10 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
         case OP_rope_qk: lower_rope_qk(&L, n); break;
         case OP_attention:
         case OP_attention_grad: lower_attention(&L, n); break;
+        case OP_layer_norm:
+        case OP_rms_norm:
+        case OP_add_layer_norm:
+        case OP_add_rms_norm: lower_norm(&L, n); break;
         case OP_adamw:
         case OP_sgd: lower_opt(&L, n); break;
         default:

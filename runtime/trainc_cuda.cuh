@@ -349,9 +349,10 @@ template <int C> struct TrnRow {
  * (add_layer_norm, add_rms_norm): the row is s = x + r, rounded to f32 (what
  * the unfused add stores), and s [N,C] is a result too.  Block: 8 warps,
  * grid ceil(N / 8).  mean, b, s, r unused (may be null) where the form has
- * none. */
-template <int C, bool LN, bool ADD>
-TRN_DEV void tk_norm_rows(float *__restrict__ y, float *__restrict__ s, float *__restrict__ mean, float *__restrict__ rstd,
+ * none.  y is f32, or (EY bf16/f16) the f32 value rounded once more: the
+ * cast to half that was its only reader, absorbed (lower.c). */
+template <int C, bool LN, bool ADD, typename EY>
+TRN_DEV void tk_norm_rows(EY *__restrict__ y, float *__restrict__ s, float *__restrict__ mean, float *__restrict__ rstd,
                           const float *__restrict__ x, const float *__restrict__ r, const float *__restrict__ w,
                           const float *__restrict__ b, int64_t N, double eps) {
     int lane = threadIdx.x & 31;
@@ -387,8 +388,8 @@ TRN_DEV void tk_norm_rows(float *__restrict__ y, float *__restrict__ s, float *_
     for (int k = 0; k < row.PER; k++) {
         int c = lane + 32 * k;
         if (c >= C) continue;
-        if constexpr (LN) y[n * C + c] = (float)(((double)row.v[k] - m) * rs * (double)w[c] + (double)b[c]);
-        else y[n * C + c] = (float)((double)row.v[k] * rs * (double)w[c]);
+        if constexpr (LN) trn_st(y + n * C + c, (float)(((double)row.v[k] - m) * rs * (double)w[c] + (double)b[c]));
+        else trn_st(y + n * C + c, (float)((double)row.v[k] * rs * (double)w[c]));
     }
     if (lane == 0) {
         if constexpr (LN) mean[n] = (float)m;

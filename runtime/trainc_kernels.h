@@ -300,9 +300,17 @@ static inline void tk_softmax_bwd_f32(float *dx, const float *dy, const float *y
         }
 }
 
-/* ---- layer_norm over rows of [N,C] ---- */
+/* ---- layer_norm over rows of [N,C] ----
+ * The forward norms compute in f32 and double; their result y has dtype ydt
+ * (tk_st's codes): f32, or bf16/f16 when the cast to half that was its only
+ * reader is absorbed (lower.c): the f32 value rounded once more, as that
+ * cast would. */
+TRN_INLINE void tk_st_y(void *y, int ydt, int64_t i, float v) {
+    if (ydt == 0) ((float *)y)[i] = v;
+    else tk_st(y, ydt, i, (double)v);
+}
 
-static inline void tk_layernorm_f32(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
+static inline void tk_layernorm_f32(void *y, int ydt, float *mean, float *rstd, const float *x, const float *w, const float *b,
                                     int64_t N, int64_t C, double eps) {
 #pragma omp parallel for schedule(static) if (N * C > 32768)
     for (int64_t n = 0; n < N; n++) {
@@ -313,7 +321,7 @@ static inline void tk_layernorm_f32(float *y, float *mean, float *rstd, const fl
         for (int64_t c = 0; c < C; c++) v += ((double)xr[c] - m) * ((double)xr[c] - m);
         v /= (double)C;
         double rs = 1.0 / sqrt(v + eps);
-        for (int64_t c = 0; c < C; c++) y[n * C + c] = (float)(((double)xr[c] - m) * rs * (double)w[c] + (double)b[c]);
+        for (int64_t c = 0; c < C; c++) tk_st_y(y, ydt, n * C + c, (float)(((double)xr[c] - m) * rs * (double)w[c] + (double)b[c]));
         mean[n] = (float)m;
         rstd[n] = (float)rs;
     }
@@ -353,14 +361,14 @@ static inline void tk_layernorm_bwd_f32(float *dx, float *dw, float *db, const f
 
 /* ---- rms_norm over rows of [N,C] ---- */
 
-static inline void tk_rmsnorm_f32(float *y, float *rstd, const float *x, const float *w, int64_t N, int64_t C, double eps) {
+static inline void tk_rmsnorm_f32(void *y, int ydt, float *rstd, const float *x, const float *w, int64_t N, int64_t C, double eps) {
 #pragma omp parallel for schedule(static) if (N * C > 32768)
     for (int64_t n = 0; n < N; n++) {
         const float *xr = x + n * C;
         double ss = 0;
         for (int64_t c = 0; c < C; c++) ss += (double)xr[c] * (double)xr[c];
         double rs = 1.0 / sqrt(ss / (double)C + eps);
-        for (int64_t c = 0; c < C; c++) y[n * C + c] = (float)((double)xr[c] * rs * (double)w[c]);
+        for (int64_t c = 0; c < C; c++) tk_st_y(y, ydt, n * C + c, (float)((double)xr[c] * rs * (double)w[c]));
         rstd[n] = (float)rs;
     }
 }
@@ -389,7 +397,7 @@ static inline void tk_rmsnorm_bwd_f32(float *dx, float *dw, const float *dy, con
 /* ---- residual add + norm (add_layer_norm, add_rms_norm) over rows of [N,C] ----
  * s = x + r (rounded to f32: what the unfused add stores), then the norm of
  * s; mean == NULL (and b == NULL): rms_norm. */
-static inline void tk_add_norm_f32(float *y, float *s, float *mean, float *rstd, const float *x, const float *r, const float *w,
+static inline void tk_add_norm_f32(void *y, int ydt, float *s, float *mean, float *rstd, const float *x, const float *r, const float *w,
                                    const float *b, int64_t N, int64_t C, double eps) {
 #pragma omp parallel for schedule(static) if (N * C > 32768)
     for (int64_t n = 0; n < N; n++) {
@@ -403,7 +411,8 @@ static inline void tk_add_norm_f32(float *y, float *s, float *mean, float *rstd,
         for (int64_t c = 0; c < C; c++) v += ((double)sr[c] - m) * ((double)sr[c] - m);
         v /= (double)C;
         double rs = 1.0 / sqrt(v + eps);
-        for (int64_t c = 0; c < C; c++) y[n * C + c] = (float)(((double)sr[c] - m) * rs * (double)w[c] + (b ? (double)b[c] : 0.0));
+        for (int64_t c = 0; c < C; c++)
+            tk_st_y(y, ydt, n * C + c, (float)(((double)sr[c] - m) * rs * (double)w[c] + (b ? (double)b[c] : 0.0)));
         if (mean) mean[n] = (float)m;
         rstd[n] = (float)rs;
     }

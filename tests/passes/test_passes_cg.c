@@ -5,6 +5,7 @@
  *              linear_cross_entropy), fp32: losses within 1e-5; the eval
  *              loss too (linear_cross_entropy without its gradients); the
  *              memory plan checked by poisoning dead buffers; rope_qk in place
+ *              in the forward, its backward stored [B,T,H,D], no copy
  *   bf16, fp16 tiny GPT-2 and Llama in mixed precision: the emulated half
  *              GEMM and templates against the interpreter's rounding
  *   padded     tiny GPT-2 with vocabulary 257 padded to 8: compiled against
@@ -16,6 +17,9 @@
  *              schedule (after initialising and loading), by the update's
  *              casts, and by trn_set, bit for bit the params converted on
  *              the host (rt_elem_set), bf16 and fp16, padded
+ *   fusion     the fused schedule (attention and rope_qk on views, norms
+ *              writing their half results, generic fusion) against one
+ *              kernel per op, bf16 GPT-2 and Llama: bit for bit
  *   checkpoint  checkpoint = blocks compiled: the same losses and params
  *              bit for bit as without, its dead buffers poisoned (a
  *              recomputation reading a freed buffer would read NaN); a
@@ -24,7 +28,7 @@
  *              LoRA model (the adapters keep their start), whose first loss
  *              is then the base model's bit for bit; the adapters train and
  *              the base does not; a checkpoint missing a base param fails
- * Usage: test_passes_cg [primitive|bf16|fp16|padded|sample|refresh|checkpoint|lora ...] (default: all). */
+ * Usage: test_passes_cg [primitive|bf16|fusion|fp16|padded|sample|refresh|checkpoint|lora ...] (default: all). */
 #include "cg_harness.h"
 #include "rt.h"
 
@@ -422,6 +426,43 @@ static void checkpoint_case(const char *label, const char *model, const char *co
     h_free(&b);
 }
 
+/* ---- the schedule's rewrites change nothing ----
+ * Fused (attention and rope_qk on views, norms writing their half results,
+ * generic fusion) against one kernel per op: losses and params bit for bit,
+ * with dead buffers poisoned. */
+static void fusion_case(const char *label, const char *model, const char *const *defs) {
+    const char *sets[] = {"precision=bf16", "optimizer=adamw", "lr=0.003", "warmup=0", "grad_clip=1.0", NULL};
+    Harness a, b;
+    bool ok = h_build(&a, model, defs, sets, true, 0) == 0;
+    ok = h_build(&b, model, defs, sets, false, 0) == 0 && ok;
+    CHECK(ok, "%s: build failed", label);
+    TrnSession *sa = ok ? session(a.compiled, NULL, 1) : NULL, *sb = ok ? session(b.compiled, NULL, 1) : NULL;
+    double la[4], lb[4];
+    ok = sa && sb && train(sa, &tokens, 4, la, NULL) && train(sb, &tokens, 4, lb, NULL);
+    CHECK(ok, "%s: training failed", label);
+    bool same = ok;
+    for (int i = 0; ok && i < 4; i++) {
+        CHECK(la[i] == lb[i], "%s: step %d loss %.17g, unfused %.17g", label, i + 1, la[i], lb[i]);
+        same &= la[i] == lb[i];
+    }
+    const char *worst = "";
+    double pd = ok ? h_param_diff(sa, sb, &worst) : INFINITY;
+    CHECK(pd == 0, "%s: params differ by %.3e (%s)", label, pd, worst);
+    if (same && pd == 0)
+        printf("%-22s 4 steps, %d kernels against %d unfused: losses %.6f -> %.6f bit for bit (poisoned), params identical\n", label,
+               a.prog->sched[TRN_RUN_MICRO].nk, b.prog->sched[TRN_RUN_MICRO].nk, la[0], la[3]);
+    if (sa) trn_destroy(sa);
+    if (sb) trn_destroy(sb);
+    h_free(&a);
+    h_free(&b);
+}
+
+static void test_fusion(void) {
+    printf("== the fused schedule against one kernel per op (bf16)\n");
+    fusion_case("gpt2 bf16", "examples/gpt2.model", gpt2_defs);
+    fusion_case("llama bf16", "examples/llama.model", llama_defs);
+}
+
 static void test_checkpoint(void) {
     printf("== checkpoint = blocks, compiled: training unchanged, the step's peak smaller\n");
     const char *gpt2_drop[] = {"vocab=256", "layers=3", "heads=4", "dim=64", "seq=32", "batch=2", "dropout=0.1", NULL};
@@ -546,6 +587,7 @@ int main(int argc, char **argv) {
         const char *w = all ? NULL : argv[i];
         if (all || strcmp(w, "primitive") == 0) test_primitive();
         if (all || strcmp(w, "bf16") == 0) test_half("bf16");
+        if (all || strcmp(w, "fusion") == 0) test_fusion();
         if (all || strcmp(w, "fp16") == 0) test_half("fp16");
         if (all || strcmp(w, "padded") == 0) test_padded();
         if (all || strcmp(w, "sample") == 0) test_sample();
