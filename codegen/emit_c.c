@@ -559,6 +559,14 @@ static int64_t rope_decl(Emit *e, const char *var, Value *v, bool writable, char
  * 2 bf16, 3 f16. */
 static int dt_code(DType dt) { return dt == DT_f32 ? 0 : dt == DT_f64 ? 1 : dt == DT_bf16 ? 2 : 3; }
 
+/* A norm's operand that may be half (cg_norm_operand): declared as var;
+ * returns its dtype code. */
+static int norm_in_decl(Emit *e, const char *var, Value *v) {
+    v = cg_norm_operand(e->s, v);
+    ptr_decl(e, var, v, false);
+    return dt_code(v->ty.dt);
+}
+
 /* A forward norm's result pointer y: its own f32 buffer, or the half one of
  * the cast it absorbed (lower.c); returns its dtype code. */
 static int norm_y_decl(Emit *e, Kernel *k) {
@@ -643,7 +651,7 @@ static void emit_template(Emit *e, Kernel *k) {
     case OP_layer_norm_grad: {
         const Shape *xs = &n->in[1]->ty.shape;
         int64_t C = xs->d[xs->rank - 1];
-        ptr_decl(e, "dy", n->in[0], false);
+        int dydt = norm_in_decl(e, "dy", n->in[0]);
         ptr_decl(e, "x", n->in[1], false);
         ptr_decl(e, "w", n->in[2], false);
         ptr_decl(e, "mean", n->in[3], false);
@@ -651,7 +659,8 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, "dx", n->out[0], true);
         ptr_decl(e, "dw", n->out[1], true);
         ptr_decl(e, "db", n->out[2], true);
-        fprintf(f, "    tk_layernorm_bwd_f32(dx, dw, db, dy, x, w, mean, rstd, %lld, %lld);\n", (long long)(shape_numel(xs) / C), (long long)C);
+        fprintf(f, "    tk_layernorm_bwd_f32(dx, dw, db, dy, %d, x, w, mean, rstd, %lld, %lld);\n", dydt, (long long)(shape_numel(xs) / C),
+                (long long)C);
         break;
     }
     case OP_rms_norm: {
@@ -667,13 +676,13 @@ static void emit_template(Emit *e, Kernel *k) {
     case OP_rms_norm_grad: {
         const Shape *xs = &n->in[1]->ty.shape;
         int64_t C = xs->d[xs->rank - 1];
-        ptr_decl(e, "dy", n->in[0], false);
+        int dydt = norm_in_decl(e, "dy", n->in[0]);
         ptr_decl(e, "x", n->in[1], false);
         ptr_decl(e, "w", n->in[2], false);
         ptr_decl(e, "rstd", n->in[3], false);
         ptr_decl(e, "dx", n->out[0], true);
         ptr_decl(e, "dw", n->out[1], true);
-        fprintf(f, "    tk_rmsnorm_bwd_f32(dx, dw, dy, x, w, rstd, %lld, %lld);\n", (long long)(shape_numel(xs) / C), (long long)C);
+        fprintf(f, "    tk_rmsnorm_bwd_f32(dx, dw, dy, %d, x, w, rstd, %lld, %lld);\n", dydt, (long long)(shape_numel(xs) / C), (long long)C);
         break;
     }
     case OP_rope: {
@@ -806,16 +815,15 @@ static void emit_template(Emit *e, Kernel *k) {
         bool ln = n->op == OP_add_layer_norm;
         char eps[32];
         fmt_double(eps, ir_float(n, "eps", ln ? 1e-5 : 1e-6));
-        ptr_decl(e, "x", n->in[0], false);
-        ptr_decl(e, "r", n->in[1], false);
+        int xdt = norm_in_decl(e, "x", n->in[0]), rdt = norm_in_decl(e, "r", n->in[1]);
         ptr_decl(e, "w", n->in[2], false);
         if (ln) ptr_decl(e, "b", n->in[3], false);
         int ydt = norm_y_decl(e, k);
         ptr_decl(e, "s", n->out[1], true);
         if (ln) ptr_decl(e, "mean", n->out[2], true);
         ptr_decl(e, "rstd", n->out[ln ? 3 : 2], true);
-        fprintf(f, "    tk_add_norm_f32(y, %d, s, %s, rstd, x, r, w, %s, %lld, %lld, %s); /* s = x + r [%lld,%lld] */\n", ydt, ln ? "mean" : "NULL",
-                ln ? "b" : "NULL", (long long)(shape_numel(s0) / last), (long long)last, eps, (long long)(shape_numel(s0) / last), (long long)last);
+        fprintf(f, "    tk_add_norm_f32(y, %d, s, %s, rstd, x, %d, r, %d, w, %s, %lld, %lld, %s); /* s = x + r [%lld,%lld] */\n", ydt,
+                ln ? "mean" : "NULL", xdt, rdt, ln ? "b" : "NULL", (long long)(shape_numel(s0) / last), (long long)last, eps, (long long)(shape_numel(s0) / last), (long long)last);
         break;
     }
     case OP_add_layer_norm_grad:
@@ -823,7 +831,7 @@ static void emit_template(Emit *e, Kernel *k) {
         bool ln = n->op == OP_add_layer_norm_grad;
         const Shape *xs = &n->in[2]->ty.shape;
         int64_t C = xs->d[xs->rank - 1];
-        ptr_decl(e, "dy", n->in[0], false);
+        int dydt = norm_in_decl(e, "dy", n->in[0]);
         ptr_decl(e, "ds", n->in[1], false);
         ptr_decl(e, "s", n->in[2], false);
         ptr_decl(e, "w", n->in[3], false);
@@ -832,7 +840,7 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, "dx", n->out[0], true);
         ptr_decl(e, "dw", n->out[1], true);
         if (ln) ptr_decl(e, "db", n->out[2], true);
-        fprintf(f, "    tk_add_norm_bwd_f32(dx, dw, %s, dy, ds, s, w, %s, rstd, %lld, %lld);\n", ln ? "db" : "NULL", ln ? "mean" : "NULL",
+        fprintf(f, "    tk_add_norm_bwd_f32(dx, dw, %s, dy, %d, ds, s, w, %s, rstd, %lld, %lld);\n", ln ? "db" : "NULL", dydt, ln ? "mean" : "NULL",
                 (long long)(shape_numel(xs) / C), (long long)C);
         break;
     }

@@ -1123,12 +1123,13 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         if (add) vp(e, &P, n->out[o++], true, a[1]);
         if (ln) vp(e, &P, n->out[o++], true, a[2]);
         vp(e, &P, n->out[o++], true, a[3]);
-        vp(e, &P, n->in[i++], false, a[4]);
-        if (add) vp(e, &P, n->in[i++], false, a[5]);
+        Value *x = cg_norm_operand(e->s, n->in[i++]), *rr = add ? cg_norm_operand(e->s, n->in[i++]) : NULL; /* f32, or half (absorbed casts) */
+        vp(e, &P, x, false, a[4]);
+        if (add) vp(e, &P, rr, false, a[5]);
         vp(e, &P, n->in[i++], false, a[6]);
         if (ln) vp(e, &P, n->in[i++], false, a[7]);
-        snprintf(call, sizeof call, "tk_norm_rows<%lld, %s, %s, %s>(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %s) /* y [%lld,%lld] */", (long long)last,
-                 ln ? "true" : "false", add ? "true" : "false", st_type(y->ty.dt), a[0], add ? a[1] : "(float *)0", ln ? a[2] : "(float *)0", a[3], a[4],
+        snprintf(call, sizeof call, "tk_norm_rows<%lld, %s, %s, %s, %s, %s>(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %s) /* y [%lld,%lld] */",
+                 (long long)last, ln ? "true" : "false", add ? "true" : "false", st_type(y->ty.dt), st_type(x->ty.dt), st_type(add ? rr->ty.dt : DT_f32), a[0], add ? a[1] : "(float *)0", ln ? a[2] : "(float *)0", a[3], a[4],
                  add ? a[5] : "(const float *)0", a[6], ln ? a[7] : "(const float *)0", (long long)N, eps, (long long)N, (long long)last);
         tmpl_launch(e, r, "", &P, call, NT, cdiv(N, NT / 32), 1, NT, 1);
         break;
@@ -1141,7 +1142,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         bool ln = n->op == OP_layer_norm_grad || n->op == OP_add_layer_norm_grad;
         bool add = n->op == OP_add_layer_norm_grad || n->op == OP_add_rms_norm_grad;
         int xi = add ? 2 : 1;
-        Value *dy = n->in[0], *x = n->in[xi], *w = n->in[xi + 1], *mean = ln ? n->in[xi + 2] : NULL, *rstd = n->in[xi + 2 + ln];
+        Value *dy = cg_norm_operand(e->s, n->in[0]), *x = n->in[xi], *w = n->in[xi + 1], *mean = ln ? n->in[xi + 2] : NULL, *rstd = n->in[xi + 2 + ln];
         const Shape *xs = &x->ty.shape;
         int64_t C = xs->d[xs->rank - 1], N = shape_numel(xs) / C;
         /* dx: rows */
@@ -1152,8 +1153,8 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         vp(e, &P, w, false, a[4]);
         if (ln) vp(e, &P, mean, false, a[5]);
         vp(e, &P, rstd, false, a[6]);
-        snprintf(call, sizeof call, "tk_norm_bwd_rows<%lld, %s, %s>(%s, %s, %s, %s, %s, %s, %s, %lldll) /* dx [%lld,%lld] */", (long long)C,
-                 ln ? "true" : "false", add ? "true" : "false", a[0], a[1], add ? a[2] : "(const float *)0", a[3], a[4],
+        snprintf(call, sizeof call, "tk_norm_bwd_rows<%lld, %s, %s, %s>(%s, %s, %s, %s, %s, %s, %s, %lldll) /* dx [%lld,%lld] */", (long long)C,
+                 ln ? "true" : "false", add ? "true" : "false", st_type(dy->ty.dt), a[0], a[1], add ? a[2] : "(const float *)0", a[3], a[4],
                  ln ? a[5] : "(const float *)0", a[6], (long long)N, (long long)N, (long long)C);
         tmpl_launch(e, r, "_dx", &P, call, NT, cdiv(N, NT / 32), 1, NT, 1);
         /* dw (and db): columns */
@@ -1165,9 +1166,13 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         vp(e, &Q, x, false, b[3]);
         if (ln) vp(e, &Q, mean, false, b[4]);
         vp(e, &Q, rstd, false, b[5]);
-        snprintf(call, sizeof call, "tk_norm_bwd_cols<16>(%s, %s, %s, %s, %s, %s, %lldll, %lldll) /* dw [%lld] */", b[0], ln ? b[1] : "(float *)0",
+        snprintf(call, sizeof call, "tk_norm_bwd_cols<16, %s>(%s, %s, %s, %s, %s, %s, %lldll, %lldll) /* dw [%lld] */", st_type(dy->ty.dt), b[0],
+                 ln ? b[1] : "(float *)0",
                  b[2], b[3], ln ? b[4] : "(const float *)0", b[5], (long long)N, (long long)C, (long long)C);
-        tmpl_launch(e, r, "_dw", &Q, call, 512, cdiv(C, 32), 1, 32, 16);
+        /* one block per multiprocessor asked for: with __launch_bounds__(512)
+         * alone, ptxas gave the bf16-dy form 32 registers and a 4-byte spill
+         * on sm_90 */
+        tmpl_launch_minb(e, r, "_dw", &Q, call, 512, 1, cdiv(C, 32), 1, 32, 16);
         break;
     }
     case OP_rope:

@@ -302,6 +302,11 @@ int cg_value_buf(const Sched *s, const Value *v) {
     return vi->view.buf;
 }
 
+Value *cg_norm_operand(const Sched *s, Value *v) {
+    if (s->vi[v->id].st == VS_NONE && v->def->op == OP_cast) return v->def->in[0];
+    return v;
+}
+
 void cg_att_layout(const Sched *s, const Value *v, int64_t l[3], int64_t *off) {
     const View *w = &s->vi[v->id].view;
     cg_value_buf(s, v);

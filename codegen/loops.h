@@ -93,6 +93,9 @@ int  cg_value_buf(const Sched *s, const Value *v);
 /* A GEMM operand's last two dims as a BLAS sees them: *t = 1 when only a
  * transposed read has a unit stride, *ld its leading dimension. */
 void cg_gemm_layout(const View *v, int *t, int64_t *ld);
+/* A norm template's operand: v, or the half value its absorbed widening
+ * cast reads (lower.c: the cast is never computed). */
+Value *cg_norm_operand(const Sched *s, Value *v);
 /* An attention operand's layout: the element strides of b, h and t of its
  * [B,H,T,D] view (D contiguous), and its element offset in its buffer. */
 void cg_att_layout(const Sched *s, const Value *v, int64_t l[3], int64_t *off);

@@ -637,14 +637,48 @@ static void lower_attention(Lower *L, Node *n) {
  * A norm's result read only by a cast to half precision (the next
  * product's operand under mixed precision) is written as the half value by
  * the norm: rounded once from the f32 result, as the cast rounds it, so
- * nothing changes but a kernel and an f32 [N,C] buffer fewer. */
+ * nothing changes but a kernel and an f32 [N,C] buffer fewer.  And a
+ * half value widened to f32 only for a norm (a product's output going into
+ * the residual add, a product's input gradient going into the backward) is
+ * read as it is. */
+static bool is_half(DType dt) { return dt == DT_bf16 || dt == DT_f16; }
+
+/* Cast n (half to f32) is read only by a norm, at an operand the norm
+ * kernels take in any float dtype (the residual forms' x and r, the
+ * backward's dy): the norm reads the half value and widens it, exactly, as
+ * it loads it; n is never computed (cg_norm_operand). */
+static bool widening_for_norm(Lower *L, Node *n) {
+    if (!L->fuse || !is_half(n->in[0]->ty.dt) || n->out[0]->ty.dt != DT_f32) return false;
+    UseList *ul = &L->uses->of[n->out[0]->id];
+    if (ul->n != 1 || L->uses->nout_refs[n->out[0]->id] || !L->in_sched[ul->u[0].node->id]) return false;
+    Node *u = ul->u[0].node;
+    int i = ul->u[0].idx;
+    switch (u->op) {
+    case OP_add_layer_norm:
+    case OP_add_rms_norm: return i < 2;
+    case OP_layer_norm_grad:
+    case OP_rms_norm_grad:
+    case OP_add_layer_norm_grad:
+    case OP_add_rms_norm_grad: return i == 0;
+    default: return false;
+    }
+}
+
 static void lower_norm(Lower *L, Node *n) {
+    bool fwd = n->op == OP_layer_norm || n->op == OP_rms_norm || n->op == OP_add_layer_norm || n->op == OP_add_rms_norm;
     Value *y = n->out[0];
-    Node *c = L->fuse && y->ty.dt == DT_f32 ? only_use(L, y, OP_cast) : NULL;
-    if (c && c->out[0]->ty.dt != DT_bf16 && c->out[0]->ty.dt != DT_f16) c = NULL;
+    Node *c = fwd && L->fuse && y->ty.dt == DT_f32 ? only_use(L, y, OP_cast) : NULL;
+    if (c && !is_half(c->out[0]->ty.dt)) c = NULL;
     Kernel *k = new_kernel(L, KK_TMPL, n);
     kern_add_node(L, k, n);
-    for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
+    for (int i = 0; i < n->nin; i++) {
+        Value *x = n->in[i];
+        if (VI(L, x)->st == VS_NONE && x->def->op == OP_cast && L->done[x->def->id]) {
+            kern_add_node(L, k, x->def); /* its widening cast, absorbed */
+            x = x->def->in[0];
+        }
+        contiguous(L, x, k);
+    }
     if (c) {
         kern_add_node(L, k, c);
         k->cast_out = c;
@@ -1069,7 +1103,15 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
         case OP_layer_norm:
         case OP_rms_norm:
         case OP_add_layer_norm:
-        case OP_add_rms_norm: lower_norm(&L, n); break;
+        case OP_add_rms_norm:
+        case OP_layer_norm_grad:
+        case OP_rms_norm_grad:
+        case OP_add_layer_norm_grad:
+        case OP_add_rms_norm_grad: lower_norm(&L, n); break;
+        case OP_cast:
+            if (widening_for_norm(&L, n)) L.done[n->id] = true;
+            else lower_loop(&L, n, false);
+            break;
         case OP_adamw:
         case OP_sgd: lower_opt(&L, n); break;
         default:

@@ -335,11 +335,11 @@ TRN_DEV void tk_softmax_bwd_cols(float *__restrict__ dx, const float *__restrict
 template <int C> struct TrnRow {
     static constexpr int PER = (C + 31) / 32;          /* values per lane */
     float v[PER];
-    TRN_MEMBER void load(const float *__restrict__ r, int lane) {
+    template <typename E> TRN_MEMBER void load(const E *__restrict__ r, int lane) {
 #pragma unroll
         for (int k = 0; k < PER; k++) {
             int c = lane + 32 * k;
-            v[k] = c < C ? r[c] : 0.0f;
+            v[k] = c < C ? trn_f32(r[c]) : 0.0f;
         }
     }
 };
@@ -350,10 +350,12 @@ template <int C> struct TrnRow {
  * the unfused add stores), and s [N,C] is a result too.  Block: 8 warps,
  * grid ceil(N / 8).  mean, b, s, r unused (may be null) where the form has
  * none.  y is f32, or (EY bf16/f16) the f32 value rounded once more: the
- * cast to half that was its only reader, absorbed (lower.c). */
-template <int C, bool LN, bool ADD, typename EY>
+ * cast to half that was its only reader, absorbed (lower.c); x and r (EX,
+ * ER) f32 or half values whose widening casts were absorbed, widened as
+ * they are loaded. */
+template <int C, bool LN, bool ADD, typename EY, typename EX, typename ER>
 TRN_DEV void tk_norm_rows(EY *__restrict__ y, float *__restrict__ s, float *__restrict__ mean, float *__restrict__ rstd,
-                          const float *__restrict__ x, const float *__restrict__ r, const float *__restrict__ w,
+                          const EX *__restrict__ x, const ER *__restrict__ r, const float *__restrict__ w,
                           const float *__restrict__ b, int64_t N, double eps) {
     int lane = threadIdx.x & 31;
     int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -365,7 +367,7 @@ TRN_DEV void tk_norm_rows(EY *__restrict__ y, float *__restrict__ s, float *__re
         for (int k = 0; k < row.PER; k++) {
             int c = lane + 32 * k;
             if (c < C) {
-                row.v[k] += r[n * C + c];
+                row.v[k] += trn_f32(r[n * C + c]);
                 s[n * C + c] = row.v[k];
             }
         }
@@ -402,28 +404,29 @@ TRN_DEV void tk_norm_rows(EY *__restrict__ y, float *__restrict__ s, float *__re
  * reaching s directly (dx = ds + the norm's input gradient).  xhat = (x -
  * mean) rstd (LN) or x rstd, g = dy w:
  *   dx = rstd (g - mean(g) - xhat mean(g xhat))   (rms: no mean(g) term).
- * dw, db come from tk_norm_bwd_cols.  Block: 8 warps, grid ceil(N / 8). */
-template <int C, bool LN, bool ADD>
-TRN_DEV void tk_norm_bwd_rows(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ ds, const float *__restrict__ x,
+ * dw, db come from tk_norm_bwd_cols.  Block: 8 warps, grid ceil(N / 8).
+ * dy (EDY) f32, or half whose widening cast was absorbed. */
+template <int C, bool LN, bool ADD, typename EDY>
+TRN_DEV void tk_norm_bwd_rows(float *__restrict__ dx, const EDY *__restrict__ dy, const float *__restrict__ ds, const float *__restrict__ x,
                               const float *__restrict__ w, const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N) {
     int lane = threadIdx.x & 31;
     int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (n >= N) return;
-    const float *dr = dy + n * C;
+    const EDY *dr = dy + n * C;
     double m = LN ? (double)mean[n] : 0.0, rs = rstd[n], s1 = 0, s2 = 0;
     if constexpr (C > 1024) {
         /* wide rows (TinyLlama's 2048): no register copy, x and dy re-read
          * from L1 (a copy in registers spills) */
         const float *xg = x + n * C;
         for (int c = lane; c < C; c += 32) {
-            double xh = ((double)xg[c] - m) * rs, g = (double)dr[c] * (double)w[c];
+            double xh = ((double)xg[c] - m) * rs, g = (double)trn_f32(dr[c]) * (double)w[c];
             s1 += g;
             s2 += g * xh;
         }
         s1 = LN ? trn_warp_sum(s1) / (double)C : 0.0;
         s2 = trn_warp_sum(s2) / (double)C;
         for (int c = lane; c < C; c += 32) {
-            double xh = ((double)xg[c] - m) * rs, g = (double)dr[c] * (double)w[c];
+            double xh = ((double)xg[c] - m) * rs, g = (double)trn_f32(dr[c]) * (double)w[c];
             double v = rs * (g - s1 - xh * s2);
             if constexpr (ADD) v += (double)ds[n * C + c];
             dx[n * C + c] = (float)v;
@@ -436,7 +439,7 @@ TRN_DEV void tk_norm_bwd_rows(float *__restrict__ dx, const float *__restrict__ 
     for (int k = 0; k < xr.PER; k++) {
         int c = lane + 32 * k;
         if (c >= C) continue;
-        double xh = ((double)xr.v[k] - m) * rs, g = (double)dr[c] * (double)w[c];
+        double xh = ((double)xr.v[k] - m) * rs, g = (double)trn_f32(dr[c]) * (double)w[c];
         s1 += g;
         s2 += g * xh;
     }
@@ -446,7 +449,7 @@ TRN_DEV void tk_norm_bwd_rows(float *__restrict__ dx, const float *__restrict__ 
     for (int k = 0; k < xr.PER; k++) {
         int c = lane + 32 * k;
         if (c >= C) continue;
-        double xh = ((double)xr.v[k] - m) * rs, g = (double)dr[c] * (double)w[c];
+        double xh = ((double)xr.v[k] - m) * rs, g = (double)trn_f32(dr[c]) * (double)w[c];
         double v = rs * (g - s1 - xh * s2);
         if constexpr (ADD) v += (double)ds[n * C + c];
         dx[n * C + c] = (float)v;
@@ -455,16 +458,16 @@ TRN_DEV void tk_norm_bwd_rows(float *__restrict__ dx, const float *__restrict__ 
 
 /* dw [C] = sum_rows dy xhat, db [C] = sum_rows dy (db may be NULL: rms_norm,
  * whose xhat = x rstd has no mean).  Block (32, NY): x over columns, y over
- * rows; grid ceil(C / 32). */
-template <int NY>
-TRN_DEV void tk_norm_bwd_cols(float *__restrict__ dw, float *__restrict__ db, const float *__restrict__ dy, const float *__restrict__ x,
+ * rows; grid ceil(C / 32).  dy as tk_norm_bwd_rows's. */
+template <int NY, typename EDY>
+TRN_DEV void tk_norm_bwd_cols(float *__restrict__ dw, float *__restrict__ db, const EDY *__restrict__ dy, const float *__restrict__ x,
                               const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N, int64_t C) {
     int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x;
     bool ok = c < C;
     double sw = 0, sb = 0;
     if (ok)
         for (int64_t n = threadIdx.y; n < N; n += NY) {
-            double d = (double)dy[n * C + c];
+            double d = (double)trn_f32(dy[n * C + c]);
             double xh = ((double)x[n * C + c] - (mean ? (double)mean[n] : 0.0)) * (double)rstd[n];
             sw += d * xh;
             sb += d;

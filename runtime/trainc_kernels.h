@@ -310,6 +310,11 @@ TRN_INLINE void tk_st_y(void *y, int ydt, int64_t i, float v) {
     else tk_st(y, ydt, i, (double)v);
 }
 
+/* An operand the norms take in any float dtype (the residual forms' x and
+ * r, the backward's dy: a half value whose widening cast was absorbed),
+ * widened exactly to f32 as it is loaded. */
+TRN_INLINE float tk_ld_f(const void *p, int dt, int64_t i) { return dt == 0 ? ((const float *)p)[i] : (float)tk_ld(p, dt, i); }
+
 static inline void tk_layernorm_f32(void *y, int ydt, float *mean, float *rstd, const float *x, const float *w, const float *b,
                                     int64_t N, int64_t C, double eps) {
 #pragma omp parallel for schedule(static) if (N * C > 32768)
@@ -328,21 +333,21 @@ static inline void tk_layernorm_f32(void *y, int ydt, float *mean, float *rstd, 
 }
 
 /* dx [N,C], dw [C], db [C] from dy, x, w, mean, rstd. */
-static inline void tk_layernorm_bwd_f32(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+static inline void tk_layernorm_bwd_f32(float *dx, float *dw, float *db, const void *dy, int dydt, const float *x, const float *w,
                                         const float *mean, const float *rstd, int64_t N, int64_t C) {
 #pragma omp parallel for schedule(static) if (N * C > 32768)
     for (int64_t n = 0; n < N; n++) {
-        const float *xr = x + n * C, *dr = dy + n * C;
+        const float *xr = x + n * C;
         double m = mean[n], rs = rstd[n], s1 = 0, s2 = 0;
         for (int64_t c = 0; c < C; c++) {
-            double xh = ((double)xr[c] - m) * rs, dxh = (double)dr[c] * (double)w[c];
+            double xh = ((double)xr[c] - m) * rs, dxh = (double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c];
             s1 += dxh;
             s2 += dxh * xh;
         }
         s1 /= (double)C;
         s2 /= (double)C;
         for (int64_t c = 0; c < C; c++) {
-            double xh = ((double)xr[c] - m) * rs, dxh = (double)dr[c] * (double)w[c];
+            double xh = ((double)xr[c] - m) * rs, dxh = (double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c];
             dx[n * C + c] = (float)(rs * (dxh - s1 - xh * s2));
         }
     }
@@ -350,9 +355,9 @@ static inline void tk_layernorm_bwd_f32(float *dx, float *dw, float *db, const f
     for (int64_t c = 0; c < C; c++) {
         double sw = 0, sb = 0;
         for (int64_t n = 0; n < N; n++) {
-            double xh = ((double)x[n * C + c] - (double)mean[n]) * (double)rstd[n];
-            sw += (double)dy[n * C + c] * xh;
-            sb += (double)dy[n * C + c];
+            double xh = ((double)x[n * C + c] - (double)mean[n]) * (double)rstd[n], d = tk_ld_f(dy, dydt, n * C + c);
+            sw += d * xh;
+            sb += d;
         }
         dw[c] = (float)sw;
         db[c] = (float)sb;
@@ -374,22 +379,22 @@ static inline void tk_rmsnorm_f32(void *y, int ydt, float *rstd, const float *x,
 }
 
 /* dx = rstd (dy w - xhat mean(dy w xhat)), xhat = x rstd; dw = sum_rows dy xhat. */
-static inline void tk_rmsnorm_bwd_f32(float *dx, float *dw, const float *dy, const float *x, const float *w, const float *rstd,
+static inline void tk_rmsnorm_bwd_f32(float *dx, float *dw, const void *dy, int dydt, const float *x, const float *w, const float *rstd,
                                       int64_t N, int64_t C) {
 #pragma omp parallel for schedule(static) if (N * C > 32768)
     for (int64_t n = 0; n < N; n++) {
         double rs = rstd[n], s = 0;
-        for (int64_t c = 0; c < C; c++) s += (double)dy[n * C + c] * (double)w[c] * (double)x[n * C + c] * rs;
+        for (int64_t c = 0; c < C; c++) s += (double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c] * (double)x[n * C + c] * rs;
         s /= (double)C;
         for (int64_t c = 0; c < C; c++) {
             double xh = (double)x[n * C + c] * rs;
-            dx[n * C + c] = (float)(rs * ((double)dy[n * C + c] * (double)w[c] - xh * s));
+            dx[n * C + c] = (float)(rs * ((double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c] - xh * s));
         }
     }
 #pragma omp parallel for schedule(static) if (N * C > 32768)
     for (int64_t c = 0; c < C; c++) {
         double sw = 0;
-        for (int64_t n = 0; n < N; n++) sw += (double)dy[n * C + c] * (double)x[n * C + c] * (double)rstd[n];
+        for (int64_t n = 0; n < N; n++) sw += (double)tk_ld_f(dy, dydt, n * C + c) * (double)x[n * C + c] * (double)rstd[n];
         dw[c] = (float)sw;
     }
 }
@@ -397,12 +402,12 @@ static inline void tk_rmsnorm_bwd_f32(float *dx, float *dw, const float *dy, con
 /* ---- residual add + norm (add_layer_norm, add_rms_norm) over rows of [N,C] ----
  * s = x + r (rounded to f32: what the unfused add stores), then the norm of
  * s; mean == NULL (and b == NULL): rms_norm. */
-static inline void tk_add_norm_f32(void *y, int ydt, float *s, float *mean, float *rstd, const float *x, const float *r, const float *w,
-                                   const float *b, int64_t N, int64_t C, double eps) {
+static inline void tk_add_norm_f32(void *y, int ydt, float *s, float *mean, float *rstd, const void *x, int xdt, const void *r, int rdt,
+                                   const float *w, const float *b, int64_t N, int64_t C, double eps) {
 #pragma omp parallel for schedule(static) if (N * C > 32768)
     for (int64_t n = 0; n < N; n++) {
         float *sr = s + n * C;
-        for (int64_t c = 0; c < C; c++) sr[c] = (float)((double)x[n * C + c] + (double)r[n * C + c]);
+        for (int64_t c = 0; c < C; c++) sr[c] = (float)((double)tk_ld_f(x, xdt, n * C + c) + (double)tk_ld_f(r, rdt, n * C + c));
         double m = 0, v = 0;
         if (mean) {
             for (int64_t c = 0; c < C; c++) m += sr[c];
@@ -419,21 +424,21 @@ static inline void tk_add_norm_f32(void *y, int ydt, float *s, float *mean, floa
 }
 
 /* dx = ds + the norm's input gradient at s; dw, db (db NULL for rms). */
-static inline void tk_add_norm_bwd_f32(float *dx, float *dw, float *db, const float *dy, const float *ds, const float *s, const float *w,
-                                       const float *mean, const float *rstd, int64_t N, int64_t C) {
+static inline void tk_add_norm_bwd_f32(float *dx, float *dw, float *db, const void *dy, int dydt, const float *ds, const float *s,
+                                       const float *w, const float *mean, const float *rstd, int64_t N, int64_t C) {
 #pragma omp parallel for schedule(static) if (N * C > 32768)
     for (int64_t n = 0; n < N; n++) {
-        const float *sr = s + n * C, *dr = dy + n * C;
+        const float *sr = s + n * C;
         double m = mean ? (double)mean[n] : 0.0, rs = rstd[n], s1 = 0, s2 = 0;
         for (int64_t c = 0; c < C; c++) {
-            double xh = ((double)sr[c] - m) * rs, dxh = (double)dr[c] * (double)w[c];
+            double xh = ((double)sr[c] - m) * rs, dxh = (double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c];
             s1 += dxh;
             s2 += dxh * xh;
         }
         s1 = mean ? s1 / (double)C : 0.0;
         s2 /= (double)C;
         for (int64_t c = 0; c < C; c++) {
-            double xh = ((double)sr[c] - m) * rs, dxh = (double)dr[c] * (double)w[c];
+            double xh = ((double)sr[c] - m) * rs, dxh = (double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c];
             dx[n * C + c] = (float)((double)ds[n * C + c] + rs * (dxh - s1 - xh * s2));
         }
     }
@@ -441,9 +446,9 @@ static inline void tk_add_norm_bwd_f32(float *dx, float *dw, float *db, const fl
     for (int64_t c = 0; c < C; c++) {
         double sw = 0, sb = 0;
         for (int64_t n = 0; n < N; n++) {
-            double xh = ((double)s[n * C + c] - (mean ? (double)mean[n] : 0.0)) * (double)rstd[n];
-            sw += (double)dy[n * C + c] * xh;
-            sb += (double)dy[n * C + c];
+            double xh = ((double)s[n * C + c] - (mean ? (double)mean[n] : 0.0)) * (double)rstd[n], d = tk_ld_f(dy, dydt, n * C + c);
+            sw += d * xh;
+            sb += d;
         }
         dw[c] = (float)sw;
         if (db) db[c] = (float)sb;

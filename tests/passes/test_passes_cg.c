@@ -18,7 +18,7 @@
  *              casts, and by trn_set, bit for bit the params converted on
  *              the host (rt_elem_set), bf16 and fp16, padded
  *   fusion     the fused schedule (attention and rope_qk on views, norms
- *              writing their half results, generic fusion) against one
+ *              reading and writing half values, generic fusion) against one
  *              kernel per op, bf16 GPT-2 and Llama: bit for bit
  *   checkpoint  checkpoint = blocks compiled: the same losses and params
  *              bit for bit as without, its dead buffers poisoned (a
@@ -427,8 +427,8 @@ static void checkpoint_case(const char *label, const char *model, const char *co
 }
 
 /* ---- the schedule's rewrites change nothing ----
- * Fused (attention and rope_qk on views, norms writing their half results,
- * generic fusion) against one kernel per op: losses and params bit for bit,
+ * Fused (attention and rope_qk on views, norms reading and writing half
+ * values, generic fusion) against one kernel per op: losses and params bit for bit,
  * with dead buffers poisoned. */
 static void fusion_case(const char *label, const char *model, const char *const *defs) {
     const char *sets[] = {"precision=bf16", "optimizer=adamw", "lr=0.003", "warmup=0", "grad_clip=1.0", NULL};
