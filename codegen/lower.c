@@ -253,40 +253,6 @@ static View concat_slot(Lower *L, Node *c, int i) {
     return v;
 }
 
-/* The reshape n of a strided view that only a concat reads (an attention
- * gradient [B,H,T,D] going back to its slice of [B,T,3C]): one copy from
- * the view into the concat's result, not a copy to make it contiguous and
- * the concat's copy of that.  The concat's result buffer is made here; the
- * copies into it are chained so that the last one finishes it. */
-static bool copy_into_concat(Lower *L, Node *n) {
-    Value *x = n->in[0], *y = n->out[0];
-    UseList *ul = &L->uses->of[y->id];
-    if (!L->fuse || n->op != OP_reshape || ul->n != 1 || L->uses->nout_refs[y->id]) return false;
-    Node *c = ul->u[0].node;
-    if (c->op != OP_concat || !L->in_sched[c->id]) return false;
-    ValInfo *ci = VI(L, c->out[0]);
-    if (ci->st == VS_NONE) {
-        ci->st = VS_BUF;
-        view_contig(&ci->view, temp_buf(L, c->out[0]), &c->out[0]->ty.shape);
-        ci->kern = NULL;
-    }
-    View dst = concat_slot(L, c, ul->u[0].idx);
-    View into = dst;
-    if (!view_reshape(&into, &x->ty.shape)) return false;
-    Kernel *k = new_kernel(L, KK_COPY, n);
-    kern_add_node(L, k, n);
-    k->src = VI(L, x)->view;
-    k->dst = into;
-    kern_add_dep(k, producer(L, x));
-    kern_add_dep(k, ci->kern);
-    ci->kern = k;
-    ValInfo *yi = VI(L, y);
-    yi->st = VS_VIEW;
-    yi->view = dst;
-    yi->kern = k;
-    return true;
-}
-
 static void lower_view(Lower *L, Node *n) {
     Value *x = n->in[0], *y = n->out[0];
     materialise(L, x);
@@ -300,7 +266,6 @@ static void lower_view(Lower *L, Node *n) {
     case OP_slice: ok = view_slice(&v, (int)ir_int(n, "axis", 0), ir_int(n, "start", 0), ir_int(n, "end", 0)); break;
     default: unreachable();
     }
-    if (!ok && copy_into_concat(L, n)) return;
     if (!ok) {
         /* not expressible as a view of x's buffer: copy x contiguous first
          * (only reshape of a strided view can fail) */
@@ -796,7 +761,7 @@ static void lower_pad_concat(Lower *L, Node *n) {
         yi->st = VS_BUF;
         view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
     } else {
-        last = yi->kern; /* operands copied in already (copy_into_concat) */
+        last = yi->kern; /* operands written into their slots already (att_result_view) */
     }
     int axis = (int)ir_int(n, "axis", 0);
     if (n->op == OP_pad) {

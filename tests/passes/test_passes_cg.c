@@ -396,10 +396,33 @@ static void test_refresh(void) {
     h_free(&h);
 }
 
-/* ---- checkpoint = blocks, compiled ---- */
+/* ---- training unchanged: checkpoint = blocks, the fused schedule ---- */
 
-/* smaller: the step's peak must go down (false where the gradients, not
- * the activations, make the peak: Llama at batch 2 x 32) */
+/* Trains a's and b's compiled models 4 steps each (b with its dead buffers
+ * poisoned, a too when poison_a) and checks that losses and params are the
+ * same bit for bit ("what": b's name in the messages); a's losses into la.
+ * True when they are. */
+static bool same_training(const char *label, const char *what, const Harness *a, const Harness *b, int poison_a, double la[4]) {
+    TrnSession *sa = session(a->compiled, NULL, poison_a), *sb = session(b->compiled, NULL, 1);
+    double lb[4];
+    bool ok = sa && sb && train(sa, &tokens, 4, la, NULL) && train(sb, &tokens, 4, lb, NULL);
+    CHECK(ok, "%s: training failed", label);
+    bool same = ok;
+    for (int i = 0; ok && i < 4; i++) {
+        CHECK(la[i] == lb[i], "%s: step %d loss %.17g, %s %.17g", label, i + 1, la[i], what, lb[i]);
+        same &= la[i] == lb[i];
+    }
+    const char *worst = "";
+    double pd = ok ? h_param_diff(sa, sb, &worst) : INFINITY;
+    CHECK(pd == 0, "%s: params differ by %.3e (%s)", label, pd, worst);
+    if (sa) trn_destroy(sa);
+    if (sb) trn_destroy(sb);
+    return same && pd == 0;
+}
+
+/* checkpoint = blocks against none.  smaller: the step's peak must go down
+ * (false where the gradients, not the activations, make the peak: Llama at
+ * batch 2 x 32) */
 static void checkpoint_case(const char *label, const char *model, const char *const *defs, const char *prec, bool smaller) {
     const char *sets[] = {prec, "optimizer=adamw", "lr=0.003", "warmup=0", "grad_clip=1.0", NULL, NULL};
     Harness a, b;
@@ -407,52 +430,30 @@ static void checkpoint_case(const char *label, const char *model, const char *co
     sets[5] = "checkpoint=blocks";
     ok = h_build(&b, model, defs, sets, true, 0) == 0 && ok;
     CHECK(ok, "%s: build failed", label);
-    TrnSession *sa = ok ? session(a.compiled, NULL, 0) : NULL, *sb = ok ? session(b.compiled, NULL, 1) : NULL;
-    double la[4], lb[4];
-    ok = sa && sb && train(sa, &tokens, 4, la, NULL) && train(sb, &tokens, 4, lb, NULL);
-    CHECK(ok, "%s: training failed", label);
-    for (int i = 0; ok && i < 4; i++) CHECK(la[i] == lb[i], "%s: step %d loss %.17g, checkpointed %.17g", label, i + 1, la[i], lb[i]);
-    const char *worst = "";
-    double pd = ok ? h_param_diff(sa, sb, &worst) : INFINITY;
-    CHECK(pd == 0, "%s: params differ by %.3e (%s)", label, pd, worst);
+    double la[4];
+    bool same = ok && same_training(label, "checkpointed", &a, &b, 0, la);
     int64_t pa = ok ? a.prog->peak[TRN_RUN_MICRO] : 0, pb = ok ? b.prog->peak[TRN_RUN_MICRO] : 0;
     CHECK(!ok || pb < pa || (!smaller && pb == pa), "%s: the step's peak %lld, checkpointed %lld", label, (long long)pa, (long long)pb);
-    if (ok)
+    if (same)
         printf("%-22s 4 steps, losses %.6f -> %.6f bit for bit (poisoned), params identical; the step's temporaries %lld -> %lld bytes\n", label,
                la[0], la[3], (long long)pa, (long long)pb);
-    if (sa) trn_destroy(sa);
-    if (sb) trn_destroy(sb);
     h_free(&a);
     h_free(&b);
 }
 
-/* ---- the schedule's rewrites change nothing ----
- * Fused (attention and rope_qk on views, norms reading and writing half
- * values, generic fusion) against one kernel per op: losses and params bit for bit,
- * with dead buffers poisoned. */
+/* The fused schedule (attention and rope_qk on views, norms reading and
+ * writing half values, generic fusion) against one kernel per op, both
+ * poisoned. */
 static void fusion_case(const char *label, const char *model, const char *const *defs) {
     const char *sets[] = {"precision=bf16", "optimizer=adamw", "lr=0.003", "warmup=0", "grad_clip=1.0", NULL};
     Harness a, b;
     bool ok = h_build(&a, model, defs, sets, true, 0) == 0;
     ok = h_build(&b, model, defs, sets, false, 0) == 0 && ok;
     CHECK(ok, "%s: build failed", label);
-    TrnSession *sa = ok ? session(a.compiled, NULL, 1) : NULL, *sb = ok ? session(b.compiled, NULL, 1) : NULL;
-    double la[4], lb[4];
-    ok = sa && sb && train(sa, &tokens, 4, la, NULL) && train(sb, &tokens, 4, lb, NULL);
-    CHECK(ok, "%s: training failed", label);
-    bool same = ok;
-    for (int i = 0; ok && i < 4; i++) {
-        CHECK(la[i] == lb[i], "%s: step %d loss %.17g, unfused %.17g", label, i + 1, la[i], lb[i]);
-        same &= la[i] == lb[i];
-    }
-    const char *worst = "";
-    double pd = ok ? h_param_diff(sa, sb, &worst) : INFINITY;
-    CHECK(pd == 0, "%s: params differ by %.3e (%s)", label, pd, worst);
-    if (same && pd == 0)
+    double la[4];
+    if (ok && same_training(label, "unfused", &a, &b, 1, la))
         printf("%-22s 4 steps, %d kernels against %d unfused: losses %.6f -> %.6f bit for bit (poisoned), params identical\n", label,
                a.prog->sched[TRN_RUN_MICRO].nk, b.prog->sched[TRN_RUN_MICRO].nk, la[0], la[3]);
-    if (sa) trn_destroy(sa);
-    if (sb) trn_destroy(sb);
     h_free(&a);
     h_free(&b);
 }
