@@ -451,14 +451,15 @@ static void emit_fill(Emit *e, Kernel *k) {
 static void emit_gemm(Emit *e, Kernel *k) {
     FILE *f = e->f;
     GemmInfo *gi = &k->gemm;
-    DType dt = e->p->bufs[gi->c.buf].dt;
+    DType dt = e->p->bufs[gi->a.buf].dt, cdt = e->p->bufs[gi->c.buf].dt; /* cdt: dt, or f32 for half operands ({dtype=f32}) */
     if (dt != DT_f32 && dt != DT_f64 && dt != DT_bf16 && dt != DT_f16) {
         error_at(e->d, k->loc, "the C backend does not support matmul in %s", dtype_name[dt]);
         e->ok = false;
         return;
     }
-    /* bf16/f16: emulated (tk_gemm_dt: double accumulation, one rounding),
-     * the bias added after with its own rounding, as the interpreter does */
+    /* bf16/f16: emulated (tk_gemm_dt: double accumulation, one rounding to
+     * the result's dtype), the bias added after with its own rounding, as
+     * the interpreter does */
     bool half = dt == DT_bf16 || dt == DT_f16;
     const char *T = storage_type(dt), *fn = dt == DT_f32 ? "tk_gemm_f32" : dt == DT_f64 ? "tk_gemm_f64" : "tk_gemm_dt";
     kernel_header(e, k);
@@ -498,7 +499,7 @@ static void emit_gemm(Emit *e, Kernel *k) {
     }
     indent(f, depth);
     if (half)
-        fprintf(f, "%s(%d, %d, %d, %lld, %lld, %lld, a + %s, %lld, b + %s, %lld, c + %s, %lld);\n", fn, dt == DT_bf16 ? 2 : 3, ta, tb,
+        fprintf(f, "%s(%d, %d, %d, %d, %lld, %lld, %lld, a + %s, %lld, b + %s, %lld, c + %s, %lld);\n", fn, dt == DT_bf16 ? 2 : 3, cdt == DT_f32 ? 0 : dt == DT_bf16 ? 2 : 3, ta, tb,
                 (long long)gi->M, (long long)gi->N, (long long)gi->K, ao.s, (long long)lda, bo.s, (long long)ldb, co.s, (long long)ldc);
     else
         fprintf(f, "%s(%d, %d, %lld, %lld, %lld, a + %s, %lld, b + %s, %lld, (%s)%s, c + %s, %lld);\n", fn, ta, tb, (long long)gi->M,
@@ -877,20 +878,25 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, adam ? "mo" : "bo", n->out[1], true);
         if (adam) ptr_decl(e, "vo", n->out[2], true);
         int64_t cnt = shape_numel(s0);
+        /* the half copy of the new weight, when the update absorbed its cast (lower.c) */
+        Value *hv = k->cast_out ? k->cast_out->out[0] : NULL;
+        if (hv) ptr_decl(e, "h", hv, true);
+        char hc[48] = "NULL, 0";
+        if (hv) snprintf(hc, sizeof hc, "h, %d", dt_code(hv->ty.dt));
         if (adam) {
             char b1[32], b2[32], ep[32], wd[32];
             fmt_double(b1, ir_float(n, "beta1", 0.9));
             fmt_double(b2, ir_float(n, "beta2", 0.999));
             fmt_double(ep, ir_float(n, "eps", 1e-8));
             fmt_double(wd, ir_float(n, "wd", 0));
-            fprintf(f, "    tk_adamw_f32(wo, mo, vo, w, g, m, v, %lld, lr[0], step[0], gscale[0], %s, %s, %s, %s, %s);\n", (long long)cnt, b1, b2, ep, wd,
-                    skip ? "skip" : "NULL");
+            fprintf(f, "    tk_adamw_f32(wo, mo, vo, w, g, m, v, %lld, lr[0], step[0], gscale[0], %s, %s, %s, %s, %s, %s);\n", (long long)cnt, b1, b2, ep, wd,
+                    skip ? "skip" : "NULL", hc);
         } else {
             char mo[32], wd[32];
             fmt_double(mo, ir_float(n, "momentum", 0));
             fmt_double(wd, ir_float(n, "wd", 0));
-            fprintf(f, "    tk_sgd_f32(wo, bo, w, g, buf, %lld, lr[0], gscale[0], %s, %s, %d, %s);\n", (long long)cnt, mo, wd,
-                    (int)ir_int(n, "nesterov", 0), skip ? "skip" : "NULL");
+            fprintf(f, "    tk_sgd_f32(wo, bo, w, g, buf, %lld, lr[0], gscale[0], %s, %s, %d, %s, %s);\n", (long long)cnt, mo, wd,
+                    (int)ir_int(n, "nesterov", 0), skip ? "skip" : "NULL", hc);
         }
         break;
     }

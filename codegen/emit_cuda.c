@@ -821,17 +821,19 @@ static void gemm_desc(Emit *e, Kernel *k, TrnCudaGemm *g) {
     int64_t lda, ldb;
     cg_gemm_layout(&gi->a, &ta, &lda);
     cg_gemm_layout(&gi->b, &tb, &ldb);
-    g->dtype = g->cdtype = (int)p->bufs[gi->c.buf].dt;
+    /* A and B in one dtype; C in it too, or f32 for half operands (matmul {dtype=f32}) */
+    g->dtype = (int)p->bufs[gi->a.buf].dt;
+    g->cdtype = (int)p->bufs[gi->c.buf].dt;
     g->scale = -1;
     g->ta = ta ^ gi->ta;
     g->tb = tb ^ gi->tb;
     g->M = gi->M;
     g->N = gi->N;
     g->K = gi->K;
-    int es = dtype_size[p->bufs[gi->c.buf].dt];
+    int es = dtype_size[g->dtype], cs = dtype_size[g->cdtype];
     g->a = p->bufs[gi->a.buf].offset + gi->a.off * es;
     g->b = p->bufs[gi->b.buf].offset + gi->b.off * es;
-    g->c = p->bufs[gi->c.buf].offset + gi->c.off * es;
+    g->c = p->bufs[gi->c.buf].offset + gi->c.off * cs;
     g->lda = lda;
     g->ldb = ldb;
     g->ldc = gi->N;
@@ -1352,6 +1354,9 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         /* skip (fp16 loss scaling): the last operand, when there is one */
         char sk[24] = "(const float *)0";
         if (n->nin > (adam ? 7 : 5)) vp(e, &P, n->in[n->nin - 1], false, sk);
+        /* the half copy of the new weight, when the update absorbed its cast (lower.c) */
+        char hc[24] = "(float *)0";
+        if (k->cast_out) vp(e, &P, k->cast_out->out[0], true, hc);
         if (adam) {
             char v[16], lr[16], st[16], gs[16], b1[32], b2[32], ep[32], wd[32];
             vp(e, &P, n->in[3], false, v);
@@ -1362,16 +1367,16 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
             fmt_double(b2, ir_float(n, "beta2", 0.999));
             fmt_double(ep, ir_float(n, "eps", 1e-8));
             fmt_double(wd, ir_float(n, "wd", 0));
-            snprintf(call, sizeof call, "tk_adamw(%s, %s, %s, %s, %s, %s, %s, %lldll, %s, %s, %s, %s, %s, %s, %s, %s) /* [%lld] */", a[0], a[1],
-                     a[2], a[3], a[4], a[5], v, (long long)cnt, lr, st, gs, b1, b2, ep, wd, sk, (long long)cnt);
+            snprintf(call, sizeof call, "tk_adamw(%s, %s, %s, %s, %s, %s, %s, %lldll, %s, %s, %s, %s, %s, %s, %s, %s, %s) /* [%lld] */", a[0], a[1],
+                     a[2], a[3], a[4], a[5], v, (long long)cnt, lr, st, gs, b1, b2, ep, wd, sk, hc, (long long)cnt);
         } else {
             char lr[16], gs[16], mo[32], wd[32];
             vp(e, &P, n->in[3], false, lr);
             vp(e, &P, n->in[4], false, gs);
             fmt_double(mo, ir_float(n, "momentum", 0));
             fmt_double(wd, ir_float(n, "wd", 0));
-            snprintf(call, sizeof call, "tk_sgd(%s, %s, %s, %s, %s, %lldll, %s, %s, %s, %s, %d, %s) /* [%lld] */", a[0], a[1], a[3], a[4], a[5],
-                     (long long)cnt, lr, gs, mo, wd, (int)ir_int(n, "nesterov", 0), sk, (long long)cnt);
+            snprintf(call, sizeof call, "tk_sgd(%s, %s, %s, %s, %s, %lldll, %s, %s, %s, %s, %d, %s, %s) /* [%lld] */", a[0], a[1], a[3], a[4], a[5],
+                     (long long)cnt, lr, gs, mo, wd, (int)ir_int(n, "nesterov", 0), sk, hc, (long long)cnt);
         }
         /* in place: w, m, v alias their outputs, so no __restrict__ on them */
         StrBuf b = {0};
@@ -1420,7 +1425,7 @@ CudaModule *cg_cuda_emit(Program *p, Diag *d) {
             case KK_COPY: emit_copy(&e, k, r); break;
             case KK_FILL: emit_fill(&e, k, r); break;
             case KK_GEMM: {
-                DType dt = p->bufs[k->gemm.c.buf].dt;
+                DType dt = p->bufs[k->gemm.a.buf].dt;
                 if (dt != DT_f32 && dt != DT_f64 && dt != DT_bf16 && dt != DT_f16) {
                     error_at(d, k->loc, "the CUDA backend has no matmul in %s", dtype_name[dt]);
                     e.ok = false;

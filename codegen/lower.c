@@ -397,7 +397,7 @@ static void lower_matmul(Lower *L, Node *n) {
         Node *add = ul->u[0].node;
         Value *bias = add->op == OP_add ? add->in[1 - ul->u[0].idx] : NULL;
         bool ready = bias && (VI(L, bias)->st != VS_NONE || op_has(bias->def->op, OPF_SOURCE));
-        if (ready && L->in_sched[add->id] && type_eq(&add->out[0]->ty, &y->ty) && bias->ty.dt == y->ty.dt) {
+        if (ready && L->in_sched[add->id] && type_eq(&add->out[0]->ty, &y->ty) && bias->ty.dt == y->ty.dt && n->in[0]->ty.dt == y->ty.dt) {
             const Shape *bs = &bias->ty.shape;
             int64_t N = y->ty.shape.d[y->ty.shape.rank - 1];
             bool row = bs->rank >= 1 && bs->d[bs->rank - 1] == N;
@@ -906,6 +906,19 @@ static bool opt_inplace(Lower *L, Node *n) {
     return true;
 }
 
+/* Mixed precision's persistent half copy of a param is the cast of its new
+ * weight (passes/optimizer.c).  When that cast is the only node reading the
+ * new weight, the update writes it too, rounding its f32 result once as
+ * the cast does: a kernel and a read of the weight fewer a parameter. */
+static Node *opt_half_copy(Lower *L, Node *n) {
+    if (!L->fuse) return NULL;
+    UseList *ul = &L->uses->of[n->out[0]->id];
+    if (ul->n != 1) return NULL;
+    Node *c = ul->u[0].node;
+    if (c->op != OP_cast || !L->in_sched[c->id] || c->phase != n->phase || !is_half(c->out[0]->ty.dt)) return NULL;
+    return c;
+}
+
 static void lower_opt(Lower *L, Node *n) {
     if (!opt_inplace(L, n)) {
         lower_template(L, n);
@@ -921,6 +934,23 @@ static void lower_opt(Lower *L, Node *n) {
         yi->kern = k;
         yi->st = VS_BUF; /* the target's buffer (lower_updates keeps it there) */
         view_contig(&yi->view, persistent_buf(L, n->in[operand[j]]->def), &y->ty.shape);
+    }
+    Node *c = opt_half_copy(L, n);
+    if (c) {
+        /* the half copy of the new weight: written by the update itself */
+        kern_add_node(L, k, c);
+        k->cast_out = c;
+        L->done[c->id] = true;
+        Value *h = c->out[0];
+        ValInfo *hi = VI(L, h);
+        hi->kern = k;
+        hi->st = VS_BUF;
+        Node *target = NULL;
+        for (int o = 0; o < L->g->noutputs; o++) {
+            Output *out = &L->g->outputs[o];
+            if (out->kind == OUT_UPDATE && out->value == h && op_has(out->target->op, OPF_SOURCE)) target = out->target;
+        }
+        view_contig(&hi->view, target ? persistent_buf(L, target) : temp_buf(L, h), &h->ty.shape);
     }
 }
 
@@ -1233,6 +1263,8 @@ void cg_print_kernels(FILE *f, Program *p) {
                         k->gemm.ta ? " ta" : "", k->gemm.tb ? " tb" : "");
                 if (k->gemm.nbatch) fprintf(f, " batch=%d", k->gemm.nbatch);
                 if (k->gemm.bias.buf >= 0) fprintf(f, " +bias");
+                if (p->bufs[k->gemm.c.buf].dt != p->bufs[k->gemm.a.buf].dt)
+                    fprintf(f, " %s->%s", dtype_name[p->bufs[k->gemm.a.buf].dt], dtype_name[p->bufs[k->gemm.c.buf].dt]);
                 break;
             case KK_COPY:
                 fputs(" ", f);

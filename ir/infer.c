@@ -339,7 +339,16 @@ static bool infer_matmul(Graph *g, Node *n, Diag *d) {
     if (bs.rank + 2 > IR_MAX_RANK) return fail(d, n, "result rank too large");
     bs.d[bs.rank++] = M;
     bs.d[bs.rank++] = N;
-    OUT(0)->dt = A->dt;
+    /* {dtype=f32}: the products of half operands summed into f32 (a weight's
+     * gradient under mixed precision, passes/optimizer.c) */
+    DType rt = A->dt;
+    const char *ds = ir_str(n, "dtype", NULL);
+    if (ds) {
+        if (!dtype_parse(ds, &rt)) return fail(d, n, "dtype '%s' is not a dtype", ds);
+        if (rt != A->dt && !(rt == DT_f32 && (A->dt == DT_bf16 || A->dt == DT_f16)))
+            return fail(d, n, "a %s result of %s operands: only bf16/f16 operands may give an f32 result", dtype_name[rt], TS(A, a));
+    }
+    OUT(0)->dt = rt;
     OUT(0)->shape = bs;
     return true;
 }

@@ -68,7 +68,7 @@ OP(pad,        1, 1, 1, OPF_DIFF)                /* {axis, lo, hi}: zeros before
 OP(concat,     1, -1, 1, OPF_DIFF)               /* {axis} */
 
 /* ---- linear algebra ---- */
-OP(matmul,     2, 2, 1, OPF_DIFF)                /* (a [...,M,K], b [...,K,N]) {ta, tb}: batch dims broadcast; ta/tb read a/b transposed */
+OP(matmul,     2, 2, 1, OPF_DIFF)                /* (a [...,M,K], b [...,K,N]) {ta, tb, [dtype]}: batch dims broadcast; ta/tb read a/b transposed; dtype f32: half operands summed into an f32 result (rounded once) */
 
 /* ---- neural-network ops ---- */
 OP(embedding,       2, 2, 1, OPF_DIFF)           /* (table [V,C], idx i32[...]) -> [...,C] */

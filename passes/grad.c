@@ -275,6 +275,8 @@ static void grad_concat(GradCtx *c, Node *n, Value *const *dy) {
 
 /* ---- matmul ---- */
 
+static Value *cast_to(GradCtx *c, Value *v, DType dt);
+
 static Value *mm(GradCtx *c, Value *a, Value *b, int ta, int tb) {
     Value *in[2] = {a, b};
     Node *m = mk(c, OP_matmul, 2, in);
@@ -305,6 +307,7 @@ static Value *flatten_rows(GradCtx *c, Value *x) {
  * matmul with no [batch, K, N] temporary. */
 static void grad_matmul(GradCtx *c, Node *n, Value *const *dy) {
     Value *A = n->in[0], *B = n->in[1], *dC = dy[0];
+    if (dC->ty.dt != A->ty.dt) dC = cast_to(c, dC, A->ty.dt); /* {dtype=f32} of half operands: the products stay half */
     int ta = (int)ir_int(n, "ta", 0), tb = (int)ir_int(n, "tb", 0);
     if (need(c, A)) {
         Value *dA = !ta ? (tb ? mm(c, dC, B, 0, 0) : mm(c, dC, B, 0, 1)) : (tb ? mm(c, B, dC, 1, 1) : mm(c, B, dC, 0, 1));

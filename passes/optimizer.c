@@ -35,6 +35,9 @@
  *     no weight and no moment; "loss" is the true loss again.  AdamW's
  *     step operand is then opt.step - i32(amp.skipped): bias correction
  *     counts only the steps that updated.
+ *   - a gradient that is a half product widened to f32 (the gradient of a
+ *     weight's half copy) becomes the product summed into f32 directly,
+ *     matmul {dtype=f32}: never rounded to half, no widening kernel.
  * States of a padded param (pad-tiles) carry its {unpadded} shape.
  *
  * The grad.* results are removed; "loss" stays.  The update of every
@@ -160,6 +163,34 @@ static Value *konst(Opt *o, double v, Type ty, SrcLoc loc, int phase) {
 /* Whether weight decay applies to p. */
 static bool decays(const Graph *g, const Node *p) { return g->train.decay_all || p->out[0]->ty.shape.rank >= 2; }
 
+/* How many nodes and outputs read v. */
+static int readers(const Graph *g, const Value *v) {
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int j = 0; j < g->nodes[i]->nin; j++) n += g->nodes[i]->in[j] == v;
+    for (int i = 0; i < g->noutputs; i++) n += g->outputs[i].value == v;
+    return n;
+}
+
+/* A gradient that is a product of half operands widened to f32 (under
+ * mixed precision the gradient of a weight's half copy, widened by the
+ * backward of that copy's cast) is summed into f32 by the product itself,
+ * matmul {dtype=f32}: the gradient is never rounded to half, and no
+ * kernel widens it.  Returns the gradient, rewritten or not. */
+static Value *sum_in_f32(Opt *o, Value *gv) {
+    Graph *g = o->g;
+    Node *c = gv->def;
+    if (c->op != OP_cast || gv->ty.dt != DT_f32) return gv;
+    Value *y = c->in[0];
+    Node *m = y->def;
+    if (m->op != OP_matmul || (y->ty.dt != DT_bf16 && y->ty.dt != DT_f16) || readers(g, y) != 1) return gv;
+    ir_set_str(g, m, "dtype", "f32");
+    if (!ir_infer(g, m, o->d)) die("optimizer: a product summed into f32 does not infer");
+    ir_replace_all_uses(g, gv, m->out[0]); /* the cast: dead, for dce */
+    if (gv->name) m->out[0]->name = gv->name; /* d.<param> */
+    return m->out[0];
+}
+
 static bool collect(Opt *o, ParamGrad **out, int *nout) {
     Graph *g = o->g;
     int np = 0;
@@ -176,6 +207,7 @@ static bool collect(Opt *o, ParamGrad **out, int *nout) {
             free(pg);
             return false;
         }
+        gv = sum_in_f32(o, gv);
         pg[k++] = (ParamGrad){.p = p, .g = gv, .G = gv};
     }
     *out = pg;

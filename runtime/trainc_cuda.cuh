@@ -1415,14 +1415,19 @@ TRN_DEV void tk_norm_final(float *__restrict__ out, const double *__restrict__ p
 
 /* AdamW on n elements, in place (w, m, v may alias the outputs); double, as
  * the C backend.  skip (null: none) != 0, an fp16 overflow: every result
- * equals its operand. */
+ * equals its operand.  h (null: none): the new weight in half precision,
+ * when the update absorbed the cast that makes mixed precision's copy
+ * (lower.c), rounded once from the f32 result as the cast rounds it. */
+template <typename H>
 TRN_DEV void tk_adamw(float *wo, float *mo, float *vo, const float *w, const float *__restrict__ g, const float *m, const float *v,
                       int64_t n, const float *__restrict__ lrp, const int32_t *__restrict__ stepp, const float *__restrict__ gsp,
-                      double b1, double b2, double eps, double wd, const float *__restrict__ skip) {
+                      double b1, double b2, double eps, double wd, const float *__restrict__ skip, H *__restrict__ h) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     if (skip && *skip != 0.0f) {
-        wo[i] = w[i], mo[i] = m[i], vo[i] = v[i];
+        float w0 = w[i];
+        wo[i] = w0, mo[i] = m[i], vo[i] = v[i];
+        if (h) trn_st(h + i, w0);
         return;
     }
     double lr = *lrp, gscale = *gsp, step = (double)*stepp;
@@ -1432,18 +1437,23 @@ TRN_DEV void tk_adamw(float *wo, float *mo, float *vo, const float *w, const flo
     double vi = b2 * (double)v[i] + (1.0 - b2) * gi * gi;
     double wi = (double)w[i];
     wi = wi - lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * wi);
-    wo[i] = (float)wi;
+    float w1 = (float)wi;
+    wo[i] = w1;
     mo[i] = (float)mi;
     vo[i] = (float)vi;
+    if (h) trn_st(h + i, w1);
 }
 
+template <typename H>
 TRN_DEV void tk_sgd(float *wo, float *bo, const float *w, const float *__restrict__ g, const float *buf, int64_t n,
                     const float *__restrict__ lrp, const float *__restrict__ gsp, double momentum, double wd, int nesterov,
-                    const float *__restrict__ skip) {
+                    const float *__restrict__ skip, H *__restrict__ h) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     if (skip && *skip != 0.0f) {
-        wo[i] = w[i], bo[i] = buf[i];
+        float w0 = w[i];
+        wo[i] = w0, bo[i] = buf[i];
+        if (h) trn_st(h + i, w0);
         return;
     }
     double lr = *lrp, gscale = *gsp;
@@ -1452,8 +1462,10 @@ TRN_DEV void tk_sgd(float *wo, float *bo, const float *w, const float *__restric
         bi = momentum * bi + gi;
         upd = nesterov ? gi + momentum * bi : bi;
     }
-    wo[i] = (float)(wi - lr * upd);
+    float w1 = (float)(wi - lr * upd);
+    wo[i] = w1;
     bo[i] = (float)bi;
+    if (h) trn_st(h + i, w1);
 }
 
 /* fp16 dynamic loss scaling (loss_scale_update), four f32 scalars; one

@@ -204,9 +204,10 @@ static inline void tk_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, 
 
 /* Half-precision GEMM (bf16 dt 2, f16 dt 3), emulated: the operands are
  * widened exactly to double, multiplied and summed in double, and each
- * result rounded once to dt, as the interpreter computes a matmul. */
-static inline void tk_gemm_dt(int dt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B, int64_t ldb,
-                              void *C, int64_t ldc) {
+ * result rounded once to cdt (dt, or 0: f32 for matmul {dtype=f32}), as
+ * the interpreter computes a matmul. */
+static inline void tk_gemm_dt(int dt, int cdt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
+                              int64_t ldb, void *C, int64_t ldc) {
     double *a = (double *)malloc(sizeof(double) * (size_t)(M * K + 1)), *b = (double *)malloc(sizeof(double) * (size_t)(K * N + 1));
     double *c = (double *)malloc(sizeof(double) * (size_t)(M * N + 1));
     for (int64_t i = 0; i < M; i++)
@@ -225,7 +226,7 @@ static inline void tk_gemm_dt(int dt, int ta, int tb, int64_t M, int64_t N, int6
         }
 #endif
     for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) tk_st(C, dt, i * ldc + j, c[i * N + j]);
+        for (int64_t j = 0; j < N; j++) tk_st(C, cdt, i * ldc + j, c[i * N + j]);
     free(a);
     free(b);
     free(c);
@@ -940,12 +941,25 @@ static inline int tk_skip_update(const float *skip, float *wo, const float *w, f
     return 1;
 }
 
+/* The half copy h (dtype hdt, tk_st's codes; NULL: none) of an update's
+ * new weight wo, when the update absorbed the cast that makes it (lower.c):
+ * wo rounded once, as that cast rounds it. */
+static inline void tk_half_copy(void *h, int hdt, const float *wo, int64_t n) {
+    if (!h) return;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) tk_st_y(h, hdt, i, wo[i]);
+}
+
 /* AdamW on n elements, in place (w, m, v may alias the outputs); skip
- * (NULL: none) != 0 changes nothing. */
+ * (NULL: none) != 0 changes nothing; h (NULL: none) gets the new weight
+ * in half precision. */
 static inline void tk_adamw_f32(float *wo, float *mo, float *vo, const float *w, const float *g, const float *m, const float *v,
                                 int64_t n, double lr, int64_t step, double gscale, double b1, double b2, double eps, double wd,
-                                const float *skip) {
-    if (tk_skip_update(skip, wo, w, mo, m, vo, v, n)) return;
+                                const float *skip, void *h, int hdt) {
+    if (tk_skip_update(skip, wo, w, mo, m, vo, v, n)) {
+        tk_half_copy(h, hdt, wo, n);
+        return;
+    }
     double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (int64_t i = 0; i < n; i++) {
@@ -957,13 +971,17 @@ static inline void tk_adamw_f32(float *wo, float *mo, float *vo, const float *w,
         wo[i] = (float)wi;
         mo[i] = (float)mi;
         vo[i] = (float)vi;
+        if (h) tk_st_y(h, hdt, i, wo[i]);
     }
 }
 
-/* SGD with momentum (and Nesterov) on n elements, in place. */
+/* SGD with momentum (and Nesterov) on n elements, in place; h as adamw's. */
 static inline void tk_sgd_f32(float *wo, float *bo, const float *w, const float *g, const float *buf, int64_t n, double lr,
-                              double gscale, double momentum, double wd, int nesterov, const float *skip) {
-    if (tk_skip_update(skip, wo, w, bo, buf, NULL, NULL, n)) return;
+                              double gscale, double momentum, double wd, int nesterov, const float *skip, void *h, int hdt) {
+    if (tk_skip_update(skip, wo, w, bo, buf, NULL, NULL, n)) {
+        tk_half_copy(h, hdt, wo, n);
+        return;
+    }
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (int64_t i = 0; i < n; i++) {
         double wi = (double)w[i], gi = (double)g[i] * gscale + wd * wi, upd = gi, bi = (double)buf[i];
@@ -973,6 +991,7 @@ static inline void tk_sgd_f32(float *wo, float *bo, const float *w, const float 
         }
         wo[i] = (float)(wi - lr * upd);
         bo[i] = (float)bi;
+        if (h) tk_st_y(h, hdt, i, wo[i]);
     }
 }
 
