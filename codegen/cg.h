@@ -79,7 +79,8 @@ typedef struct GemmInfo {
     int64_t bsa[IR_MAX_RANK], bsb[IR_MAX_RANK], bsc[IR_MAX_RANK]; /* element strides per batch dim */
     int64_t lda, ldb, ldc;
     View    bias;             /* epilogue: c = a·b + bias (row vector); bias.buf < 0 if none */
-    Node   *bias_node;        /* the add it absorbed */
+    Node   *bias_node;        /* the add it absorbed (of the bias, or of the state when accumulate) */
+    bool    accumulate;       /* c += a·b: c is the f32 state the absorbed add updates (gradient accumulation) */
 } GemmInfo;
 
 typedef struct Kernel {

@@ -473,7 +473,7 @@ static void emit_gemm(Emit *e, Kernel *k) {
     ta ^= gi->ta;
     tb ^= gi->tb;
     int64_t ldc = gi->N;
-    fprintf(f, "    /* C[%lld,%lld] = %sA%s . %sB%s%s */\n", (long long)gi->M, (long long)gi->N, ta ? "(" : "", ta ? ")^T" : "",
+    fprintf(f, "    /* C[%lld,%lld] %s= %sA%s . %sB%s%s */\n", (long long)gi->M, (long long)gi->N, gi->accumulate ? "+" : "", ta ? "(" : "", ta ? ")^T" : "",
             tb ? "(" : "", tb ? ")^T" : "", gi->bias.buf >= 0 ? " + bias" : "");
     if (gi->bias.buf >= 0) {
         buf_ptr(e, gi->bias.buf, "bias", false);
@@ -482,7 +482,7 @@ static void emit_gemm(Emit *e, Kernel *k) {
         else if (dt == DT_f32) fprintf(f, "    tk_bias_rows_f32(c, %lld, %lld, %lld, bias + %lld);\n", (long long)rows, (long long)gi->N, (long long)ldc, (long long)gi->bias.off);
         else fprintf(f, "    for (int64_t r = 0; r < %lld; r++) memcpy(c + r * %lld, bias + %lld, sizeof(double) * %lld);\n", (long long)rows, (long long)ldc, (long long)gi->bias.off, (long long)gi->N);
     }
-    const char *beta = gi->bias.buf >= 0 && !half ? "1" : "0";
+    const char *beta = (gi->bias.buf >= 0 && !half) || gi->accumulate ? "1" : "0";
     int depth = 1;
     for (int i = 0; i < gi->nbatch; i++) {
         indent(f, depth++);
@@ -499,8 +499,8 @@ static void emit_gemm(Emit *e, Kernel *k) {
     }
     indent(f, depth);
     if (half)
-        fprintf(f, "%s(%d, %d, %d, %d, %lld, %lld, %lld, a + %s, %lld, b + %s, %lld, c + %s, %lld);\n", fn, dt == DT_bf16 ? 2 : 3, cdt == DT_f32 ? 0 : dt == DT_bf16 ? 2 : 3, ta, tb,
-                (long long)gi->M, (long long)gi->N, (long long)gi->K, ao.s, (long long)lda, bo.s, (long long)ldb, co.s, (long long)ldc);
+        fprintf(f, "%s(%d, %d, %d, %d, %lld, %lld, %lld, a + %s, %lld, b + %s, %lld, %s, c + %s, %lld);\n", fn, dt == DT_bf16 ? 2 : 3, cdt == DT_f32 ? 0 : dt == DT_bf16 ? 2 : 3, ta, tb,
+                (long long)gi->M, (long long)gi->N, (long long)gi->K, ao.s, (long long)lda, bo.s, (long long)ldb, beta, co.s, (long long)ldc);
     else
         fprintf(f, "%s(%d, %d, %lld, %lld, %lld, a + %s, %lld, b + %s, %lld, (%s)%s, c + %s, %lld);\n", fn, ta, tb, (long long)gi->M,
                 (long long)gi->N, (long long)gi->K, ao.s, (long long)lda, bo.s, (long long)ldb, T, beta, co.s, (long long)ldc);

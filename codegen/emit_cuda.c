@@ -838,6 +838,7 @@ static void gemm_desc(Emit *e, Kernel *k, TrnCudaGemm *g) {
     g->ldb = ldb;
     g->ldc = gi->N;
     g->bias = gi->bias.buf >= 0 ? p->bufs[gi->bias.buf].offset + gi->bias.off * es : -1;
+    g->accumulate = gi->accumulate;
     g->nbatch = gi->nbatch;
     for (int i = 0; i < gi->nbatch; i++) {
         g->batch[i] = gi->bshape[i];
@@ -1601,7 +1602,7 @@ static void emit_gemm_init(FILE *f, const TrnCudaGemm *g) {
     for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->sb[b]);
     fputs("}, {", f);
     for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->sc[b]);
-    fputs("}}", f);
+    fprintf(f, "}, %d}", g->accumulate);
 }
 
 bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *d) {

@@ -381,6 +381,31 @@ static View gemm_operand(Lower *L, Value *x, Kernel *k) {
     return contiguous(L, x, k);
 }
 
+static Node *only_use(Lower *L, Value *v, Op op);
+
+/* Gradient accumulation (passes/optimizer.c, grad_accum > 1): an f32
+ * product read only by `acc' = add(acc, y)`, acc a state whose update is
+ * acc' and acc' read by nothing else, is summed into the state by the
+ * GEMM itself (C = acc, beta = 1): no [M,N] temporary, no add kernel; the
+ * sum is rounded once instead of twice.  Batched products are not. */
+static Node *accumulating_add(Lower *L, Node *n) {
+    Value *y = n->out[0];
+    if (!L->fuse || y->ty.dt != DT_f32 || y->ty.shape.rank != 2) return NULL;
+    Node *add = only_use(L, y, OP_add);
+    if (!add || !type_eq(&add->out[0]->ty, &y->ty)) return NULL;
+    Value *sv = add->in[add->in[0] == y ? 1 : 0], *r = add->out[0];
+    if (sv == y || sv->def->op != OP_state || !type_eq(&sv->ty, &y->ty)) return NULL;
+    if (L->uses->of[r->id].n) return NULL;
+    UseList *su = &L->uses->of[sv->id]; /* in this schedule only the add reads the state (the step's update reads it too) */
+    for (int i = 0; i < su->n; i++)
+        if (su->u[i].node != add && L->in_sched[su->u[i].node->id]) return NULL;
+    for (int o = 0; o < L->g->noutputs; o++) {
+        Output *out = &L->g->outputs[o];
+        if (out->kind == OUT_UPDATE && out->value == r && out->target == sv->def) return add;
+    }
+    return NULL;
+}
+
 static void lower_matmul(Lower *L, Node *n) {
     Kernel *k = new_kernel(L, KK_GEMM, n);
     kern_add_node(L, k, n);
@@ -416,8 +441,20 @@ static void lower_matmul(Lower *L, Node *n) {
             }
         }
     }
-    int b = temp_buf(L, res);
-    view_contig(&gi->c, b, &res->ty.shape);
+    Node *acc = res == y ? accumulating_add(L, n) : NULL;
+    if (acc) {
+        /* c += a·b in place of the state the add updates (beta = 1) */
+        Value *sv = acc->in[acc->in[0] == y ? 1 : 0];
+        gi->accumulate = true;
+        gi->bias_node = acc;
+        kern_add_node(L, k, acc);
+        L->done[acc->id] = true;
+        res = acc->out[0];
+        materialise(L, sv); /* the state's own buffer */
+        view_contig(&gi->c, persistent_buf(L, sv->def), &res->ty.shape);
+    } else {
+        view_contig(&gi->c, temp_buf(L, res), &res->ty.shape);
+    }
     VI(L, res)->st = VS_BUF;
     VI(L, res)->view = gi->c;
     VI(L, res)->kern = k;
@@ -810,6 +847,22 @@ static bool pointwise_inplace_ok(Lower *L, Kernel *k, Value *target_val) {
     return true;
 }
 
+/* A reduction kernel's epilogue that updates a state elementwise (the
+ * bias gradient's `acc' = acc + sum(dy)` under gradient accumulation): the
+ * target is read only in the epilogue, over the reduced shape, at the
+ * element the kernel writes, so the result may be stored in place. */
+static bool epilogue_inplace_ok(Kernel *k, Value *v, Value *target_val) {
+    if (!k->red || !shape_eq(&v->ty.shape, &k->rspace)) return false;
+    bool after = false;
+    for (int i = 0; i < k->nnodes; i++) {
+        Node *m = k->nodes[i];
+        for (int j = 0; j < m->nin; j++)
+            if (m->in[j] == target_val && (!after || !shape_eq(&m->in[j]->ty.shape, &k->rspace))) return false;
+        if (m == k->red) after = true;
+    }
+    return v->def != k->red && after;
+}
+
 static void lower_updates(Lower *L) {
     Graph *g = L->g;
     Sched *s = L->s;
@@ -835,6 +888,8 @@ static void lower_updates(Lower *L) {
             inplace = true;
         if (vi->st == VS_BUF && k && k->kind == KK_TMPL && (k->nodes[0]->op == OP_adamw || k->nodes[0]->op == OP_sgd) && vi->view.buf == tb)
             inplace = true;
+        if (vi->st == VS_BUF && k && k->kind == KK_GEMM && k->gemm.accumulate && vi->view.buf == tb) inplace = true;
+        if (vi->st == VS_INLINE && k && k->kind == KK_LOOP && ul->n == 0 && L->fuse && epilogue_inplace_ok(k, v, o->target->out[0])) inplace = true;
         if (inplace) {
             vi->st = VS_BUF;
             view_contig(&vi->view, tb, &v->ty.shape);
@@ -1263,6 +1318,7 @@ void cg_print_kernels(FILE *f, Program *p) {
                         k->gemm.ta ? " ta" : "", k->gemm.tb ? " tb" : "");
                 if (k->gemm.nbatch) fprintf(f, " batch=%d", k->gemm.nbatch);
                 if (k->gemm.bias.buf >= 0) fprintf(f, " +bias");
+                if (k->gemm.accumulate) fprintf(f, " +=");
                 if (p->bufs[k->gemm.c.buf].dt != p->bufs[k->gemm.a.buf].dt)
                     fprintf(f, " %s->%s", dtype_name[p->bufs[k->gemm.a.buf].dt], dtype_name[p->bufs[k->gemm.c.buf].dt]);
                 break;

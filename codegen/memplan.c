@@ -69,6 +69,7 @@ static void collect_rw(Sched *s) {
             rd(k, k->gemm.a.buf);
             rd(k, k->gemm.b.buf);
             rd(k, k->gemm.bias.buf);
+            if (k->gemm.accumulate) rd(k, k->gemm.c.buf);
             wr(k, k->gemm.c.buf);
             break;
         case KK_COPY:

@@ -510,10 +510,10 @@ static int run_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *err,
     const TrnCudaGemm *m = r->m;
     char w[256];
     kwhere(k, w, sizeof w);
-    static const float a32 = 1.0f, b32 = 0.0f;
-    static const double a64 = 1.0, b64 = 0.0;
+    static const float a32 = 1.0f, b32[2] = {0.0f, 1.0f};
+    static const double a64 = 1.0, b64[2] = {0.0, 1.0};
     const void *alpha = m->dtype == TRN_F64 ? (const void *)&a64 : (const void *)&a32;
-    const void *beta = m->dtype == TRN_F64 ? (const void *)&b64 : (const void *)&b32;
+    const void *beta = m->dtype == TRN_F64 ? (const void *)&b64[m->accumulate != 0] : (const void *)&b32[m->accumulate != 0];
     if (m->scale >= 0) { /* device pointer mode: {alpha, beta} in the arena */
         alpha = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)m->scale);
         beta = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)m->scale + 4);

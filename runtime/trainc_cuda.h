@@ -61,6 +61,7 @@ typedef struct TrnCudaGemm {
     int     nbatch;             /* batch dims (strided), 0: one product */
     int64_t batch[TRN_MAX_RANK];
     int64_t sa[TRN_MAX_RANK], sb[TRN_MAX_RANK], sc[TRN_MAX_RANK];
+    int     accumulate;         /* 1: C += op(A) op(B) (beta 1: gradient accumulation into a state); scale < 0 */
 } TrnCudaGemm;
 
 /* A buffer a kernel reads or writes (for the single-kernel checks): bytes

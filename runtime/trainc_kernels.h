@@ -205,9 +205,10 @@ static inline void tk_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, 
 /* Half-precision GEMM (bf16 dt 2, f16 dt 3), emulated: the operands are
  * widened exactly to double, multiplied and summed in double, and each
  * result rounded once to cdt (dt, or 0: f32 for matmul {dtype=f32}), as
- * the interpreter computes a matmul. */
+ * the interpreter computes a matmul; beta 1: C's value is added first
+ * (gradient accumulation, rounded once). */
 static inline void tk_gemm_dt(int dt, int cdt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
-                              int64_t ldb, void *C, int64_t ldc) {
+                              int64_t ldb, int beta, void *C, int64_t ldc) {
     double *a = (double *)malloc(sizeof(double) * (size_t)(M * K + 1)), *b = (double *)malloc(sizeof(double) * (size_t)(K * N + 1));
     double *c = (double *)malloc(sizeof(double) * (size_t)(M * N + 1));
     for (int64_t i = 0; i < M; i++)
@@ -226,7 +227,7 @@ static inline void tk_gemm_dt(int dt, int cdt, int ta, int tb, int64_t M, int64_
         }
 #endif
     for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) tk_st(C, cdt, i * ldc + j, c[i * N + j]);
+        for (int64_t j = 0; j < N; j++) tk_st(C, cdt, i * ldc + j, c[i * N + j] + (beta ? tk_ld(C, cdt, i * ldc + j) : 0.0));
     free(a);
     free(b);
     free(c);

@@ -20,6 +20,12 @@ static const char *const gpt2_defs[] = {"vocab=256", "layers=2", "heads=4", "dim
  * by about lr per step on rounding noise alone, differently in any two
  * correct implementations. */
 static const char *const adamw_sets[] = {"optimizer=adamw", "lr=0.001", "warmup=0", "schedule=constant", "weight_decay=0.1", "grad_clip=1.0", NULL};
+/* Accumulating over 3 micro-batches (the train section's grad_accum, which
+ * the runtime and the interpreter run; PassOptions.accum alone shapes the
+ * graph, not the step): in bf16 the weight gradients' products sum into the
+ * f32 accumulators (GEMM with beta 1, tk_gemm_dt), the bias sums in place. */
+static const char *const accum_sets[] = {"optimizer=adamw", "lr=0.001", "warmup=0", "schedule=constant", "weight_decay=0.1", "grad_clip=1.0", "grad_accum=3", NULL};
+static const char *const bf16_sets[] = {"precision=bf16", "optimizer=adamw", "lr=0.001", "warmup=0", "schedule=constant", "weight_decay=0.1", "grad_clip=1.0", "grad_accum=3", NULL};
 static const char *const sgd_sets[] = {"optimizer=sgd", "lr=0.05", "momentum=0.9", "warmup=0", "schedule=constant", "weight_decay=0.01", NULL};
 static const char *const llama_defs[] = {"vocab=256", "layers=2", "heads=4", "kv_heads=2", "dim=64", "ffn=128", "seq=64", "batch=4", NULL};
 
@@ -84,8 +90,11 @@ static void check_model(const char *name, const char *path, const char *const *d
         printf("step %2d  interp %.9f  compiled %.9f  rel %.2e\n", i + 1, li[i], lc[i], r);
         if (r > worst) worst = r;
     }
+    /* half precision: the emulated bf16 drifts from the interpreter's within
+     * passes_compiled's bound (its loop kernels round through float) */
+    double tol = strcmp(sets[0], "precision=bf16") == 0 ? 3e-4 : 1e-5;
     printf("%s: worst loss difference %.3e\n", name, worst);
-    CHECK(worst < 1e-5, "%s: losses differ by %.3e (limit 1e-5)", name, worst);
+    CHECK(worst < tol, "%s: losses differ by %.3e (limit %.0e)", name, worst, tol);
     CHECK(lc[steps - 1] < lc[0], "%s: the loss did not go down (%g -> %g)", name, lc[0], lc[steps - 1]);
     if (si && sc && params) {
         const char *wn = "";
@@ -143,7 +152,10 @@ int main(int argc, char **argv) {
             check_model("llama", "examples/llama.model", llama_defs, adamw_sets, &tk, steps, 1, false, true);
             check_model("llama", "examples/llama.model", llama_defs, sgd_sets, &tk, steps, 1, true, false);
         }
-        if (all || strcmp(w, "accum") == 0) check_model("gpt2, accumulating", "examples/gpt2.model", gpt2_defs, adamw_sets, &tk, 5, 3, false, true);
+        if (all || strcmp(w, "accum") == 0) {
+            check_model("gpt2, accumulating", "examples/gpt2.model", gpt2_defs, accum_sets, &tk, 5, 3, false, true);
+            check_model("gpt2 bf16, accumulating", "examples/gpt2.model", gpt2_defs, bf16_sets, &tk, 5, 3, false, true);
+        }
         if (all) break;
     }
     free(tk.t);

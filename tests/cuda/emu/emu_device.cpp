@@ -57,7 +57,7 @@ static void st(unsigned char *p, int dt, int64_t i, double v) {
 /* C[M,N] = alpha op(A) op(B) + beta C (+ bias[N]), per batch, as runtime/cuda.c asks cuBLASLt */
 static void gemm(EmuDev *g, const TrnCudaGemm *m) {
     int es = m->dtype == TRN_F32 ? 4 : m->dtype == TRN_F64 ? 8 : 2, ces = m->cdtype == TRN_F32 ? 4 : m->cdtype == TRN_F64 ? 8 : 2;
-    double alpha = 1, beta = 0;
+    double alpha = 1, beta = m->accumulate ? 1 : 0;
     if (m->scale >= 0) {
         alpha = ((const float *)(g->arena + m->scale))[0];
         beta = ((const float *)(g->arena + m->scale))[1];

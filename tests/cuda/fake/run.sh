@@ -66,10 +66,14 @@ TRAINC_CUDA_GRAPH=0 ./train $args --device cuda --metrics nograph.jsonl > nograp
 # as often as its schedule ran; the losses unchanged
 TRAINC_CUDA_PROFILE=profile.jsonl ./train $args --steps 2 --device cuda --metrics prof.jsonl > prof.log 2>&1 ||
     { cat prof.log; echo "FAIL: --device cuda, TRAINC_CUDA_PROFILE"; exit 1; }
-np=$(grep -c '"schedule":"micro".*"calls":2,' profile.jsonl) ne=$(grep -c '"schedule":"eval".*"calls":2,' profile.jsonl)
+# grad_accum micro-batches a step, then (grad_accum > 1) the update schedule once
+accum=$(echo " $* " | sed -n 's/.*grad_accum=\([0-9][0-9]*\).*/\1/p'); accum=${accum:-1}
+np=$(grep -c "\"schedule\":\"micro\".*\"calls\":$((2 * accum))," profile.jsonl) ne=$(grep -c '"schedule":"eval".*"calls":2,' profile.jsonl)
+nu=$(grep -c '"schedule":"update".*"calls":2,' profile.jsonl || true)
 nr=$(grep -c '"schedule":"refresh".*"calls":1,' profile.jsonl || true) # the half copies, once at the start
-echo "profile: $(wc -l < profile.jsonl) kernels ($np of the micro-batch, $ne of evaluation, $nr of the copies' refresh); the longest: $(head -1 profile.jsonl)"
-[ "$np" -gt 0 ] && [ "$ne" -gt 0 ] && [ "$(wc -l < profile.jsonl)" -eq $((np + ne + nr)) ] || { echo "FAIL: the profile"; rc=1; }
+echo "profile: $(wc -l < profile.jsonl) kernels ($np of the micro-batch, $nu of the update, $ne of evaluation, $nr of the copies' refresh); the longest: $(head -1 profile.jsonl)"
+[ "$np" -gt 0 ] && [ "$ne" -gt 0 ] && { [ "$accum" -eq 1 ] || [ "$nu" -gt 0 ]; } && [ "$(wc -l < profile.jsonl)" -eq $((np + nu + ne + nr)) ] ||
+    { echo "FAIL: the profile"; rc=1; }
 case " $* " in *precision=bf16*|*precision=fp16*) [ "$nr" -gt 0 ] || { echo "FAIL: no refresh of the half copies on the GPU"; rc=1; } ;; esac
 [ "$(grep -o '"[a-z_]*loss":[^,}]*' prof.jsonl)" = "$(grep -v '"step":[3-9]' fake.jsonl | grep -o '"[a-z_]*loss":[^,}]*' | head -n $(grep -c loss prof.jsonl))" ] ||
     { echo "FAIL: profiling changed the losses"; rc=1; }
