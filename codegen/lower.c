@@ -851,13 +851,18 @@ static bool pointwise_inplace_ok(Lower *L, Kernel *k, Value *target_val) {
  * bias gradient's `acc' = acc + sum(dy)` under gradient accumulation): the
  * target is read only in the epilogue, over the reduced shape, at the
  * element the kernel writes, so the result may be stored in place. */
-static bool epilogue_inplace_ok(Kernel *k, Value *v, Value *target_val) {
+static bool epilogue_inplace_ok(Lower *L, Kernel *k, Value *v, Value *target_val, int tb) {
     if (!k->red || !shape_eq(&v->ty.shape, &k->rspace)) return false;
     bool after = false;
     for (int i = 0; i < k->nnodes; i++) {
         Node *m = k->nodes[i];
-        for (int j = 0; j < m->nin; j++)
-            if (m->in[j] == target_val && (!after || !shape_eq(&m->in[j]->ty.shape, &k->rspace))) return false;
+        for (int j = 0; j < m->nin; j++) {
+            Value *x = m->in[j];
+            ValInfo *xi = VI(L, x);
+            if (x == target_val ? !after || !shape_eq(&x->ty.shape, &k->rspace)
+                                : (xi->st == VS_BUF || xi->st == VS_VIEW) && xi->view.buf == tb) /* another view of it */
+                return false;
+        }
         if (m == k->red) after = true;
     }
     return v->def != k->red && after;
@@ -889,7 +894,7 @@ static void lower_updates(Lower *L) {
         if (vi->st == VS_BUF && k && k->kind == KK_TMPL && (k->nodes[0]->op == OP_adamw || k->nodes[0]->op == OP_sgd) && vi->view.buf == tb)
             inplace = true;
         if (vi->st == VS_BUF && k && k->kind == KK_GEMM && k->gemm.accumulate && vi->view.buf == tb) inplace = true;
-        if (vi->st == VS_INLINE && k && k->kind == KK_LOOP && ul->n == 0 && L->fuse && epilogue_inplace_ok(k, v, o->target->out[0])) inplace = true;
+        if (vi->st == VS_INLINE && k && k->kind == KK_LOOP && ul->n == 0 && L->fuse && epilogue_inplace_ok(L, k, v, o->target->out[0], tb)) inplace = true;
         if (inplace) {
             vi->st = VS_BUF;
             view_contig(&vi->view, tb, &v->ty.shape);
