@@ -883,6 +883,9 @@ static void emit_template(Emit *e, Kernel *k) {
         if (hv) ptr_decl(e, "h", hv, true);
         char hc[48] = "NULL, 0";
         if (hv) snprintf(hc, sizeof hc, "h, %d", dt_code(hv->ty.dt));
+        /* the accumulator g, reset after it is read (lower.c) */
+        if (k->zero_g) ptr_decl(e, "gz", n->in[1], true);
+        strcat(hc, k->zero_g ? ", gz" : ", NULL");
         if (adam) {
             char b1[32], b2[32], ep[32], wd[32];
             fmt_double(b1, ir_float(n, "beta1", 0.9));

@@ -1350,14 +1350,16 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         vp(e, &P, n->out[1], true, a[1]);
         if (adam) vp(e, &P, n->out[2], true, a[2]);
         vp(e, &P, n->in[0], false, a[3]);
-        vp(e, &P, n->in[1], false, a[4]);
+        vp(e, &P, n->in[1], k->zero_g, a[4]); /* written too when the update resets the accumulator (lower.c) */
         vp(e, &P, n->in[2], false, a[5]);
         /* skip (fp16 loss scaling): the last operand, when there is one */
         char sk[24] = "(const float *)0";
         if (n->nin > (adam ? 7 : 5)) vp(e, &P, n->in[n->nin - 1], false, sk);
         /* the half copy of the new weight, when the update absorbed its cast (lower.c) */
-        char hc[24] = "(float *)0";
+        char hc[48] = "(float *)0";
         if (k->cast_out) vp(e, &P, k->cast_out->out[0], true, hc);
+        strcat(hc, k->zero_g ? ", (float *)" : ", (float *)0");
+        if (k->zero_g) strcat(hc, a[4]);
         if (adam) {
             char v[16], lr[16], st[16], gs[16], b1[32], b2[32], ep[32], wd[32];
             vp(e, &P, n->in[3], false, v);

@@ -868,6 +868,31 @@ static bool epilogue_inplace_ok(Lower *L, Kernel *k, Value *v, Value *target_val
     return v->def != k->red && after;
 }
 
+static bool kern_reads(Lower *L, Kernel *r, int buf) {
+    for (int a = 0; a < r->nnodes; a++)
+        for (int b = 0; b < r->nodes[a]->nin; b++) {
+            ValInfo *xi = VI(L, r->nodes[a]->in[b]);
+            if ((xi->st == VS_BUF || xi->st == VS_VIEW) && xi->view.buf == buf) return true;
+        }
+    return false;
+}
+
+/* The in-place AdamW/SGD kernel of this schedule whose gradient operand is
+ * all of buffer buf (an accumulator), if any. */
+static Kernel *opt_reading(Lower *L, int buf) {
+    if (!L->fuse) return NULL;
+    for (int j = 0; j < L->s->nk; j++) {
+        Kernel *k = L->s->k[j];
+        if (k->kind != KK_TMPL || (k->nodes[0]->op != OP_adamw && k->nodes[0]->op != OP_sgd)) continue;
+        Value *gv = k->nodes[0]->in[1];
+        ValInfo *gi = VI(L, gv);
+        if (gi->st == VS_BUF && gi->view.buf == buf && view_is_contig(&gi->view) && gi->view.off == 0 &&
+            shape_numel(&gv->ty.shape) == shape_numel(&L->p->bufs[buf].shape) && VI(L, k->nodes[0]->out[0])->view.buf != buf)
+            return k;
+    }
+    return NULL;
+}
+
 static void lower_updates(Lower *L) {
     Graph *g = L->g;
     Sched *s = L->s;
@@ -909,6 +934,17 @@ static void lower_updates(Lower *L) {
                         ValInfo *xi = VI(L, x);
                         if ((xi->st == VS_BUF || xi->st == VS_VIEW) && xi->view.buf == tb && xi->kern != k) kern_add_dep(k, r);
                     }
+            }
+            continue;
+        }
+        /* the reset of a gradient accumulator after the step's update read it
+         * (`update grad_acc.p = 0`): that update zeroes it as it reads it */
+        Kernel *z = v->def->op == OP_constant && ir_float(v->def, "value", 1) == 0 ? opt_reading(L, tb) : NULL;
+        if (z) {
+            z->zero_g = true;
+            for (int j = 0; j < s->nk; j++) { /* after every other reader */
+                Kernel *r = s->k[j];
+                if (r != z && kern_reads(L, r, tb)) kern_add_dep(z, r);
             }
             continue;
         }
@@ -1336,6 +1372,7 @@ void cg_print_kernels(FILE *f, Program *p) {
             case KK_FILL: fprintf(f, " b%d = %g", k->dst.buf, k->fill); break;
             case KK_TMPL: {
                 if (k->ce_fused) fputs(" (forward+backward, gradient in place)", f);
+                if (k->zero_g) fprintf(f, " (then b%d = 0)", sc->vi[k->nodes[0]->in[1]->id].view.buf);
                 /* operands and results that are views of a wider buffer (attention's) */
                 Node *n = k->nodes[0];
                 for (int j = 0; j < n->nin + n->nout; j++) {

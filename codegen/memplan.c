@@ -64,6 +64,7 @@ static void collect_rw(Sched *s) {
                 }
             }
             if (k->scratch) wr(k, k->scratch - 1);
+            if (k->zero_g) wr(k, s->vi[k->nodes[0]->in[1]->id].view.buf); /* the accumulator it resets */
             break;
         case KK_GEMM:
             rd(k, k->gemm.a.buf);

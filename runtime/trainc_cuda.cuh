@@ -1417,17 +1417,20 @@ TRN_DEV void tk_norm_final(float *__restrict__ out, const double *__restrict__ p
  * the C backend.  skip (null: none) != 0, an fp16 overflow: every result
  * equals its operand.  h (null: none): the new weight in half precision,
  * when the update absorbed the cast that makes mixed precision's copy
- * (lower.c), rounded once from the f32 result as the cast rounds it. */
+ * (lower.c), rounded once from the f32 result as the cast rounds it.  gz
+ * (null: none) is g, a gradient accumulator, zeroed once read, when the
+ * update absorbed the accumulator's reset. */
 template <typename H>
-TRN_DEV void tk_adamw(float *wo, float *mo, float *vo, const float *w, const float *__restrict__ g, const float *m, const float *v,
+TRN_DEV void tk_adamw(float *wo, float *mo, float *vo, const float *w, const float *g, const float *m, const float *v,
                       int64_t n, const float *__restrict__ lrp, const int32_t *__restrict__ stepp, const float *__restrict__ gsp,
-                      double b1, double b2, double eps, double wd, const float *__restrict__ skip, H *__restrict__ h) {
+                      double b1, double b2, double eps, double wd, const float *__restrict__ skip, H *__restrict__ h, float *gz) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     if (skip && *skip != 0.0f) {
         float w0 = w[i];
         wo[i] = w0, mo[i] = m[i], vo[i] = v[i];
         if (h) trn_st(h + i, w0);
+        if (gz) gz[i] = 0.0f;
         return;
     }
     double lr = *lrp, gscale = *gsp, step = (double)*stepp;
@@ -1442,18 +1445,20 @@ TRN_DEV void tk_adamw(float *wo, float *mo, float *vo, const float *w, const flo
     mo[i] = (float)mi;
     vo[i] = (float)vi;
     if (h) trn_st(h + i, w1);
+    if (gz) gz[i] = 0.0f;
 }
 
 template <typename H>
-TRN_DEV void tk_sgd(float *wo, float *bo, const float *w, const float *__restrict__ g, const float *buf, int64_t n,
+TRN_DEV void tk_sgd(float *wo, float *bo, const float *w, const float *g, const float *buf, int64_t n,
                     const float *__restrict__ lrp, const float *__restrict__ gsp, double momentum, double wd, int nesterov,
-                    const float *__restrict__ skip, H *__restrict__ h) {
+                    const float *__restrict__ skip, H *__restrict__ h, float *gz) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     if (skip && *skip != 0.0f) {
         float w0 = w[i];
         wo[i] = w0, bo[i] = buf[i];
         if (h) trn_st(h + i, w0);
+        if (gz) gz[i] = 0.0f;
         return;
     }
     double lr = *lrp, gscale = *gsp;
@@ -1466,6 +1471,7 @@ TRN_DEV void tk_sgd(float *wo, float *bo, const float *w, const float *__restric
     wo[i] = w1;
     bo[i] = (float)bi;
     if (h) trn_st(h + i, w1);
+    if (gz) gz[i] = 0.0f;
 }
 
 /* fp16 dynamic loss scaling (loss_scale_update), four f32 scalars; one

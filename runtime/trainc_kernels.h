@@ -942,23 +942,27 @@ static inline int tk_skip_update(const float *skip, float *wo, const float *w, f
     return 1;
 }
 
-/* The half copy h (dtype hdt, tk_st's codes; NULL: none) of an update's
- * new weight wo, when the update absorbed the cast that makes it (lower.c):
- * wo rounded once, as that cast rounds it. */
-static inline void tk_half_copy(void *h, int hdt, const float *wo, int64_t n) {
-    if (!h) return;
+/* What an update writes beside its results (lower.c): the half copy h
+ * (dtype hdt, tk_st's codes; NULL: none) of the new weight wo, when the
+ * update absorbed the cast that makes it (wo rounded once, as that cast
+ * rounds it); and zeros into gz (NULL: none), the gradient accumulator it
+ * read, when it absorbed the accumulator's reset. */
+static inline void tk_update_extras(void *h, int hdt, const float *wo, float *gz, int64_t n) {
+    if (h) {
 #pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; i++) tk_st_y(h, hdt, i, wo[i]);
+        for (int64_t i = 0; i < n; i++) tk_st_y(h, hdt, i, wo[i]);
+    }
+    if (gz) memset(gz, 0, sizeof(float) * (size_t)n);
 }
 
 /* AdamW on n elements, in place (w, m, v may alias the outputs); skip
- * (NULL: none) != 0 changes nothing; h (NULL: none) gets the new weight
- * in half precision. */
+ * (NULL: none) != 0 changes nothing; h and gz as tk_update_extras's (gz is
+ * g itself). */
 static inline void tk_adamw_f32(float *wo, float *mo, float *vo, const float *w, const float *g, const float *m, const float *v,
                                 int64_t n, double lr, int64_t step, double gscale, double b1, double b2, double eps, double wd,
-                                const float *skip, void *h, int hdt) {
+                                const float *skip, void *h, int hdt, float *gz) {
     if (tk_skip_update(skip, wo, w, mo, m, vo, v, n)) {
-        tk_half_copy(h, hdt, wo, n);
+        tk_update_extras(h, hdt, wo, gz, n);
         return;
     }
     double bc1 = 1.0 - pow(b1, (double)step), bc2 = 1.0 - pow(b2, (double)step);
@@ -973,14 +977,15 @@ static inline void tk_adamw_f32(float *wo, float *mo, float *vo, const float *w,
         mo[i] = (float)mi;
         vo[i] = (float)vi;
         if (h) tk_st_y(h, hdt, i, wo[i]);
+        if (gz) gz[i] = 0;
     }
 }
 
-/* SGD with momentum (and Nesterov) on n elements, in place; h as adamw's. */
+/* SGD with momentum (and Nesterov) on n elements, in place; h and gz as adamw's. */
 static inline void tk_sgd_f32(float *wo, float *bo, const float *w, const float *g, const float *buf, int64_t n, double lr,
-                              double gscale, double momentum, double wd, int nesterov, const float *skip, void *h, int hdt) {
+                              double gscale, double momentum, double wd, int nesterov, const float *skip, void *h, int hdt, float *gz) {
     if (tk_skip_update(skip, wo, w, bo, buf, NULL, NULL, n)) {
-        tk_half_copy(h, hdt, wo, n);
+        tk_update_extras(h, hdt, wo, gz, n);
         return;
     }
 #pragma omp parallel for schedule(static) if (n > 65536)
@@ -993,6 +998,7 @@ static inline void tk_sgd_f32(float *wo, float *bo, const float *w, const float 
         wo[i] = (float)(wi - lr * upd);
         bo[i] = (float)bi;
         if (h) tk_st_y(h, hdt, i, wo[i]);
+        if (gz) gz[i] = 0;
     }
 }
 
