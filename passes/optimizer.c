@@ -37,7 +37,9 @@
  *     counts only the steps that updated.
  *   - a gradient that is a half product widened to f32 (the gradient of a
  *     weight's half copy) becomes the product summed into f32 directly,
- *     matmul {dtype=f32}: never rounded to half, no widening kernel.
+ *     matmul {dtype=f32}: never rounded to half, no widening kernel; an f32
+ *     value rounded to half and widened again is that f32 value; both also
+ *     as an operand of the add that sums a tied weight's gradient.
  * States of a padded param (pad-tiles) carry its {unpadded} shape.
  *
  * The grad.* results are removed; "loss" stays.  The update of every
@@ -172,23 +174,48 @@ static int readers(const Graph *g, const Value *v) {
     return n;
 }
 
-/* A gradient that is a product of half operands widened to f32 (under
- * mixed precision the gradient of a weight's half copy, widened by the
- * backward of that copy's cast) is summed into f32 by the product itself,
- * matmul {dtype=f32}: the gradient is never rounded to half, and no
- * kernel widens it.  Returns the gradient, rewritten or not. */
-static Value *sum_in_f32(Opt *o, Value *gv) {
+/* An f32 contribution v to a weight's gradient that is a half value
+ * widened (under mixed precision the backward of the weight copy's cast
+ * widens what reaches the copy), read only there: the same value without
+ * its rounding to half, or v.  A half product becomes the product summed
+ * into f32 itself, matmul {dtype=f32}; an f32 value rounded to half and
+ * widened again (linear_cross_entropy's weight gradient, which autodiff
+ * gives the copy's dtype) is the f32 value. */
+static Value *unround(Opt *o, Value *v) {
     Graph *g = o->g;
-    Node *c = gv->def;
-    if (c->op != OP_cast || gv->ty.dt != DT_f32) return gv;
+    Node *c = v->def;
+    if (c->op != OP_cast || v->ty.dt != DT_f32) return v;
     Value *y = c->in[0];
     Node *m = y->def;
-    if (m->op != OP_matmul || (y->ty.dt != DT_bf16 && y->ty.dt != DT_f16) || readers(g, y) != 1) return gv;
+    if ((y->ty.dt != DT_bf16 && y->ty.dt != DT_f16) || readers(g, y) != 1) return v;
+    if (m->op == OP_cast && m->in[0]->ty.dt == DT_f32) return m->in[0];
+    if (m->op != OP_matmul) return v;
     ir_set_str(g, m, "dtype", "f32");
     if (!ir_infer(g, m, o->d)) die("optimizer: a product summed into f32 does not infer");
-    ir_replace_all_uses(g, gv, m->out[0]); /* the cast: dead, for dce */
-    if (gv->name) m->out[0]->name = gv->name; /* d.<param> */
     return m->out[0];
+}
+
+/* A weight's gradient is never rounded to half: the gradient itself, or
+ * each operand of the sum that makes it (a tied weight's), loses the
+ * rounding unround() finds (the casts left dead, for dce).  Returns the
+ * gradient. */
+static Value *sum_in_f32(Opt *o, Value *gv) {
+    Graph *g = o->g;
+    Value *r = unround(o, gv);
+    if (r != gv) {
+        ir_replace_all_uses(g, gv, r);
+        if (gv->name && (!r->name || r->def->op == OP_matmul)) r->name = gv->name; /* d.<param> */
+        return r;
+    }
+    Node *a = gv->def;
+    if (a->op == OP_add && gv->ty.dt == DT_f32)
+        for (int i = 0; i < 2; i++) {
+            Value *x = a->in[i];
+            if (readers(g, x) != 1) continue;
+            Value *u = unround(o, x);
+            if (u != x && type_eq(&u->ty, &x->ty)) a->in[i] = u;
+        }
+    return gv;
 }
 
 static bool collect(Opt *o, ParamGrad **out, int *nout) {
