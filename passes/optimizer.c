@@ -86,8 +86,8 @@ typedef struct Copy { Node *p, *state; DType dt; } Copy;
 static int half_copies(Opt *o, Copy **out) {
     Graph *g = o->g;
     Copy *c = NULL;
-    int n = 0, nn = g->nnodes;
-    for (int i = 0; i < nn; i++) {
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) {
         Node *m = g->nodes[i];
         if (m->op != OP_cast || m->phase != PH_MICRO || m->in[0]->def->op != OP_param) continue;
         DType dt = m->out[0]->ty.dt;
@@ -98,9 +98,10 @@ static int half_copies(Opt *o, Copy **out) {
         if (!st) {
             const char *name = arena_printf(g->arena, "amp.%s.%s", dtype_name[dt], ir_source_name(p));
             if (ir_find_source(g, OP_state, name)) continue;
-            g->ip = ir_node_index(g, m); /* before the cast's users */
+            g->ip = i; /* before the cast's users; the cast moves to i + 1 */
             st = ir_source(g, OP_state, name, m->out[0]->ty, p->loc);
             g->ip = -1;
+            i++;
             ir_set_str(g, st, "init", "zeros");
             ir_set_str(g, st, "copy_of", ir_source_name(p));
             const Attr *up = ir_attr(p, "unpadded");
