@@ -78,8 +78,7 @@ typedef struct GemmInfo {
     int64_t bshape[IR_MAX_RANK];
     int64_t bsa[IR_MAX_RANK], bsb[IR_MAX_RANK], bsc[IR_MAX_RANK]; /* element strides per batch dim */
     int64_t lda, ldb, ldc;
-    View    bias;             /* epilogue: c = a·b + bias (row vector); bias.buf < 0 if none */
-    Node   *bias_node;        /* the add it absorbed (of the bias, or of the state when accumulate) */
+    View    bias;             /* epilogue: c = a·b + bias (row vector), the add absorbed; bias.buf < 0 if none */
     bool    accumulate;       /* c += a·b: c is the f32 state the absorbed add updates (gradient accumulation) */
 } GemmInfo;
 

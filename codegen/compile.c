@@ -238,32 +238,23 @@ bool cg_apply_sets(Graph *g, const char *const *sets, Diag *d) {
  * trn_set) instead of casting every weight at every batch: the same
  * values, rounded as the casts round them.  Then nothing but the copies
  * is read in half precision, and a product's bias add can join it. */
-static void read_half_copies(Graph *train, Graph *g) {
-    int nn = 0;
-    Node **casts = xmalloc(sizeof(Node *) * (size_t)(g->nnodes + 1)); /* (states go in before them) */
-    for (int i = 0; i < g->nnodes; i++)
-        if (g->nodes[i]->op == OP_cast && g->nodes[i]->in[0]->def->op == OP_param) casts[nn++] = g->nodes[i];
-    for (int i = 0; i < nn; i++) {
-        Node *c = casts[i];
+static int read_half_copies(Graph *train, Graph *g) {
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *c = g->nodes[i];
+        if (c->op != OP_cast || c->in[0]->def->op != OP_param) continue;
         Node *p = c->in[0]->def;
         DType dt = c->out[0]->ty.dt;
-        const char *name = arena_printf(g->arena, "amp.%s.%s", dtype_name[dt], ir_source_name(p));
+        const char *name = amp_copy_name(g, p, dt);
         Node *ts = ir_find_source(train, OP_state, name);
         const char *of = ts ? ir_str(ts, "copy_of", NULL) : NULL;
         if (!of || strcmp(of, ir_source_name(p)) != 0 || !type_eq(&ts->out[0]->ty, &c->out[0]->ty)) continue;
         Node *st = ir_find_source(g, OP_state, name);
-        if (!st) {
-            g->ip = ir_node_index(g, c);
-            st = ir_source(g, OP_state, name, c->out[0]->ty, p->loc);
-            g->ip = -1;
-            ir_set_str(g, st, "init", "zeros");
-            ir_set_str(g, st, "copy_of", of);
-            const Attr *up = ir_attr(ts, "unpadded");
-            if (up) ir_set_ints(g, st, "unpadded", up->n, up->v);
-        }
+        if (!st) st = amp_copy_new(g, p, dt, i++); /* before the cast, which moves to i + 1 */
         ir_replace_all_uses(g, c->out[0], st->out[0]); /* the cast: dead */
+        n++;
     }
-    free(casts);
+    return n;
 }
 
 bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Graph **sample_out, Diag *d) {
@@ -293,11 +284,8 @@ bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Gr
         if (!g) continue;
         n = pm_forward_pipeline(g, &fpo, names, 64);
         ok = n <= 64 && pm_run(g, names, n, &fpo, &fpm, d);
-        if (ok) { /* (a no-op without half copies) */
-            read_half_copies(train, g);
-            const char *dce[] = {"dce"};
-            ok = pm_run(g, dce, 1, &fpo, &fpm, d);
-        }
+        const char *dce[] = {"dce"};
+        if (ok && read_half_copies(train, g) > 0) ok = pm_run(g, dce, 1, &fpo, &fpm, d);
     }
     if (!ok) {
         ir_graph_free(eval);

@@ -878,14 +878,13 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, adam ? "mo" : "bo", n->out[1], true);
         if (adam) ptr_decl(e, "vo", n->out[2], true);
         int64_t cnt = shape_numel(s0);
-        /* the half copy of the new weight, when the update absorbed its cast (lower.c) */
+        /* what the update absorbed (lower.c): the cast that makes the new
+         * weight's half copy h, and the reset of the accumulator g (gz) */
         Value *hv = k->cast_out ? k->cast_out->out[0] : NULL;
         if (hv) ptr_decl(e, "h", hv, true);
-        char hc[48] = "NULL, 0";
-        if (hv) snprintf(hc, sizeof hc, "h, %d", dt_code(hv->ty.dt));
-        /* the accumulator g, reset after it is read (lower.c) */
         if (k->zero_g) ptr_decl(e, "gz", n->in[1], true);
-        strcat(hc, k->zero_g ? ", gz" : ", NULL");
+        char hc[48];
+        snprintf(hc, sizeof hc, "%s, %d, %s", hv ? "h" : "NULL", hv ? dt_code(hv->ty.dt) : 0, k->zero_g ? "gz" : "NULL");
         if (adam) {
             char b1[32], b2[32], ep[32], wd[32];
             fmt_double(b1, ir_float(n, "beta1", 0.9));

@@ -1355,11 +1355,11 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         /* skip (fp16 loss scaling): the last operand, when there is one */
         char sk[24] = "(const float *)0";
         if (n->nin > (adam ? 7 : 5)) vp(e, &P, n->in[n->nin - 1], false, sk);
-        /* the half copy of the new weight, when the update absorbed its cast (lower.c) */
-        char hc[48] = "(float *)0";
-        if (k->cast_out) vp(e, &P, k->cast_out->out[0], true, hc);
-        strcat(hc, k->zero_g ? ", (float *)" : ", (float *)0");
-        if (k->zero_g) strcat(hc, a[4]);
+        /* what the update absorbed (lower.c): the cast that makes the new
+         * weight's half copy, and the reset of the accumulator g (a[4]) */
+        char h[16] = "(float *)0", hc[48];
+        if (k->cast_out) vp(e, &P, k->cast_out->out[0], true, h);
+        snprintf(hc, sizeof hc, "%s, %s", h, k->zero_g ? a[4] : "(float *)0");
         if (adam) {
             char v[16], lr[16], st[16], gs[16], b1[32], b2[32], ep[32], wd[32];
             vp(e, &P, n->in[3], false, v);

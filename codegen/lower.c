@@ -383,27 +383,34 @@ static View gemm_operand(Lower *L, Value *x, Kernel *k) {
 
 static Node *only_use(Lower *L, Value *v, Op op);
 
+/* The param or state whose update is v (`update %t = v`), or NULL. */
+static Node *update_target(Lower *L, const Value *v) {
+    for (int o = 0; o < L->g->noutputs; o++) {
+        Output *out = &L->g->outputs[o];
+        if (out->kind == OUT_UPDATE && out->value == v) return out->target;
+    }
+    return NULL;
+}
+
 /* Gradient accumulation (passes/optimizer.c, grad_accum > 1): an f32
  * product read only by `acc' = add(acc, y)`, acc a state whose update is
  * acc' and acc' read by nothing else, is summed into the state by the
  * GEMM itself (C = acc, beta = 1): no [M,N] temporary, no add kernel; the
- * sum is rounded once instead of twice.  Batched products are not. */
-static Node *accumulating_add(Lower *L, Node *n) {
+ * sum is rounded once instead of twice.  Batched products are not.
+ * Returns the add, and the state in *state. */
+static Node *accumulating_add(Lower *L, Node *n, Value **state) {
     Value *y = n->out[0];
     if (!L->fuse || y->ty.dt != DT_f32 || y->ty.shape.rank != 2) return NULL;
     Node *add = only_use(L, y, OP_add);
     if (!add || !type_eq(&add->out[0]->ty, &y->ty)) return NULL;
     Value *sv = add->in[add->in[0] == y ? 1 : 0], *r = add->out[0];
     if (sv == y || sv->def->op != OP_state || !type_eq(&sv->ty, &y->ty)) return NULL;
-    if (L->uses->of[r->id].n) return NULL;
+    if (L->uses->of[r->id].n || update_target(L, r) != sv->def) return NULL;
     UseList *su = &L->uses->of[sv->id]; /* in this schedule only the add reads the state (the step's update reads it too) */
     for (int i = 0; i < su->n; i++)
         if (su->u[i].node != add && L->in_sched[su->u[i].node->id]) return NULL;
-    for (int o = 0; o < L->g->noutputs; o++) {
-        Output *out = &L->g->outputs[o];
-        if (out->kind == OUT_UPDATE && out->value == r && out->target == sv->def) return add;
-    }
-    return NULL;
+    *state = sv;
+    return add;
 }
 
 static void lower_matmul(Lower *L, Node *n) {
@@ -433,7 +440,6 @@ static void lower_matmul(Lower *L, Node *n) {
                 if (bv.stride[bv.rank - 1] == 1 || N == 1) {
                     kern_add_dep(k, producer(L, bias));
                     gi->bias = bv;
-                    gi->bias_node = add;
                     kern_add_node(L, k, add);
                     L->done[add->id] = true;
                     res = add->out[0];
@@ -441,12 +447,11 @@ static void lower_matmul(Lower *L, Node *n) {
             }
         }
     }
-    Node *acc = res == y ? accumulating_add(L, n) : NULL;
+    Value *sv = NULL;
+    Node *acc = res == y ? accumulating_add(L, n, &sv) : NULL;
     if (acc) {
         /* c += a·b in place of the state the add updates (beta = 1) */
-        Value *sv = acc->in[acc->in[0] == y ? 1 : 0];
         gi->accumulate = true;
-        gi->bias_node = acc;
         kern_add_node(L, k, acc);
         L->done[acc->id] = true;
         res = acc->out[0];
@@ -643,14 +648,12 @@ static void lower_attention(Lower *L, Node *n) {
  * half value widened to f32 only for a norm (a product's output going into
  * the residual add, a product's input gradient going into the backward) is
  * read as it is. */
-static bool is_half(DType dt) { return dt == DT_bf16 || dt == DT_f16; }
-
 /* Cast n (half to f32) is read only by a norm, at an operand the norm
  * kernels take in any float dtype (the residual forms' x and r, the
  * backward's dy): the norm reads the half value and widens it, exactly, as
  * it loads it; n is never computed (cg_norm_operand). */
 static bool widening_for_norm(Lower *L, Node *n) {
-    if (!L->fuse || !is_half(n->in[0]->ty.dt) || n->out[0]->ty.dt != DT_f32) return false;
+    if (!L->fuse || !dtype_is_half(n->in[0]->ty.dt) || n->out[0]->ty.dt != DT_f32) return false;
     UseList *ul = &L->uses->of[n->out[0]->id];
     if (ul->n != 1 || L->uses->nout_refs[n->out[0]->id] || !L->in_sched[ul->u[0].node->id]) return false;
     Node *u = ul->u[0].node;
@@ -670,7 +673,7 @@ static void lower_norm(Lower *L, Node *n) {
     bool fwd = n->op == OP_layer_norm || n->op == OP_rms_norm || n->op == OP_add_layer_norm || n->op == OP_add_rms_norm;
     Value *y = n->out[0];
     Node *c = fwd && L->fuse && y->ty.dt == DT_f32 ? only_use(L, y, OP_cast) : NULL;
-    if (c && !is_half(c->out[0]->ty.dt)) c = NULL;
+    if (c && !dtype_is_half(c->out[0]->ty.dt)) c = NULL;
     Kernel *k = new_kernel(L, KK_TMPL, n);
     kern_add_node(L, k, n);
     for (int i = 0; i < n->nin; i++) {
@@ -868,13 +871,19 @@ static bool epilogue_inplace_ok(Lower *L, Kernel *k, Value *v, Value *target_val
     return v->def != k->red && after;
 }
 
-static bool kern_reads(Lower *L, Kernel *r, int buf) {
-    for (int a = 0; a < r->nnodes; a++)
-        for (int b = 0; b < r->nodes[a]->nin; b++) {
-            ValInfo *xi = VI(L, r->nodes[a]->in[b]);
-            if ((xi->st == VS_BUF || xi->st == VS_VIEW) && xi->view.buf == buf) return true;
-        }
-    return false;
+/* k writes buffer buf in place: it runs after every other kernel that
+ * reads buf (write-after-read); a reader of a value k itself makes runs
+ * after k. */
+static void after_readers(Lower *L, Kernel *k, int buf) {
+    for (int j = 0; j < L->s->nk; j++) {
+        Kernel *r = L->s->k[j];
+        if (r == k) continue;
+        for (int a = 0; a < r->nnodes; a++)
+            for (int b = 0; b < r->nodes[a]->nin; b++) {
+                ValInfo *xi = VI(L, r->nodes[a]->in[b]);
+                if ((xi->st == VS_BUF || xi->st == VS_VIEW) && xi->view.buf == buf && xi->kern != k) kern_add_dep(k, r);
+            }
+    }
 }
 
 /* The in-place AdamW/SGD kernel of this schedule whose gradient operand is
@@ -923,18 +932,7 @@ static void lower_updates(Lower *L) {
         if (inplace) {
             vi->st = VS_BUF;
             view_contig(&vi->view, tb, &v->ty.shape);
-            /* write-after-read: every other reader of the target runs first
-             * (a reader of the new value, which k makes, runs after) */
-            for (int j = 0; j < s->nk; j++) {
-                Kernel *r = s->k[j];
-                if (r == k) continue;
-                for (int a = 0; a < r->nnodes; a++)
-                    for (int b = 0; b < r->nodes[a]->nin; b++) {
-                        Value *x = r->nodes[a]->in[b];
-                        ValInfo *xi = VI(L, x);
-                        if ((xi->st == VS_BUF || xi->st == VS_VIEW) && xi->view.buf == tb && xi->kern != k) kern_add_dep(k, r);
-                    }
-            }
+            after_readers(L, k, tb);
             continue;
         }
         /* the reset of a gradient accumulator after the step's update read it
@@ -942,10 +940,7 @@ static void lower_updates(Lower *L) {
         Kernel *z = v->def->op == OP_constant && ir_float(v->def, "value", 1) == 0 ? opt_reading(L, tb) : NULL;
         if (z) {
             z->zero_g = true;
-            for (int j = 0; j < s->nk; j++) { /* after every other reader */
-                Kernel *r = s->k[j];
-                if (r != z && kern_reads(L, r, tb)) kern_add_dep(z, r);
-            }
+            after_readers(L, z, tb);
             continue;
         }
         /* otherwise: a fill or a copy after everything else */
@@ -962,18 +957,7 @@ static void lower_updates(Lower *L) {
         kern_add_node(L, c, v->def);
         view_contig(&c->dst, tb, &v->ty.shape);
         c->order = 1 << 29;
-        /* after every kernel that reads the target */
-        for (int j = 0; j < s->nk; j++) {
-            Kernel *r = s->k[j];
-            if (r == c) continue;
-            bool reads = false;
-            for (int a = 0; a < r->nnodes && !reads; a++)
-                for (int b = 0; b < r->nodes[a]->nin; b++) {
-                    ValInfo *xi = VI(L, r->nodes[a]->in[b]);
-                    if ((xi->st == VS_BUF || xi->st == VS_VIEW) && xi->view.buf == tb) reads = true;
-                }
-            if (reads) kern_add_dep(c, r);
-        }
+        after_readers(L, c, tb);
     }
 }
 
@@ -989,16 +973,8 @@ static bool opt_inplace(Lower *L, Node *n) {
         pairs[1][0] = 1;
         pairs[1][1] = 2;
     }
-    for (int i = 0; i < np; i++) {
-        Value *r = n->out[pairs[i][0]];
-        Node *src = n->in[pairs[i][1]]->def;
-        bool found = false;
-        for (int o = 0; o < L->g->noutputs; o++) {
-            Output *out = &L->g->outputs[o];
-            if (out->kind == OUT_UPDATE && out->value == r && out->target == src) found = true;
-        }
-        if (!found) return false;
-    }
+    for (int i = 0; i < np; i++)
+        if (update_target(L, n->out[pairs[i][0]]) != n->in[pairs[i][1]]->def) return false;
     return true;
 }
 
@@ -1011,7 +987,7 @@ static Node *opt_half_copy(Lower *L, Node *n) {
     UseList *ul = &L->uses->of[n->out[0]->id];
     if (ul->n != 1) return NULL;
     Node *c = ul->u[0].node;
-    if (c->op != OP_cast || !L->in_sched[c->id] || c->phase != n->phase || !is_half(c->out[0]->ty.dt)) return NULL;
+    if (c->op != OP_cast || !L->in_sched[c->id] || c->phase != n->phase || !dtype_is_half(c->out[0]->ty.dt)) return NULL;
     return c;
 }
 
@@ -1041,11 +1017,7 @@ static void lower_opt(Lower *L, Node *n) {
         ValInfo *hi = VI(L, h);
         hi->kern = k;
         hi->st = VS_BUF;
-        Node *target = NULL;
-        for (int o = 0; o < L->g->noutputs; o++) {
-            Output *out = &L->g->outputs[o];
-            if (out->kind == OUT_UPDATE && out->value == h && op_has(out->target->op, OPF_SOURCE)) target = out->target;
-        }
+        Node *target = update_target(L, h); /* the copy's state: written in place */
         view_contig(&hi->view, target ? persistent_buf(L, target) : temp_buf(L, h), &h->ty.shape);
     }
 }

@@ -345,7 +345,7 @@ static bool infer_matmul(Graph *g, Node *n, Diag *d) {
     const char *ds = ir_str(n, "dtype", NULL);
     if (ds) {
         if (!dtype_parse(ds, &rt)) return fail(d, n, "dtype '%s' is not a dtype", ds);
-        if (rt != A->dt && !(rt == DT_f32 && (A->dt == DT_bf16 || A->dt == DT_f16)))
+        if (rt != A->dt && !(rt == DT_f32 && dtype_is_half(A->dt)))
             return fail(d, n, "a %s result of %s operands: only bf16/f16 operands may give an f32 result", dtype_name[rt], TS(A, a));
     }
     OUT(0)->dt = rt;

@@ -109,6 +109,8 @@ extern const char *const dtype_name[DT__COUNT];
 extern const int         dtype_size[DT__COUNT];
 extern const bool        dtype_is_float[DT__COUNT];
 bool dtype_parse(const char *s, DType *out);
+/* bf16 or f16: mixed precision's half dtypes. */
+static inline bool dtype_is_half(DType dt) { return dt == DT_bf16 || dt == DT_f16; }
 
 #define IR_MAX_RANK 8
 typedef struct Shape { int rank; int64_t d[IR_MAX_RANK]; } Shape;
@@ -492,6 +494,11 @@ bool pass_cse(Graph *g, const PassOptions *po, Diag *d);        /* cse.c */
 bool pass_fold(Graph *g, const PassOptions *po, Diag *d);       /* fold.c: constant and shape folding */
 bool pass_autodiff(Graph *g, const PassOptions *po, Diag *d);   /* autodiff.c */
 bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d);  /* optimizer.c */
+/* optimizer.c: mixed precision's persistent copy of param p in half dtype
+ * dt, the state amp.<dt>.<p> {copy_of=<p>} (the runtime knows copies by
+ * these names): its name, and a new one put in g before node index at. */
+const char *amp_copy_name(Graph *g, Node *p, DType dt);
+Node       *amp_copy_new(Graph *g, Node *p, DType dt, int at);
 bool pass_liger_fusion(Graph *g, const PassOptions *po, Diag *d);    /* liger.c */
 bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d); /* mixed_precision.c */
 bool pass_pad_tiles(Graph *g, const PassOptions *po, Diag *d);       /* pad_tiles.c */

@@ -83,6 +83,19 @@ static Node *opt_state(Opt *o, const char *prefix, Node *p) {
  * update can refresh them. */
 typedef struct Copy { Node *p, *state; DType dt; } Copy;
 
+const char *amp_copy_name(Graph *g, Node *p, DType dt) { return arena_printf(g->arena, "amp.%s.%s", dtype_name[dt], ir_source_name(p)); }
+
+Node *amp_copy_new(Graph *g, Node *p, DType dt, int at) {
+    g->ip = at;
+    Node *st = ir_source(g, OP_state, amp_copy_name(g, p, dt), (Type){dt, p->out[0]->ty.shape}, p->loc);
+    g->ip = -1;
+    ir_set_str(g, st, "init", "zeros");
+    ir_set_str(g, st, "copy_of", ir_source_name(p));
+    const Attr *up = ir_attr(p, "unpadded");
+    if (up) ir_set_ints(g, st, "unpadded", up->n, up->v);
+    return st;
+}
+
 static int half_copies(Opt *o, Copy **out) {
     Graph *g = o->g;
     Copy *c = NULL;
@@ -96,16 +109,8 @@ static int half_copies(Opt *o, Copy **out) {
         for (int k = 0; k < n && !st; k++)
             if (c[k].p == p && c[k].dt == dt) st = c[k].state;
         if (!st) {
-            const char *name = arena_printf(g->arena, "amp.%s.%s", dtype_name[dt], ir_source_name(p));
-            if (ir_find_source(g, OP_state, name)) continue;
-            g->ip = i; /* before the cast's users; the cast moves to i + 1 */
-            st = ir_source(g, OP_state, name, m->out[0]->ty, p->loc);
-            g->ip = -1;
-            i++;
-            ir_set_str(g, st, "init", "zeros");
-            ir_set_str(g, st, "copy_of", ir_source_name(p));
-            const Attr *up = ir_attr(p, "unpadded");
-            if (up) ir_set_ints(g, st, "unpadded", up->n, up->v);
+            if (ir_find_source(g, OP_state, amp_copy_name(g, p, dt))) continue;
+            st = amp_copy_new(g, p, dt, i++); /* before the cast's users; the cast moves to i + 1 */
             c = xrealloc(c, sizeof(Copy) * (size_t)(n + 1));
             c[n++] = (Copy){p, st, dt};
         }
@@ -166,14 +171,10 @@ static Value *konst(Opt *o, double v, Type ty, SrcLoc loc, int phase) {
 /* Whether weight decay applies to p. */
 static bool decays(const Graph *g, const Node *p) { return g->train.decay_all || p->out[0]->ty.shape.rank >= 2; }
 
-/* How many nodes and outputs read v. */
-static int readers(const Graph *g, const Value *v) {
-    int n = 0;
-    for (int i = 0; i < g->nnodes; i++)
-        for (int j = 0; j < g->nodes[i]->nin; j++) n += g->nodes[i]->in[j] == v;
-    for (int i = 0; i < g->noutputs; i++) n += g->outputs[i].value == v;
-    return n;
-}
+/* How many nodes and outputs read v (u: the graph's uses before any
+ * gradient was rewritten; each rewrite touches only its own gradient's
+ * values, so the counts of the others hold). */
+static int readers(const Uses *u, const Value *v) { return u->of[v->id].n + u->nout_refs[v->id]; }
 
 /* An f32 contribution v to a weight's gradient that is a half value
  * widened (under mixed precision the backward of the weight copy's cast
@@ -182,13 +183,13 @@ static int readers(const Graph *g, const Value *v) {
  * into f32 itself, matmul {dtype=f32}; an f32 value rounded to half and
  * widened again (linear_cross_entropy's weight gradient, which autodiff
  * gives the copy's dtype) is the f32 value. */
-static Value *unround(Opt *o, Value *v) {
+static Value *unround(Opt *o, const Uses *u, Value *v) {
     Graph *g = o->g;
     Node *c = v->def;
     if (c->op != OP_cast || v->ty.dt != DT_f32) return v;
     Value *y = c->in[0];
     Node *m = y->def;
-    if ((y->ty.dt != DT_bf16 && y->ty.dt != DT_f16) || readers(g, y) != 1) return v;
+    if (!dtype_is_half(y->ty.dt) || readers(u, y) != 1) return v;
     if (m->op == OP_cast && m->in[0]->ty.dt == DT_f32) return m->in[0];
     if (m->op != OP_matmul) return v;
     ir_set_str(g, m, "dtype", "f32");
@@ -200,9 +201,9 @@ static Value *unround(Opt *o, Value *v) {
  * each operand of the sum that makes it (a tied weight's), loses the
  * rounding unround() finds (the casts left dead, for dce).  Returns the
  * gradient. */
-static Value *sum_in_f32(Opt *o, Value *gv) {
+static Value *sum_in_f32(Opt *o, const Uses *u, Value *gv) {
     Graph *g = o->g;
-    Value *r = unround(o, gv);
+    Value *r = unround(o, u, gv);
     if (r != gv) {
         ir_replace_all_uses(g, gv, r);
         if (gv->name && (!r->name || r->def->op == OP_matmul)) r->name = gv->name; /* d.<param> */
@@ -212,9 +213,9 @@ static Value *sum_in_f32(Opt *o, Value *gv) {
     if (a->op == OP_add && gv->ty.dt == DT_f32)
         for (int i = 0; i < 2; i++) {
             Value *x = a->in[i];
-            if (readers(g, x) != 1) continue;
-            Value *u = unround(o, x);
-            if (u != x && type_eq(&u->ty, &x->ty)) a->in[i] = u;
+            if (readers(u, x) != 1) continue;
+            Value *f = unround(o, u, x);
+            if (f != x && type_eq(&f->ty, &x->ty)) a->in[i] = f;
         }
     return gv;
 }
@@ -224,6 +225,7 @@ static bool collect(Opt *o, ParamGrad **out, int *nout) {
     int np = 0;
     for (int i = 0; i < g->nnodes; i++) np += ir_is_trainable(g->nodes[i]);
     ParamGrad *pg = xcalloc((size_t)np + 1, sizeof *pg);
+    Uses *u = ir_uses(g);
     int k = 0;
     for (int i = 0; i < g->nnodes; i++) {
         Node *p = g->nodes[i];
@@ -232,12 +234,14 @@ static bool collect(Opt *o, ParamGrad **out, int *nout) {
         Value *gv = ir_output(g, name);
         if (!gv) {
             error_at(o->d, p->loc, "optimizer: no gradient '%s' for trainable parameter '%s' (run autodiff first)", name, ir_source_name(p));
+            ir_uses_free(u);
             free(pg);
             return false;
         }
-        gv = sum_in_f32(o, gv);
+        gv = sum_in_f32(o, u, gv);
         pg[k++] = (ParamGrad){.p = p, .g = gv, .G = gv};
     }
+    ir_uses_free(u);
     *out = pg;
     *nout = k;
     return true;

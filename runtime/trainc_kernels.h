@@ -973,10 +973,11 @@ static inline void tk_adamw_f32(float *wo, float *mo, float *vo, const float *w,
         double vi = b2 * (double)v[i] + (1.0 - b2) * gi * gi;
         double wi = (double)w[i];
         wi = wi - lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * wi);
-        wo[i] = (float)wi;
+        float w1 = (float)wi;
+        wo[i] = w1;
         mo[i] = (float)mi;
         vo[i] = (float)vi;
-        if (h) tk_st_y(h, hdt, i, wo[i]);
+        if (h) tk_st_y(h, hdt, i, w1);
         if (gz) gz[i] = 0;
     }
 }
@@ -995,9 +996,10 @@ static inline void tk_sgd_f32(float *wo, float *bo, const float *w, const float 
             bi = momentum * bi + gi;
             upd = nesterov ? gi + momentum * bi : bi;
         }
-        wo[i] = (float)(wi - lr * upd);
+        float w1 = (float)(wi - lr * upd);
+        wo[i] = w1;
         bo[i] = (float)bi;
-        if (h) tk_st_y(h, hdt, i, wo[i]);
+        if (h) tk_st_y(h, hdt, i, w1);
         if (gz) gz[i] = 0;
     }
 }
