@@ -42,10 +42,12 @@ const char *cg_runtime_lib(void) {
     return e && *e ? e : TRAINC_RT_LIB;
 }
 
-/* g after dead-code elimination; NULL (g freed) when the pass fails. */
+/* g after dead-code elimination; NULL (g freed) when the pass fails.
+ * Quiet: the training pipeline's dce warns of an unused param once. */
 static Graph *dce_or_free(Graph *g, Diag *d) {
     const char *passes[] = {"dce"};
     PassOptions po = {0};
+    po.quiet = true;
     PMOptions pm = {0};
     if (!pm_run(g, passes, 1, &po, &pm, d)) {
         ir_graph_free(g);

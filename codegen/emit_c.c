@@ -576,6 +576,7 @@ static int norm_y_decl(Emit *e, Kernel *k) {
     return dt_code(y->ty.dt);
 }
 
+
 /* Templates written for any float dtype (the ones mixed precision feeds
  * bf16/f16 tensors); the others take f32 only. */
 static bool any_float_template(Op op) {
@@ -588,6 +589,15 @@ static void opt_ptr_decl(Emit *e, const char *var, Value *v) {
     if (vi->st != VS_BUF && vi->st != VS_VIEW) fprintf(e->f, "    %s *%s = NULL; /* not needed */\n", storage_type(v->ty.dt), var);
     else buf_ptr(e, vi->view.buf, var, true);
 }
+
+/* A backward norm's dx: its f32 buffer (NULL when only the absorbed cast
+ * read it) and the half copy that cast writes (NULL without one). */
+static void norm_dx_decl(Emit *e, Kernel *k) {
+    opt_ptr_decl(e, "dx", k->nodes[0]->out[0]);
+    if (k->cast_out) ptr_decl(e, "dxh", k->cast_out->out[0], true);
+    else fputs("    void *dxh = NULL;\n", e->f);
+}
+static int norm_dxh_dt(Kernel *k) { return k->cast_out ? dt_code(k->cast_out->out[0]->ty.dt) : 0; }
 
 static void emit_template(Emit *e, Kernel *k) {
     FILE *f = e->f;
@@ -657,11 +667,11 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, "w", n->in[2], false);
         ptr_decl(e, "mean", n->in[3], false);
         ptr_decl(e, "rstd", n->in[4], false);
-        ptr_decl(e, "dx", n->out[0], true);
+        norm_dx_decl(e, k);
         ptr_decl(e, "dw", n->out[1], true);
         ptr_decl(e, "db", n->out[2], true);
-        fprintf(f, "    tk_layernorm_bwd_f32(dx, dw, db, dy, %d, x, w, mean, rstd, %lld, %lld);\n", dydt, (long long)(shape_numel(xs) / C),
-                (long long)C);
+        fprintf(f, "    tk_layernorm_bwd_f32(dx, dxh, %d, dw, db, %d, dy, %d, x, w, mean, rstd, %lld, %lld);\n", norm_dxh_dt(k), k->acc_grads,
+                dydt, (long long)(shape_numel(xs) / C), (long long)C);
         break;
     }
     case OP_rms_norm: {
@@ -681,9 +691,10 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, "x", n->in[1], false);
         ptr_decl(e, "w", n->in[2], false);
         ptr_decl(e, "rstd", n->in[3], false);
-        ptr_decl(e, "dx", n->out[0], true);
+        norm_dx_decl(e, k);
         ptr_decl(e, "dw", n->out[1], true);
-        fprintf(f, "    tk_rmsnorm_bwd_f32(dx, dw, dy, %d, x, w, rstd, %lld, %lld);\n", dydt, (long long)(shape_numel(xs) / C), (long long)C);
+        fprintf(f, "    tk_rmsnorm_bwd_f32(dx, dxh, %d, dw, %d, dy, %d, x, w, rstd, %lld, %lld);\n", norm_dxh_dt(k), k->acc_grads, dydt,
+                (long long)(shape_numel(xs) / C), (long long)C);
         break;
     }
     case OP_rope: {
@@ -838,11 +849,11 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, "w", n->in[3], false);
         if (ln) ptr_decl(e, "mean", n->in[4], false);
         ptr_decl(e, "rstd", n->in[ln ? 5 : 4], false);
-        ptr_decl(e, "dx", n->out[0], true);
+        norm_dx_decl(e, k);
         ptr_decl(e, "dw", n->out[1], true);
         if (ln) ptr_decl(e, "db", n->out[2], true);
-        fprintf(f, "    tk_add_norm_bwd_f32(dx, dw, %s, dy, %d, ds, s, w, %s, rstd, %lld, %lld);\n", ln ? "db" : "NULL", dydt, ln ? "mean" : "NULL",
-                (long long)(shape_numel(xs) / C), (long long)C);
+        fprintf(f, "    tk_add_norm_bwd_f32(dx, dxh, %d, dw, %s, %d, dy, %d, ds, s, w, %s, rstd, %lld, %lld);\n", norm_dxh_dt(k), ln ? "db" : "NULL",
+                k->acc_grads, dydt, ln ? "mean" : "NULL", (long long)(shape_numel(xs) / C), (long long)C);
         break;
     }
     case OP_loss_scale_update: {

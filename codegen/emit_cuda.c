@@ -1148,16 +1148,21 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         Value *dy = cg_norm_operand(e->s, n->in[0]), *x = n->in[xi], *w = n->in[xi + 1], *mean = ln ? n->in[xi + 2] : NULL, *rstd = n->in[xi + 2 + ln];
         const Shape *xs = &x->ty.shape;
         int64_t C = xs->d[xs->rank - 1], N = shape_numel(xs) / C;
-        /* dx: rows */
-        vp(e, &P, n->out[0], true, a[0]);
+        /* dx (f32, and the half copy of an absorbed cast): rows */
+        char dxa[16], dxh[16];
+        if (opt_buf(e, n->out[0]) >= 0) vp(e, &P, n->out[0], true, dxa);
+        else strcpy(dxa, "(float *)0");
+        if (k->cast_out) vp(e, &P, k->cast_out->out[0], true, dxh);
+        else strcpy(dxh, "(float *)0");
         vp(e, &P, dy, false, a[1]);
         if (add) vp(e, &P, n->in[1], false, a[2]);
         vp(e, &P, x, false, a[3]);
         vp(e, &P, w, false, a[4]);
         if (ln) vp(e, &P, mean, false, a[5]);
         vp(e, &P, rstd, false, a[6]);
-        snprintf(call, sizeof call, "tk_norm_bwd_rows<%lld, %s, %s, %s>(%s, %s, %s, %s, %s, %s, %s, %lldll) /* dx [%lld,%lld] */", (long long)C,
-                 ln ? "true" : "false", add ? "true" : "false", st_type(dy->ty.dt), a[0], a[1], add ? a[2] : "(const float *)0", a[3], a[4],
+        snprintf(call, sizeof call, "tk_norm_bwd_rows<%lld, %s, %s, %s, %s>(%s, %s, %s, %s, %s, %s, %s, %s, %lldll) /* dx [%lld,%lld] */",
+                 (long long)C, ln ? "true" : "false", add ? "true" : "false", st_type(dy->ty.dt),
+                 st_type(k->cast_out ? k->cast_out->out[0]->ty.dt : DT_f32), dxa, dxh, a[1], add ? a[2] : "(const float *)0", a[3], a[4],
                  ln ? a[5] : "(const float *)0", a[6], (long long)N, (long long)N, (long long)C);
         tmpl_launch(e, r, "_dx", &P, call, NT, cdiv(N, NT / 32), 1, NT, 1);
         /* dw (and db): columns */
@@ -1169,9 +1174,9 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         vp(e, &Q, x, false, b[3]);
         if (ln) vp(e, &Q, mean, false, b[4]);
         vp(e, &Q, rstd, false, b[5]);
-        snprintf(call, sizeof call, "tk_norm_bwd_cols<16, %s>(%s, %s, %s, %s, %s, %s, %lldll, %lldll) /* dw [%lld] */", st_type(dy->ty.dt), b[0],
-                 ln ? b[1] : "(float *)0",
-                 b[2], b[3], ln ? b[4] : "(const float *)0", b[5], (long long)N, (long long)C, (long long)C);
+        snprintf(call, sizeof call, "tk_norm_bwd_cols<16, %s>(%s, %s, %s, %s, %s, %s, %lldll, %lldll, %d) /* dw [%lld]%s */", st_type(dy->ty.dt),
+                 b[0], ln ? b[1] : "(float *)0", b[2], b[3], ln ? b[4] : "(const float *)0", b[5], (long long)N, (long long)C, k->acc_grads,
+                 (long long)C, k->acc_grads ? " += (accumulators)" : "");
         /* one block per multiprocessor asked for: with __launch_bounds__(512)
          * alone, ptxas gave the bf16-dy form 32 registers and a 4-byte spill
          * on sm_90 */

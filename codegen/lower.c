@@ -382,6 +382,7 @@ static View gemm_operand(Lower *L, Value *x, Kernel *k) {
 }
 
 static Node *only_use(Lower *L, Value *v, Op op);
+static void after_readers(Lower *L, Kernel *k, int buf);
 
 /* The param or state whose update is v (`update %t = v`), or NULL. */
 static Node *update_target(Lower *L, const Value *v) {
@@ -393,14 +394,13 @@ static Node *update_target(Lower *L, const Value *v) {
 }
 
 /* Gradient accumulation (passes/optimizer.c, grad_accum > 1): an f32
- * product read only by `acc' = add(acc, y)`, acc a state whose update is
- * acc' and acc' read by nothing else, is summed into the state by the
- * GEMM itself (C = acc, beta = 1): no [M,N] temporary, no add kernel; the
- * sum is rounded once instead of twice.  Batched products are not.
+ * gradient y read only by `acc' = add(acc, y)`, acc a state whose update
+ * is acc' and acc' read by nothing else, is summed into the state by the
+ * kernel that computes it: a product (C = acc, beta = 1), a backward
+ * norm's dw and db (Kernel.acc_grads).  No temporary, no add kernel.
  * Returns the add, and the state in *state. */
-static Node *accumulating_add(Lower *L, Node *n, Value **state) {
-    Value *y = n->out[0];
-    if (!L->fuse || y->ty.dt != DT_f32 || y->ty.shape.rank != 2) return NULL;
+static Node *accumulating_add(Lower *L, Value *y, Value **state) {
+    if (!L->fuse || y->ty.dt != DT_f32) return NULL;
     Node *add = only_use(L, y, OP_add);
     if (!add || !type_eq(&add->out[0]->ty, &y->ty)) return NULL;
     Value *sv = add->in[add->in[0] == y ? 1 : 0], *r = add->out[0];
@@ -413,6 +413,29 @@ static Node *accumulating_add(Lower *L, Node *n, Value **state) {
     return add;
 }
 
+/* A product summed with another value of its type that dies there
+ * (`r = add(y, o)`, o read by nothing else): the sum of two products into
+ * one input gradient (Llama's q, k and v projections, its gate and up
+ * projections), written by the GEMM into o's buffer (C = o, beta = 1)
+ * instead of into a temporary that an add kernel then reads with o.  o
+ * must already be in a temporary buffer of its own, whole and contiguous.
+ * (The C backend rounds the product and then the sum, as the add would;
+ * cuBLASLt rounds the sum once.)  Returns the add and o. */
+static Node *summing_add(Lower *L, Node *n, Value **other) {
+    Value *y = n->out[0];
+    if (!L->fuse) return NULL;
+    Node *add = only_use(L, y, OP_add);
+    if (!add || !type_eq(&add->out[0]->ty, &y->ty)) return NULL;
+    Value *o = add->in[add->in[0] == y ? 1 : 0];
+    if (o == y || !type_eq(&o->ty, &y->ty) || L->uses->of[o->id].n != 1 || L->uses->nout_refs[o->id]) return NULL;
+    ValInfo *oi = VI(L, o);
+    if (oi->st != VS_BUF || !view_is_contig(&oi->view) || oi->view.off != 0) return NULL;
+    Buf *b = &L->p->bufs[oi->view.buf];
+    if (b->kind != BK_TEMP || b->dt != y->ty.dt || shape_numel(&b->shape) != shape_numel(&y->ty.shape)) return NULL;
+    *other = o;
+    return add;
+}
+
 static void lower_matmul(Lower *L, Node *n) {
     Kernel *k = new_kernel(L, KK_GEMM, n);
     kern_add_node(L, k, n);
@@ -421,6 +444,44 @@ static void lower_matmul(Lower *L, Node *n) {
     gi->a = gemm_operand(L, n->in[0], k);
     gi->b = gemm_operand(L, n->in[1], k);
     gi->bias.buf = -1;
+
+    /* shapes */
+    int64_t ta = ir_int(n, "ta", 0), tb = ir_int(n, "tb", 0);
+    const Shape *as = &n->in[0]->ty.shape, *bs = &n->in[1]->ty.shape, *cs = &y->ty.shape;
+    gi->ta = (int)ta;
+    gi->tb = (int)tb;
+    gi->M = cs->d[cs->rank - 2];
+    gi->N = cs->d[cs->rank - 1];
+    gi->K = as->d[as->rank - 1 - ta];
+    /* batch dims: broadcast a's and b's batch strides to c's batch shape
+     * (c's strides, contiguous, below) */
+    int nb = cs->rank - 2;
+    View av = gi->a, bv = gi->b;
+    for (int i = 0; i < nb; i++) {
+        int ia = as->rank - 2 - nb + i, ib = bs->rank - 2 - nb + i;
+        gi->bshape[i] = cs->d[i];
+        gi->bsa[i] = ia >= 0 && av.shape[ia] != 1 ? av.stride[ia] : 0;
+        gi->bsb[i] = ib >= 0 && bv.shape[ib] != 1 ? bv.stride[ib] : 0;
+    }
+    gi->nbatch = nb;
+    /* fold the batch into M when b is shared across it and a's rows continue
+     * through the batch dims (x [B,T,C] @ w [C,N]) */
+    int at;
+    int64_t lda;
+    mat_layout(&av, &at, &lda);
+    bool fold = nb > 0 && !(at ^ (int)ta);
+    for (int i = 0; fold && i < nb; i++) fold = gi->bsb[i] == 0;
+    if (fold) {
+        int64_t expect = gi->M * lda;
+        for (int i = nb - 1; fold && i >= 0; i--) {
+            if (gi->bshape[i] != 1 && gi->bsa[i] != expect) fold = false;
+            expect *= gi->bshape[i];
+        }
+    }
+    if (fold) {
+        for (int i = 0; i < nb; i++) gi->M *= gi->bshape[i];
+        gi->nbatch = 0;
+    }
 
     /* bias epilogue: y used once, by `add(y, bias)` with bias a row vector */
     UseList *ul = &L->uses->of[y->id];
@@ -447,8 +508,9 @@ static void lower_matmul(Lower *L, Node *n) {
             }
         }
     }
-    Value *sv = NULL;
-    Node *acc = res == y ? accumulating_add(L, n, &sv) : NULL;
+    Value *sv = NULL, *ov = NULL;
+    Node *acc = res == y && gi->nbatch == 0 && y->ty.shape.rank == 2 ? accumulating_add(L, y, &sv) : NULL;
+    Node *sum = res == y && gi->nbatch == 0 && !acc ? summing_add(L, n, &ov) : NULL;
     if (acc) {
         /* c += a·b in place of the state the add updates (beta = 1) */
         gi->accumulate = true;
@@ -457,52 +519,24 @@ static void lower_matmul(Lower *L, Node *n) {
         res = acc->out[0];
         materialise(L, sv); /* the state's own buffer */
         view_contig(&gi->c, persistent_buf(L, sv->def), &res->ty.shape);
+    } else if (sum) {
+        /* c += a·b in place of the other summand, which dies here */
+        gi->accumulate = true;
+        kern_add_node(L, k, sum);
+        L->done[sum->id] = true;
+        res = sum->out[0];
+        kern_add_dep(k, VI(L, ov)->kern);
+        view_contig(&gi->c, VI(L, ov)->view.buf, &res->ty.shape);
+        after_readers(L, k, gi->c.buf);
+        VI(L, ov)->st = VS_NONE;
     } else {
         view_contig(&gi->c, temp_buf(L, res), &res->ty.shape);
     }
+    for (int i = 0; i < gi->nbatch; i++) gi->bsc[i] = gi->c.stride[i];
     VI(L, res)->st = VS_BUF;
     VI(L, res)->view = gi->c;
     VI(L, res)->kern = k;
     if (res != y) VI(L, y)->st = VS_NONE;
-
-    /* shapes */
-    int64_t ta = ir_int(n, "ta", 0), tb = ir_int(n, "tb", 0);
-    const Shape *as = &n->in[0]->ty.shape, *bs = &n->in[1]->ty.shape, *cs = &y->ty.shape;
-    gi->ta = (int)ta;
-    gi->tb = (int)tb;
-    gi->M = cs->d[cs->rank - 2];
-    gi->N = cs->d[cs->rank - 1];
-    gi->K = as->d[as->rank - 1 - ta];
-    /* batch dims: broadcast a's and b's batch strides to c's batch shape */
-    int nb = cs->rank - 2;
-    View av = gi->a, bv = gi->b;
-    for (int i = 0; i < nb; i++) {
-        int ia = as->rank - 2 - nb + i, ib = bs->rank - 2 - nb + i;
-        gi->bshape[i] = cs->d[i];
-        gi->bsa[i] = ia >= 0 && av.shape[ia] != 1 ? av.stride[ia] : 0;
-        gi->bsb[i] = ib >= 0 && bv.shape[ib] != 1 ? bv.stride[ib] : 0;
-        gi->bsc[i] = gi->c.stride[i];
-    }
-    gi->nbatch = nb;
-    /* fold the batch into M when b is shared across it and a's rows continue
-     * through the batch dims (x [B,T,C] @ w [C,N]) */
-    int at;
-    int64_t lda;
-    mat_layout(&av, &at, &lda);
-    bool fold = nb > 0 && !(at ^ (int)ta);
-    for (int i = 0; fold && i < nb; i++) fold = gi->bsb[i] == 0;
-    if (fold) {
-        int64_t expect = gi->M * lda;
-        for (int i = nb - 1; fold && i >= 0; i--) {
-            if (gi->bshape[i] != 1 && gi->bsa[i] != expect) fold = false;
-            expect *= gi->bshape[i];
-        }
-    }
-    if (fold) {
-        for (int i = 0; i < nb; i++) gi->M *= gi->bshape[i];
-        gi->nbatch = 0;
-    }
-    (void)bs;
 }
 
 /* ---- template kernels ---- */
@@ -669,11 +703,26 @@ static bool widening_for_norm(Lower *L, Node *n) {
     }
 }
 
+/* A backward norm's dx (f32) is read by the next block's norm as its
+ * residual gradient and, cast to half, by the products that take it
+ * further back: the cast to half among its readers, which the template
+ * absorbs (writing both), or NULL. */
+static Node *half_cast_reader(Lower *L, Node *n) {
+    UseList *ul = &L->uses->of[n->out[0]->id];
+    for (int i = 0; i < ul->n; i++) {
+        Node *c = ul->u[i].node;
+        if (c->op == OP_cast && L->in_sched[c->id] && !L->done[c->id] && c->phase == n->phase && dtype_is_half(c->out[0]->ty.dt)) return c;
+    }
+    return NULL;
+}
+
 static void lower_norm(Lower *L, Node *n) {
     bool fwd = n->op == OP_layer_norm || n->op == OP_rms_norm || n->op == OP_add_layer_norm || n->op == OP_add_rms_norm;
     Value *y = n->out[0];
-    Node *c = fwd && L->fuse && y->ty.dt == DT_f32 ? only_use(L, y, OP_cast) : NULL;
+    Node *c = !L->fuse || y->ty.dt != DT_f32 ? NULL : fwd ? only_use(L, y, OP_cast) : half_cast_reader(L, n);
     if (c && !dtype_is_half(c->out[0]->ty.dt)) c = NULL;
+    /* the f32 result is stored too when anything else reads it */
+    bool keep_y = !c || L->uses->of[y->id].n > 1 || L->uses->nout_refs[y->id];
     Kernel *k = new_kernel(L, KK_TMPL, n);
     kern_add_node(L, k, n);
     for (int i = 0; i < n->nin; i++) {
@@ -689,13 +738,33 @@ static void lower_norm(Lower *L, Node *n) {
         k->cast_out = c;
         L->done[c->id] = true;
     }
-    for (int j = 0; j < n->nout; j++) {
-        Value *v = j == 0 && c ? c->out[0] : n->out[j]; /* y itself is never stored when its cast is absorbed */
+    /* a backward norm's dw and db (results 1 and 2) summed into their
+     * gradient accumulators in place, when every one of them can be */
+    Node *acc[2] = {NULL, NULL};
+    Value *st[2] = {NULL, NULL};
+    int nw = fwd ? 0 : n->nout - 1;
+    bool accumulate = nw > 0;
+    for (int j = 0; j < nw && accumulate; j++) accumulate = (acc[j] = accumulating_add(L, n->out[1 + j], &st[j])) != NULL;
+    for (int j = c ? -1 : 0; j < n->nout; j++) {
+        Value *v = j < 0 ? c->out[0] : n->out[j];
+        if (j == 0 && !keep_y) continue; /* y itself is not stored when only its absorbed cast reads it */
         ValInfo *vi = VI(L, v);
         vi->st = VS_BUF;
-        view_contig(&vi->view, temp_buf(L, v), &v->ty.shape);
         vi->kern = k;
+        if (j < 1 || !accumulate) {
+            view_contig(&vi->view, temp_buf(L, v), &v->ty.shape);
+            continue;
+        }
+        Node *a = acc[j - 1];
+        materialise(L, st[j - 1]); /* the accumulator's own buffer */
+        view_contig(&vi->view, persistent_buf(L, st[j - 1]->def), &v->ty.shape);
+        kern_add_node(L, k, a);
+        L->done[a->id] = true;
+        ValInfo *ri = VI(L, a->out[0]);
+        *ri = *vi;
+        after_readers(L, k, vi->view.buf);
     }
+    k->acc_grads = accumulate;
 }
 
 /* rope_qk: q and k [B,H,T,D] are read as views, as attention's operands
@@ -928,6 +997,7 @@ static void lower_updates(Lower *L) {
         if (vi->st == VS_BUF && k && k->kind == KK_TMPL && (k->nodes[0]->op == OP_adamw || k->nodes[0]->op == OP_sgd) && vi->view.buf == tb)
             inplace = true;
         if (vi->st == VS_BUF && k && k->kind == KK_GEMM && k->gemm.accumulate && vi->view.buf == tb) inplace = true;
+        if (vi->st == VS_BUF && k && k->kind == KK_TMPL && k->acc_grads && vi->view.buf == tb) inplace = true;
         if (vi->st == VS_INLINE && k && k->kind == KK_LOOP && ul->n == 0 && L->fuse && epilogue_inplace_ok(L, k, v, o->target->out[0], tb)) inplace = true;
         if (inplace) {
             vi->st = VS_BUF;
@@ -1345,6 +1415,7 @@ void cg_print_kernels(FILE *f, Program *p) {
             case KK_TMPL: {
                 if (k->ce_fused) fputs(" (forward+backward, gradient in place)", f);
                 if (k->zero_g) fprintf(f, " (then b%d = 0)", sc->vi[k->nodes[0]->in[1]->id].view.buf);
+                if (k->acc_grads) fputs(" (weight gradients +=)", f);
                 /* operands and results that are views of a wider buffer (attention's) */
                 Node *n = k->nodes[0];
                 for (int j = 0; j < n->nin + n->nout; j++) {

@@ -56,6 +56,7 @@ static void collect_rw(Sched *s) {
                 for (int a = 0; a < n->nin; a++) {
                     ValInfo *vi = &s->vi[n->in[a]->id];
                     if (k->kind == KK_LOOP && vi->inl && vi->kern == k) continue;
+                    if (k->kind == KK_TMPL && vi->kern == k) continue; /* its own result, read by a cast it absorbed */
                     if (has_buf(vi)) rd(k, vi->view.buf);
                 }
                 for (int r = 0; r < n->nout; r++) {

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 
 bool pass_dce(Graph *g, const PassOptions *po, Diag *d) {
-    (void)po;
     bool *live = xcalloc((size_t)g->nvalues + 1, sizeof(bool));
     bool *keep = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
     for (int i = 0; i < g->noutputs; i++) {
@@ -27,7 +26,10 @@ bool pass_dce(Graph *g, const PassOptions *po, Diag *d) {
         if (!keep[n->id]) continue;
         for (int k = 0; k < n->nin; k++) live[n->in[k]->id] = true;
     }
-    if (!g->is_training)
+    /* the eval and sampling graphs' pipelines are quiet: the training
+     * pipeline's dce (before autodiff) said it once, and there the params
+     * mixed precision's copies replaced are not dead */
+    if (!g->is_training && !(po && po->quiet))
         for (int i = 0; i < g->nnodes; i++) {
             Node *n = g->nodes[i];
             if (n->op == OP_param && !live[n->out[0]->id])

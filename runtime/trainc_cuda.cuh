@@ -399,16 +399,24 @@ TRN_DEV void tk_norm_rows(EY *__restrict__ y, float *__restrict__ s, float *__re
     }
 }
 
+template <typename EH> TRN_DEV void trn_st_dx(float *dx, EH *dxh, int64_t i, float v) {
+    if (dx) dx[i] = v;
+    if (dxh) trn_st(dxh + i, v);
+}
+
 /* The input gradient of those norms over rows: dx [N,C] from dy, x (the
  * residual forms: s), w, mean (LN), rstd; ADD: plus ds [N,C], the gradient
  * reaching s directly (dx = ds + the norm's input gradient).  xhat = (x -
  * mean) rstd (LN) or x rstd, g = dy w:
  *   dx = rstd (g - mean(g) - xhat mean(g xhat))   (rms: no mean(g) term).
  * dw, db come from tk_norm_bwd_cols.  Block: 8 warps, grid ceil(N / 8).
- * dy (EDY) f32, or half whose widening cast was absorbed. */
-template <int C, bool LN, bool ADD, typename EDY>
-TRN_DEV void tk_norm_bwd_rows(float *__restrict__ dx, const EDY *__restrict__ dy, const float *__restrict__ ds, const float *__restrict__ x,
-                              const float *__restrict__ w, const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N) {
+ * dy (EDY) f32, or half whose widening cast was absorbed.  dx may be NULL
+ * (nothing reads the f32 value); dxh (EH half), when not NULL, gets dx
+ * rounded to half: the cast the products read, absorbed. */
+template <int C, bool LN, bool ADD, typename EDY, typename EH>
+TRN_DEV void tk_norm_bwd_rows(float *__restrict__ dx, EH *__restrict__ dxh, const EDY *__restrict__ dy, const float *__restrict__ ds,
+                              const float *__restrict__ x, const float *__restrict__ w, const float *__restrict__ mean,
+                              const float *__restrict__ rstd, int64_t N) {
     int lane = threadIdx.x & 31;
     int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (n >= N) return;
@@ -429,7 +437,7 @@ TRN_DEV void tk_norm_bwd_rows(float *__restrict__ dx, const EDY *__restrict__ dy
             double xh = ((double)xg[c] - m) * rs, g = (double)trn_f32(dr[c]) * (double)w[c];
             double v = rs * (g - s1 - xh * s2);
             if constexpr (ADD) v += (double)ds[n * C + c];
-            dx[n * C + c] = (float)v;
+            trn_st_dx(dx, dxh, n * C + c, (float)v);
         }
         return;
     }
@@ -452,16 +460,18 @@ TRN_DEV void tk_norm_bwd_rows(float *__restrict__ dx, const EDY *__restrict__ dy
         double xh = ((double)xr.v[k] - m) * rs, g = (double)trn_f32(dr[c]) * (double)w[c];
         double v = rs * (g - s1 - xh * s2);
         if constexpr (ADD) v += (double)ds[n * C + c];
-        dx[n * C + c] = (float)v;
+        trn_st_dx(dx, dxh, n * C + c, (float)v);
     }
 }
 
 /* dw [C] = sum_rows dy xhat, db [C] = sum_rows dy (db may be NULL: rms_norm,
  * whose xhat = x rstd has no mean).  Block (32, NY): x over columns, y over
- * rows; grid ceil(C / 32).  dy as tk_norm_bwd_rows's. */
+ * rows; grid ceil(C / 32).  dy as tk_norm_bwd_rows's.  acc: dw and db are
+ * gradient accumulators, the sums added to them (rounded as the add that
+ * was absorbed rounds). */
 template <int NY, typename EDY>
 TRN_DEV void tk_norm_bwd_cols(float *__restrict__ dw, float *__restrict__ db, const EDY *__restrict__ dy, const float *__restrict__ x,
-                              const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N, int64_t C) {
+                              const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N, int64_t C, int acc) {
     int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x;
     bool ok = c < C;
     double sw = 0, sb = 0;
@@ -476,8 +486,8 @@ TRN_DEV void tk_norm_bwd_cols(float *__restrict__ dw, float *__restrict__ db, co
     __syncthreads();
     sb = trn_col_sum<NY>(sb);
     if (ok && threadIdx.y == 0) {
-        dw[c] = (float)sw;
-        if (db) db[c] = (float)sb;
+        dw[c] = acc ? (float)((double)dw[c] + (double)(float)sw) : (float)sw;
+        if (db) db[c] = acc ? (float)((double)db[c] + (double)(float)sb) : (float)sb;
     }
 }
 

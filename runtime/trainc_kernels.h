@@ -179,10 +179,10 @@ static inline void tk_gemm_f32(int ta, int tb, int64_t M, int64_t N, int64_t K, 
 #pragma omp parallel for schedule(static) if (M * N * K > 65536)
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
-            double acc = beta != 0.0f ? (double)C[i * ldc + j] : 0.0;
+            double acc = 0.0;
             for (int64_t k = 0; k < K; k++)
                 acc += (double)(ta ? A[k * lda + i] : A[i * lda + k]) * (double)(tb ? B[j * ldb + k] : B[k * ldb + j]);
-            C[i * ldc + j] = (float)acc;
+            C[i * ldc + j] = beta != 0.0f ? (float)acc + C[i * ldc + j] : (float)acc; /* the product rounded, then the sum: as an add after it */
         }
 #endif
 }
@@ -195,9 +195,9 @@ static inline void tk_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, 
 #else
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
-            double acc = beta != 0.0 ? C[i * ldc + j] : 0.0;
+            double acc = 0.0;
             for (int64_t k = 0; k < K; k++) acc += (ta ? A[k * lda + i] : A[i * lda + k]) * (tb ? B[j * ldb + k] : B[k * ldb + j]);
-            C[i * ldc + j] = acc;
+            C[i * ldc + j] = beta != 0.0 ? acc + C[i * ldc + j] : acc;
         }
 #endif
 }
@@ -205,8 +205,10 @@ static inline void tk_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, 
 /* Half-precision GEMM (bf16 dt 2, f16 dt 3), emulated: the operands are
  * widened exactly to double, multiplied and summed in double, and each
  * result rounded once to cdt (dt, or 0: f32 for matmul {dtype=f32}), as
- * the interpreter computes a matmul; beta 1: C's value is added first
- * (gradient accumulation, rounded once). */
+ * the interpreter computes a matmul; beta 1: C's value is added to that
+ * rounded result and the sum rounded again, as the add the GEMM absorbed
+ * (a gradient's accumulator, another product's sum) rounds it: fusing it
+ * changes no bit. */
 static inline void tk_gemm_dt(int dt, int cdt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
                               int64_t ldb, int beta, void *C, int64_t ldc) {
     double *a = (double *)malloc(sizeof(double) * (size_t)(M * K + 1)), *b = (double *)malloc(sizeof(double) * (size_t)(K * N + 1));
@@ -227,7 +229,12 @@ static inline void tk_gemm_dt(int dt, int cdt, int ta, int tb, int64_t M, int64_
         }
 #endif
     for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) tk_st(C, cdt, i * ldc + j, c[i * N + j] + (beta ? tk_ld(C, cdt, i * ldc + j) : 0.0));
+        for (int64_t j = 0; j < N; j++) {
+            int64_t e = i * ldc + j;
+            double old = beta ? tk_ld(C, cdt, e) : 0.0;
+            tk_st(C, cdt, e, c[i * N + j]);
+            if (beta) tk_st(C, cdt, e, tk_ld(C, cdt, e) + old);
+        }
     free(a);
     free(b);
     free(c);
@@ -334,23 +341,37 @@ static inline void tk_layernorm_f32(void *y, int ydt, float *mean, float *rstd, 
     }
 }
 
+/* The backward norms' results.  dx [N,C] f32, and its copy rounded to half
+ * (dxh, dtype code dxhdt: the cast to half the products read, absorbed);
+ * either may be NULL when nothing reads it.  dw, db [C]: with acc, added
+ * to what they hold (a gradient accumulator: the add absorbed), rounded as
+ * that add rounds. */
+TRN_INLINE void tk_st_dx(float *dx, void *dxh, int dxhdt, int64_t i, double v) {
+    float f = (float)v;
+    if (dx) dx[i] = f;
+    if (dxh) tk_st(dxh, dxhdt, i, (double)f);
+}
+TRN_INLINE void tk_st_dw(float *dw, int64_t c, double v, int acc) {
+    dw[c] = acc ? (float)((double)dw[c] + (double)(float)v) : (float)v;
+}
+
 /* dx [N,C], dw [C], db [C] from dy, x, w, mean, rstd. */
-static inline void tk_layernorm_bwd_f32(float *dx, float *dw, float *db, const void *dy, int dydt, const float *x, const float *w,
-                                        const float *mean, const float *rstd, int64_t N, int64_t C) {
+static inline void tk_layernorm_bwd_f32(float *dx, void *dxh, int dxhdt, float *dw, float *db, int acc, const void *dy, int dydt,
+                                        const float *x, const float *w, const float *mean, const float *rstd, int64_t N, int64_t C) {
 #pragma omp parallel for schedule(static) if (N * C > 32768)
     for (int64_t n = 0; n < N; n++) {
         const float *xr = x + n * C;
         double m = mean[n], rs = rstd[n], s1 = 0, s2 = 0;
         for (int64_t c = 0; c < C; c++) {
-            double xh = ((double)xr[c] - m) * rs, dxh = (double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c];
-            s1 += dxh;
-            s2 += dxh * xh;
+            double xh = ((double)xr[c] - m) * rs, g = (double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c];
+            s1 += g;
+            s2 += g * xh;
         }
         s1 /= (double)C;
         s2 /= (double)C;
         for (int64_t c = 0; c < C; c++) {
-            double xh = ((double)xr[c] - m) * rs, dxh = (double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c];
-            dx[n * C + c] = (float)(rs * (dxh - s1 - xh * s2));
+            double xh = ((double)xr[c] - m) * rs, g = (double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c];
+            tk_st_dx(dx, dxh, dxhdt, n * C + c, rs * (g - s1 - xh * s2));
         }
     }
 #pragma omp parallel for schedule(static) if (N * C > 32768)
@@ -361,8 +382,8 @@ static inline void tk_layernorm_bwd_f32(float *dx, float *dw, float *db, const v
             sw += d * xh;
             sb += d;
         }
-        dw[c] = (float)sw;
-        db[c] = (float)sb;
+        tk_st_dw(dw, c, sw, acc);
+        tk_st_dw(db, c, sb, acc);
     }
 }
 
@@ -381,8 +402,8 @@ static inline void tk_rmsnorm_f32(void *y, int ydt, float *rstd, const float *x,
 }
 
 /* dx = rstd (dy w - xhat mean(dy w xhat)), xhat = x rstd; dw = sum_rows dy xhat. */
-static inline void tk_rmsnorm_bwd_f32(float *dx, float *dw, const void *dy, int dydt, const float *x, const float *w, const float *rstd,
-                                      int64_t N, int64_t C) {
+static inline void tk_rmsnorm_bwd_f32(float *dx, void *dxh, int dxhdt, float *dw, int acc, const void *dy, int dydt, const float *x,
+                                      const float *w, const float *rstd, int64_t N, int64_t C) {
 #pragma omp parallel for schedule(static) if (N * C > 32768)
     for (int64_t n = 0; n < N; n++) {
         double rs = rstd[n], s = 0;
@@ -390,14 +411,14 @@ static inline void tk_rmsnorm_bwd_f32(float *dx, float *dw, const void *dy, int 
         s /= (double)C;
         for (int64_t c = 0; c < C; c++) {
             double xh = (double)x[n * C + c] * rs;
-            dx[n * C + c] = (float)(rs * ((double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c] - xh * s));
+            tk_st_dx(dx, dxh, dxhdt, n * C + c, rs * ((double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c] - xh * s));
         }
     }
 #pragma omp parallel for schedule(static) if (N * C > 32768)
     for (int64_t c = 0; c < C; c++) {
         double sw = 0;
         for (int64_t n = 0; n < N; n++) sw += (double)tk_ld_f(dy, dydt, n * C + c) * (double)x[n * C + c] * (double)rstd[n];
-        dw[c] = (float)sw;
+        tk_st_dw(dw, c, sw, acc);
     }
 }
 
@@ -426,22 +447,23 @@ static inline void tk_add_norm_f32(void *y, int ydt, float *s, float *mean, floa
 }
 
 /* dx = ds + the norm's input gradient at s; dw, db (db NULL for rms). */
-static inline void tk_add_norm_bwd_f32(float *dx, float *dw, float *db, const void *dy, int dydt, const float *ds, const float *s,
-                                       const float *w, const float *mean, const float *rstd, int64_t N, int64_t C) {
+static inline void tk_add_norm_bwd_f32(float *dx, void *dxh, int dxhdt, float *dw, float *db, int acc, const void *dy, int dydt,
+                                       const float *ds, const float *s, const float *w, const float *mean, const float *rstd, int64_t N,
+                                       int64_t C) {
 #pragma omp parallel for schedule(static) if (N * C > 32768)
     for (int64_t n = 0; n < N; n++) {
         const float *sr = s + n * C;
         double m = mean ? (double)mean[n] : 0.0, rs = rstd[n], s1 = 0, s2 = 0;
         for (int64_t c = 0; c < C; c++) {
-            double xh = ((double)sr[c] - m) * rs, dxh = (double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c];
-            s1 += dxh;
-            s2 += dxh * xh;
+            double xh = ((double)sr[c] - m) * rs, g = (double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c];
+            s1 += g;
+            s2 += g * xh;
         }
         s1 = mean ? s1 / (double)C : 0.0;
         s2 /= (double)C;
         for (int64_t c = 0; c < C; c++) {
-            double xh = ((double)sr[c] - m) * rs, dxh = (double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c];
-            dx[n * C + c] = (float)((double)ds[n * C + c] + rs * (dxh - s1 - xh * s2));
+            double xh = ((double)sr[c] - m) * rs, g = (double)tk_ld_f(dy, dydt, n * C + c) * (double)w[c];
+            tk_st_dx(dx, dxh, dxhdt, n * C + c, (double)ds[n * C + c] + rs * (g - s1 - xh * s2));
         }
     }
 #pragma omp parallel for schedule(static) if (N * C > 32768)
@@ -452,8 +474,8 @@ static inline void tk_add_norm_bwd_f32(float *dx, float *dw, float *db, const vo
             sw += d * xh;
             sb += d;
         }
-        dw[c] = (float)sw;
-        if (db) db[c] = (float)sb;
+        tk_st_dw(dw, c, sw, acc);
+        if (db) tk_st_dw(db, c, sb, acc);
     }
 }
 

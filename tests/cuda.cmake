@@ -108,7 +108,9 @@ if(TRAINC_CXX)
   set_tests_properties(cuda_emu_gpt2_rows_bf16 PROPERTIES LABELS "cuda;slow")
   trainc_emu_test(gpt2_tiny_fp32 gpt2 ${CUDA_TINY_gpt2} --set precision=fp32)
   trainc_emu_test(gpt2_tiny_notc_bf16 gpt2 ${CUDA_TINY_gpt2} --set precision=bf16 --no-tc-attention)
-  trainc_emu_test(gpt2_tiny_fp16 gpt2 ${CUDA_TINY_gpt2} --set precision=fp16)
+  # (2 micro-batches a step: the norms' weight gradients summed into their
+  # accumulators in place, Kernel.acc_grads)
+  trainc_emu_test(gpt2_tiny_accum_fp16 gpt2 ${CUDA_TINY_gpt2} --set precision=fp16 --set grad_accum=2)
   trainc_emu_test(llama_tiny_pad_nofusion_bf16 llama ${CUDA_PAD250_llama} --set precision=bf16 --set fusion=0)
   # D = 64 (GPT-2 small's and TinyLlama's head size) at T = 80: the
   # tensor-core attention over two key tiles (the forward's online rescale)

@@ -71,7 +71,10 @@ NOCHECK=1 build llama_tiny_bf16_ckpt llama trn_model_llama $bf16 --set checkpoin
 # and the same GPT-2 with --no-tc-attention (the CUDA-core kernels)
 CHECKONLY=1 build gpt2_d64_bf16 gpt2 trn_model_gpt2 $bf16 -D vocab=512 -D layers=1 -D heads=4 -D dim=256 -D seq=80 -D batch=2
 CHECKONLY=1 build gpt2_d64_bf16_notc gpt2 trn_model_gpt2 $bf16 -D vocab=512 -D layers=1 -D heads=4 -D dim=256 -D seq=80 -D batch=2 --no-tc-attention
-CHECKONLY=1 build llama_d64_bf16 llama trn_model_llama $bf16 -D vocab=512 -D layers=1 -D heads=4 -D kv_heads=2 -D dim=256 -D ffn=512 -D seq=80 -D batch=2
+# (Llama's with 2 micro-batches a step: products summed into another's
+# result and into the accumulators by cuBLASLt with beta 1, the norms'
+# weight gradients added to theirs)
+CHECKONLY=1 build llama_d64_bf16 llama trn_model_llama $bf16 -D vocab=512 -D layers=1 -D heads=4 -D kv_heads=2 -D dim=256 -D ffn=512 -D seq=80 -D batch=2 --set grad_accum=2
 # bf16 at D = 128 (the tensor-core kernels' smaller tiles, three key tiles at T = 80)
 CHECKONLY=1 build llama_d128_bf16 llama trn_model_llama $bf16 -D vocab=512 -D layers=1 -D heads=4 -D kv_heads=2 -D dim=512 -D ffn=512 -D seq=80 -D batch=2
 # fp16: dynamic loss scaling (loss_scale_update, the optimizers' skip)
