@@ -315,12 +315,33 @@ static bool can_join(Lower *L, Kernel *k, Node *n, bool red) {
     return true;
 }
 
+/* Horizontal fusion: a pointwise node none of whose operands a loop kernel
+ * computes joins the loop kernel made just before it when that one has the
+ * same space, no reduction, and reads one of the node's operands (the
+ * SwiGLU backward: d.gate = silu_grad(dh up, gate) and d.up = dh
+ * silu(gate), two passes over dh and gate made one).  Only the last
+ * kernel: joining an earlier one would compute the node earlier and keep
+ * its result live longer. */
+static Kernel *sibling_loop(Lower *L, Node *n, bool red) {
+    Kernel *k = L->s->nk ? L->s->k[L->s->nk - 1] : NULL;
+    if (red || !k || k->kind != KK_LOOP || k->red || !can_join(L, k, n, red)) return NULL;
+    for (int i = 0; i < n->nin; i++) {
+        ValInfo *xi = VI(L, n->in[i]);
+        if (xi->st != VS_BUF && xi->st != VS_VIEW) continue;
+        for (int a = 0; a < k->nnodes; a++)
+            for (int b = 0; b < k->nodes[a]->nin; b++)
+                if (k->nodes[a]->in[b] == n->in[i]) return k;
+    }
+    return NULL;
+}
+
 static void lower_loop(Lower *L, Node *n, bool red) {
     Kernel *k = NULL;
     for (int i = 0; i < n->nin && !k; i++) {
         ValInfo *vi = VI(L, n->in[i]);
         if (vi->inl && vi->kern && can_join(L, vi->kern, n, red)) k = vi->kern;
     }
+    if (!k) k = sibling_loop(L, n, red);
     if (!k) {
         k = new_kernel(L, KK_LOOP, n);
         k->space = red ? n->in[0]->ty.shape : n->out[0]->ty.shape;
