@@ -453,6 +453,18 @@ static Node *summing_add(Lower *L, Node *n, Value **other) {
     if (oi->st != VS_BUF || !view_is_contig(&oi->view) || oi->view.off != 0) return NULL;
     Buf *b = &L->p->bufs[oi->view.buf];
     if (b->kind != BK_TEMP || b->dt != y->ty.dt || shape_numel(&b->shape) != shape_numel(&y->ty.shape)) return NULL;
+    /* nothing but o is read from the buffer from now on: it was made for o,
+     * or for values that lead only to o (views of them, and sums that
+     * earlier products added into it) */
+    for (Value *v = b->value; v != o;) {
+        UseList *vu = &L->uses->of[v->id];
+        if (vu->n != 1 || L->uses->nout_refs[v->id]) return NULL;
+        Node *u = vu->u[0].node;
+        bool view = u->op == OP_reshape || u->op == OP_permute;
+        bool summed = u->op == OP_add && L->done[u->id] && VI(L, u->out[0])->st == VS_BUF && VI(L, u->out[0])->view.buf == oi->view.buf;
+        if (!view && !summed) return NULL;
+        v = u->out[0];
+    }
     *other = o;
     return add;
 }
