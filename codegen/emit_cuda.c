@@ -1598,6 +1598,27 @@ static int emit_bufs(FILE *f, Program *p, const char *pre, const char *name, con
     return cnt;
 }
 
+/* The temporaries that die at kernel k (read for the last time there, as
+ * the C backend's schedule functions poison them): cd_<k>[], for --poison
+ * on the GPU.  Returns how many. */
+static bool dies_at(Program *p, Sched *s, int b, int pos) {
+    Buf *bf = &p->bufs[b];
+    return bf->kind == BK_TEMP && bf->sched == (int)s->which && bf->offset >= 0 && bf->last == pos && !bf->output;
+}
+
+static int emit_dying(FILE *f, Program *p, Sched *s, Kernel *k) {
+    int pos = 0, cnt = 0;
+    while (pos < s->nk && s->k[pos] != k) pos++;
+    for (int b = 0; b < p->nbufs; b++) cnt += dies_at(p, s, b, pos);
+    if (!cnt) return 0;
+    fprintf(f, "static const TrnCudaBuf cd_%s[] = {", k->name);
+    for (int b = 0, j = 0; b < p->nbufs; b++)
+        if (dies_at(p, s, b, pos))
+            fprintf(f, "%s{%lld, %lld, %d, 0, 0}", j++ ? ", " : "", (long long)p->bufs[b].offset, (long long)p->bufs[b].bytes, (int)p->bufs[b].dt);
+    fputs("};\n", f);
+    return cnt;
+}
+
 static void emit_gemm_init(FILE *f, const TrnCudaGemm *g) {
     fprintf(f, "{%d, %d, %d, %d, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %d, {", g->dtype, g->cdtype, g->ta, g->tb,
             (long long)g->M, (long long)g->N, (long long)g->K, (long long)g->a, (long long)g->b, (long long)g->c, (long long)g->lda,
@@ -1638,7 +1659,7 @@ bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *
     for (int i = 0; i < m->nfn; i++) fprintf(f, "    \"%s\",\n", m->fn[i].name);
     fputs("};\n\n", f);
     /* per kernel: launches, products, steps, buffers */
-    int *nr = xcalloc((size_t)m->nkr + 1, sizeof(int)), *nw = xcalloc((size_t)m->nkr + 1, sizeof(int));
+    int *nr = xcalloc((size_t)m->nkr + 1, sizeof(int)), *nw = xcalloc((size_t)m->nkr + 1, sizeof(int)), *nd = xcalloc((size_t)m->nkr + 1, sizeof(int));
     for (int i = 0; i < m->nkr; i++) {
         CuKern *r = &m->kr[i];
         Kernel *k = r->k;
@@ -1674,6 +1695,7 @@ bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *
         }
         nr[i] = emit_bufs(f, p, "cr", k->name, k->reads, k->nreads, s, k, true);
         nw[i] = emit_bufs(f, p, "cw", k->name, k->writes, k->nwrites, s, k, false);
+        nd[i] = emit_dying(f, p, s, k);
     }
     static const char *const sname[TRN_RUN__COUNT] = {"micro", "update", "eval", "sample", "refresh"};
     for (int s = 0; s < TRN_RUN__COUNT; s++) {
@@ -1696,15 +1718,16 @@ bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *
             cg_c_string(f, where);
             static const char *const kinds[] = {"TRN_CK_LAUNCH", "TRN_CK_GEMM", "TRN_CK_MEMSET", "TRN_CK_STEPS"};
             int ng = r->kind == TRN_CK_GEMM ? 1 : r->ng;
-            fprintf(f, ", %s, %d, %s%s, %d, %s%s, %d, %s%s, %lld, %lld, %s, %d, %d, %s%s, %s%s},\n", kinds[r->kind], r->nl, r->nl ? "cl_" : "NULL",
-                    r->nl ? k->name : "", ng, ng ? "cg_" : "NULL", ng ? k->name : "", r->nstep, r->nstep ? "cs_" : "NULL", r->nstep ? k->name : "",
-                    (long long)r->ms_off, (long long)r->ms_bytes, k->name, nr[i], nw[i], nr[i] ? "cr_" : "NULL", nr[i] ? k->name : "",
-                    nw[i] ? "cw_" : "NULL", nw[i] ? k->name : "");
+            fprintf(f, ", %s, %d, %s%s, %d, %s%s, %d, %s%s, %lld, %lld, %s, %d, %d, %s%s, %s%s, %d, %s%s},\n", kinds[r->kind], r->nl,
+                    r->nl ? "cl_" : "NULL", r->nl ? k->name : "", ng, ng ? "cg_" : "NULL", ng ? k->name : "", r->nstep, r->nstep ? "cs_" : "NULL",
+                    r->nstep ? k->name : "", (long long)r->ms_off, (long long)r->ms_bytes, k->name, nr[i], nw[i], nr[i] ? "cr_" : "NULL",
+                    nr[i] ? k->name : "", nw[i] ? "cw_" : "NULL", nw[i] ? k->name : "", nd[i], nd[i] ? "cd_" : "NULL", nd[i] ? k->name : "");
         }
         fputs("};\n", f);
     }
     free(nr);
     free(nw);
+    free(nd);
     fprintf(f, "\nconst TrnCudaModule %s = {\n    .abi = TRN_CUDA_ABI,\n    .hash = \"\",\n    .nimages = %d,\n    .images = cuda_images,\n", m->sym,
             cb->n);
     fprintf(f, "    .nfns = %d,\n    .fns = cuda_fns,\n    .nkern = {", m->nfn);

@@ -358,6 +358,7 @@ struct TrnCudaDev {
     CUgraphExec          graph[TRN_RUN__COUNT];
     int                  runs[TRN_RUN__COUNT];
     int                  use_graphs, sync_each;
+    int                  poison;            /* TRN_FLAG_POISON: dead temporaries filled with 0xFF */
     const char          *prof_path;      /* TRAINC_CUDA_PROFILE */
     CUevent             *pev[TRN_RUN__COUNT];   /* per schedule: nkern + 1 timing events */
     double              *pms[TRN_RUN__COUNT];   /* per kernel: milliseconds summed over runs */
@@ -572,6 +573,10 @@ static int enqueue(TrnCudaDev *g, int which, int i, char *err, size_t errn) {
         for (int l = 0; l < k->nlaunch; l++)
             if (launch_one(g, k, kr, l, err, errn) != 0) return -1;
     }
+    /* --poison: the temporaries it read for the last time, filled with NaN
+     * bytes, as the C backend's schedules do (a stale read shows) */
+    for (int d = 0; g->poison && d < k->ndie; d++)
+        CU(MemsetD8Async, (g->arena + (CUdeviceptr)k->die[d].off, 0xFF, (size_t)k->die[d].bytes, g->st), k->name, "poison");
     if (g->sync_each) CU(StreamSynchronize, (g->st), "after the kernel", kwhere(k, w, sizeof w));
     return 0;
 }
@@ -724,6 +729,7 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     CU(StreamCreate, (&g->st, TRN_CU_STREAM_NON_BLOCKING), "compute", "");
     CU(StreamCreate, (&g->up, TRN_CU_STREAM_NON_BLOCKING), "upload", "");
     CU(MemsetD8Async, (g->arena, flags & TRN_FLAG_POISON ? 0xFF : 0, bytes, g->st), "the arena", "");
+    g->poison = (flags & TRN_FLAG_POISON) != 0;
     CU(EventCreate, (&g->upev, TRN_CU_EVENT_DISABLE_TIMING), "", "");
     CU(EventCreate, (&g->done, TRN_CU_EVENT_DISABLE_TIMING), "", "");
     /* pinned staging: one slot per input tensor */
@@ -989,9 +995,11 @@ static int be_init(void *self, int tensor, const TrnInitSpec *sp, char *err, siz
 
 static void be_destroy(void *self) { trn_cuda_close(self); }
 
-int trn_cuda_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn) {
+int trn_cuda_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn) { return rt_cuda_backend(m, 0, out, err, errn); }
+
+int rt_cuda_backend(const TrnModel *m, int flags, TrnBackend *out, char *err, size_t errn) {
     if (rt_check_model(m, err, errn) != 0) return -1;
-    TrnCudaDev *g = trn_cuda_open(m, 0, err, errn);
+    TrnCudaDev *g = trn_cuda_open(m, flags, err, errn);
     if (!g) return -1;
     memset(out, 0, sizeof *out);
     out->name = "cuda";

@@ -189,6 +189,7 @@ int rt_set_sample_rows(TrnSession *s, const int64_t *pos);
  * all-ones bytes, NaN in every float type, and the schedules poison dead
  * buffers). */
 int rt_cpu_backend(const TrnModel *m, int flags, TrnBackend *out, char *err, size_t errn);
+int rt_cuda_backend(const TrnModel *m, int flags, TrnBackend *out, char *err, size_t errn); /* trn_cuda_backend with TRN_FLAG_* */
 
 /* ===================================================================== */
 /* data.c — micro-batches from llm.c token files                          */

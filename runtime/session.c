@@ -313,13 +313,13 @@ TrnSession *trn_create(const TrnModel *m, const TrnOptions *opt, char *err, size
         }
     } else if (strcmp(dev, "cuda") == 0) {
         char e[512];
-        if (trn_cuda_backend(m, &be, e, sizeof e) != 0) {
+        if (rt_cuda_backend(m, flags, &be, e, sizeof e) != 0) {
             rt_fail(err, errn, "device cuda: %s", e);
             return NULL;
         }
     } else if (strcmp(dev, "auto") == 0) {
         char ecuda[512], ecpu[512];
-        if (trn_cuda_backend(m, &be, ecuda, sizeof ecuda) != 0 && rt_cpu_backend(m, flags, &be, ecpu, sizeof ecpu) != 0) {
+        if (rt_cuda_backend(m, flags, &be, ecuda, sizeof ecuda) != 0 && rt_cpu_backend(m, flags, &be, ecpu, sizeof ecpu) != 0) {
             rt_fail(err, errn, "no device can run this model: cuda: %s; cpu: %s", ecuda, ecpu);
             return NULL;
         }

@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define TRN_CUDA_ABI 2
+#define TRN_CUDA_ABI 3
 #define TRN_CUDA_MAXARGS 16
 
 /* A compiled image: cubin for one architecture, or PTX (JIT-compiled by the driver). */
@@ -95,6 +95,8 @@ typedef struct TrnCudaKernel {
     void               (*cpu)(unsigned char *arena);   /* the C backend's kernel */
     int                  nreads, nwrites;
     const TrnCudaBuf    *reads, *writes;    /* writes: the results (a template's scratch is not listed) */
+    int                  ndie;
+    const TrnCudaBuf    *die;       /* temporaries read for the last time here: filled with 0xFF after it under TRN_FLAG_POISON */
 } TrnCudaKernel;
 
 typedef struct TrnCudaModule {

@@ -16,7 +16,8 @@
 #    parameters itself, are the same bytes); a run on the fake GPU resumed from
 #    the step-2 checkpoint of the graph run continues it bit for bit; with
 #    TRAINC_CUDA_PROFILE, a 2-step run lists every kernel of the schedules
-#    that ran, and its losses are the same.
+#    that ran, and its losses are the same; so are those of a --poison run
+#    (every temporary filled with NaN bytes after its last reader).
 set -u
 emit=$1 rtlib=$2 tokenize=$3 dir=$4 model=$5 name=$6 sym=$7 steps=$8 limit=$9
 shift 9
@@ -62,6 +63,9 @@ echo "initialisation: the step-0 checkpoints of the CPU and the fake GPU are the
 TRAINC_CUDA_GRAPH=0 ./train $args --device cuda --metrics nograph.jsonl > nograph.log 2>&1 || { cat nograph.log; echo "FAIL: --device cuda, no graphs"; exit 1; }
 ./train $args --device cuda --metrics resumed.jsonl --resume ck_2.safetensors > resumed.log 2>&1 ||
     { cat resumed.log; echo "FAIL: --device cuda --resume"; exit 1; }
+# --poison: the arena starts as NaN bytes and every temporary is filled with
+# them after its last reader (captured into the graph too): the same losses
+./train $args --device cuda --poison --metrics poison.jsonl > poison.log 2>&1 || { cat poison.log; echo "FAIL: --device cuda --poison"; exit 1; }
 # TRAINC_CUDA_PROFILE: a line per kernel of the schedules that ran (micro, eval), each called
 # as often as its schedule ran; the losses unchanged
 TRAINC_CUDA_PROFILE=profile.jsonl ./train $args --steps 2 --device cuda --metrics prof.jsonl > prof.log 2>&1 ||
@@ -87,6 +91,7 @@ echo "losses, cpu:                $c"
 echo "losses, fake GPU:           $f"
 echo "losses, fake GPU, no graph: $n"
 [ "$f" = "$n" ] || { echo "FAIL: the graph and the eager schedule differ"; rc=1; }
+[ "$f" = "$(losses poison.jsonl)" ] || { echo "FAIL: poisoning dead temporaries on the fake GPU changed the losses: $(losses poison.jsonl)"; rc=1; }
 awk -v c="$c" -v e="$f" -v lim="$limit" 'BEGIN {
     n = split(c, a, " "); m = split(e, b, " "); w = 0
     for (i = 1; i <= n; i++) {
