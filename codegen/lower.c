@@ -414,6 +414,15 @@ static Node *update_target(Lower *L, const Value *v) {
     return NULL;
 }
 
+/* y's only reader when it is `add(y, o)` of y's type with another operand
+ * o of that type (in *o), which the kernel computing y may absorb. */
+static Node *sole_add(Lower *L, Value *y, Value **o) {
+    Node *add = L->fuse ? only_use(L, y, OP_add) : NULL;
+    if (!add || !type_eq(&add->out[0]->ty, &y->ty)) return NULL;
+    *o = add->in[add->in[0] == y ? 1 : 0];
+    return *o != y && type_eq(&(*o)->ty, &y->ty) ? add : NULL;
+}
+
 /* Gradient accumulation (passes/optimizer.c, grad_accum > 1): an f32
  * gradient y read only by `acc' = add(acc, y)`, acc a state whose update
  * is acc' and acc' read by nothing else, is summed into the state by the
@@ -421,11 +430,10 @@ static Node *update_target(Lower *L, const Value *v) {
  * norm's dw and db (Kernel.acc_grads).  No temporary, no add kernel.
  * Returns the add, and the state in *state. */
 static Node *accumulating_add(Lower *L, Value *y, Value **state) {
-    if (!L->fuse || y->ty.dt != DT_f32) return NULL;
-    Node *add = only_use(L, y, OP_add);
-    if (!add || !type_eq(&add->out[0]->ty, &y->ty)) return NULL;
-    Value *sv = add->in[add->in[0] == y ? 1 : 0], *r = add->out[0];
-    if (sv == y || sv->def->op != OP_state || !type_eq(&sv->ty, &y->ty)) return NULL;
+    Value *sv;
+    Node *add = y->ty.dt == DT_f32 ? sole_add(L, y, &sv) : NULL;
+    if (!add || sv->def->op != OP_state) return NULL;
+    Value *r = add->out[0];
     if (L->uses->of[r->id].n || update_target(L, r) != sv->def) return NULL;
     UseList *su = &L->uses->of[sv->id]; /* in this schedule only the add reads the state (the step's update reads it too) */
     for (int i = 0; i < su->n; i++)
@@ -442,13 +450,10 @@ static Node *accumulating_add(Lower *L, Value *y, Value **state) {
  * must already be in a temporary buffer of its own, whole and contiguous.
  * (The C backend rounds the product and then the sum, as the add would;
  * cuBLASLt rounds the sum once.)  Returns the add and o. */
-static Node *summing_add(Lower *L, Node *n, Value **other) {
-    Value *y = n->out[0];
-    if (!L->fuse) return NULL;
-    Node *add = only_use(L, y, OP_add);
-    if (!add || !type_eq(&add->out[0]->ty, &y->ty)) return NULL;
-    Value *o = add->in[add->in[0] == y ? 1 : 0];
-    if (o == y || !type_eq(&o->ty, &y->ty) || L->uses->of[o->id].n != 1 || L->uses->nout_refs[o->id]) return NULL;
+static Node *summing_add(Lower *L, Value *y, Value **other) {
+    Value *o;
+    Node *add = sole_add(L, y, &o);
+    if (!add || L->uses->of[o->id].n != 1 || L->uses->nout_refs[o->id]) return NULL;
     ValInfo *oi = VI(L, o);
     if (oi->st != VS_BUF || !view_is_contig(&oi->view) || oi->view.off != 0) return NULL;
     Buf *b = &L->p->bufs[oi->view.buf];
@@ -541,27 +546,26 @@ static void lower_matmul(Lower *L, Node *n) {
             }
         }
     }
+    /* c += a·b (beta = 1) in place of the state the add updates, or of the
+     * other summand, which dies here */
     Value *sv = NULL, *ov = NULL;
     Node *acc = res == y && gi->nbatch == 0 && y->ty.shape.rank == 2 ? accumulating_add(L, y, &sv) : NULL;
-    Node *sum = res == y && gi->nbatch == 0 && !acc ? summing_add(L, n, &ov) : NULL;
-    if (acc) {
-        /* c += a·b in place of the state the add updates (beta = 1) */
+    Node *sum = res == y && gi->nbatch == 0 && !acc ? summing_add(L, y, &ov) : NULL;
+    if (acc || sum) {
+        Node *add = acc ? acc : sum;
         gi->accumulate = true;
-        kern_add_node(L, k, acc);
-        L->done[acc->id] = true;
-        res = acc->out[0];
-        materialise(L, sv); /* the state's own buffer */
-        view_contig(&gi->c, persistent_buf(L, sv->def), &res->ty.shape);
-    } else if (sum) {
-        /* c += a·b in place of the other summand, which dies here */
-        gi->accumulate = true;
-        kern_add_node(L, k, sum);
-        L->done[sum->id] = true;
-        res = sum->out[0];
-        kern_add_dep(k, VI(L, ov)->kern);
-        view_contig(&gi->c, VI(L, ov)->view.buf, &res->ty.shape);
-        after_readers(L, k, gi->c.buf);
-        VI(L, ov)->st = VS_NONE;
+        kern_add_node(L, k, add);
+        L->done[add->id] = true;
+        res = add->out[0];
+        if (acc) {
+            materialise(L, sv); /* the state's own buffer */
+            view_contig(&gi->c, persistent_buf(L, sv->def), &res->ty.shape);
+        } else {
+            kern_add_dep(k, VI(L, ov)->kern);
+            view_contig(&gi->c, VI(L, ov)->view.buf, &res->ty.shape);
+            after_readers(L, k, gi->c.buf);
+            VI(L, ov)->st = VS_NONE;
+        }
     } else {
         view_contig(&gi->c, temp_buf(L, res), &res->ty.shape);
     }
@@ -1024,13 +1028,11 @@ static void lower_updates(Lower *L) {
         ValInfo *vi = VI(L, v);
         Kernel *k = vi->kern;
         UseList *ul = &L->uses->of[v->id];
-        bool inplace = false;
+        /* v already in the target's buffer: its kernel wrote it in place
+         * (AdamW, SGD, an accumulating product or norm) */
+        bool inplace = vi->st == VS_BUF && k && vi->view.buf == tb;
         if (vi->st == VS_INLINE && k && k->kind == KK_LOOP && ul->n == 0 && pointwise_inplace_ok(L, k, o->target->out[0]))
             inplace = true;
-        if (vi->st == VS_BUF && k && k->kind == KK_TMPL && (k->nodes[0]->op == OP_adamw || k->nodes[0]->op == OP_sgd) && vi->view.buf == tb)
-            inplace = true;
-        if (vi->st == VS_BUF && k && k->kind == KK_GEMM && k->gemm.accumulate && vi->view.buf == tb) inplace = true;
-        if (vi->st == VS_BUF && k && k->kind == KK_TMPL && k->acc_grads && vi->view.buf == tb) inplace = true;
         if (vi->st == VS_INLINE && k && k->kind == KK_LOOP && ul->n == 0 && L->fuse && epilogue_inplace_ok(L, k, v, o->target->out[0], tb)) inplace = true;
         if (inplace) {
             vi->st = VS_BUF;
