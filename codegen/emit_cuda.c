@@ -361,8 +361,8 @@ typedef struct Loop {
     LoopNest *N;
     Emit     *e;
     Params    P;
-    int       vec;                /* 4: four elements per thread (innermost loop) */
-    bool      vacc[LOOP_MAXACC];  /* access read/written as float4 */
+    int       vec;                /* 4 or 8: elements per thread (innermost loop), 0: one */
+    bool      vacc[LOOP_MAXACC];  /* access read/written as a vector (trn_ldv, trn_stv) */
     StrBuf   *b;
 } Loop;
 
@@ -527,14 +527,81 @@ static void decompose(Loop *L, bool red, const char *lin, int depth, int vec) {
         int i = idx[j];
         int64_t size = L->N->lsize[i];
         bool inner = j == n - 1 && vec > 1;
-        if (inner) size /= vec;
+        char times[16] = "";
+        if (inner) size /= vec, snprintf(times, sizeof times, " * %d", vec);
         ind(L->b, depth);
-        if (j == 0) sb_printf(L->b, "const long long i%d = q_%s%s;\n", i, red ? "r" : "k", inner ? " * 4" : "");
+        if (j == 0) sb_printf(L->b, "const long long i%d = q_%s%s;\n", i, red ? "r" : "k", times);
         else {
-            sb_printf(L->b, "const long long i%d = (q_%s %% %lldll)%s;\n", i, red ? "r" : "k", (long long)size, inner ? " * 4" : "");
+            sb_printf(L->b, "const long long i%d = (q_%s %% %lldll)%s;\n", i, red ? "r" : "k", (long long)size, times);
             ind(L->b, depth);
             sb_printf(L->b, "q_%s /= %lldll;\n", red ? "r" : "k", (long long)size);
         }
+    }
+}
+
+/* The vector width along loop lv: W elements a thread, 8 when a half
+ * access takes part (16 bytes of half) and 4 otherwise (16 bytes of f32),
+ * when every buffer access that moves along lv is f32, bf16 or f16,
+ * contiguous there and starts each thread's W elements on a multiple of W
+ * (its offset and its strides over the other loops multiples of W); 0:
+ * none.  `pre`: only the accesses before a reduction count (a columns
+ * kernel's partials leave the epilogue to the kernel after). */
+static int vec_width(const LoopNest *N, int lv, bool pre) {
+    for (int w = 8; w >= 4; w -= 4) {
+        if (N->lsize[lv] % w) continue;
+        bool ok = true, any = false, half = false;
+        for (int a = 0; a < N->nacc && ok; a++) {
+            const LoopAcc *ac = &N->acc[a];
+            if (ac->buf < 0 || N->lst[a][lv] == 0 || (pre && ac->post)) continue;
+            ok = N->lst[a][lv] == 1 && (ac->dt == DT_f32 || ac->dt == DT_bf16 || ac->dt == DT_f16) && ac->off % w == 0;
+            for (int i = 0; i < N->nl && ok; i++) ok = i == lv || N->lst[a][i] % w == 0;
+            half |= ac->dt != DT_f32;
+            any = true;
+        }
+        if (ok && any && (w == 4 || half)) return w;
+    }
+    return 0;
+}
+
+/* Marks the accesses vec_width counted as vector accesses of width w. */
+static void set_vec(Loop *L, int lv, bool pre, int w) {
+    L->vec = w;
+    for (int a = 0; a < L->N->nacc; a++)
+        L->vacc[a] = w && L->N->acc[a].buf >= 0 && L->N->lst[a][lv] != 0 && !(pre && L->N->acc[a].post);
+}
+
+/* Declares and loads the vector accesses' elements (a<acc>[W]) and the
+ * stores' (s<acc>[W]), then opens the loop over a thread's W elements. */
+static void vec_open(Loop *L, int depth) {
+    for (int a = 0; a < L->N->nacc; a++) {
+        if (!L->vacc[a]) continue;
+        char idx[512];
+        idx_expr(L, a, idx, sizeof idx);
+        ind(L->b, depth);
+        if (L->N->acc[a].store) sb_printf(L->b, "float s%d[%d];\n", a, L->vec);
+        else {
+            int pi = param(L->e, &L->P, L->N->acc[a].buf, false);
+            sb_printf(L->b, "float a%d[%d];\n", a, L->vec);
+            ind(L->b, depth);
+            sb_printf(L->b, "trn_ldv(p%d + %s, a%d);\n", pi, idx, a);
+        }
+    }
+    sb_puts(L->b, "#pragma unroll\n");
+    ind(L->b, depth);
+    sb_printf(L->b, "for (int e = 0; e < %d; e++) {\n", L->vec);
+}
+
+/* Closes vec_open's loop and stores the stores' elements. */
+static void vec_close(Loop *L, int depth) {
+    ind(L->b, depth);
+    sb_puts(L->b, "}\n");
+    for (int a = 0; a < L->N->nacc; a++) {
+        if (!L->vacc[a] || !L->N->acc[a].store) continue;
+        char idx[512];
+        idx_expr(L, a, idx, sizeof idx);
+        int pi = param(L->e, &L->P, L->N->acc[a].buf, true);
+        ind(L->b, depth);
+        sb_printf(L->b, "trn_stv(p%d + %s, s%d);\n", pi, idx, a);
     }
 }
 
@@ -546,23 +613,9 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
         if (L->N->lred[i]) R *= L->N->lsize[i];
         else K *= L->N->lsize[i];
     }
-    /* 16-byte vectors: no reduction; the innermost loop a multiple of 4;
-     * every buffer access f32 with stride 0 or 1 there and 4-aligned */
+    /* pointwise kernels: vectors along the innermost loop */
     int last = L->N->nl - 1;
-    if (!k->red && last >= 0 && L->N->lsize[last] % 4 == 0) {
-        bool ok = true, any = false;
-        for (int a = 0; a < L->N->nacc && ok; a++) {
-            LoopAcc *ac = &L->N->acc[a];
-            if (ac->buf < 0) continue;
-            int64_t st = L->N->lst[a][last];
-            if (st == 0) continue;
-            if (st != 1 || ac->dt != DT_f32 || ac->off % 4) ok = false;
-            for (int i = 0; i < last && ok; i++) ok = L->N->lst[a][i] % 4 == 0;
-            if (ok) L->vacc[a] = any = true;
-        }
-        if (ok && any) L->vec = 4;
-        else memset(L->vacc, 0, sizeof L->vacc);
-    }
+    if (!k->red && last >= 0) set_vec(L, last, false, vec_width(L->N, last, false));
 
     StrBuf body = {0};
     L->b = &body;
@@ -572,37 +625,14 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
     int tpr = 32, rpb = 1, ny = 16;
     int64_t G = 1, RC = 0; /* columns: row groups (a second kernel adds their partials), rows per group */
     if (!k->red) {
-        int64_t units = K / (L->vec ? 4 : 1);
+        int64_t units = K / (L->vec ? L->vec : 1);
         gx = cdiv(units, NT);
         sb_printf(&body, "    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n    if (t >= %lldll) return;\n",
                   (long long)units);
-        decompose(L, false, "t", depth, L->vec ? 4 : 1);
-        if (L->vec) {
-            for (int a = 0; a < L->N->nacc; a++) {
-                if (!L->vacc[a]) continue;
-                char idx[512];
-                idx_expr(L, a, idx, sizeof idx);
-                if (L->N->acc[a].store) sb_printf(&body, "    float s%d[4];\n", a);
-                else {
-                    int pi = param(e, &L->P, L->N->acc[a].buf, false);
-                    sb_printf(&body, "    float a%d[4];\n    {\n        const float4 w = trn_ld4(p%d + %s);\n", a, pi, idx);
-                    sb_printf(&body, "        a%d[0] = w.x; a%d[1] = w.y; a%d[2] = w.z; a%d[3] = w.w;\n    }\n", a, a, a, a);
-                }
-            }
-            sb_puts(&body, "#pragma unroll\n    for (int e = 0; e < 4; e++) {\n");
-            depth = 2;
-        }
+        decompose(L, false, "t", depth, L->vec ? L->vec : 1);
+        if (L->vec) vec_open(L, 1), depth = 2;
         for (int i = 0; i < k->nnodes; i++) emit_loop_node(L, i, depth);
-        if (L->vec) {
-            sb_puts(&body, "    }\n");
-            for (int a = 0; a < L->N->nacc; a++) {
-                if (!L->vacc[a] || !L->N->acc[a].store) continue;
-                char idx[512];
-                idx_expr(L, a, idx, sizeof idx);
-                int pi = param(e, &L->P, L->N->acc[a].buf, true);
-                sb_printf(&body, "    trn_st4(p%d + %s, make_float4(s%d[0], s%d[1], s%d[2], s%d[3]));\n", pi, idx, a, a, a, a);
-            }
-        }
+        if (L->vec) vec_close(L, 1);
     } else {
         /* rows when some load reads the innermost reduced loop contiguously */
         int lastred = -1;
@@ -630,22 +660,41 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
         } else {
             bx = 32;
             by = (unsigned)ny;
-            gx = cdiv(K, 32);
             /* Few blocks (bias and norm-weight gradients: 768 columns are
              * 24 blocks) over many rows underfill a GPU: the rows are split
              * into G groups, about 256 blocks in all, at least 1024 rows a
-             * group, partials in the workspace. */
-            if (gx < 128 && R >= 4096) {
-                G = cdiv(256, gx);
-                if (G > R / 1024) G = R / 1024;
-                if (G > e->p->workspace_bytes / (K * 8)) G = e->p->workspace_bytes / (K * 8);
-                if (G < 2) G = 1;
+             * group, partials in the workspace.  Split kernels of sums read
+             * W columns a thread with vector loads when they can (then at
+             * least 512 rows a group, as the blocks are W times fewer). */
+            int lk = -1, w = 0;
+            for (int i = 0; i < L->N->nl; i++)
+                if (!L->N->lred[i]) lk = i;
+            if (fl && ro != OP_max && lk >= 0 && R >= 4096) w = vec_width(L->N, lk, true);
+            for (;;) {
+                gx = cdiv(K / (w ? w : 1), 32);
+                G = 1;
+                if (gx < 128 && R >= 4096) {
+                    G = cdiv(256, gx);
+                    if (G > R / (w ? 512 : 1024)) G = R / (w ? 512 : 1024);
+                    if (G > e->p->workspace_bytes / (K * 8)) G = e->p->workspace_bytes / (K * 8);
+                    if (G < 2) G = 1;
+                }
+                if (!w || G > 1) break;
+                w = 0;
             }
+            set_vec(L, lk, true, w);
             RC = cdiv(R, G);
-            sb_printf(&body, "    const long long kk = (long long)blockIdx.x * 32 + threadIdx.x;\n    const bool kok = kk < %lldll;\n",
-                      (long long)K);
-            sb_printf(&body, "    %s acc = %s;\n    if (kok) {\n", at, init);
-            decompose(L, false, "kk", 2, 1);
+            if (w) {
+                sb_printf(&body, "    const long long kq = (long long)blockIdx.x * 32 + threadIdx.x, kk = kq * %d;\n    const bool kok = kq < %lldll;\n",
+                          w, (long long)(K / w));
+                sb_printf(&body, "    %s acc[%d] = {};\n    if (kok) {\n", at, w);
+                decompose(L, false, "kq", 2, w);
+            } else {
+                sb_printf(&body, "    const long long kk = (long long)blockIdx.x * 32 + threadIdx.x;\n    const bool kok = kk < %lldll;\n",
+                          (long long)K);
+                sb_printf(&body, "    %s acc = %s;\n    if (kok) {\n", at, init);
+                decompose(L, false, "kk", 2, 1);
+            }
             if (G > 1)
                 sb_printf(&body, "    for (long long r = (long long)blockIdx.y * %lldll + threadIdx.y, re = min((long long)blockIdx.y * %lldll + %lldll, %lldll); r < re; r += %d) {\n",
                           (long long)RC, (long long)RC, (long long)RC, (long long)R, ny);
@@ -653,13 +702,15 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
         }
         depth = 2;
         decompose(L, true, "r", depth, 1);
+        if (L->vec) vec_open(L, depth), depth = 3;
         int i = 0;
         for (; i < k->nnodes && k->nodes[i] != k->red; i++) emit_loop_node(L, i, depth);
         char in0[64];
         loop_operand(L, i, 0, depth, in0);
         ind(&body, depth);
         if (ro == OP_max) sb_printf(&body, "if ((%s)%s > acc) acc = %s;\n", at, in0, in0);
-        else sb_printf(&body, "acc += (%s)%s;\n", at, in0);
+        else sb_printf(&body, "acc%s += (%s)%s;\n", L->vec ? "[e]" : "", at, in0);
+        if (L->vec) depth = 2, vec_close(L, depth);
         sb_puts(&body, "    }\n");
         if (!rows) sb_puts(&body, "    }\n");
         /* combine */
@@ -684,13 +735,21 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
                 sb_printf(&body, "        for (int s = %d; s > 0; s >>= 1) {\n            if ((int)threadIdx.y < s && sh[threadIdx.y + s][threadIdx.x] > "
                                  "sh[threadIdx.y][threadIdx.x]) sh[threadIdx.y][threadIdx.x] = sh[threadIdx.y + s][threadIdx.x];\n"
                                  "            __syncthreads();\n        }\n        acc = sh[0][threadIdx.x];\n    }\n", ny / 2);
+            } else if (L->vec) {
+                /* one column sum after another through the same shared array */
+                sb_printf(&body, "    for (int e = 0; e < %d; e++) {\n        if (e) __syncthreads();\n        acc[e] = trn_col_sum<%d>(acc[e]);\n    }\n",
+                          L->vec, ny);
             } else {
                 sb_printf(&body, "    acc = trn_col_sum<%d>(acc);\n", ny);
             }
             if (G > 1) {
                 /* the partials' kernel, then the one that adds them in group order and runs the epilogue */
                 int pw = param_ws(e, &L->P);
-                sb_printf(&body, "    if (threadIdx.y == 0 && kok) ((%s *)p%d)[(long long)blockIdx.y * %lldll + kk] = acc;\n}\n", at, pw, (long long)K);
+                if (L->vec)
+                    sb_printf(&body, "    if (threadIdx.y == 0 && kok)\n        for (int e = 0; e < %d; e++) ((%s *)p%d)[(long long)blockIdx.y * %lldll + kk + e] = acc[e];\n}\n",
+                              L->vec, at, pw, (long long)K);
+                else sb_printf(&body, "    if (threadIdx.y == 0 && kok) ((%s *)p%d)[(long long)blockIdx.y * %lldll + kk] = acc;\n}\n", at, pw, (long long)K);
+                set_vec(L, 0, false, 0);
                 StrBuf pb = {0};
                 fn_head(e, &pb, &L->P, (int)(bx * by));
                 sb_puts(&pb, body.s);

@@ -229,6 +229,70 @@ TRN_DEV float4 trn_ld4(const trn_f16 *p) {
     return make_float4(trn_f32(h[0]), trn_f32(h[1]), trn_f32(h[2]), trn_f32(h[3]));
 }
 TRN_DEV float  trn_get(const float4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+/* W consecutive elements (W = 4 or 8, the pointer W-element aligned) as
+ * floats, and back: loop kernels' vector accesses.  Half types move as one
+ * 8-byte (W = 4) or 16-byte (W = 8) word; a store rounds to nearest even,
+ * as trn_st does. */
+template <int W> TRN_DEV void trn_ldv(const float *p, float (&a)[W]) {
+#pragma unroll
+    for (int i = 0; i < W; i += 4) {
+        const float4 w = *(const float4 *)(p + i);
+        a[i] = w.x, a[i + 1] = w.y, a[i + 2] = w.z, a[i + 3] = w.w;
+    }
+}
+template <int W> TRN_DEV void trn_stv(float *p, const float (&s)[W]) {
+#pragma unroll
+    for (int i = 0; i < W; i += 4) *(float4 *)(p + i) = make_float4(s[i], s[i + 1], s[i + 2], s[i + 3]);
+}
+template <int W> TRN_DEV void trn_ldw(const void *p, uint32_t (&u)[W / 2]) {
+    if constexpr (W == 8) {
+        const uint4 v = *(const uint4 *)p;
+        u[0] = v.x, u[1] = v.y, u[2] = v.z, u[3] = v.w;
+    } else {
+        const uint2 v = *(const uint2 *)p;
+        u[0] = v.x, u[1] = v.y;
+    }
+}
+/* (On the GPU as one st.global.v4 / v2: NVVM splits the plain C++ store
+ * into 4-byte ones when the words come from different blocks, as they do
+ * in a columns kernel's row loop.) */
+template <int W> TRN_DEV void trn_stw(void *p, const uint32_t (&u)[W / 2]) {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+    if constexpr (W == 8)
+        asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u[0]), "r"(u[1]), "r"(u[2]), "r"(u[3]) : "memory");
+    else asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(u[0]), "r"(u[1]) : "memory");
+#else
+    if constexpr (W == 8) *(uint4 *)p = make_uint4(u[0], u[1], u[2], u[3]);
+    else *(uint2 *)p = make_uint2(u[0], u[1]);
+#endif
+}
+template <int W> TRN_DEV void trn_ldv(const trn_bf16 *p, float (&a)[W]) {
+    uint32_t u[W / 2];
+    trn_ldw<W>(p, u);
+#pragma unroll
+    for (int i = 0; i < W / 2; i++) a[2 * i] = __uint_as_float(u[i] << 16), a[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+}
+template <int W> TRN_DEV void trn_ldv(const trn_f16 *p, float (&a)[W]) {
+    uint32_t u[W / 2];
+    trn_ldw<W>(p, u);
+#pragma unroll
+    for (int i = 0; i < W / 2; i++) {
+        const trn_f16 lo = {(uint16_t)(u[i] & 0xffffu)}, hi = {(uint16_t)(u[i] >> 16)};
+        a[2 * i] = trn_f32(lo), a[2 * i + 1] = trn_f32(hi);
+    }
+}
+template <int W> TRN_DEV void trn_stv(trn_bf16 *p, const float (&s)[W]) {
+    uint32_t u[W / 2];
+#pragma unroll
+    for (int i = 0; i < W / 2; i++) u[i] = (uint32_t)trn_to_bf16(s[2 * i]).x | (uint32_t)trn_to_bf16(s[2 * i + 1]).x << 16;
+    trn_stw<W>(p, u);
+}
+template <int W> TRN_DEV void trn_stv(trn_f16 *p, const float (&s)[W]) {
+    uint32_t u[W / 2];
+#pragma unroll
+    for (int i = 0; i < W / 2; i++) u[i] = (uint32_t)trn_to_f16(s[2 * i]).x | (uint32_t)trn_to_f16(s[2 * i + 1]).x << 16;
+    trn_stw<W>(p, u);
+}
 
 /* ===================================================================== */
 /* template kernels: each is called by one generated __global__ function  */
