@@ -259,6 +259,52 @@ static int read_half_copies(Graph *train, Graph *g) {
     return n;
 }
 
+/* Parameters pad-tiles padded in the training graph but not in g.  A
+ * sampling graph whose logits are more than the head's product (a model
+ * that spells out log-softmax before its cross-entropy samples from the
+ * log-probabilities) keeps its head unpadded: padded logits could not be
+ * masked there.  Every schedule reads one buffer per parameter, so g's
+ * parameter takes the padded shape and a slice per padded dimension gives
+ * its uses the unpadded rows (a view: nothing is copied). */
+static bool share_padding(Graph *train, Graph *g, Diag *d) {
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *p = g->nodes[i];
+        if (p->op != OP_param) continue;
+        Node *tp = ir_find_source(train, OP_param, ir_source_name(p));
+        Value *v = p->out[0];
+        const Type *tt = tp ? &tp->out[0]->ty : NULL;
+        const Type gt = v->ty; /* the unpadded type, kept for the slices */
+        if (!tt || type_eq(tt, &gt) || tt->dt != gt.dt || tt->shape.rank != gt.shape.rank) continue;
+        bool larger = true;
+        for (int k = 0; k < gt.shape.rank; k++) larger = larger && tt->shape.d[k] >= gt.shape.d[k];
+        if (!larger) continue; /* not padding: lowering reports the two types */
+        /* the slices read v while it still has the unpadded type (each is
+         * then the identity), the uses move to the last, and v grows */
+        g->ip = i + 1;
+        Value *cur = v;
+        for (int k = 0; k < gt.shape.rank; k++) {
+            if (tt->shape.d[k] == gt.shape.d[k]) continue;
+            Node *sl = ir_new(g, OP_slice, 1, &cur, p->loc);
+            ir_set_int(g, sl, "axis", k);
+            ir_set_int(g, sl, "start", 0);
+            ir_set_int(g, sl, "end", gt.shape.d[k]);
+            if (!ir_emit(g, sl, d)) {
+                g->ip = -1;
+                return false;
+            }
+            cur = sl->out[0];
+        }
+        g->ip = -1;
+        Node *first = g->nodes[i + 1];
+        ir_replace_all_uses(g, v, cur);
+        first->in[0] = v;
+        v->ty = *tt;
+        const Attr *up = ir_attr(tp, "unpadded");
+        if (up) ir_set_ints(g, p, "unpadded", up->n, up->v);
+    }
+    return true;
+}
+
 bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Graph **sample_out, Diag *d) {
     Graph *fwd = fe_load_file(o->model, o->defs, o->ndefs, d);
     if (!fwd) return false;
@@ -288,6 +334,7 @@ bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Gr
         ok = n <= 64 && pm_run(g, names, n, &fpo, &fpm, d);
         const char *dce[] = {"dce"};
         if (ok && read_half_copies(train, g) > 0) ok = pm_run(g, dce, 1, &fpo, &fpm, d);
+        ok = ok && share_padding(train, g, d);
     }
     if (!ok) {
         ir_graph_free(eval);

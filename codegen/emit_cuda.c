@@ -665,7 +665,7 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
              * into G groups, about 256 blocks in all, at least 1024 rows a
              * group, partials in the workspace.  Split kernels of sums read
              * W columns a thread with vector loads when they can (then at
-             * least 512 rows a group, as the blocks are W times fewer). */
+             * least 256 rows a group, as the blocks are W times fewer). */
             int lk = -1, w = 0;
             for (int i = 0; i < L->N->nl; i++)
                 if (!L->N->lred[i]) lk = i;
@@ -675,7 +675,7 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
                 G = 1;
                 if (gx < 128 && R >= 4096) {
                     G = cdiv(256, gx);
-                    if (G > R / (w ? 512 : 1024)) G = R / (w ? 512 : 1024);
+                    if (G > R / (w ? 256 : 1024)) G = R / (w ? 256 : 1024);
                     if (G > e->p->workspace_bytes / (K * 8)) G = e->p->workspace_bytes / (K * 8);
                     if (G < 2) G = 1;
                 }
@@ -758,7 +758,7 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
                 memset(&L->P, 0, sizeof L->P);
                 pw = param_ws(e, &L->P);
                 sb_printf(&body, "    const long long kk = (long long)blockIdx.x * %d + threadIdx.x;\n    if (kk >= %lldll) return;\n", NT, (long long)K);
-                sb_printf(&body, "    %s acc = ((const %s *)p%d)[kk];\n    for (int g = 1; g < %lld; g++) {\n", at, at, pw, (long long)G);
+                sb_printf(&body, "    %s acc = ((const %s *)p%d)[kk];\n#pragma unroll 8\n    for (int g = 1; g < %lld; g++) {\n", at, at, pw, (long long)G);
                 sb_printf(&body, "        const %s w = ((const %s *)p%d)[g * %lldll + kk];\n", at, at, pw, (long long)K);
                 sb_puts(&body, ro == OP_max ? "        if (w > acc) acc = w;\n    }\n" : "        acc += w;\n    }\n");
                 gx = cdiv(K, NT);
@@ -1233,13 +1233,35 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         vp(e, &Q, x, false, b[3]);
         if (ln) vp(e, &Q, mean, false, b[4]);
         vp(e, &Q, rstd, false, b[5]);
-        snprintf(call, sizeof call, "tk_norm_bwd_cols<16, %s>(%s, %s, %s, %s, %s, %s, %lldll, %lldll, %d) /* dw [%lld]%s */", st_type(dy->ty.dt),
-                 b[0], ln ? b[1] : "(float *)0", b[2], b[3], ln ? b[4] : "(const float *)0", b[5], (long long)N, (long long)C, k->acc_grads,
-                 (long long)C, k->acc_grads ? " += (accumulators)" : "");
+        /* few column blocks over many rows: G row groups, about 256 blocks
+         * in all, at least 1024 rows a group (as loop kernels' column sums),
+         * partials in the workspace, added in order by a second kernel */
+        int64_t G = 1, gx = cdiv(C, 32);
+        if (gx < 128 && N >= 4096) {
+            G = cdiv(256, gx);
+            if (G > N / 1024) G = N / 1024;
+            if (G > e->p->workspace_bytes / (C * 16)) G = e->p->workspace_bytes / (C * 16);
+            if (G < 2) G = 1;
+        }
+        char pw[24] = "(double *)0";
+        if (G > 1) snprintf(pw, sizeof pw, "(double *)p%d", param_ws(e, &Q));
+        snprintf(call, sizeof call, "tk_norm_bwd_cols<16, %s>(%s, %s, %s, %s, %s, %s, %lldll, %lldll, %d, %lldll, %s) /* dw [%lld]%s */",
+                 st_type(dy->ty.dt), b[0], ln ? b[1] : "(float *)0", b[2], b[3], ln ? b[4] : "(const float *)0", b[5], (long long)N, (long long)C,
+                 k->acc_grads, (long long)(G > 1 ? (N + G - 1) / G : N), pw, (long long)C, k->acc_grads ? " += (accumulators)" : "");
         /* one block per multiprocessor asked for: with __launch_bounds__(512)
          * alone, ptxas gave the bf16-dy form 32 registers and a 4-byte spill
          * on sm_90 */
-        tmpl_launch_minb(e, r, "_dw", &Q, call, 512, 1, cdiv(C, 32), 1, 32, 16);
+        tmpl_launch_minb(e, r, "_dw", &Q, call, 512, 1, (unsigned)gx, (unsigned)G, 32, 16);
+        if (G > 1) {
+            Params F = {0};
+            char f[2][16];
+            vp(e, &F, n->out[1], true, f[0]);
+            if (ln) vp(e, &F, n->out[2], true, f[1]);
+            int fw = param_ws(e, &F);
+            snprintf(call, sizeof call, "tk_norm_bwd_final(%s, %s, (const double *)p%d, %lldll, %lldll, %d) /* dw [%lld] from %lld groups */", f[0],
+                     ln ? f[1] : "(float *)0", fw, (long long)G, (long long)C, k->acc_grads, (long long)C, (long long)G);
+            tmpl_launch(e, r, "_dwsum", &F, call, NT, cdiv(C, NT), 1, NT, 1);
+        }
         break;
     }
     case OP_rope:
@@ -1267,12 +1289,16 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
             vp(e, &P, n->in[2], false, c[0]);
             vp(e, &P, n->in[3], false, c[1]);
         }
+        /* a block per position and rpb rows (about 8 pairs a thread) */
+        int64_t rpb = 8 * NT / (D / 2 > 0 ? D / 2 : 1);
+        if (rpb < 1) rpb = 1;
+        while (cdiv(oq + ok, rpb) > 65535) rpb *= 2;
         snprintf(call, sizeof call,
-                 "tk_rope(%s, %s, %s, %s, %lldll, %lldll, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, %s, %s, %s, %d) /* q [%lld,%lld,%lld]%s */",
+                 "tk_rope(%s, %s, %s, %s, %lldll, %lldll, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, %s, %s, %s, %d, %lldll) /* q [%lld,%lld,%lld]%s */",
                  a[0], lay[0], a[1], lay[1], (long long)hq, (long long)oq, yk, lay[2], xk, lay[3], (long long)hk, (long long)ok, (long long)T,
-                 (long long)D, tab ? c[0] : "(const float *)0", tab ? c[1] : "(const float *)0", th, (int)ir_int(n, "inverse", 0),
+                 (long long)D, tab ? c[0] : "(const float *)0", tab ? c[1] : "(const float *)0", th, (int)ir_int(n, "inverse", 0), (long long)rpb,
                  (long long)oq, (long long)T, (long long)D, qk ? ", k" : "");
-        tmpl_launch(e, r, "", &P, call, NT, cdiv((oq + ok) * T * (D / 2), NT), 1, NT, 1);
+        tmpl_launch(e, r, "", &P, call, NT, (unsigned)T, cdiv(oq + ok, rpb), NT, 1);
         break;
     }
     case OP_attention:

@@ -530,17 +530,21 @@ TRN_DEV void tk_norm_bwd_rows(float *__restrict__ dx, EH *__restrict__ dxh, cons
 
 /* dw [C] = sum_rows dy xhat, db [C] = sum_rows dy (db may be NULL: rms_norm,
  * whose xhat = x rstd has no mean).  Block (32, NY): x over columns, y over
- * rows; grid ceil(C / 32).  dy as tk_norm_bwd_rows's.  acc: dw and db are
- * gradient accumulators, the sums added to them (rounded as the add that
- * was absorbed rounds). */
+ * rows; grid (ceil(C / 32), G).  dy as tk_norm_bwd_rows's.  G = 1: the
+ * sums are the results; acc: dw and db are gradient accumulators, the sums
+ * added to them (rounded as the add that was absorbed rounds).  G > 1 (few
+ * columns over many rows: GPT-2's 768 are 24 blocks): block row y sums
+ * rows y * rc .. of them into part [G][2][C] (doubles, the workspace) and
+ * tk_norm_bwd_final adds the groups in order. */
 template <int NY, typename EDY>
 TRN_DEV void tk_norm_bwd_cols(float *__restrict__ dw, float *__restrict__ db, const EDY *__restrict__ dy, const float *__restrict__ x,
-                              const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N, int64_t C, int acc) {
-    int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x;
+                              const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N, int64_t C, int acc,
+                              int64_t rc, double *__restrict__ part) {
+    int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x, n0 = (int64_t)blockIdx.y * rc, n1 = min(n0 + rc, N);
     bool ok = c < C;
     double sw = 0, sb = 0;
     if (ok)
-        for (int64_t n = threadIdx.y; n < N; n += NY) {
+        for (int64_t n = n0 + threadIdx.y; n < n1; n += NY) {
             double d = (double)trn_f32(dy[n * C + c]);
             double xh = ((double)x[n * C + c] - (mean ? (double)mean[n] : 0.0)) * (double)rstd[n];
             sw += d * xh;
@@ -549,10 +553,25 @@ TRN_DEV void tk_norm_bwd_cols(float *__restrict__ dw, float *__restrict__ db, co
     sw = trn_col_sum<NY>(sw);
     __syncthreads();
     sb = trn_col_sum<NY>(sb);
-    if (ok && threadIdx.y == 0) {
-        dw[c] = acc ? (float)((double)dw[c] + (double)(float)sw) : (float)sw;
-        if (db) db[c] = acc ? (float)((double)db[c] + (double)(float)sb) : (float)sb;
+    if (!ok || threadIdx.y != 0) return;
+    if (part) {
+        part[(blockIdx.y * 2) * C + c] = sw;
+        part[(blockIdx.y * 2 + 1) * C + c] = sb;
+        return;
     }
+    dw[c] = acc ? (float)((double)dw[c] + (double)(float)sw) : (float)sw;
+    if (db) db[c] = acc ? (float)((double)db[c] + (double)(float)sb) : (float)sb;
+}
+/* dw, db from tk_norm_bwd_cols' G partials: a thread per column. */
+TRN_DEV void tk_norm_bwd_final(float *__restrict__ dw, float *__restrict__ db, const double *__restrict__ part, int64_t G, int64_t C,
+                               int acc) {
+    int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    double sw = 0, sb = 0;
+#pragma unroll 8
+    for (int64_t g = 0; g < G; g++) sw += part[(g * 2) * C + c], sb += part[(g * 2 + 1) * C + c];
+    dw[c] = acc ? (float)((double)dw[c] + (double)(float)sw) : (float)sw;
+    if (db) db[c] = acc ? (float)((double)db[c] + (double)(float)sb) : (float)sb;
 }
 
 /* The layout of an attention or rope_qk operand, as in trainc_kernels.h: element
@@ -568,49 +587,71 @@ struct TrnAttL {
 TRN_DEV int64_t trn_at(const TrnAttL &L, int64_t b, int64_t h, int64_t t) { return b * L.b + h * L.h + t * L.t; }
 
 /* ---- rope (rotate-half) over rows [outer, T, D], q and k in one launch
- * (rope_qk; the single rope is outer_k = 0): one thread per (row, i <
- * D/2) of q's rows, then k's.  Without tables (cs == NULL) the angle
- * t * theta^(-2i/D), which reaches thousands of radians, is formed and
- * reduced in double (a float angle would be off by ~1e-4); with tables cs,
- * sn [T, D]: y = x cos + rotate_half(x) sin.  inverse: the transpose (the
- * gradient).  Any float dtype E (tables TT), computed in double and rounded
- * once, as the C backend's tk_rope_qk.  Each of yq, q, yk, k has a layout
- * (TrnAttL) over [outer / H, H, T, D], H = hq for q and hk for k.  y may be
- * x (in place, the same layout: a thread reads its pair before writing
- * it). ---- */
+ * (rope_qk; the single rope is outer_k = 0).  Grid (T, row chunks): a
+ * block takes position t = blockIdx.x and rows blockIdx.y * rpb .. of q's
+ * rows followed by k's, a thread per (row, i < D/2); the position's factors
+ * are formed once a block into shared memory (D <= 2 TRN_ROPE_H; beyond,
+ * every thread forms its own), as the C backend forms them once a
+ * position.  Without tables (cs == NULL) the angle t * theta^(-2i/D),
+ * which reaches thousands of radians, is formed and reduced in double (a
+ * float angle would be off by ~1e-4); with tables cs, sn [T, D]: y = x cos
+ * + rotate_half(x) sin.  inverse: the transpose (the gradient).  Any float
+ * dtype E (tables TT), computed in double and rounded once, as the C
+ * backend's tk_rope_qk.  Each of yq, q, yk, k has a layout (TrnAttL) over
+ * [outer / H, H, T, D], H = hq for q and hk for k.  y may be x (in place,
+ * the same layout: a thread reads its pair before writing it). ---- */
+#define TRN_ROPE_H 128
+template <typename TT>
+TRN_DEV void trn_rope_factors(double (&f)[4], const TT *__restrict__ cs, const TT *__restrict__ sn, double theta, int64_t t, int64_t i,
+                              int64_t D) {
+    int64_t h = D / 2;
+    if (cs) {
+        f[0] = trn_f32(cs[t * D + i]), f[1] = trn_f32(cs[t * D + i + h]);
+        f[2] = trn_f32(sn[t * D + i]), f[3] = trn_f32(sn[t * D + i + h]);
+    } else {
+        double ang = (double)t * pow(theta, -2.0 * (double)i / (double)D);
+        sincos(ang, &f[2], &f[0]);
+        f[1] = f[0], f[3] = f[2];
+    }
+}
 template <typename E, typename TT>
 TRN_DEV void tk_rope(E *yq, TrnAttL lyq, const E *q, TrnAttL lq, int64_t hq, int64_t outer_q, E *yk, TrnAttL lyk, const E *k, TrnAttL lk,
                      int64_t hk, int64_t outer_k, int64_t T, int64_t D, const TT *__restrict__ cs, const TT *__restrict__ sn, double theta,
-                     int inverse) {
-    int64_t h = D / 2, t_ = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t_ >= (outer_q + outer_k) * T * h) return;
-    int64_t row = t_ / h, i = t_ - row * h, t = row % T;
-    const E *x = q;
-    E *y = yq;
-    TrnAttL lx = lq, ly = lyq;
-    int64_t H = hq;
-    if (row >= outer_q * T) {
-        row -= outer_q * T;
-        x = k, y = yk, lx = lk, ly = lyk, H = hk;
+                     int inverse, int64_t rpb) {
+    __shared__ double fs[TRN_ROPE_H][4];
+    int64_t h = D / 2, t = blockIdx.x, r0 = (int64_t)blockIdx.y * rpb, nr = min(rpb, outer_q + outer_k - r0);
+    bool shared = h <= TRN_ROPE_H;
+    if (shared) {
+        for (int64_t i = threadIdx.x; i < h; i += blockDim.x) {
+            double f[4];
+            trn_rope_factors(f, cs, sn, theta, t, i, D);
+            fs[i][0] = f[0], fs[i][1] = f[1], fs[i][2] = f[2], fs[i][3] = f[3];
+        }
+        __syncthreads();
     }
-    int64_t o = row / T;
-    x += trn_at(lx, o / H, o % H, t), y += trn_at(ly, o / H, o % H, t);
-    double c0, c1, s0, s1;
-    if (cs) {
-        c0 = trn_f32(cs[t * D + i]), c1 = trn_f32(cs[t * D + i + h]);
-        s0 = trn_f32(sn[t * D + i]), s1 = trn_f32(sn[t * D + i + h]);
-    } else {
-        double ang = (double)t * pow(theta, -2.0 * (double)i / (double)D);
-        sincos(ang, &s0, &c0);
-        c1 = c0, s1 = s0;
-    }
-    double x1 = trn_f32(x[i]), x2 = trn_f32(x[i + h]);
-    if (!inverse) {
-        trn_st(y + i, x1 * c0 - x2 * s0);
-        trn_st(y + i + h, x2 * c1 + x1 * s1);
-    } else {
-        trn_st(y + i, x1 * c0 + x2 * s1);
-        trn_st(y + i + h, x2 * c1 - x1 * s0);
+    for (int64_t e = threadIdx.x; e < nr * h; e += blockDim.x) {
+        int64_t row = r0 + e / h, i = e % h;
+        const E *x = q;
+        E *y = yq;
+        TrnAttL lx = lq, ly = lyq;
+        int64_t H = hq;
+        if (row >= outer_q) {
+            row -= outer_q;
+            x = k, y = yk, lx = lk, ly = lyk, H = hk;
+        }
+        x += trn_at(lx, row / H, row % H, t), y += trn_at(ly, row / H, row % H, t);
+        double f[4];
+        if (shared) f[0] = fs[i][0], f[1] = fs[i][1], f[2] = fs[i][2], f[3] = fs[i][3];
+        else trn_rope_factors(f, cs, sn, theta, t, i, D);
+        double c0 = f[0], c1 = f[1], s0 = f[2], s1 = f[3];
+        double x1 = trn_f32(x[i]), x2 = trn_f32(x[i + h]);
+        if (!inverse) {
+            trn_st(y + i, x1 * c0 - x2 * s0);
+            trn_st(y + i + h, x2 * c1 + x1 * s1);
+        } else {
+            trn_st(y + i, x1 * c0 + x2 * s1);
+            trn_st(y + i + h, x2 * c1 - x1 * s0);
+        }
     }
 }
 
@@ -1498,6 +1539,14 @@ template <typename H>
 TRN_DEV void tk_adamw(float *wo, float *mo, float *vo, const float *w, const float *g, const float *m, const float *v,
                       int64_t n, const float *__restrict__ lrp, const int32_t *__restrict__ stepp, const float *__restrict__ gsp,
                       double b1, double b2, double eps, double wd, const float *__restrict__ skip, H *__restrict__ h, float *gz) {
+    /* the bias corrections once a block, not once an element: a double pow
+     * is a few hundred instructions, more than the element's own work */
+    __shared__ double bc[2];
+    if (threadIdx.x == 0) {
+        double step = (double)*stepp;
+        bc[0] = 1.0 - pow(b1, step), bc[1] = 1.0 - pow(b2, step);
+    }
+    __syncthreads();
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     if (skip && *skip != 0.0f) {
@@ -1507,8 +1556,7 @@ TRN_DEV void tk_adamw(float *wo, float *mo, float *vo, const float *w, const flo
         if (gz) gz[i] = 0.0f;
         return;
     }
-    double lr = *lrp, gscale = *gsp, step = (double)*stepp;
-    double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
+    double lr = *lrp, gscale = *gsp, bc1 = bc[0], bc2 = bc[1];
     double gi = (double)g[i] * gscale;
     double mi = b1 * (double)m[i] + (1.0 - b1) * gi;
     double vi = b2 * (double)v[i] + (1.0 - b2) * gi * gi;

@@ -101,6 +101,15 @@ if(TRAINC_CXX)
                          ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
   endfunction()
   trainc_emu_test(mlp_fp32 mlp --set precision=fp32)
+  # RoPE from tables (tests/passes/primitive.model: rotate-half with cos
+  # and sin [T, D], fused into rope_qk) over 640 rows of q and k: two
+  # blocks of rows a position, q's and k's rows in one block
+  add_test(NAME cuda_emu_prim_rope_rows_bf16
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
+                   ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/prim_rope_rows_bf16 ${CMAKE_SOURCE_DIR}/tests/passes/primitive.model prim trn_model_prim
+                   -D batch=80 --set precision=bf16)
+  set_tests_properties(cuda_emu_prim_rope_rows_bf16 PROPERTIES LABELS cuda TIMEOUT 600
+                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
   # 4096 rows of GPT-2 in bf16: split column reductions, the embedding
   # backward over 4 chunks of indices and 2 table rows a block, attention
   # over several key tiles (about 80 s: not in the sanitizer run)
