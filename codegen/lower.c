@@ -979,11 +979,18 @@ static bool epilogue_inplace_ok(Lower *L, Kernel *k, Value *v, Value *target_val
 
 /* k writes buffer buf in place: it runs after every other kernel that
  * reads buf (write-after-read); a reader of a value k itself makes runs
- * after k. */
+ * after k.  A copy reads its source view only and a fill nothing, whatever
+ * the operands of the node they commit (an update's copy of an SGD result
+ * holds the SGD node, which reads the gradient accumulator that the SGD
+ * kernel itself zeroes). */
 static void after_readers(Lower *L, Kernel *k, int buf) {
     for (int j = 0; j < L->s->nk; j++) {
         Kernel *r = L->s->k[j];
-        if (r == k) continue;
+        if (r == k || r->kind == KK_FILL) continue;
+        if (r->kind == KK_COPY) {
+            if (r->src.buf == buf) kern_add_dep(k, r);
+            continue;
+        }
         for (int a = 0; a < r->nnodes; a++)
             for (int b = 0; b < r->nodes[a]->nin; b++) {
                 ValInfo *xi = VI(L, r->nodes[a]->in[b]);

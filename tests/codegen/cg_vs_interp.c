@@ -27,6 +27,11 @@ static const char *const adamw_sets[] = {"optimizer=adamw", "lr=0.001", "warmup=
 static const char *const accum_sets[] = {"optimizer=adamw", "lr=0.001", "warmup=0", "schedule=constant", "weight_decay=0.1", "grad_clip=1.0", "grad_accum=3", NULL};
 static const char *const bf16_sets[] = {"precision=bf16", "optimizer=adamw", "lr=0.001", "warmup=0", "schedule=constant", "weight_decay=0.1", "grad_clip=1.0", "grad_accum=3", NULL};
 static const char *const sgd_sets[] = {"optimizer=sgd", "lr=0.05", "momentum=0.9", "warmup=0", "schedule=constant", "weight_decay=0.01", NULL};
+/* SGD without momentum under accumulation and clipping: each update zeroes
+ * its accumulator as it reads it, and its new weight is copied into the
+ * parameter (no momentum state to update in place); that copy once made
+ * the schedule a cycle ("internal: the kernel schedule has a cycle"). */
+static const char *const sgd_accum_sets[] = {"optimizer=sgd", "lr=0.05", "momentum=0", "warmup=0", "schedule=constant", "grad_clip=1.0", "grad_accum=3", NULL};
 static const char *const llama_defs[] = {"vocab=256", "layers=2", "heads=4", "kv_heads=2", "dim=64", "ffn=128", "seq=64", "batch=4", NULL};
 
 static TrnSession *session(const TrnModel *m, int poison) {
@@ -155,6 +160,7 @@ int main(int argc, char **argv) {
         if (all || strcmp(w, "accum") == 0) {
             check_model("gpt2, accumulating", "examples/gpt2.model", gpt2_defs, accum_sets, &tk, 5, 3, false, true);
             check_model("gpt2 bf16, accumulating", "examples/gpt2.model", gpt2_defs, bf16_sets, &tk, 5, 3, false, true);
+            check_model("gpt2 sgd, accumulating", "examples/gpt2.model", gpt2_defs, sgd_accum_sets, &tk, 5, 3, true, false);
         }
         if (all) break;
     }
