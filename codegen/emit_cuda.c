@@ -361,7 +361,8 @@ typedef struct Loop {
     LoopNest *N;
     Emit     *e;
     Params    P;
-    int       vec;                /* 4 or 8: elements per thread (innermost loop), 0: one */
+    int       vec;                /* 4 or 8: elements per thread along loop vl, 0: one */
+    int       vl;                 /* the vector loop: the innermost, or a columns kernel's last kept loop */
     bool      vacc[LOOP_MAXACC];  /* access read/written as a vector (trn_ldv, trn_stv) */
     StrBuf   *b;
 } Loop;
@@ -420,8 +421,8 @@ static void node_expr(StrBuf *b, Node *m, char ops[][64], DType dt) {
 static void virt_idx(Loop *L, int a, char *out, size_t n) {
     char idx[512];
     idx_expr(L, a, idx, sizeof idx);
-    int last = L->N->nl - 1;
-    if (L->vec && last >= 0 && L->N->lst[a][last]) snprintf(out, n, "(%s + e * %lldll)", idx, (long long)L->N->lst[a][last]);
+    int vl = L->vl;
+    if (L->vec && vl >= 0 && L->N->lst[a][vl]) snprintf(out, n, "(%s + e * %lldll)", idx, (long long)L->N->lst[a][vl]);
     else snprintf(out, n, "(%s)", idx);
 }
 
@@ -566,6 +567,7 @@ static int vec_width(const LoopNest *N, int lv, bool pre) {
 /* Marks the accesses vec_width counted as vector accesses of width w. */
 static void set_vec(Loop *L, int lv, bool pre, int w) {
     L->vec = w;
+    L->vl = lv;
     for (int a = 0; a < L->N->nacc; a++)
         L->vacc[a] = w && L->N->acc[a].buf >= 0 && L->N->lst[a][lv] != 0 && !(pre && L->N->acc[a].post);
 }
@@ -606,7 +608,7 @@ static void vec_close(Loop *L, int depth) {
 }
 
 static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
-    Loop Lc = {cg_loop_analyse(e->s, k), e, {0}, 0, {0}, NULL}, *L = &Lc;
+    Loop Lc = {cg_loop_analyse(e->s, k), e, {0}, 0, -1, {0}, NULL}, *L = &Lc;
 
     int64_t K = 1, R = 1;
     for (int i = 0; i < L->N->nl; i++) {
