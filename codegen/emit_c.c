@@ -531,6 +531,14 @@ static void ptr_decl(Emit *e, const char *var, Value *v, bool writable) {
     buf_ptr(e, vbuf(e, v), var, writable);
 }
 
+/* An operand's pointer, or NULL when lowering gave it no buffer (one the
+ * kernel does without: SGD's buffer without momentum, lower.c sgd_no_buf). */
+static void opt_operand_decl(Emit *e, const char *var, Value *v) {
+    const ValInfo *vi = &e->s->vi[v->id];
+    if (vi->st == VS_BUF || vi->st == VS_VIEW) ptr_decl(e, var, v, false);
+    else fprintf(e->f, "    const %s *%s = NULL; /* not needed */\n", storage_type(v->ty.dt), var);
+}
+
 /* An attention operand: a pointer at its view's first element, and its
  * layout as TRN_ATTL(b, h, t) strides. */
 static void att_decl(Emit *e, const char *var, Value *v, bool writable, char lay[64]) {
@@ -877,7 +885,8 @@ static void emit_template(Emit *e, Kernel *k) {
         bool adam = n->op == OP_adamw;
         ptr_decl(e, "w", n->in[0], false);
         ptr_decl(e, "g", n->in[1], false);
-        ptr_decl(e, adam ? "m" : "buf", n->in[2], false);
+        if (adam) ptr_decl(e, "m", n->in[2], false);
+        else opt_operand_decl(e, "buf", n->in[2]);
         if (adam) ptr_decl(e, "v", n->in[3], false);
         int lr = adam ? 4 : 3;
         ptr_decl(e, "lr", n->in[lr], false);
@@ -886,7 +895,8 @@ static void emit_template(Emit *e, Kernel *k) {
         bool skip = n->nin > (adam ? 7 : 5);
         if (skip) ptr_decl(e, "skip", n->in[adam ? 7 : 5], false);
         ptr_decl(e, "wo", n->out[0], true);
-        ptr_decl(e, adam ? "mo" : "bo", n->out[1], true);
+        if (adam) ptr_decl(e, "mo", n->out[1], true);
+        else opt_ptr_decl(e, "bo", n->out[1]);
         if (adam) ptr_decl(e, "vo", n->out[2], true);
         int64_t cnt = shape_numel(s0);
         /* what the update absorbed (lower.c): the cast that makes the new

@@ -1437,13 +1437,17 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
     case OP_sgd: {
         bool adam = n->op == OP_adamw;
         int64_t cnt = shape_numel(s0);
-        /* outputs first: the same buffer as an operand when in place */
+        /* outputs first: the same buffer as an operand when in place; SGD
+         * without momentum has neither its buffer operand nor result
+         * (lower.c sgd_no_buf): null pointers */
         vp(e, &P, n->out[0], true, a[0]);
-        vp(e, &P, n->out[1], true, a[1]);
+        if (adam || opt_buf(e, n->out[1]) >= 0) vp(e, &P, n->out[1], true, a[1]);
+        else strcpy(a[1], "(float *)0");
         if (adam) vp(e, &P, n->out[2], true, a[2]);
         vp(e, &P, n->in[0], false, a[3]);
         vp(e, &P, n->in[1], k->zero_g, a[4]); /* written too when the update resets the accumulator (lower.c) */
-        vp(e, &P, n->in[2], false, a[5]);
+        if (adam || opt_buf(e, n->in[2]) >= 0) vp(e, &P, n->in[2], false, a[5]);
+        else strcpy(a[5], "(const float *)0");
         /* skip (fp16 loss scaling): the last operand, when there is one */
         char sk[24] = "(const float *)0";
         if (n->nin > (adam ? 7 : 5)) vp(e, &P, n->in[n->nin - 1], false, sk);

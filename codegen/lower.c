@@ -1078,13 +1078,17 @@ static void lower_updates(Lower *L) {
  * operand.  Decided before lowering the node.  Later nodes may read the
  * results (mixed precision's cast of the new weight): they read the
  * updated buffers, after the template. */
+/* SGD without momentum (passes/optimizer.c gives it a zero buffer operand
+ * and a buffer result nothing reads): the kernel reads and writes no
+ * buffer for them (null pointers), so the zeros are never filled and the
+ * update is in place. */
+static bool sgd_no_buf(Lower *L, Node *n) {
+    return L->fuse && n->op == OP_sgd && ir_float(n, "momentum", 0) == 0 && L->uses->of[n->out[1]->id].n == 0 && !update_target(L, n->out[1]);
+}
+
 static bool opt_inplace(Lower *L, Node *n) {
     int pairs[3][2] = {{0, 0}, {1, 2}, {2, 3}}; /* result, operand */
-    int np = n->op == OP_adamw ? 3 : 2;
-    if (n->op == OP_sgd) {
-        pairs[1][0] = 1;
-        pairs[1][1] = 2;
-    }
+    int np = n->op == OP_adamw ? 3 : sgd_no_buf(L, n) ? 1 : 2;
     for (int i = 0; i < np; i++)
         if (update_target(L, n->out[pairs[i][0]]) != n->in[pairs[i][1]]->def) return false;
     return true;
@@ -1110,9 +1114,11 @@ static void lower_opt(Lower *L, Node *n) {
     }
     Kernel *k = new_kernel(L, KK_TMPL, n);
     kern_add_node(L, k, n);
-    for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
+    bool nobuf = sgd_no_buf(L, n);
+    for (int i = 0; i < n->nin; i++)
+        if (!(nobuf && i == 2)) contiguous(L, n->in[i], k);
     int operand[3] = {0, 2, 3}; /* of each result: the state it updates */
-    for (int j = 0; j < n->nout; j++) {
+    for (int j = 0; j < (nobuf ? 1 : n->nout); j++) {
         Value *y = n->out[j];
         ValInfo *yi = VI(L, y);
         yi->kern = k;

@@ -1578,20 +1578,21 @@ TRN_DEV void tk_sgd(float *wo, float *bo, const float *w, const float *g, const 
     if (i >= n) return;
     if (skip && *skip != 0.0f) {
         float w0 = w[i];
-        wo[i] = w0, bo[i] = buf[i];
+        wo[i] = w0;
+        if (bo) bo[i] = buf[i];
         if (h) trn_st(h + i, w0);
         if (gz) gz[i] = 0.0f;
         return;
     }
     double lr = *lrp, gscale = *gsp;
-    double wi = (double)w[i], gi = (double)g[i] * gscale + wd * wi, upd = gi, bi = (double)buf[i];
+    double wi = (double)w[i], gi = (double)g[i] * gscale + wd * wi, upd = gi, bi = buf ? (double)buf[i] : 0.0;
     if (momentum != 0.0) {
         bi = momentum * bi + gi;
         upd = nesterov ? gi + momentum * bi : bi;
     }
     float w1 = (float)(wi - lr * upd);
     wo[i] = w1;
-    bo[i] = (float)bi;
+    if (bo) bo[i] = (float)bi;
     if (h) trn_st(h + i, w1);
     if (gz) gz[i] = 0.0f;
 }

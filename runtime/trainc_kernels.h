@@ -959,7 +959,7 @@ static inline int tk_skip_update(const float *skip, float *wo, const float *w, f
                                  int64_t n) {
     if (!skip || skip[0] == 0.0f) return 0;
     if (wo != w) memcpy(wo, w, sizeof(float) * (size_t)n);
-    if (mo != m) memcpy(mo, m, sizeof(float) * (size_t)n);
+    if (mo && mo != m) memcpy(mo, m, sizeof(float) * (size_t)n);
     if (vo && vo != v) memcpy(vo, v, sizeof(float) * (size_t)n);
     return 1;
 }
@@ -1004,7 +1004,8 @@ static inline void tk_adamw_f32(float *wo, float *mo, float *vo, const float *w,
     }
 }
 
-/* SGD with momentum (and Nesterov) on n elements, in place; h and gz as adamw's. */
+/* SGD with momentum (and Nesterov) on n elements, in place; h and gz as adamw's.
+ * Without momentum buf and bo may be NULL (lower.c: no buffer is kept). */
 static inline void tk_sgd_f32(float *wo, float *bo, const float *w, const float *g, const float *buf, int64_t n, double lr,
                               double gscale, double momentum, double wd, int nesterov, const float *skip, void *h, int hdt, float *gz) {
     if (tk_skip_update(skip, wo, w, bo, buf, NULL, NULL, n)) {
@@ -1013,14 +1014,14 @@ static inline void tk_sgd_f32(float *wo, float *bo, const float *w, const float 
     }
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (int64_t i = 0; i < n; i++) {
-        double wi = (double)w[i], gi = (double)g[i] * gscale + wd * wi, upd = gi, bi = (double)buf[i];
+        double wi = (double)w[i], gi = (double)g[i] * gscale + wd * wi, upd = gi, bi = buf ? (double)buf[i] : 0.0;
         if (momentum != 0.0) {
             bi = momentum * bi + gi;
             upd = nesterov ? gi + momentum * bi : bi;
         }
         float w1 = (float)(wi - lr * upd);
         wo[i] = w1;
-        bo[i] = (float)bi;
+        if (bo) bo[i] = (float)bi;
         if (h) tk_st_y(h, hdt, i, w1);
         if (gz) gz[i] = 0;
     }
