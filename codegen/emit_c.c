@@ -531,14 +531,6 @@ static void ptr_decl(Emit *e, const char *var, Value *v, bool writable) {
     buf_ptr(e, vbuf(e, v), var, writable);
 }
 
-/* An operand's pointer, or NULL when lowering gave it no buffer (one the
- * kernel does without: SGD's buffer without momentum, lower.c sgd_no_buf). */
-static void opt_operand_decl(Emit *e, const char *var, Value *v) {
-    const ValInfo *vi = &e->s->vi[v->id];
-    if (vi->st == VS_BUF || vi->st == VS_VIEW) ptr_decl(e, var, v, false);
-    else fprintf(e->f, "    const %s *%s = NULL; /* not needed */\n", storage_type(v->ty.dt), var);
-}
-
 /* An attention operand: a pointer at its view's first element, and its
  * layout as TRN_ATTL(b, h, t) strides. */
 static void att_decl(Emit *e, const char *var, Value *v, bool writable, char lay[64]) {
@@ -591,17 +583,20 @@ static bool any_float_template(Op op) {
     return op == OP_attention || op == OP_attention_grad || op == OP_rope || op == OP_rope_qk || op == OP_linear_cross_entropy;
 }
 
-/* The pointer to a template result, or NULL when nothing reads it (no buffer). */
-static void opt_ptr_decl(Emit *e, const char *var, Value *v) {
+/* The pointer to a template's result or operand, or NULL when lowering
+ * gave it no buffer (a result nothing reads; SGD's buffer without
+ * momentum, lower.c sgd_no_buf). */
+static void opt_ptr_decl(Emit *e, const char *var, Value *v, bool writable) {
     ValInfo *vi = &e->s->vi[v->id];
-    if (vi->st != VS_BUF && vi->st != VS_VIEW) fprintf(e->f, "    %s *%s = NULL; /* not needed */\n", storage_type(v->ty.dt), var);
-    else buf_ptr(e, vi->view.buf, var, true);
+    if (vi->st != VS_BUF && vi->st != VS_VIEW)
+        fprintf(e->f, "    %s%s *%s = NULL; /* not needed */\n", writable ? "" : "const ", storage_type(v->ty.dt), var);
+    else buf_ptr(e, vi->view.buf, var, writable);
 }
 
 /* A backward norm's dx: its f32 buffer (NULL when only the absorbed cast
  * read it) and the half copy that cast writes (NULL without one). */
 static void norm_dx_decl(Emit *e, Kernel *k) {
-    opt_ptr_decl(e, "dx", k->nodes[0]->out[0]);
+    opt_ptr_decl(e, "dx", k->nodes[0]->out[0], true);
     if (k->cast_out) ptr_decl(e, "dxh", k->cast_out->out[0], true);
     else fputs("    void *dxh = NULL;\n", e->f);
 }
@@ -819,8 +814,8 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, "w", n->in[1], false);
         ptr_decl(e, "targets", n->in[2], false);
         ptr_decl(e, "loss", n->out[0], true);
-        opt_ptr_decl(e, "dx", n->out[1]);
-        opt_ptr_decl(e, "dw", n->out[2]);
+        opt_ptr_decl(e, "dx", n->out[1], true);
+        opt_ptr_decl(e, "dw", n->out[2], true);
         if (!k->scratch) die("linear_cross_entropy kernel %s without scratch", k->name);
         buf_ptr(e, k->scratch - 1, "scratch", true);
         fprintf(f, "    /* x [%lld,%lld] w [%lld,%lld]: %lld rows at a time, the logits never exist */\n", (long long)N, (long long)C, (long long)V,
@@ -885,8 +880,7 @@ static void emit_template(Emit *e, Kernel *k) {
         bool adam = n->op == OP_adamw;
         ptr_decl(e, "w", n->in[0], false);
         ptr_decl(e, "g", n->in[1], false);
-        if (adam) ptr_decl(e, "m", n->in[2], false);
-        else opt_operand_decl(e, "buf", n->in[2]);
+        opt_ptr_decl(e, adam ? "m" : "buf", n->in[2], false);
         if (adam) ptr_decl(e, "v", n->in[3], false);
         int lr = adam ? 4 : 3;
         ptr_decl(e, "lr", n->in[lr], false);
@@ -895,8 +889,7 @@ static void emit_template(Emit *e, Kernel *k) {
         bool skip = n->nin > (adam ? 7 : 5);
         if (skip) ptr_decl(e, "skip", n->in[adam ? 7 : 5], false);
         ptr_decl(e, "wo", n->out[0], true);
-        if (adam) ptr_decl(e, "mo", n->out[1], true);
-        else opt_ptr_decl(e, "bo", n->out[1]);
+        opt_ptr_decl(e, adam ? "mo" : "bo", n->out[1], true);
         if (adam) ptr_decl(e, "vo", n->out[2], true);
         int64_t cnt = shape_numel(s0);
         /* what the update absorbed (lower.c): the cast that makes the new

@@ -540,6 +540,18 @@ static void decompose(Loop *L, bool red, const char *lin, int depth, int vec) {
     }
 }
 
+/* How many row groups G a columns reduction of R rows splits into when
+ * gx column blocks would underfill a GPU: about 256 blocks in all, at
+ * least min_rows rows a group, G partials of group_bytes each in the
+ * workspace; 1: no split (loop kernels' column sums, the norms' dw). */
+static int64_t row_groups(Emit *e, int64_t gx, int64_t R, int64_t min_rows, int64_t group_bytes) {
+    if (gx >= 128 || R < 4096) return 1;
+    int64_t G = cdiv(256, gx);
+    if (G > R / min_rows) G = R / min_rows;
+    if (G > e->p->workspace_bytes / group_bytes) G = e->p->workspace_bytes / group_bytes;
+    return G < 2 ? 1 : G;
+}
+
 /* The vector width along loop lv: W elements a thread, 8 when a half
  * access takes part (16 bytes of half) and 4 otherwise (16 bytes of f32),
  * when every buffer access that moves along lv is f32, bf16 or f16,
@@ -672,18 +684,9 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
             for (int i = 0; i < L->N->nl; i++)
                 if (!L->N->lred[i]) lk = i;
             if (fl && ro != OP_max && lk >= 0 && R >= 4096) w = vec_width(L->N, lk, true);
-            for (;;) {
-                gx = cdiv(K / (w ? w : 1), 32);
-                G = 1;
-                if (gx < 128 && R >= 4096) {
-                    G = cdiv(256, gx);
-                    if (G > R / (w ? 256 : 1024)) G = R / (w ? 256 : 1024);
-                    if (G > e->p->workspace_bytes / (K * 8)) G = e->p->workspace_bytes / (K * 8);
-                    if (G < 2) G = 1;
-                }
-                if (!w || G > 1) break;
-                w = 0;
-            }
+            if (w && row_groups(e, cdiv(K / w, 32), R, 256, K * 8) < 2) w = 0; /* vectors only in a split */
+            gx = cdiv(K / (w ? w : 1), 32);
+            G = row_groups(e, gx, R, w ? 256 : 1024, K * 8);
             set_vec(L, lk, true, w);
             RC = cdiv(R, G);
             if (w) {
@@ -1025,6 +1028,14 @@ static int opt_buf(Emit *e, Value *v) {
     return vi->st == VS_BUF || vi->st == VS_VIEW ? vi->view.buf : -1;
 }
 
+/* vp, or a null pointer of the value's type when lowering gave it no
+ * buffer (a result nothing reads, an operand the kernel does without) */
+static const char *vp_opt(Emit *e, Params *P, Value *v, bool write, char out[16]) {
+    if (opt_buf(e, v) >= 0) return vp(e, P, v, write, out);
+    snprintf(out, 16, "(%s *)0", st_type(v->ty.dt)); /* converts to const T * too */
+    return out;
+}
+
 /* tk_ce_count; per chunk of rows: logits = x_c w^T (cuBLASLt), tk_lce_rows,
  * dx_c = alpha g w and dw = alpha g^T x_c (+ dw after the first chunk);
  * tk_ce_mean.  The products run over all V rows of w (the padded
@@ -1211,8 +1222,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         int64_t C = xs->d[xs->rank - 1], N = shape_numel(xs) / C;
         /* dx (f32, and the half copy of an absorbed cast): rows */
         char dxa[16], dxh[16];
-        if (opt_buf(e, n->out[0]) >= 0) vp(e, &P, n->out[0], true, dxa);
-        else strcpy(dxa, "(float *)0");
+        vp_opt(e, &P, n->out[0], true, dxa);
         if (k->cast_out) vp(e, &P, k->cast_out->out[0], true, dxh);
         else strcpy(dxh, "(float *)0");
         vp(e, &P, dy, false, a[1]);
@@ -1238,13 +1248,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         /* few column blocks over many rows: G row groups, about 256 blocks
          * in all, at least 1024 rows a group (as loop kernels' column sums),
          * partials in the workspace, added in order by a second kernel */
-        int64_t G = 1, gx = cdiv(C, 32);
-        if (gx < 128 && N >= 4096) {
-            G = cdiv(256, gx);
-            if (G > N / 1024) G = N / 1024;
-            if (G > e->p->workspace_bytes / (C * 16)) G = e->p->workspace_bytes / (C * 16);
-            if (G < 2) G = 1;
-        }
+        int64_t gx = cdiv(C, 32), G = row_groups(e, gx, N, 1024, C * 16);
         char pw[24] = "(double *)0";
         if (G > 1) snprintf(pw, sizeof pw, "(double *)p%d", param_ws(e, &Q));
         snprintf(call, sizeof call, "tk_norm_bwd_cols<16, %s>(%s, %s, %s, %s, %s, %s, %lldll, %lldll, %d, %lldll, %s) /* dw [%lld]%s */",
@@ -1441,13 +1445,11 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
          * without momentum has neither its buffer operand nor result
          * (lower.c sgd_no_buf): null pointers */
         vp(e, &P, n->out[0], true, a[0]);
-        if (adam || opt_buf(e, n->out[1]) >= 0) vp(e, &P, n->out[1], true, a[1]);
-        else strcpy(a[1], "(float *)0");
+        vp_opt(e, &P, n->out[1], true, a[1]);
         if (adam) vp(e, &P, n->out[2], true, a[2]);
         vp(e, &P, n->in[0], false, a[3]);
         vp(e, &P, n->in[1], k->zero_g, a[4]); /* written too when the update resets the accumulator (lower.c) */
-        if (adam || opt_buf(e, n->in[2]) >= 0) vp(e, &P, n->in[2], false, a[5]);
-        else strcpy(a[5], "(const float *)0");
+        vp_opt(e, &P, n->in[2], false, a[5]);
         /* skip (fp16 loss scaling): the last operand, when there is one */
         char sk[24] = "(const float *)0";
         if (n->nin > (adam ? 7 : 5)) vp(e, &P, n->in[n->nin - 1], false, sk);
@@ -1689,14 +1691,15 @@ static int emit_bufs(FILE *f, Program *p, const char *pre, const char *name, con
     return cnt;
 }
 
-/* The temporaries that die at kernel k (read for the last time there, as
- * the C backend's schedule functions poison them): cd_<k>[], for --poison
- * on the GPU.  Returns how many. */
+/* Buffer b is a temporary of schedule s read for the last time at
+ * position pos (as the C backend's schedule functions poison them). */
 static bool dies_at(Program *p, Sched *s, int b, int pos) {
     Buf *bf = &p->bufs[b];
     return bf->kind == BK_TEMP && bf->sched == (int)s->which && bf->offset >= 0 && bf->last == pos && !bf->output;
 }
 
+/* The temporaries that die at kernel k: cd_<k>[], for --poison on the
+ * GPU.  Returns how many. */
 static int emit_dying(FILE *f, Program *p, Sched *s, Kernel *k) {
     int pos = 0, cnt = 0;
     while (pos < s->nk && s->k[pos] != k) pos++;

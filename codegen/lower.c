@@ -1073,11 +1073,6 @@ static void lower_updates(Lower *L) {
     }
 }
 
-/* The adamw/sgd template writes its results in place of w, m, v: the
- * results need no buffer of their own when every one of them updates its
- * operand.  Decided before lowering the node.  Later nodes may read the
- * results (mixed precision's cast of the new weight): they read the
- * updated buffers, after the template. */
 /* SGD without momentum (passes/optimizer.c gives it a zero buffer operand
  * and a buffer result nothing reads): the kernel reads and writes no
  * buffer for them (null pointers), so the zeros are never filled and the
@@ -1086,6 +1081,11 @@ static bool sgd_no_buf(Lower *L, Node *n) {
     return L->fuse && n->op == OP_sgd && ir_float(n, "momentum", 0) == 0 && L->uses->of[n->out[1]->id].n == 0 && !update_target(L, n->out[1]);
 }
 
+/* The adamw/sgd template writes its results in place of w, m, v: the
+ * results need no buffer of their own when every one of them updates its
+ * operand.  Decided before lowering the node.  Later nodes may read the
+ * results (mixed precision's cast of the new weight): they read the
+ * updated buffers, after the template. */
 static bool opt_inplace(Lower *L, Node *n) {
     int pairs[3][2] = {{0, 0}, {1, 2}, {2, 3}}; /* result, operand */
     int np = n->op == OP_adamw ? 3 : sgd_no_buf(L, n) ? 1 : 2;

@@ -536,6 +536,11 @@ TRN_DEV void tk_norm_bwd_rows(float *__restrict__ dx, EH *__restrict__ dxh, cons
  * columns over many rows: GPT-2's 768 are 24 blocks): block row y sums
  * rows y * rc .. of them into part [G][2][C] (doubles, the workspace) and
  * tk_norm_bwd_final adds the groups in order. */
+/* dw[c], db[c] = the column's sums, or added to them (acc) */
+TRN_DEV void trn_norm_dw_store(float *dw, float *db, int64_t c, double sw, double sb, int acc) {
+    dw[c] = acc ? (float)((double)dw[c] + (double)(float)sw) : (float)sw;
+    if (db) db[c] = acc ? (float)((double)db[c] + (double)(float)sb) : (float)sb;
+}
 template <int NY, typename EDY>
 TRN_DEV void tk_norm_bwd_cols(float *__restrict__ dw, float *__restrict__ db, const EDY *__restrict__ dy, const float *__restrict__ x,
                               const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N, int64_t C, int acc,
@@ -557,10 +562,9 @@ TRN_DEV void tk_norm_bwd_cols(float *__restrict__ dw, float *__restrict__ db, co
     if (part) {
         part[(blockIdx.y * 2) * C + c] = sw;
         part[(blockIdx.y * 2 + 1) * C + c] = sb;
-        return;
+    } else {
+        trn_norm_dw_store(dw, db, c, sw, sb, acc);
     }
-    dw[c] = acc ? (float)((double)dw[c] + (double)(float)sw) : (float)sw;
-    if (db) db[c] = acc ? (float)((double)db[c] + (double)(float)sb) : (float)sb;
 }
 /* dw, db from tk_norm_bwd_cols' G partials: a thread per column. */
 TRN_DEV void tk_norm_bwd_final(float *__restrict__ dw, float *__restrict__ db, const double *__restrict__ part, int64_t G, int64_t C,
@@ -570,8 +574,7 @@ TRN_DEV void tk_norm_bwd_final(float *__restrict__ dw, float *__restrict__ db, c
     double sw = 0, sb = 0;
 #pragma unroll 8
     for (int64_t g = 0; g < G; g++) sw += part[(g * 2) * C + c], sb += part[(g * 2 + 1) * C + c];
-    dw[c] = acc ? (float)((double)dw[c] + (double)(float)sw) : (float)sw;
-    if (db) db[c] = acc ? (float)((double)db[c] + (double)(float)sb) : (float)sb;
+    trn_norm_dw_store(dw, db, c, sw, sb, acc);
 }
 
 /* The layout of an attention or rope_qk operand, as in trainc_kernels.h: element
@@ -590,67 +593,58 @@ TRN_DEV int64_t trn_at(const TrnAttL &L, int64_t b, int64_t h, int64_t t) { retu
  * (rope_qk; the single rope is outer_k = 0).  Grid (T, row chunks): a
  * block takes position t = blockIdx.x and rows blockIdx.y * rpb .. of q's
  * rows followed by k's, a thread per (row, i < D/2); the position's factors
- * are formed once a block into shared memory (D <= 2 TRN_ROPE_H; beyond,
- * every thread forms its own), as the C backend forms them once a
- * position.  Without tables (cs == NULL) the angle t * theta^(-2i/D),
- * which reaches thousands of radians, is formed and reduced in double (a
- * float angle would be off by ~1e-4); with tables cs, sn [T, D]: y = x cos
- * + rotate_half(x) sin.  inverse: the transpose (the gradient).  Any float
- * dtype E (tables TT), computed in double and rounded once, as the C
- * backend's tk_rope_qk.  Each of yq, q, yk, k has a layout (TrnAttL) over
- * [outer / H, H, T, D], H = hq for q and hk for k.  y may be x (in place,
- * the same layout: a thread reads its pair before writing it). ---- */
+ * are formed once a block into shared memory (TRN_ROPE_H of them at a
+ * time), as the C backend forms them once a position.  Without tables (cs
+ * == NULL) the angle t * theta^(-2i/D), which reaches thousands of
+ * radians, is formed and reduced in double (a float angle would be off by
+ * ~1e-4); with tables cs, sn [T, D]: y = x cos + rotate_half(x) sin.
+ * inverse: the transpose (the gradient).  Any float dtype E (tables TT),
+ * computed in double and rounded once, as the C backend's tk_rope_qk.
+ * Each of yq, q, yk, k has a layout (TrnAttL) over [outer / H, H, T, D], H
+ * = hq for q and hk for k.  y may be x (in place, the same layout: a
+ * thread reads its pair before writing it). ---- */
 #define TRN_ROPE_H 128
-template <typename TT>
-TRN_DEV void trn_rope_factors(double (&f)[4], const TT *__restrict__ cs, const TT *__restrict__ sn, double theta, int64_t t, int64_t i,
-                              int64_t D) {
-    int64_t h = D / 2;
-    if (cs) {
-        f[0] = trn_f32(cs[t * D + i]), f[1] = trn_f32(cs[t * D + i + h]);
-        f[2] = trn_f32(sn[t * D + i]), f[3] = trn_f32(sn[t * D + i + h]);
-    } else {
-        double ang = (double)t * pow(theta, -2.0 * (double)i / (double)D);
-        sincos(ang, &f[2], &f[0]);
-        f[1] = f[0], f[3] = f[2];
-    }
-}
 template <typename E, typename TT>
 TRN_DEV void tk_rope(E *yq, TrnAttL lyq, const E *q, TrnAttL lq, int64_t hq, int64_t outer_q, E *yk, TrnAttL lyk, const E *k, TrnAttL lk,
                      int64_t hk, int64_t outer_k, int64_t T, int64_t D, const TT *__restrict__ cs, const TT *__restrict__ sn, double theta,
                      int inverse, int64_t rpb) {
-    __shared__ double fs[TRN_ROPE_H][4];
+    __shared__ double fs[TRN_ROPE_H][4]; /* cos of i, of i + h, sin of i, of i + h */
     int64_t h = D / 2, t = blockIdx.x, r0 = (int64_t)blockIdx.y * rpb, nr = min(rpb, outer_q + outer_k - r0);
-    bool shared = h <= TRN_ROPE_H;
-    if (shared) {
-        for (int64_t i = threadIdx.x; i < h; i += blockDim.x) {
-            double f[4];
-            trn_rope_factors(f, cs, sn, theta, t, i, D);
-            fs[i][0] = f[0], fs[i][1] = f[1], fs[i][2] = f[2], fs[i][3] = f[3];
+    for (int64_t i0 = 0; i0 < h; i0 += TRN_ROPE_H) {
+        int64_t nh = min((int64_t)TRN_ROPE_H, h - i0);
+        if (i0) __syncthreads(); /* the previous factors are read */
+        for (int64_t j = threadIdx.x; j < nh; j += blockDim.x) {
+            int64_t i = i0 + j;
+            if (cs) {
+                fs[j][0] = trn_f32(cs[t * D + i]), fs[j][1] = trn_f32(cs[t * D + i + h]);
+                fs[j][2] = trn_f32(sn[t * D + i]), fs[j][3] = trn_f32(sn[t * D + i + h]);
+            } else {
+                double ang = (double)t * pow(theta, -2.0 * (double)i / (double)D), s, c;
+                sincos(ang, &s, &c);
+                fs[j][0] = fs[j][1] = c, fs[j][2] = fs[j][3] = s;
+            }
         }
         __syncthreads();
-    }
-    for (int64_t e = threadIdx.x; e < nr * h; e += blockDim.x) {
-        int64_t row = r0 + e / h, i = e % h;
-        const E *x = q;
-        E *y = yq;
-        TrnAttL lx = lq, ly = lyq;
-        int64_t H = hq;
-        if (row >= outer_q) {
-            row -= outer_q;
-            x = k, y = yk, lx = lk, ly = lyk, H = hk;
-        }
-        x += trn_at(lx, row / H, row % H, t), y += trn_at(ly, row / H, row % H, t);
-        double f[4];
-        if (shared) f[0] = fs[i][0], f[1] = fs[i][1], f[2] = fs[i][2], f[3] = fs[i][3];
-        else trn_rope_factors(f, cs, sn, theta, t, i, D);
-        double c0 = f[0], c1 = f[1], s0 = f[2], s1 = f[3];
-        double x1 = trn_f32(x[i]), x2 = trn_f32(x[i + h]);
-        if (!inverse) {
-            trn_st(y + i, x1 * c0 - x2 * s0);
-            trn_st(y + i + h, x2 * c1 + x1 * s1);
-        } else {
-            trn_st(y + i, x1 * c0 + x2 * s1);
-            trn_st(y + i + h, x2 * c1 - x1 * s0);
+        for (int64_t e = threadIdx.x; e < nr * nh; e += blockDim.x) {
+            int64_t row = r0 + e / nh, j = e % nh, i = i0 + j;
+            const E *x = q;
+            E *y = yq;
+            TrnAttL lx = lq, ly = lyq;
+            int64_t H = hq;
+            if (row >= outer_q) {
+                row -= outer_q;
+                x = k, y = yk, lx = lk, ly = lyk, H = hk;
+            }
+            x += trn_at(lx, row / H, row % H, t), y += trn_at(ly, row / H, row % H, t);
+            double c0 = fs[j][0], c1 = fs[j][1], s0 = fs[j][2], s1 = fs[j][3];
+            double x1 = trn_f32(x[i]), x2 = trn_f32(x[i + h]);
+            if (!inverse) {
+                trn_st(y + i, x1 * c0 - x2 * s0);
+                trn_st(y + i + h, x2 * c1 + x1 * s1);
+            } else {
+                trn_st(y + i, x1 * c0 + x2 * s1);
+                trn_st(y + i + h, x2 * c1 - x1 * s0);
+            }
         }
     }
 }

@@ -69,6 +69,10 @@ foreach(model gpt2 llama)
   trainc_nvrtc_test(${model}_tiny_fp16 cuda 300 ${model} fp16 ${CUDA_TINY_${model}} --expect loss_scale_update)
 endforeach()
 trainc_nvrtc_test(llama_tiny_nofusion_rope_bf16 cuda 300 llama bf16 ${CUDA_TINY_llama} --set fusion=0 --expect-half rope)
+# SGD without momentum (fp16: with the overflow skip): no buffer operand or
+# result, null pointers in the call
+trainc_nvrtc_test(gpt2_tiny_sgd_fp16 cuda 300 gpt2 fp16 ${CUDA_TINY_gpt2} --set optimizer=sgd --set momentum=0 --set grad_accum=2
+                  --expect-src "tk_sgd(p0, (float *)0, p0, p1, (float *)0, 16384ll")
 # half attention on the CUDA cores (--no-tc-attention, or below sm_80):
 # the f32-tile kernels with bf16 operands; at D = 128 both kinds
 trainc_nvrtc_test(gpt2_tiny_notc_bf16 cuda 300 gpt2 bf16 ${CUDA_TINY_gpt2} --no-tc-attention --expect-src "!tk_attention_tc")
