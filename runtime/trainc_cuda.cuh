@@ -394,16 +394,36 @@ TRN_DEV void tk_softmax_bwd_cols(float *__restrict__ dx, const float *__restrict
         dx[base + j * inner] = (float)((double)y[base + j * inner] * ((double)dy[base + j * inner] - dot));
 }
 
+/* W consecutive elements as floats and back, W = 1 as well as 4 or 8 */
+template <int W, typename E> TRN_DEV void trn_ldc(const E *__restrict__ p, float (&a)[W]) {
+    if constexpr (W == 1) a[0] = trn_f32(*p);
+    else trn_ldv<W>(p, a);
+}
+template <int W, typename E> TRN_DEV void trn_stc(E *__restrict__ p, const float (&a)[W]) {
+    if constexpr (W == 1) trn_st(p, a[0]);
+    else trn_stv<W>(p, a);
+}
+
 /* ---- norms over rows of [N,C]: one warp per row, the row held in
- * registers (C / 32 values per lane), statistics in double ---- */
+ * registers (C / 32 values per lane), statistics in double.  A lane moves
+ * VW consecutive columns at a time: 8 (16 bytes of half) when C is a
+ * multiple of 8 and every lane has a chunk (C >= 256), else 4 likewise,
+ * else 1 (narrow rows: 8 columns a lane would leave most lanes idle).  Its
+ * chunk k is columns (lane + 32 k) VW .. + VW.  Every operand is a whole
+ * buffer (256-byte aligned) of rows of C elements, so each chunk is
+ * VW-aligned. ---- */
 template <int C> struct TrnRow {
-    static constexpr int PER = (C + 31) / 32;          /* values per lane */
-    float v[PER];
+    static constexpr int VW = C % 8 == 0 && C >= 256 ? 8 : C % 4 == 0 && C >= 128 ? 4 : 1;
+    static constexpr int NQ = (C / VW + 31) / 32; /* chunks a lane */
+    float v[NQ][VW];
+    static TRN_MEMBER int col(int lane, int k) { return (lane + 32 * k) * VW; }
     template <typename E> TRN_MEMBER void load(const E *__restrict__ r, int lane) {
 #pragma unroll
-        for (int k = 0; k < PER; k++) {
-            int c = lane + 32 * k;
-            v[k] = c < C ? trn_f32(r[c]) : 0.0f;
+        for (int k = 0; k < NQ; k++) {
+            if (col(lane, k) < C) trn_ldc<VW>(r + col(lane, k), v[k]);
+            else
+#pragma unroll
+                for (int j = 0; j < VW; j++) v[k][j] = 0.0f;
         }
     }
 };
@@ -421,51 +441,63 @@ template <int C, bool LN, bool ADD, typename EY, typename EX, typename ER>
 TRN_DEV void tk_norm_rows(EY *__restrict__ y, float *__restrict__ s, float *__restrict__ mean, float *__restrict__ rstd,
                           const EX *__restrict__ x, const ER *__restrict__ r, const float *__restrict__ w,
                           const float *__restrict__ b, int64_t N, double eps) {
+    using R = TrnRow<C>;
+    constexpr int VW = R::VW;
     int lane = threadIdx.x & 31;
     int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (n >= N) return;
-    TrnRow<C> row;
+    R row;
     row.load(x + n * C, lane);
     if constexpr (ADD) {
 #pragma unroll
-        for (int k = 0; k < row.PER; k++) {
-            int c = lane + 32 * k;
-            if (c < C) {
-                row.v[k] += trn_f32(r[n * C + c]);
-                s[n * C + c] = row.v[k];
-            }
+        for (int k = 0; k < R::NQ; k++) {
+            int c = R::col(lane, k);
+            if (c >= C) continue;
+            float t[VW];
+            trn_ldc<VW>(r + n * C + c, t);
+#pragma unroll
+            for (int j = 0; j < VW; j++) row.v[k][j] += t[j];
+            trn_stc<VW>(s + n * C + c, row.v[k]);
         }
     }
     double m = 0, q = 0;
     if constexpr (LN) {
         double a = 0;
 #pragma unroll
-        for (int k = 0; k < row.PER; k++) a += (double)row.v[k];
+        for (int k = 0; k < R::NQ; k++)
+#pragma unroll
+            for (int j = 0; j < VW; j++) a += (double)row.v[k][j];
         m = trn_warp_sum(a) / (double)C;
 #pragma unroll
-        for (int k = 0; k < row.PER; k++)
-            if (lane + 32 * k < C) q += ((double)row.v[k] - m) * ((double)row.v[k] - m);
+        for (int k = 0; k < R::NQ; k++)
+            if (R::col(lane, k) < C)
+#pragma unroll
+                for (int j = 0; j < VW; j++) q += ((double)row.v[k][j] - m) * ((double)row.v[k][j] - m);
     } else {
 #pragma unroll
-        for (int k = 0; k < row.PER; k++) q += (double)row.v[k] * (double)row.v[k];
+        for (int k = 0; k < R::NQ; k++)
+#pragma unroll
+            for (int j = 0; j < VW; j++) q += (double)row.v[k][j] * (double)row.v[k][j];
     }
     double rs = 1.0 / sqrt(trn_warp_sum(q) / (double)C + eps);
 #pragma unroll
-    for (int k = 0; k < row.PER; k++) {
-        int c = lane + 32 * k;
+    for (int k = 0; k < R::NQ; k++) {
+        int c = R::col(lane, k);
         if (c >= C) continue;
-        if constexpr (LN) trn_st(y + n * C + c, (float)(((double)row.v[k] - m) * rs * (double)w[c] + (double)b[c]));
-        else trn_st(y + n * C + c, (float)((double)row.v[k] * rs * (double)w[c]));
+        float wv[VW], bv[VW], o[VW];
+        trn_ldc<VW>(w + c, wv);
+        if constexpr (LN) trn_ldc<VW>(b + c, bv);
+#pragma unroll
+        for (int j = 0; j < VW; j++) {
+            if constexpr (LN) o[j] = (float)(((double)row.v[k][j] - m) * rs * (double)wv[j] + (double)bv[j]);
+            else o[j] = (float)((double)row.v[k][j] * rs * (double)wv[j]);
+        }
+        trn_stc<VW>(y + n * C + c, o);
     }
     if (lane == 0) {
         if constexpr (LN) mean[n] = (float)m;
         rstd[n] = (float)rs;
     }
-}
-
-template <typename EH> TRN_DEV void trn_st_dx(float *dx, EH *dxh, int64_t i, float v) {
-    if (dx) dx[i] = v;
-    if (dxh) trn_st(dxh + i, v);
 }
 
 /* The input gradient of those norms over rows: dx [N,C] from dy, x (the
@@ -476,56 +508,78 @@ template <typename EH> TRN_DEV void trn_st_dx(float *dx, EH *dxh, int64_t i, flo
  * dw, db come from tk_norm_bwd_cols.  Block: 8 warps, grid ceil(N / 8).
  * dy (EDY) f32, or half whose widening cast was absorbed.  dx may be NULL
  * (nothing reads the f32 value); dxh (EH half), when not NULL, gets dx
- * rounded to half: the cast the products read, absorbed. */
+ * rounded to half: the cast the products read, absorbed.  Chunks as
+ * tk_norm_rows'. */
+template <int C, bool LN, bool ADD, typename EDY, typename EH>
+struct TrnNormBwd {
+    static constexpr int VW = TrnRow<C>::VW;
+    const EDY *dr;
+    const float *ds, *w;
+    float *dx;
+    EH *dxh;
+    double m, rs, s1, s2;
+    /* the sums over the row: chunk c of x */
+    TRN_MEMBER void sums(int c, const float (&xv)[VW]) {
+        float dv[VW], wv[VW];
+        trn_ldc<VW>(dr + c, dv);
+        trn_ldc<VW>(w + c, wv);
+#pragma unroll
+        for (int j = 0; j < VW; j++) {
+            double xh = ((double)xv[j] - m) * rs, g = (double)dv[j] * (double)wv[j];
+            s1 += g;
+            s2 += g * xh;
+        }
+    }
+    TRN_MEMBER void reduce(void) {
+        s1 = LN ? trn_warp_sum(s1) / (double)C : 0.0;
+        s2 = trn_warp_sum(s2) / (double)C;
+    }
+    /* dx at chunk c, row offset nc */
+    TRN_MEMBER void store(int64_t nc, int c, const float (&xv)[VW]) {
+        float dv[VW], wv[VW], dsv[VW], o[VW];
+        trn_ldc<VW>(dr + c, dv);
+        trn_ldc<VW>(w + c, wv);
+        if constexpr (ADD) trn_ldc<VW>(ds + nc + c, dsv);
+#pragma unroll
+        for (int j = 0; j < VW; j++) {
+            double xh = ((double)xv[j] - m) * rs, g = (double)dv[j] * (double)wv[j];
+            double v = rs * (g - s1 - xh * s2);
+            if constexpr (ADD) v += (double)dsv[j];
+            o[j] = (float)v;
+        }
+        if (dx) trn_stc<VW>(dx + nc + c, o);
+        if (dxh) trn_stc<VW>(dxh + nc + c, o);
+    }
+};
 template <int C, bool LN, bool ADD, typename EDY, typename EH>
 TRN_DEV void tk_norm_bwd_rows(float *__restrict__ dx, EH *__restrict__ dxh, const EDY *__restrict__ dy, const float *__restrict__ ds,
                               const float *__restrict__ x, const float *__restrict__ w, const float *__restrict__ mean,
                               const float *__restrict__ rstd, int64_t N) {
+    using R = TrnRow<C>;
+    constexpr int VW = R::VW;
     int lane = threadIdx.x & 31;
     int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (n >= N) return;
-    const EDY *dr = dy + n * C;
-    double m = LN ? (double)mean[n] : 0.0, rs = rstd[n], s1 = 0, s2 = 0;
+    TrnNormBwd<C, LN, ADD, EDY, EH> B = {dy + n * C, ds, w, dx, dxh, LN ? (double)mean[n] : 0.0, (double)rstd[n], 0.0, 0.0};
     if constexpr (C > 1024) {
         /* wide rows (TinyLlama's 2048): no register copy, x and dy re-read
          * from L1 (a copy in registers spills) */
         const float *xg = x + n * C;
-        for (int c = lane; c < C; c += 32) {
-            double xh = ((double)xg[c] - m) * rs, g = (double)trn_f32(dr[c]) * (double)w[c];
-            s1 += g;
-            s2 += g * xh;
-        }
-        s1 = LN ? trn_warp_sum(s1) / (double)C : 0.0;
-        s2 = trn_warp_sum(s2) / (double)C;
-        for (int c = lane; c < C; c += 32) {
-            double xh = ((double)xg[c] - m) * rs, g = (double)trn_f32(dr[c]) * (double)w[c];
-            double v = rs * (g - s1 - xh * s2);
-            if constexpr (ADD) v += (double)ds[n * C + c];
-            trn_st_dx(dx, dxh, n * C + c, (float)v);
-        }
+        float xv[VW];
+        for (int c = lane * VW; c < C; c += 32 * VW) trn_ldc<VW>(xg + c, xv), B.sums(c, xv);
+        B.reduce();
+        for (int c = lane * VW; c < C; c += 32 * VW) trn_ldc<VW>(xg + c, xv), B.store(n * C, c, xv);
         return;
     }
-    TrnRow<C> xr;
+    R xr;
     xr.load(x + n * C, lane);
 #pragma unroll
-    for (int k = 0; k < xr.PER; k++) {
-        int c = lane + 32 * k;
-        if (c >= C) continue;
-        double xh = ((double)xr.v[k] - m) * rs, g = (double)trn_f32(dr[c]) * (double)w[c];
-        s1 += g;
-        s2 += g * xh;
-    }
-    s1 = LN ? trn_warp_sum(s1) / (double)C : 0.0;
-    s2 = trn_warp_sum(s2) / (double)C;
+    for (int k = 0; k < R::NQ; k++)
+        if (R::col(lane, k) < C) B.sums(R::col(lane, k), xr.v[k]);
+    B.reduce();
 #pragma unroll
-    for (int k = 0; k < xr.PER; k++) {
-        int c = lane + 32 * k;
-        if (c >= C) continue;
-        double xh = ((double)xr.v[k] - m) * rs, g = (double)trn_f32(dr[c]) * (double)w[c];
-        double v = rs * (g - s1 - xh * s2);
-        if constexpr (ADD) v += (double)ds[n * C + c];
-        trn_st_dx(dx, dxh, n * C + c, (float)v);
-    }
+    for (int k = 0; k < R::NQ; k++)
+        if (R::col(lane, k) < C) B.store(n * C, R::col(lane, k), xr.v[k]);
 }
 
 /* dw [C] = sum_rows dy xhat, db [C] = sum_rows dy (db may be NULL: rms_norm,

@@ -121,6 +121,12 @@ if(TRAINC_CXX)
   trainc_emu_test(gpt2_rows_bf16 gpt2 -D vocab=500 -D layers=1 -D heads=2 -D dim=32 -D seq=128 -D batch=32 -D dropout=0.1 --set precision=bf16)
   set_tests_properties(cuda_emu_gpt2_rows_bf16 PROPERTIES LABELS "cuda;slow")
   trainc_emu_test(gpt2_tiny_fp32 gpt2 ${CUDA_TINY_gpt2} --set precision=fp32)
+  # the norms' row kernels at widths whose chunks are 4 columns (132), 1
+  # column (30) and over 1024 columns (1056: no register copy of the row)
+  trainc_emu_test(gpt2_c132_bf16 gpt2 -D vocab=256 -D layers=1 -D heads=2 -D dim=132 -D seq=32 -D batch=2 --set precision=bf16)
+  trainc_emu_test(gpt2_c30_fp32 gpt2 -D vocab=256 -D layers=1 -D heads=2 -D dim=30 -D seq=32 -D batch=2 --set precision=fp32)
+  trainc_emu_test(llama_c1056_bf16 llama -D vocab=128 -D layers=1 -D heads=11 -D kv_heads=1 -D dim=1056 -D ffn=64 -D seq=16 -D batch=1
+                  --set precision=bf16)
   trainc_emu_test(gpt2_tiny_notc_bf16 gpt2 ${CUDA_TINY_gpt2} --set precision=bf16 --no-tc-attention)
   # (2 micro-batches a step: the norms' weight gradients summed into their
   # accumulators in place, Kernel.acc_grads)
