@@ -102,7 +102,7 @@ static void kernel_header(Emit *e, Kernel *k) {
     for (int i = 0; i < k->nreads; i++) describe_buf(f, e->p, k->reads[i], "read");
     for (int i = 0; i < k->nwrites; i++) describe_buf(f, e->p, k->writes[i], "write");
     fputs(" */\n", f);
-    fprintf(f, "static void %s(unsigned char *A)\n{\n", k->name);
+    fprintf(f, "TRN_KERNEL void %s(unsigned char *A)\n{\n", k->name);
 }
 
 /* A pointer variable to a buffer's data. */

@@ -114,13 +114,16 @@ static Kernel *kern_by_id(Sched *s, int id) {
     return NULL;
 }
 
-/* Does kernel `from` depend (transitively) on kernel `on`?  Kernels made
- * before `on` cannot, so the search stops there.  Each kernel is visited
- * once per query (a stamp per kernel): without it the search is
- * exponential in the depth of a graph with many shared operands. */
+/* Does kernel `from` depend (transitively) on kernel `on`?  Each kernel is
+ * visited once per query (a stamp per kernel): without it the search is
+ * exponential in the depth of a graph with many shared operands.  The
+ * search is not cut at kernels made before `on`: a loop kernel may depend
+ * on a newer one (it took a node reading that kernel's value), and a path
+ * through it once went unseen, a node reading the older kernel's value
+ * joined the newer one, and the schedule had a cycle. */
 static bool depends_on_rec(Lower *L, Kernel *from, Kernel *on) {
     if (from == on) return true;
-    if (from->id < on->id || L->seen[from->id] == L->stamp) return false;
+    if (L->seen[from->id] == L->stamp) return false;
     L->seen[from->id] = L->stamp;
     for (int i = 0; i < from->ndeps; i++) {
         Kernel *d = kern_by_id(L->s, from->deps[i]);
@@ -219,7 +222,18 @@ static View contiguous(Lower *L, Value *v, Kernel *consumer) {
     kern_add_dep(k, producer(L, v));
     kern_add_node(L, k, v->def);
     k->order = consumer->order;
-    /* later readers use the copy */
+    /* later readers use the copy; so do the loop kernels already made that
+     * read v, which find its view when they are emitted: they run after the
+     * copy (a sum over a permuted gradient, lowered before the embedding
+     * backward asked for the copy, read it before it was made) */
+    Kernel *prod = vi->kern;
+    for (int i = 0; i < L->s->nk; i++) {
+        Kernel *r = L->s->k[i];
+        if (r == k || r == consumer || r == prod) continue;
+        for (int a = 0; a < r->nnodes; a++)
+            for (int j = 0; j < r->nodes[a]->nin; j++)
+                if (r->nodes[a]->in[j] == v) kern_add_dep(r, k);
+    }
     vi->st = VS_BUF;
     view_contig(&vi->view, b, &v->ty.shape);
     vi->kern = k;

@@ -2,7 +2,8 @@
  *
  * Marks backward from the outputs: a node is live when one of its results
  * is an output or an operand of a live node.  The target of an update is
- * live (the update writes it).  Inputs and params are kept even when nothing
+ * live (the update writes it); an update to the target's own value is
+ * dropped.  Inputs and params are kept even when nothing
  * uses them: they are the model's interface (checkpoint keys, fed tensors).
  * In a forward graph an unused param gets a warning at its location.  Dead
  * state, constant, iota and computing nodes are removed.
@@ -12,6 +13,17 @@
 #include <stdlib.h>
 
 bool pass_dce(Graph *g, const PassOptions *po, Diag *d) {
+    /* an update of a source to its own value changes nothing: dropped (fold
+     * leaves `update %acc = %acc` where a parameter's gradient is zero, its
+     * accumulation `acc + 0`; lowering it made a copy that read its own
+     * target, "the kernel schedule has a cycle") */
+    int no = 0;
+    for (int i = 0; i < g->noutputs; i++) {
+        Output *o = &g->outputs[i];
+        if (o->kind == OUT_UPDATE && o->target && o->value == o->target->out[0]) continue;
+        g->outputs[no++] = *o;
+    }
+    g->noutputs = no;
     bool *live = xcalloc((size_t)g->nvalues + 1, sizeof(bool));
     bool *keep = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
     for (int i = 0; i < g->noutputs; i++) {

@@ -28,6 +28,19 @@
 
 #define TRN_INLINE static inline __attribute__((always_inline))
 
+/* A generated kernel function.  GCC's noipa: its callers (the schedule's
+ * run function) use nothing the optimiser learns from its body.  GCC 12.2
+ * at -O1 and above rewrote the addresses of a kernel whose loop reads
+ * transposed (A + off + 4 (i + 8 j)) as integer arithmetic on A, then took
+ * the function for one without side effects and deleted its call: a
+ * transposed operand never written, the loss flat (tests/e2e/fuzz/).
+ * Clang has no noipa and no such deletion. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define TRN_KERNEL static __attribute__((noipa))
+#else
+#define TRN_KERNEL static
+#endif
+
 /* ---- dtype conversions ---- */
 
 TRN_INLINE float trn_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }

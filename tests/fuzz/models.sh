@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# tests/fuzz/models.sh BUILD FIRST LAST OUT — differential fuzzing of the
+# compiler with the models tests/fuzz/models.py makes for seeds FIRST..LAST
+# (python3; not a CTest test).  BUILD: a build folder (tools/trainc,
+# tools/trainc-tokenize, tests/cuda_emit, runtime/libtrainc_rt.a).  For
+# each model, in OUT/sSEED:
+#   - `trainc compile --emit=kernels` for cpu and cuda, fp32/bf16/fp16, with
+#     accumulation + clipping, without liger fusion, with SGD: no failure;
+#   - the compiled executable against `trainc run` (the interpreter), 3
+#     steps, fp32 and bf16, fused and not: the same losses (1e-4; bf16 3e-2);
+#   - its CUDA C on the CPU emulation against the C backend, kernel by
+#     kernel (tests/cuda/emu/run.sh; fp32 for odd seeds, bf16 for even).
+# Findings go to OUT/log, one line each.  A model that shows a bug, once
+# reduced and fixed, goes into tests/e2e/fuzz/.
+set -u
+build=$(cd "$1" && pwd) first=$2 last=$3 out=$4
+root=$(cd "$(dirname "$0")/../.." && pwd)
+T=$build/tools/trainc
+mkdir -p "$out" && out=$(cd "$out" && pwd) && log=$out/log
+cat "$root/README.md" "$root"/docs/*.md > "$out/text.txt"
+"$build/tools/trainc-tokenize" "$out/text.txt" "$out/tok" > /dev/null
+A="--data $out/tok_train.bin --steps 3 --seed 7 --warmup 0 --quiet"
+for s in $(seq "$first" "$last"); do
+  d=$out/s$s
+  rm -rf "$d" && mkdir -p "$d" && cd "$d" || exit 2
+  python3 "$root/tests/fuzz/models.py" "$s" > m.model
+  if ! "$T" check m.model > check.txt 2>&1; then echo "[$s] check: $(head -c 300 check.txt)" >> "$log"; continue; fi
+  for P in fp32 bf16 fp16; do for tg in cpu cuda; do
+    for o in "" "--set grad_accum=2 --set grad_clip=1" "--set fusion=0" "--set optimizer=sgd --set momentum=0.9"; do
+      timeout 60 "$T" compile m.model --emit=kernels --precision=$P --target=$tg $o > k.txt 2> kerr.txt ||
+        echo "[$s] kernels $P $tg $o: $(grep -v '^ \|warning' kerr.txt | head -2 | cut -c1-300)" >> "$log"
+    done
+  done; done
+  for P in fp32 bf16; do for o in "" "--set fusion=0"; do
+    tag=$P$(echo "$o" | tr -dc a-z0-9)
+    timeout 120 "$T" run m.model $A --precision=$P $o --metrics i$tag.jsonl > i$tag.log 2>&1 || { echo "[$s] trainc run $P $o: $(tail -1 i$tag.log)" >> "$log"; continue; }
+    timeout 120 "$T" compile m.model --precision=$P $o -o x$tag > c$tag.log 2>&1 || { echo "[$s] compile $P $o: $(grep -v '^ \|warning' c$tag.log | tail -1)" >> "$log"; continue; }
+    timeout 60 ./x$tag $A --metrics c$tag.jsonl > r$tag.log 2>&1 || { echo "[$s] executable $P $o: $(tail -1 r$tag.log)" >> "$log"; continue; }
+    lim=1e-4; [ $P = bf16 ] && lim=3e-2
+    python3 - i$tag.jsonl c$tag.jsonl $lim > cmp$tag.txt <<'PY' || echo "[$s] losses $P $o: $(cat cmp$tag.txt)" >> "$log"
+import json, sys
+a = [json.loads(l)['loss'] for l in open(sys.argv[1]) if '"step"' in l]
+b = [json.loads(l)['loss'] for l in open(sys.argv[2]) if '"step"' in l]
+lim = float(sys.argv[3])
+ok = len(a) == len(b) == 3 and all(abs(x - y) <= lim * max(1, abs(x)) for x, y in zip(a, b))
+print('interpreter', a, 'compiled', b)
+sys.exit(0 if ok else 1)
+PY
+  done; done
+  P=$([ $((s % 2)) -eq 0 ] && echo bf16 || echo fp32)
+  timeout 300 bash "$root/tests/cuda/emu/run.sh" "$build/tests/cuda_emit" "$build/runtime/libtrainc_rt.a" "$d/emu" "$d/m.model" fz trn_model_fz \
+    --set precision=$P > emu.txt 2>&1 || echo "[$s] emulation $P: $(grep -v '^ ' emu.txt | tail -3 | cut -c1-400)" >> "$log"
+  echo "[$s] done" >> "$log"
+done
