@@ -37,7 +37,10 @@
 #include <string.h>
 
 #define NT 256                  /* threads per block of one-thread-per-element kernels */
-#define CU_MAXPARAM TRN_CUDA_MAXARGS
+/* Buffers one kernel may name.  A launch passes at most TRN_CUDA_MAXARGS
+ * pointers: a kernel with more (a long fused backward chain) takes the
+ * arena base alone and forms its pointers from it (arena_form). */
+#define CU_MAXPARAM 128
 
 /* ---- the module being built ---- */
 
@@ -45,7 +48,7 @@ typedef struct CuLaunch {
     int      fn;
     unsigned grid[3], block[3], smem;
     int      nargs;
-    int64_t  arg[CU_MAXPARAM];
+    int64_t  arg[TRN_CUDA_MAXARGS];
 } CuLaunch;
 
 typedef struct CuKern {
@@ -270,8 +273,35 @@ static void add_step(CuKern *r, int gemm, int index) {
 }
 
 /* Records a launch of function text (made from P) for kernel k. */
+/* A function of more than TRN_CUDA_MAXARGS parameters, made to take the
+ * arena base alone: its parameter list becomes (unsigned char *trn_A), and
+ * each parameter pN a local pointer at its arena offset, declared as the
+ * list declared it.  (Its text then names offsets: no two launches share
+ * it.)  Returns the new text; frees the old. */
+static char *arena_form(Emit *e, Params *P, char *text) {
+    StrBuf sig = {0}, out = {0};
+    signature(e, P, &sig, true);
+    char *at = strstr(text, sig.s), *brace = at ? strstr(at + sig.len, "{\n") : NULL;
+    if (!at || !brace) die("cuda: no parameter list to replace in a kernel of %d buffers", P->n);
+    sb_printf(&out, "%.*s(unsigned char *trn_A)%.*s{\n", (int)(at - text), text, (int)(brace - (at + sig.len)), at + sig.len);
+    sb_printf(&out, "    /* %d buffers: more than a launch passes (%d); pointers from the arena base */\n", P->n, TRN_CUDA_MAXARGS);
+    bool restrict_ = strstr(sig.s, "__restrict__") != NULL;
+    for (int i = 0; i < P->n; i++) {
+        const char *ty = P->buf[i] == -1 ? "unsigned char" : P->buf[i] == -2 ? "void" : st_type(e->p->bufs[P->buf[i]].dt);
+        sb_printf(&out, "    %s%s *%sp%d = (%s%s *)(trn_A + %lldll);\n", P->write[i] || P->buf[i] < 0 ? "" : "const ", ty,
+                  restrict_ && P->buf[i] >= 0 ? "__restrict__ " : "", i, P->write[i] || P->buf[i] < 0 ? "" : "const ", ty,
+                  (long long)P->off[i]);
+    }
+    sb_puts(&out, brace + 2);
+    free(sig.s);
+    free(text);
+    return sb_take(&out);
+}
+
 static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char *text, bool tmpl, unsigned gx, unsigned gy,
                    unsigned bx, unsigned by) {
+    bool packed = P->n > TRN_CUDA_MAXARGS;
+    if (packed) text = arena_form(e, (Params *)P, text);
     if (r->nl == r->capl) {
         r->capl = r->capl ? 2 * r->capl : 4;
         r->l = xrealloc(r->l, sizeof(CuLaunch) * (size_t)r->capl);
@@ -286,8 +316,8 @@ static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char
     l->block[0] = bx;
     l->block[1] = by ? by : 1;
     l->block[2] = 1;
-    l->nargs = P->n;
-    for (int i = 0; i < P->n; i++) l->arg[i] = P->off[i];
+    l->nargs = packed ? 1 : P->n;
+    for (int i = 0; i < l->nargs; i++) l->arg[i] = packed ? 0 : P->off[i];
     CuFn *f = &e->m->fn[l->fn];
     bool again = false;
     for (int i = 0; i < r->nl - 1 && r->terse; i++) again |= r->l[i].fn == l->fn;

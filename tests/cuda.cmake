@@ -172,6 +172,9 @@ if(TRAINC_CXX)
   set_tests_properties(cuda_fake_gpt2_tiny_bf16 cuda_fake_llama_tiny_pad_ckpt_accum_tf32 PROPERTIES LABELS "cuda;slow")
   # products batched over two dims: one strided in cuBLASLt, one looped;
   # SGD without momentum over 2 micro-batches (no buffer: null pointers)
+  # a fused loop kernel of more buffers than a launch passes (17): it takes
+  # the arena base alone and forms its pointers from it (tests/e2e/fuzz/)
+  trainc_fake_test(fuzz_many_buffers_bf16 tests/e2e/fuzz/many_buffers.model 3 2e-2 --set precision=bf16)
   trainc_fake_test(bmm_bf16 tests/cuda/fake/bmm.model 3 2e-2 --set precision=bf16 --set optimizer=sgd --set momentum=0 --set grad_accum=2)
   # 8192 rows: the column reductions (bias gradients) split over row groups
   trainc_fake_test(mlp_rows_fp32 examples/mlp.model 0 0 -D batch=8192 --set precision=fp32)

@@ -5,7 +5,8 @@
 # broadcasts, linear layers, the norms (and RMSNorm spelled out), softmax
 # along either axis, attention (with RoPE, grouped-query, causal or not),
 # split/concat/slice, dropout, casts through bf16, transposes, a
-# hand-written attention, reductions kept as broadcasts.  Some steps'
+# hand-written attention, reductions kept as broadcasts; sometimes a block
+# of such steps repeated 1 to 3 times (checkpointing's unit).  Some steps'
 # results are never used (their parameters get a warning).  The same seed
 # gives the same model.  tests/fuzz/models.sh runs the differential checks.
 import random, sys
@@ -15,118 +16,141 @@ def gen(seed):
     B, T = 2, 8
     C0 = R.choice([8, 12, 16])
     V = 256
-    lines = []
-    params = []
-    blocks = []
+    cur = [[]]  # the statements being written: the model's or a block's
     cnt = [0]
     def fresh(p='v'):
         cnt[0] += 1
         return f'{p}{cnt[0]}'
     def param(shape, init='normal(0.1)'):
         n = fresh('p')
-        lines.append(f'  param {n}: [{", ".join(map(str, shape))}] = {init}')
+        cur[0].append(f'  param {n}: [{", ".join(map(str, shape))}] = {init}')
         return n
     pool = []  # (name, width)
     x = fresh()
     wte = param([V, C0], 'normal(0.1)')
-    lines.append(f'  {x} = embedding({wte}, tokens)')
+    cur[0].append(f'  {x} = embedding({wte}, tokens)')
     pool.append((x, C0))
     if R.random() < 0.5:
         wpe = param([T, C0])
         y = fresh()
-        lines.append(f'  {y} = {x} + embedding({wpe}, arange({T}))')
+        cur[0].append(f'  {y} = {x} + embedding({wpe}, arange({T}))')
         pool.append((y, C0))
-    nops = R.randint(2, 9)
-    for _ in range(nops):
-        a, ca = R.choice(pool[-3:])
-        same = [p for p in pool if p[1] == ca]
-        b, _ = R.choice(same)
-        k = R.randrange(22)
-        y = fresh()
-        cy = ca
-        if k == 0:
-            f = R.choice(['tanh', 'sigmoid', 'relu', 'silu', 'gelu', 'neg', 'abs'])
-            lines.append(f'  {y} = {f}({a})')
-        elif k == 1:
-            lines.append(f'  {y} = gelu({a}, approximate="tanh")')
-        elif k == 2:
-            op = R.choice(['+', '-', '*'])
-            lines.append(f'  {y} = {a} {op} {b}')
-        elif k == 3:
-            f = R.choice(['maximum', 'minimum'])
-            lines.append(f'  {y} = {f}({a}, {b})')
-        elif k == 4:
-            w = param([ca], R.choice(['ones', 'normal(0.5)']))
-            op = R.choice(['+', '*'])
-            lines.append(f'  {y} = {a} {op} {w}')
-        elif k == 5:
-            cy = R.choice([8, 12, 16, 24, 6])
-            w = param([cy, ca], f'normal({1.0 / ca ** 0.5:.3f})')
-            if R.random() < 0.5:
-                bb = param([cy], 'zeros')
-                lines.append(f'  {y} = linear({a}, {w}, {bb})')
-            else:
-                lines.append(f'  {y} = linear({a}, {w})')
-        elif k == 6:
-            w = param([ca], 'ones'); bb = param([ca], 'zeros')
-            lines.append(f'  {y} = layer_norm({a}, {w}, {bb})')
-        elif k == 7:
-            w = param([ca], 'ones')
-            lines.append(f'  {y} = rms_norm({a}, {w})')
-        elif k == 8:
-            w = param([ca], 'ones')
-            lines.append(f'  {y} = {a} * rsqrt(mean({a} * {a}, axis=-1, keepdim=true) + 1e-5) * {w}')
-        elif k == 9:
-            lines.append(f'  {y} = softmax({a}, axis={R.choice([-1, 1])})')
-        elif k == 10:
-            lines.append(f'  {y} = {a} - max({a}, axis=-1, keepdim=true)')
-        elif k == 11 and ca % 4 == 0:
-            H = R.choice([1, 2]); D = ca // H
-            Hk = R.choice([h for h in [1, 2] if H % h == 0])
-            q, kk, vv = fresh(), fresh(), fresh()
-            wq = param([ca, ca], f'normal({1.0 / ca ** 0.5:.3f})')
-            wk = param([Hk * D, ca], f'normal({1.0 / ca ** 0.5:.3f})')
-            wv = param([Hk * D, ca], f'normal({1.0 / ca ** 0.5:.3f})')
-            lines.append(f'  {q} = transpose(reshape(linear({a}, {wq}), [{B}, {T}, {H}, {D}]), 1, 2)')
-            lines.append(f'  {kk} = transpose(reshape(linear({a}, {wk}), [{B}, {T}, {Hk}, {D}]), 1, 2)')
-            lines.append(f'  {vv} = transpose(reshape(linear({a}, {wv}), [{B}, {T}, {Hk}, {D}]), 1, 2)')
-            if R.random() < 0.5 and D % 2 == 0:
-                lines.append(f'  {q} = rope({q})')
-                lines.append(f'  {kk} = rope({kk})')
-            causal = R.choice(['true', 'false']) if Hk == H else 'true'
-            lines.append(f'  {y} = reshape(transpose(attention({q}, {kk}, {vv}, causal={causal}), 1, 2), [{B}, {T}, {ca}])')
-        elif k == 12 and ca % 2 == 0:
-            p, q = fresh(), fresh()
-            lines.append(f'  {p}, {q} = split({a}, 2)')
-            if R.random() < 0.5:
-                lines.append(f'  {y} = concat([{q}, {p}], axis=-1)')
-            else:
-                f = R.choice(['sigmoid', 'silu', 'gelu'])
-                lines.append(f'  {y} = {f}({p}) * {q}')
-                cy = ca // 2
-        elif k == 13 and ca > 2:
-            e = R.randint(1, ca - 1)
-            lines.append(f'  {y} = slice({a}, -1, 0, {e})')
-            cy = e
-        elif k == 14:
-            lines.append(f'  {y} = dropout({a}, 0.1)')
-        elif k == 15:
-            lines.append(f'  {y} = cast(cast({a}, "bf16"), "f32")')
-        elif k == 16:
-            s = fresh()
-            lines.append(f'  {s} = softmax(matmul({a}, transpose({b}, 1, 2)) * {1.0 / ca ** 0.5:.3f}, axis=-1)')
-            lines.append(f'  {y} = matmul({s}, {b})')
-        elif k == 17:
-            lines.append(f'  {y} = {a} + sum({a}, axis=1, keepdim=true) * 0.1')
-        elif k == 18:
-            lines.append(f'  {y} = exp(tanh({a})) + sqrt({a} * {a} + 1.0)')
-        elif k == 19:
-            lines.append(f'  {y} = transpose(transpose({a}, 1, 2) * 2.0, 1, 2)')
-        elif k == 20:
-            lines.append(f'  {y} = {a} / (abs({b}) + 1.0)')
-        else:
-            lines.append(f'  {y} = {a} + {b}')
-        pool.append((y, cy))
+    def steps(pool, nops):
+      lines = cur[0]
+      for _ in range(nops):
+          a, ca = R.choice(pool[-3:])
+          same = [p for p in pool if p[1] == ca]
+          b, _ = R.choice(same)
+          k = R.randrange(22)
+          y = fresh()
+          cy = ca
+          if k == 0:
+              f = R.choice(['tanh', 'sigmoid', 'relu', 'silu', 'gelu', 'neg', 'abs'])
+              lines.append(f'  {y} = {f}({a})')
+          elif k == 1:
+              lines.append(f'  {y} = gelu({a}, approximate="tanh")')
+          elif k == 2:
+              op = R.choice(['+', '-', '*'])
+              lines.append(f'  {y} = {a} {op} {b}')
+          elif k == 3:
+              f = R.choice(['maximum', 'minimum'])
+              lines.append(f'  {y} = {f}({a}, {b})')
+          elif k == 4:
+              w = param([ca], R.choice(['ones', 'normal(0.5)']))
+              op = R.choice(['+', '*'])
+              lines.append(f'  {y} = {a} {op} {w}')
+          elif k == 5:
+              cy = R.choice([8, 12, 16, 24, 6])
+              w = param([cy, ca], f'normal({1.0 / ca ** 0.5:.3f})')
+              if R.random() < 0.5:
+                  bb = param([cy], 'zeros')
+                  lines.append(f'  {y} = linear({a}, {w}, {bb})')
+              else:
+                  lines.append(f'  {y} = linear({a}, {w})')
+          elif k == 6:
+              w = param([ca], 'ones'); bb = param([ca], 'zeros')
+              lines.append(f'  {y} = layer_norm({a}, {w}, {bb})')
+          elif k == 7:
+              w = param([ca], 'ones')
+              lines.append(f'  {y} = rms_norm({a}, {w})')
+          elif k == 8:
+              w = param([ca], 'ones')
+              lines.append(f'  {y} = {a} * rsqrt(mean({a} * {a}, axis=-1, keepdim=true) + 1e-5) * {w}')
+          elif k == 9:
+              lines.append(f'  {y} = softmax({a}, axis={R.choice([-1, 1])})')
+          elif k == 10:
+              lines.append(f'  {y} = {a} - max({a}, axis=-1, keepdim=true)')
+          elif k == 11 and ca % 4 == 0:
+              H = R.choice([1, 2]); D = ca // H
+              Hk = R.choice([h for h in [1, 2] if H % h == 0])
+              q, kk, vv = fresh(), fresh(), fresh()
+              wq = param([ca, ca], f'normal({1.0 / ca ** 0.5:.3f})')
+              wk = param([Hk * D, ca], f'normal({1.0 / ca ** 0.5:.3f})')
+              wv = param([Hk * D, ca], f'normal({1.0 / ca ** 0.5:.3f})')
+              lines.append(f'  {q} = transpose(reshape(linear({a}, {wq}), [{B}, {T}, {H}, {D}]), 1, 2)')
+              lines.append(f'  {kk} = transpose(reshape(linear({a}, {wk}), [{B}, {T}, {Hk}, {D}]), 1, 2)')
+              lines.append(f'  {vv} = transpose(reshape(linear({a}, {wv}), [{B}, {T}, {Hk}, {D}]), 1, 2)')
+              if R.random() < 0.5 and D % 2 == 0:
+                  lines.append(f'  {q} = rope({q})')
+                  lines.append(f'  {kk} = rope({kk})')
+              causal = R.choice(['true', 'false']) if Hk == H else 'true'
+              lines.append(f'  {y} = reshape(transpose(attention({q}, {kk}, {vv}, causal={causal}), 1, 2), [{B}, {T}, {ca}])')
+          elif k == 12 and ca % 2 == 0:
+              p, q = fresh(), fresh()
+              lines.append(f'  {p}, {q} = split({a}, 2)')
+              if R.random() < 0.5:
+                  lines.append(f'  {y} = concat([{q}, {p}], axis=-1)')
+              else:
+                  f = R.choice(['sigmoid', 'silu', 'gelu'])
+                  lines.append(f'  {y} = {f}({p}) * {q}')
+                  cy = ca // 2
+          elif k == 13 and ca > 2:
+              e = R.randint(1, ca - 1)
+              lines.append(f'  {y} = slice({a}, -1, 0, {e})')
+              cy = e
+          elif k == 14:
+              lines.append(f'  {y} = dropout({a}, 0.1)')
+          elif k == 15:
+              lines.append(f'  {y} = cast(cast({a}, "bf16"), "f32")')
+          elif k == 16:
+              s = fresh()
+              lines.append(f'  {s} = softmax(matmul({a}, transpose({b}, 1, 2)) * {1.0 / ca ** 0.5:.3f}, axis=-1)')
+              lines.append(f'  {y} = matmul({s}, {b})')
+          elif k == 17:
+              lines.append(f'  {y} = {a} + sum({a}, axis=1, keepdim=true) * 0.1')
+          elif k == 18:
+              lines.append(f'  {y} = exp(tanh({a})) + sqrt({a} * {a} + 1.0)')
+          elif k == 19:
+              lines.append(f'  {y} = transpose(transpose({a}, 1, 2) * 2.0, 1, 2)')
+          elif k == 20:
+              lines.append(f'  {y} = {a} / (abs({b}) + 1.0)')
+          else:
+              lines.append(f'  {y} = {a} + {b}')
+          pool.append((y, cy))
+    # a repeated block (checkpoint=blocks recomputes it in the backward)
+    blocks = []
+    if R.random() < 0.4:
+        outer = cur[0]
+        cur[0] = []
+        bp = [('x', C0)]
+        steps(bp, R.randint(1, 6))
+        last, cl = bp[-1]
+        if cl != C0:
+            w = param([C0, cl], f'normal({1.0 / cl ** 0.5:.3f})')
+            cur[0].append(f'  y = linear({last}, {w})')
+            last = 'y'
+        if not any(l.startswith('  param ') for l in cur[0]):  # a block with a parameter: checkpointing's unit
+            g = param([C0], 'ones')
+            cur[0].append(f'  z = {last} * {g}')
+            last = 'z'
+        ret = f'x + {last}' if R.random() < 0.5 else last
+        blocks = ['block B(x) {'] + cur[0] + [f'  return {ret}', '}', '']
+        cur[0] = outer
+        h0 = pool[-1][0]
+        cur[0] += [f'  repeat {R.choice([1, 2, 3])} as layers {{', f'    {h0} = B({h0}) as blk', '  }']
+        pool = [(h0, C0)]
+    steps(pool, R.randint(0 if blocks else 2, 6 if blocks else 9))
+    lines = cur[0]
     h, ch = pool[-1]
     if R.random() < 0.3 and ch == C0:
         lines.append(f'  logits = linear({h}, {wte})')
@@ -138,7 +162,7 @@ def gen(seed):
         lines.append('  return cross_entropy(z - log(sum(exp(z), axis=-1, keepdim=true)), targets)')
     else:
         lines.append('  return cross_entropy(logits, targets)')
-    out = [f'# fuzz seed {seed}', f'model fz(tokens: i32[{B}, {T}], targets: i32[{B}, {T}]) {{'] + lines + ['}', '',
+    out = [f'# fuzz seed {seed}'] + blocks + [f'model fz(tokens: i32[{B}, {T}], targets: i32[{B}, {T}]) {{'] + lines + ['}', '',
            'train {', '  optimizer = adamw', '  lr = 1e-3', '  steps = 3', '}']
     return '\n'.join(out) + '\n'
 

@@ -5,9 +5,11 @@
 # tools/trainc-tokenize, tests/cuda_emit, runtime/libtrainc_rt.a).  For
 # each model, in OUT/sSEED:
 #   - `trainc compile --emit=kernels` for cpu and cuda, fp32/bf16/fp16, with
-#     accumulation + clipping, without liger fusion, with SGD: no failure;
+#     accumulation + clipping, without liger fusion, with SGD, with
+#     checkpointing (models with a repeated block): no failure;
 #   - the compiled executable against `trainc run` (the interpreter), 3
-#     steps, fp32 and bf16, fused and not: the same losses (1e-4; bf16 3e-2);
+#     steps, fp32 and bf16, fused, not fused, checkpointed: the same losses
+#     (1e-4; bf16 3e-2);
 #   - its CUDA C on the CPU emulation against the C backend, kernel by
 #     kernel (tests/cuda/emu/run.sh; fp32 for odd seeds, bf16 for even).
 # Findings go to OUT/log, one line each.  A model that shows a bug, once
@@ -25,13 +27,14 @@ for s in $(seq "$first" "$last"); do
   rm -rf "$d" && mkdir -p "$d" && cd "$d" || exit 2
   python3 "$root/tests/fuzz/models.py" "$s" > m.model
   if ! "$T" check m.model > check.txt 2>&1; then echo "[$s] check: $(head -c 300 check.txt)" >> "$log"; continue; fi
+  ck=""; grep -q "^  repeat" m.model && ck="--set checkpoint=blocks"
   for P in fp32 bf16 fp16; do for tg in cpu cuda; do
-    for o in "" "--set grad_accum=2 --set grad_clip=1" "--set fusion=0" "--set optimizer=sgd --set momentum=0.9"; do
+    for o in "" "--set grad_accum=2 --set grad_clip=1" "--set fusion=0" "--set optimizer=sgd --set momentum=0.9" ${ck:+"$ck"}; do
       timeout 60 "$T" compile m.model --emit=kernels --precision=$P --target=$tg $o > k.txt 2> kerr.txt ||
         echo "[$s] kernels $P $tg $o: $(grep -v '^ \|warning' kerr.txt | head -2 | cut -c1-300)" >> "$log"
     done
   done; done
-  for P in fp32 bf16; do for o in "" "--set fusion=0"; do
+  for P in fp32 bf16; do for o in "" "--set fusion=0" ${ck:+"$ck"}; do
     tag=$P$(echo "$o" | tr -dc a-z0-9)
     timeout 120 "$T" run m.model $A --precision=$P $o --metrics i$tag.jsonl > i$tag.log 2>&1 || { echo "[$s] trainc run $P $o: $(tail -1 i$tag.log)" >> "$log"; continue; }
     timeout 120 "$T" compile m.model --precision=$P $o -o x$tag > c$tag.log 2>&1 || { echo "[$s] compile $P $o: $(grep -v '^ \|warning' c$tag.log | tail -1)" >> "$log"; continue; }
