@@ -449,6 +449,7 @@ typedef struct PassOptions {
     int         accum;            /* overrides train.grad_accum when > 0 */
     bool        quiet;            /* passes print no notes (pad-tiles' report of what it padded) */
     bool        forward_only;     /* an eval or sampling graph: never trained (mixed-precision scales no loss) */
+    const Graph *pad_like;        /* pad-tiles pads a param only to its type here (the training graph, whose buffers an eval or sampling graph shares) */
 } PassOptions;
 
 typedef bool (*PassFn)(Graph *g, const PassOptions *po, Diag *d);

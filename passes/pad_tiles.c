@@ -30,10 +30,11 @@
 #include <string.h>
 
 typedef struct Pad {
-    Graph *g;
-    Diag  *d;
-    Uses  *u;
-    bool   quiet;
+    Graph       *g;
+    Diag        *d;
+    Uses        *u;
+    bool         quiet;
+    const Graph *like; /* PassOptions.pad_like */
 } Pad;
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -42,6 +43,22 @@ static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static Node *param_under(Value *v) {
     if (v->def->op == OP_cast) v = v->def->in[0];
     return v->def->op == OP_param ? v->def : NULL;
+}
+
+/* Whether param may become `to` long along axis: always, but for a graph
+ * that shares its parameters with another (an eval or sampling graph with
+ * the training graph's buffers, PassOptions.pad_like), only as that one
+ * padded it.  A forward-only graph can pad what training cannot (a hidden
+ * dimension across a residual stream, which the backward also reads):
+ * lowering then found one buffer with two types. */
+static bool like_ok(Pad *P, Node *param, int axis, int64_t to) {
+    if (!param || !P->like) return true;
+    Node *t = ir_find_source((Graph *)P->like, OP_param, ir_source_name(param));
+    const Shape *o = &param->out[0]->ty.shape, *s = t ? &t->out[0]->ty.shape : NULL;
+    if (!s || s->rank != o->rank || s->d[axis] != to) return false;
+    for (int k = 0; k < s->rank; k++)
+        if (s->d[k] < o->d[k]) return false;
+    return true;
 }
 
 /* Every use of v (and of a cast of v) satisfies ok(use node, operand index). */
@@ -139,6 +156,7 @@ static void pad_vocab(Pad *P, int mult) {
             if (!P->quiet) note_at(P->d, w->loc, "pad-tiles: %s not padded: it has uses other than class projections and embeddings", ir_source_name(w));
             continue;
         }
+        if (!like_ok(P, w, 0, Vp) || !like_ok(P, bias, 0, Vp)) continue;
         set_shape(P, w, 0, Vp, "vocabulary", mult);
         if (bias) set_shape(P, bias, 0, Vp, "vocabulary", mult);
     }
@@ -215,6 +233,9 @@ static void pad_hidden(Pad *P, int mult) {
         int64_t Fp = round_up(f.F, mult);
         if (Fp == f.F || ir_attr(f.w2, "unpadded") || ir_attr(f.w1, "unpadded")) continue;
         Node *rows[4] = {f.w1, f.b1, f.w3, f.b3};
+        bool like = like_ok(P, f.w2, 1, Fp);
+        for (int k = 0; k < 4; k++) like = like && like_ok(P, rows[k], 0, Fp);
+        if (!like) continue;
         for (int k = 0; k < 4; k++)
             if (rows[k]) set_shape(P, rows[k], 0, Fp, "hidden", mult);
         set_shape(P, f.w2, 1, Fp, "hidden", mult);
@@ -276,7 +297,7 @@ bool pass_pad_tiles(Graph *g, const PassOptions *po, Diag *d) {
                  po->target);
         return false;
     }
-    Pad P = {.g = g, .d = d, .quiet = po && po->quiet};
+    Pad P = {.g = g, .d = d, .quiet = po && po->quiet, .like = po ? po->pad_like : NULL};
     /* what the cross-entropies see before: their class counts */
     int64_t *width = xcalloc((size_t)g->nextnode + 1, sizeof(int64_t));
     for (int i = 0; i < g->nnodes; i++) {
@@ -293,7 +314,8 @@ bool pass_pad_tiles(Graph *g, const PassOptions *po, Diag *d) {
     Head h;
     if (mv > 1 && lg && head_of(&P, lg, &h) && !ir_attr(h.w, "unpadded")) {
         int64_t V = h.w->out[0]->ty.shape.d[0], Vp = round_up(V, mv);
-        if (Vp != V && uses_ok(&P, h.w->out[0], vocab_use_ok, NULL) && (!h.bias || uses_ok(&P, h.bias->out[0], bias_use_ok, NULL))) {
+        if (Vp != V && uses_ok(&P, h.w->out[0], vocab_use_ok, NULL) && (!h.bias || uses_ok(&P, h.bias->out[0], bias_use_ok, NULL)) &&
+            like_ok(&P, h.w, 0, Vp) && like_ok(&P, h.bias, 0, Vp)) {
             set_shape(&P, h.w, 0, Vp, "vocabulary", mv);
             if (h.bias) set_shape(&P, h.bias, 0, Vp, "vocabulary", mv);
         }
