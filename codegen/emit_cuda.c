@@ -1265,11 +1265,12 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
                  (long long)C, ln ? "true" : "false", add ? "true" : "false", st_type(dy->ty.dt),
                  st_type(k->cast_out ? k->cast_out->out[0]->ty.dt : DT_f32), dxa, dxh, a[1], add ? a[2] : "(const float *)0", a[3], a[4],
                  ln ? a[5] : "(const float *)0", a[6], (long long)N, (long long)N, (long long)C);
-        /* blocks a multiprocessor asked for: with the row in registers,
-         * the 16-byte chunks' double arithmetic took 138 registers at
-         * GPT-2's C = 768 in bf16 (one block of 8 warps) without it; wide
-         * rows (C > 1024, no register copy) keep 4 */
-        tmpl_launch_minb(e, r, "_dx", &P, call, NT, C > 1024 ? 4 : 2, cdiv(N, NT / 32), 1, NT, 1);
+        /* wide rows (C > 1024, no register copy) ask ptxas for 4 blocks a
+         * multiprocessor (64 registers).  Rows in registers do not: asked
+         * for 2 (128 registers), GPT-2's C = 768 in fp32 spilled 8 bytes on
+         * sm_90; it takes 138 in bf16 */
+        if (C > 1024) tmpl_launch_minb(e, r, "_dx", &P, call, NT, 4, cdiv(N, NT / 32), 1, NT, 1);
+        else tmpl_launch(e, r, "_dx", &P, call, NT, cdiv(N, NT / 32), 1, NT, 1);
         /* dw (and db): columns */
         Params Q = {0};
         char b[6][16];
