@@ -188,12 +188,22 @@ static int param_ws(Emit *e, Params *P) { return param_at(P, -2, e->p->workspace
 static int param_arena(Emit *e, Params *P) { return param(e, P, -1, false); }
 
 /* The signature "(float *__restrict__ p0, const float *__restrict__ p1, ...)". */
+/* Parameter i's type, "const float *", and its declaration (signature(),
+ * arena_form()). */
+static void param_type(Emit *e, const Params *P, int i, StrBuf *b) {
+    const char *ty = P->buf[i] == -1 ? "unsigned char" : P->buf[i] == -2 ? "void" : st_type(e->p->bufs[P->buf[i]].dt);
+    sb_printf(b, "%s%s *", P->write[i] || P->buf[i] < 0 ? "" : "const ", ty);
+}
+static void param_decl(Emit *e, const Params *P, int i, bool restrict_, StrBuf *b) {
+    param_type(e, P, i, b);
+    sb_printf(b, "%sp%d", restrict_ && P->buf[i] >= 0 ? "__restrict__ " : "", i);
+}
+
 static void signature(Emit *e, Params *P, StrBuf *b, bool restrict_) {
     sb_putc(b, '(');
     for (int i = 0; i < P->n; i++) {
-        const char *ty = P->buf[i] == -1 ? "unsigned char" : P->buf[i] == -2 ? "void" : st_type(e->p->bufs[P->buf[i]].dt);
-        sb_printf(b, "%s%s%s *%sp%d", i ? ", " : "", P->write[i] || P->buf[i] < 0 ? "" : "const ", ty,
-                  restrict_ && P->buf[i] >= 0 ? "__restrict__ " : "", i);
+        if (i) sb_puts(b, ", ");
+        param_decl(e, P, i, restrict_, b);
     }
     sb_putc(b, ')');
 }
@@ -280,17 +290,24 @@ static void add_step(CuKern *r, int gemm, int index) {
  * it.)  Returns the new text; frees the old. */
 static char *arena_form(Emit *e, Params *P, char *text) {
     StrBuf sig = {0}, out = {0};
-    signature(e, P, &sig, true);
-    char *at = strstr(text, sig.s), *brace = at ? strstr(at + sig.len, "{\n") : NULL;
+    bool restrict_ = true; /* the list as the function declared it: with __restrict__ or (in-place kernels) without */
+    signature(e, P, &sig, restrict_);
+    char *at = strstr(text, sig.s);
+    if (!at) {
+        free(sb_take(&sig));
+        signature(e, P, &sig, restrict_ = false);
+        at = strstr(text, sig.s);
+    }
+    char *brace = at ? strstr(at + sig.len, "{\n") : NULL;
     if (!at || !brace) die("cuda: no parameter list to replace in a kernel of %d buffers", P->n);
     sb_printf(&out, "%.*s(unsigned char *trn_A)%.*s{\n", (int)(at - text), text, (int)(brace - (at + sig.len)), at + sig.len);
     sb_printf(&out, "    /* %d buffers: more than a launch passes (%d); pointers from the arena base */\n", P->n, TRN_CUDA_MAXARGS);
-    bool restrict_ = strstr(sig.s, "__restrict__") != NULL;
     for (int i = 0; i < P->n; i++) {
-        const char *ty = P->buf[i] == -1 ? "unsigned char" : P->buf[i] == -2 ? "void" : st_type(e->p->bufs[P->buf[i]].dt);
-        sb_printf(&out, "    %s%s *%sp%d = (%s%s *)(trn_A + %lldll);\n", P->write[i] || P->buf[i] < 0 ? "" : "const ", ty,
-                  restrict_ && P->buf[i] >= 0 ? "__restrict__ " : "", i, P->write[i] || P->buf[i] < 0 ? "" : "const ", ty,
-                  (long long)P->off[i]);
+        sb_puts(&out, "    ");
+        param_decl(e, P, i, restrict_, &out);
+        sb_puts(&out, " = (");
+        param_type(e, P, i, &out);
+        sb_printf(&out, ")(trn_A + %lldll);\n", (long long)P->off[i]);
     }
     sb_puts(&out, brace + 2);
     free(sig.s);
