@@ -70,6 +70,12 @@ typedef enum {
     KK_FILL,                  /* dst buffer <- a constant */
 } KernKind;
 
+/* A product's activation epilogue (cuBLASLt's GELU_AUX[_BIAS] and DGELU):
+ * GEPI_GELU: c = gelu(a·b [+ bias]), the pre-activation kept in aux;
+ * GEPI_DGELU: c = gelu_grad(a·b, aux), the gradient of the activation's
+ * input from the product giving the gradient of its output. */
+typedef enum { GEPI_NONE, GEPI_GELU, GEPI_DGELU } GemmEpi;
+
 typedef struct GemmInfo {
     View    a, b, c;          /* operand views (a, b as the matmul sees them, before ta/tb) */
     int     ta, tb;
@@ -80,6 +86,9 @@ typedef struct GemmInfo {
     int64_t lda, ldb, ldc;
     View    bias;             /* epilogue: c = a·b + bias (row vector), the add absorbed; bias.buf < 0 if none */
     bool    accumulate;       /* c += a·b: c is the f32 state the absorbed add updates (gradient accumulation) */
+    GemmEpi epi;              /* the GELU (tanh form) absorbed after the product, or GEPI_NONE */
+    View    aux;              /* GEPI_GELU: where the pre-activation a·b (+ bias) is also stored (a gelu_grad reads it), buf < 0: nowhere;
+                               * GEPI_DGELU: the pre-activation x of gelu_grad(a·b, x) */
 } GemmInfo;
 
 typedef struct Kernel {

@@ -465,7 +465,13 @@ static void emit_gemm(Emit *e, Kernel *k) {
     kernel_header(e, k);
     buf_ptr(e, gi->a.buf, "a", false);
     buf_ptr(e, gi->b.buf, "b", false);
-    buf_ptr(e, gi->c.buf, "c", true);
+    /* GELU with the pre-activation kept: the product goes to aux, and
+     * gelu of it to c after */
+    bool pre_aux = gi->epi == GEPI_GELU && gi->aux.buf >= 0;
+    buf_ptr(e, gi->c.buf, pre_aux ? "out" : "c", true);
+    if (pre_aux) buf_ptr(e, gi->aux.buf, "c", true);
+    else if (gi->epi == GEPI_DGELU) buf_ptr(e, gi->aux.buf, "aux", false);
+    View cv = pre_aux ? gi->aux : gi->c;
     int ta, tb;
     int64_t lda, ldb;
     cg_gemm_layout(&gi->a, &ta, &lda);
@@ -475,9 +481,11 @@ static void emit_gemm(Emit *e, Kernel *k) {
     int64_t ldc = gi->N;
     fprintf(f, "    /* C[%lld,%lld] %s= %sA%s . %sB%s%s */\n", (long long)gi->M, (long long)gi->N, gi->accumulate ? "+" : "", ta ? "(" : "", ta ? ")^T" : "",
             tb ? "(" : "", tb ? ")^T" : "", gi->bias.buf >= 0 ? " + bias" : "");
+    if (gi->epi == GEPI_GELU) fprintf(f, "    /* then %s = gelu(C) (tanh)%s */\n", pre_aux ? "out" : "C", pre_aux ? ", C the pre-activation kept" : "");
+    if (gi->epi == GEPI_DGELU) fprintf(f, "    /* then C = gelu_grad(C, aux) (tanh) */\n");
     if (gi->bias.buf >= 0) {
         buf_ptr(e, gi->bias.buf, "bias", false);
-        int64_t rows = shape_numel(&e->p->bufs[gi->c.buf].shape) / gi->N;
+        int64_t rows = shape_numel(&e->p->bufs[cv.buf].shape) / gi->N;
         if (half) {}
         else if (dt == DT_f32) fprintf(f, "    tk_bias_rows_f32(c, %lld, %lld, %lld, bias + %lld);\n", (long long)rows, (long long)gi->N, (long long)ldc, (long long)gi->bias.off);
         else fprintf(f, "    for (int64_t r = 0; r < %lld; r++) memcpy(c + r * %lld, bias + %lld, sizeof(double) * %lld);\n", (long long)rows, (long long)ldc, (long long)gi->bias.off, (long long)gi->N);
@@ -491,7 +499,7 @@ static void emit_gemm(Emit *e, Kernel *k) {
     StrBuf ao = {0}, bo = {0}, co = {0};
     sb_printf(&ao, "%lld", (long long)gi->a.off);
     sb_printf(&bo, "%lld", (long long)gi->b.off);
-    sb_printf(&co, "%lld", (long long)gi->c.off);
+    sb_printf(&co, "%lld", (long long)cv.off);
     for (int i = 0; i < gi->nbatch; i++) {
         if (gi->bsa[i]) sb_printf(&ao, " + n%d * %lld", i, (long long)gi->bsa[i]);
         if (gi->bsb[i]) sb_printf(&bo, " + n%d * %lld", i, (long long)gi->bsb[i]);
@@ -512,8 +520,14 @@ static void emit_gemm(Emit *e, Kernel *k) {
         fputs("}\n", f);
     }
     if (half && gi->bias.buf >= 0)
-        fprintf(f, "    tk_bias_add_dt(c, %lld, %lld, %lld, bias + %lld, %d);\n", (long long)(shape_numel(&e->p->bufs[gi->c.buf].shape) / gi->N),
+        fprintf(f, "    tk_bias_add_dt(c, %lld, %lld, %lld, bias + %lld, %d);\n", (long long)(shape_numel(&e->p->bufs[cv.buf].shape) / gi->N),
                 (long long)gi->N, (long long)ldc, (long long)gi->bias.off, dt == DT_bf16 ? 2 : 3);
+    int tkdt = dt == DT_f32 ? 0 : dt == DT_bf16 ? 2 : 3;
+    long long nel = (long long)(gi->M * gi->N);
+    if (gi->epi == GEPI_GELU)
+        fprintf(f, "    tk_gelu_dt(%s + %lld, c + %lld, %lld, %d);\n", pre_aux ? "out" : "c", (long long)gi->c.off, (long long)cv.off, nel, tkdt);
+    else if (gi->epi == GEPI_DGELU)
+        fprintf(f, "    tk_dgelu_dt(c + %lld, aux + %lld, %lld, %d);\n", (long long)gi->c.off, (long long)gi->aux.off, nel, tkdt);
     fputs("}\n\n", f);
 }
 

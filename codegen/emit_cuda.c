@@ -950,6 +950,8 @@ static void gemm_desc(Emit *e, Kernel *k, TrnCudaGemm *g) {
     g->ldc = gi->N;
     g->bias = gi->bias.buf >= 0 ? p->bufs[gi->bias.buf].offset + gi->bias.off * es : -1;
     g->accumulate = gi->accumulate;
+    g->epi = gi->epi == GEPI_GELU ? TRN_GEMM_GELU : gi->epi == GEPI_DGELU ? TRN_GEMM_DGELU : TRN_GEMM_PLAIN;
+    g->aux = gi->epi && gi->aux.buf >= 0 ? p->bufs[gi->aux.buf].offset + gi->aux.off * cs : -1;
     g->nbatch = gi->nbatch;
     for (int i = 0; i < gi->nbatch; i++) {
         g->batch[i] = gi->bshape[i];
@@ -957,6 +959,33 @@ static void gemm_desc(Emit *e, Kernel *k, TrnCudaGemm *g) {
         g->sb[i] = gi->bsb[i];
         g->sc[i] = gi->bsc[i];
     }
+}
+
+/* A product's GELU epilogue as a kernel of its own: the TRN_CK_GEMM
+ * kernel's one launch, which the runtime runs after the product only where
+ * cuBLASLt has no algorithm with the epilogue.  c = gelu(aux) (aux, when
+ * the pre-activation is kept, is where the product then went; else c
+ * itself), or c = gelu_grad(c, aux).  No __restrict__: c may be aux. */
+static void emit_gemm_epilogue(Emit *e, Kernel *k, CuKern *r) {
+    Program *p = e->p;
+    GemmInfo *gi = &k->gemm;
+    int es = dtype_size[p->bufs[gi->c.buf].dt];
+    Params P = {0};
+    int pc = param_at(&P, gi->c.buf, p->bufs[gi->c.buf].offset + gi->c.off * es, true);
+    int px = gi->aux.buf >= 0 ? param_at(&P, gi->aux.buf, p->bufs[gi->aux.buf].offset + gi->aux.off * es, false) : pc;
+    int64_t n = gi->M * gi->N;
+    unsigned threads = 256, blocks = cdiv(n, threads);
+    if (blocks > 4096) blocks = 4096;
+    StrBuf b = {0};
+    sb_printf(&b, "extern \"C\" __global__ void __launch_bounds__(%u) @FN@", threads);
+    signature(e, &P, &b, false);
+    sb_puts(&b, "\n{\n");
+    sb_printf(&b, "    /* the %s epilogue of the product (tanh form), where cuBLASLt has none */\n", gi->epi == GEPI_GELU ? "GELU" : "GELU gradient");
+    sb_printf(&b, "    for (long long i = blockIdx.x * %ull + threadIdx.x; i < %lldll; i += (long long)gridDim.x * %u)\n", threads, (long long)n, threads);
+    if (gi->epi == GEPI_GELU) sb_printf(&b, "        trn_st(p%d + i, trn_gelu(trn_f32(p%d[i]), 1));\n", pc, px);
+    else sb_printf(&b, "        trn_st(p%d + i, trn_gelu_grad(trn_f32(p%d[i]), trn_f32(p%d[i]), 1));\n", pc, pc, px);
+    sb_puts(&b, "}\n");
+    launch(e, r, "_epi", &P, sb_take(&b), false, blocks, 0, threads, 0);
 }
 
 /* ===================================================================== */
@@ -1584,6 +1613,7 @@ CudaModule *cg_cuda_emit(Program *p, Diag *d) {
                     e.ok = false;
                 }
                 r->kind = TRN_CK_GEMM;
+                if (k->gemm.epi) emit_gemm_epilogue(&e, k, r);
                 break;
             }
             case KK_TMPL: emit_template(&e, k, r); break;
@@ -1776,7 +1806,7 @@ static void emit_gemm_init(FILE *f, const TrnCudaGemm *g) {
     for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->sb[b]);
     fputs("}, {", f);
     for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->sc[b]);
-    fprintf(f, "}, %d}", g->accumulate);
+    fprintf(f, "}, %d, %d, %lld}", g->accumulate, g->epi, (long long)g->aux);
 }
 
 bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *d) {

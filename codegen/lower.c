@@ -488,6 +488,43 @@ static Node *summing_add(Lower *L, Value *y, Value **other) {
     return add;
 }
 
+/* A GELU (tanh form: cuBLASLt's) that the GEMM computing r = a·b [+ bias]
+ * can apply as it stores r (cuBLASLt's GELU_AUX_BIAS / DGELU epilogues):
+ *   - forward: gelu(r), r read by nothing else in the forward but the
+ *     gradient's gelu_grad (which then reads r from aux);
+ *   - backward: gelu_grad(r, x), r (a plain product) read by nothing else:
+ *     the product of the gradient of the activation's output is multiplied
+ *     by the activation's derivative at x (aux) as it is stored.
+ * One product (no batch), of a dtype cuBLASLt's epilogues take, its result
+ * in that dtype, rows of a multiple of 8 elements (aux's leading dimension
+ * must be).  Returns the gelu or gelu_grad node, gi->epi set. */
+static Node *gelu_epilogue(Lower *L, Node *mm, Value *r, GemmInfo *gi) {
+    Value *y = mm->out[0];
+    DType dt = y->ty.dt;
+    if (!L->fuse || gi->nbatch || gi->N % 8 || (dt != DT_f32 && dt != DT_bf16 && dt != DT_f16) || mm->in[0]->ty.dt != dt || r->ty.dt != dt)
+        return NULL;
+    UseList *ul = &L->uses->of[r->id];
+    Node *act = NULL;
+    int nact = 0;
+    for (int i = 0; i < ul->n; i++) {
+        Node *u = ul->u[i].node;
+        bool fwd = u->op == OP_gelu, bwd = u->op == OP_gelu_grad && ul->u[i].idx == 0 && r == y && u->in[1] != r;
+        if ((fwd || bwd) && L->in_sched[u->id] && !L->done[u->id] && ir_int(u, "approx", 0) == 1 && type_eq(&u->out[0]->ty, &r->ty))
+            act = u, nact++;
+    }
+    if (nact != 1) return NULL;
+    if (act->op == OP_gelu_grad) {
+        Value *x = act->in[1];
+        if (ul->n != 1 || L->uses->nout_refs[r->id] || !type_eq(&x->ty, &r->ty)) return NULL;
+        ValInfo *xi = VI(L, x);
+        if (xi->st == VS_NONE && !op_has(x->def->op, OPF_SOURCE)) return NULL;
+        gi->epi = GEPI_DGELU;
+    } else {
+        gi->epi = GEPI_GELU;
+    }
+    return act;
+}
+
 static void lower_matmul(Lower *L, Node *n) {
     Kernel *k = new_kernel(L, KK_GEMM, n);
     kern_add_node(L, k, n);
@@ -496,6 +533,7 @@ static void lower_matmul(Lower *L, Node *n) {
     gi->a = gemm_operand(L, n->in[0], k);
     gi->b = gemm_operand(L, n->in[1], k);
     gi->bias.buf = -1;
+    gi->aux.buf = -1;
 
     /* shapes */
     int64_t ta = ir_int(n, "ta", 0), tb = ir_int(n, "tb", 0);
@@ -560,6 +598,24 @@ static void lower_matmul(Lower *L, Node *n) {
             }
         }
     }
+    /* the GELU epilogue (forward: gelu of the product; backward: the
+     * product is the gradient of a gelu's output) */
+    Value *pre = NULL; /* GEPI_GELU: the pre-activation, kept in aux */
+    Node *act = gelu_epilogue(L, n, res, gi);
+    if (act) {
+        kern_add_node(L, k, act);
+        L->done[act->id] = true;
+        if (gi->epi == GEPI_GELU) {
+            UseList *pu = &L->uses->of[res->id];
+            if (pu->n > 1 || L->uses->nout_refs[res->id]) { /* read again (by gelu_grad): kept */
+                pre = res;
+                view_contig(&gi->aux, temp_buf(L, pre), &pre->ty.shape);
+            }
+        } else {
+            gi->aux = contiguous(L, act->in[1], k);
+        }
+        res = act->out[0];
+    }
     /* c += a·b (beta = 1) in place of the state the add updates, or of the
      * other summand, which dies here */
     Value *sv = NULL, *ov = NULL;
@@ -588,6 +644,12 @@ static void lower_matmul(Lower *L, Node *n) {
     VI(L, res)->view = gi->c;
     VI(L, res)->kern = k;
     if (res != y) VI(L, y)->st = VS_NONE;
+    if (pre) {
+        ValInfo *pi = VI(L, pre);
+        pi->st = VS_BUF;
+        pi->view = gi->aux;
+        pi->kern = k;
+    }
 }
 
 /* ---- template kernels ---- */
@@ -1463,6 +1525,7 @@ void cg_print_kernels(FILE *f, Program *p) {
                         k->gemm.ta ? " ta" : "", k->gemm.tb ? " tb" : "");
                 if (k->gemm.nbatch) fprintf(f, " batch=%d", k->gemm.nbatch);
                 if (k->gemm.bias.buf >= 0) fprintf(f, " +bias");
+                if (k->gemm.epi) fprintf(f, k->gemm.epi == GEPI_GELU ? (k->gemm.aux.buf >= 0 ? " +gelu(aux)" : " +gelu") : " +dgelu");
                 if (k->gemm.accumulate) fprintf(f, " +=");
                 if (p->bufs[k->gemm.c.buf].dt != p->bufs[k->gemm.a.buf].dt)
                     fprintf(f, " %s->%s", dtype_name[p->bufs[k->gemm.a.buf].dt], dtype_name[p->bufs[k->gemm.c.buf].dt]);

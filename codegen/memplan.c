@@ -72,7 +72,9 @@ static void collect_rw(Sched *s) {
             rd(k, k->gemm.b.buf);
             rd(k, k->gemm.bias.buf);
             if (k->gemm.accumulate) rd(k, k->gemm.c.buf);
+            if (k->gemm.epi == GEPI_DGELU) rd(k, k->gemm.aux.buf);
             wr(k, k->gemm.c.buf);
+            if (k->gemm.epi == GEPI_GELU && k->gemm.aux.buf >= 0) wr(k, k->gemm.aux.buf);
             break;
         case KK_COPY:
             rd(k, k->src.buf);

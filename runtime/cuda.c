@@ -22,7 +22,8 @@
  * TRAINC_CUDA_GRAPH=0 (no graphs), TRAINC_CUDA_SYNC=1, TRAINC_LIBCUDA and
  * TRAINC_CUBLASLT (paths of the libraries), TRAINC_CUDA_PROFILE=FILE (time
  * every kernel with events, no graphs; a JSON line per kernel into FILE at
- * the end, the longest first).
+ * the end, the longest first), TRAINC_CUDA_GELU_EPILOGUE=0 (products run
+ * without cuBLASLt's GELU epilogues, the module's kernels after them).
  */
 #include "rt.h"
 #include "trainc_cuda.h"
@@ -82,7 +83,9 @@ enum {
     TRN_LT_DESC_POINTER_MODE = 2, TRN_LT_DESC_TRANSA = 3, TRN_LT_DESC_TRANSB = 4, TRN_LT_DESC_EPILOGUE = 7,
     TRN_LT_DESC_BIAS_POINTER = 8, TRN_LT_DESC_BIAS_DATA_TYPE = 26,
     TRN_LT_POINTER_MODE_DEVICE = 1,
-    TRN_LT_EPILOGUE_DEFAULT = 1, TRN_LT_EPILOGUE_BIAS = 4,
+    TRN_LT_DESC_EPILOGUE_AUX_POINTER = 11, TRN_LT_DESC_EPILOGUE_AUX_LD = 12,
+    TRN_LT_EPILOGUE_DEFAULT = 1, TRN_LT_EPILOGUE_BIAS = 4, TRN_LT_EPILOGUE_GELU = 32, TRN_LT_EPILOGUE_GELU_BIAS = 36,
+    TRN_LT_EPILOGUE_AUX = 128, TRN_LT_EPILOGUE_DGELU = 192,
     TRN_LT_LAYOUT_BATCH_COUNT = 5, TRN_LT_LAYOUT_BATCH_OFFSET = 6,
     TRN_LT_PREF_MAX_WORKSPACE = 1, TRN_LT_PREF_ALIGN_A = 5, TRN_LT_PREF_ALIGN_B = 6, TRN_LT_PREF_ALIGN_C = 7, TRN_LT_PREF_ALIGN_D = 8,
 };
@@ -329,6 +332,7 @@ typedef struct GemmRt {
     int64_t                oshape[TRN_MAX_RANK], osa[TRN_MAX_RANK], osb[TRN_MAX_RANK], osc[TRN_MAX_RANK];
     int                    nob;
     int                    esize, cesize; /* bytes per element of A and B, of C */
+    int                    plain;        /* the product without its GELU epilogue (no algorithm has it): the kernel's launch applies it */
 } GemmRt;
 
 typedef struct KernRt {
@@ -364,6 +368,8 @@ struct TrnCudaDev {
     double              *pms[TRN_RUN__COUNT];   /* per kernel: milliseconds summed over runs */
     const TrnCudaImage  *img;
     char                 desc[256];
+    int                  nepi, nepi_plain;  /* products with a GELU epilogue; those run without it, and a kernel after */
+    int                  plain_gelu;        /* TRAINC_CUDA_GELU_EPILOGUE=0: every one so */
 };
 
 static int select_image(TrnCudaDev *g, int major, int minor, char *err, size_t errn) {
@@ -411,7 +417,7 @@ static uint32_t align_of(int64_t off, const int64_t *strides, int n, int esize) 
 static int same_shape(const TrnCudaGemm *a, const TrnCudaGemm *b) {
     return a->dtype == b->dtype && a->cdtype == b->cdtype && a->ta == b->ta && a->tb == b->tb && a->M == b->M && a->N == b->N && a->K == b->K &&
            a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc && a->bias < 0 && b->bias < 0 && (a->scale < 0) == (b->scale < 0) &&
-           a->nbatch == 0 && b->nbatch == 0 && align_of(a->a, NULL, 0, 1) == align_of(b->a, NULL, 0, 1) &&
+           a->nbatch == 0 && b->nbatch == 0 && !a->epi && !b->epi && align_of(a->a, NULL, 0, 1) == align_of(b->a, NULL, 0, 1) &&
            align_of(a->b, NULL, 0, 1) == align_of(b->b, NULL, 0, 1) && align_of(a->c, NULL, 0, 1) == align_of(b->c, NULL, 0, 1);
 }
 
@@ -425,8 +431,62 @@ static int lt_type(int dtype, int *esize) {
     }
 }
 
-/* A GEMM descriptor: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T. */
+/* The epilogue cuBLASLt applies: the bias, then the GELU (keeping the
+ * pre-activation in aux when it is read again) or the GELU's gradient;
+ * without the GELU part when r->plain. */
+static uint32_t epilogue_of(const TrnCudaGemm *m, const GemmRt *r) {
+    uint32_t e = m->bias >= 0 ? TRN_LT_EPILOGUE_BIAS : TRN_LT_EPILOGUE_DEFAULT;
+    if (r->plain || m->epi == TRN_GEMM_PLAIN) return e;
+    if (m->epi == TRN_GEMM_DGELU) return TRN_LT_EPILOGUE_DGELU;
+    e = m->bias >= 0 ? TRN_LT_EPILOGUE_GELU_BIAS : TRN_LT_EPILOGUE_GELU;
+    return m->aux >= 0 ? e | TRN_LT_EPILOGUE_AUX : e;
+}
+
+/* Where the product goes: C, or (run plain) the pre-activation a GELU keeps. */
+static int64_t product_dst(const TrnCudaGemm *m, const GemmRt *r) {
+    return r->plain && m->epi == TRN_GEMM_GELU && m->aux >= 0 ? m->aux : m->c;
+}
+
+static void release_gemm(GemmRt *r) {
+    if (r->desc) lt.MatmulDescDestroy(r->desc);
+    if (r->la) lt.MatrixLayoutDestroy(r->la);
+    if (r->lb) lt.MatrixLayoutDestroy(r->lb);
+    if (r->lc) lt.MatrixLayoutDestroy(r->lc);
+    r->desc = NULL, r->la = r->lb = r->lc = NULL;
+}
+
+static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m, GemmRt *r, char *err, size_t errn);
+
+/* A product's descriptor, layouts and algorithm.  A GELU epilogue that
+ * cuBLASLt has no algorithm for (the heuristic says so) is left to the
+ * kernel's launch, the product run plain. */
 static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m, GemmRt *r, char *err, size_t errn) {
+    if (m->epi != TRN_GEMM_PLAIN) {
+        if (m->epi != TRN_GEMM_GELU && m->epi != TRN_GEMM_DGELU) return rt_fail(err, errn, "module: kernel %s has epilogue %d", k->name, m->epi);
+        if (m->epi == TRN_GEMM_DGELU && m->aux < 0) return rt_fail(err, errn, "module: kernel %s has a GELU gradient without its input", k->name);
+        g->nepi++;
+        if (!g->plain_gelu) {
+            int rc = plan_gemm(g, k, m, r, err, errn);
+            if (rc <= 0) return rc;
+            release_gemm(r);
+        }
+        if (k->nlaunch < 1) return rt_fail(err, errn, "kernel %s: its GELU epilogue is not in cuBLASLt, and the module has no kernel for it", k->name);
+        r->plain = 1;
+        g->nepi_plain++;
+    }
+    int rc = plan_gemm(g, k, m, r, err, errn);
+    if (rc > 0) {
+        char w[256];
+        return rt_fail(err, errn, "cublasLtMatmulAlgoGetHeuristic(%s) found no algorithm for M=%lld N=%lld K=%lld ta=%d tb=%d", kwhere(k, w, sizeof w),
+                       (long long)m->M, (long long)m->N, (long long)m->K, m->ta, m->tb);
+    }
+    return rc;
+}
+
+/* A GEMM descriptor: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
+ * 1: the heuristic found no algorithm (or refused the problem, for a
+ * product with its GELU epilogue). */
+static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m, GemmRt *r, char *err, size_t errn) {
     char w[256];
     kwhere(k, w, sizeof w);
     r->m = m;
@@ -447,14 +507,20 @@ static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm
         int32_t pm = TRN_LT_POINTER_MODE_DEVICE;
         LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_POINTER_MODE, &pm, sizeof pm), w);
     }
+    uint32_t epi = epilogue_of(m, r);
+    if (epi != TRN_LT_EPILOGUE_DEFAULT) LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_EPILOGUE, &epi, sizeof epi), w);
     if (m->bias >= 0) {
-        uint32_t epi = TRN_LT_EPILOGUE_BIAS;
         CUdeviceptr bp = g->arena + (CUdeviceptr)m->bias;
         const void *bptr = (const void *)(uintptr_t)bp;
         int32_t bdt = cdt;
-        LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_EPILOGUE, &epi, sizeof epi), w);
         LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_BIAS_POINTER, &bptr, sizeof bptr), w);
         LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_BIAS_DATA_TYPE, &bdt, sizeof bdt), w);
+    }
+    if (epi & (TRN_LT_EPILOGUE_AUX)) { /* the pre-activation: [M,N] row-major is cuBLASLt's N x M, leading dimension ldc (a multiple of 8) */
+        const void *aptr = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)m->aux);
+        int64_t ald = m->ldc;
+        LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_EPILOGUE_AUX_POINTER, &aptr, sizeof aptr), w);
+        LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_EPILOGUE_AUX_LD, &ald, sizeof ald), w);
     }
     /* cuBLASLt's A is our B (N x K col-major when not transposed), its B is our A */
     uint64_t arows = m->tb ? (uint64_t)m->K : (uint64_t)m->N, acols = m->tb ? (uint64_t)m->N : (uint64_t)m->K;
@@ -488,7 +554,7 @@ static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm
     LT(MatmulPreferenceCreate, (&pref), w);
     uint64_t wsb = (uint64_t)g->cm->workspace_bytes;
     uint32_t al[3] = {align_of(m->b, m->sb, m->nbatch, r->esize), align_of(m->a, m->sa, m->nbatch, r->esize),
-                      align_of(m->c, m->sc, m->nbatch, r->cesize)};
+                      align_of(product_dst(m, r), m->sc, m->nbatch, r->cesize)};
     LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_MAX_WORKSPACE, &wsb, sizeof wsb), w);
     LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_ALIGN_A, &al[0], sizeof al[0]), w);
     LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_ALIGN_B, &al[1], sizeof al[1]), w);
@@ -499,10 +565,9 @@ static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm
     memset(&res, 0, sizeof res);
     cublasStatus_t s = lt.MatmulAlgoGetHeuristic(g->lt, r->desc, r->la, r->lb, r->lc, r->lc, pref, 1, &res, &nres);
     lt.MatmulPreferenceDestroy(pref);
-    if (s != 0) return lt_fail(s, "cublasLtMatmulAlgoGetHeuristic", w, __LINE__, err, errn);
-    if (nres < 1)
-        return rt_fail(err, errn, "cublasLtMatmulAlgoGetHeuristic(%s) found no algorithm for M=%lld N=%lld K=%lld ta=%d tb=%d", w, (long long)m->M,
-                       (long long)m->N, (long long)m->K, m->ta, m->tb);
+    int fused = m->epi != TRN_GEMM_PLAIN && !r->plain;
+    if (s != 0 && !fused) return lt_fail(s, "cublasLtMatmulAlgoGetHeuristic", w, __LINE__, err, errn);
+    if (s != 0 || nres < 1) return 1;
     r->algo = res.algo;
     return 0;
 }
@@ -531,7 +596,7 @@ static int run_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *err,
         }
         const void *A = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)(m->a + ea * r->esize));
         const void *B = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)(m->b + eb * r->esize));
-        void *C = (void *)(uintptr_t)(g->arena + (CUdeviceptr)(m->c + ec * r->cesize));
+        void *C = (void *)(uintptr_t)(g->arena + (CUdeviceptr)(product_dst(m, r) + ec * r->cesize));
         LT(Matmul, (g->lt, r->desc, alpha, B, r->la, A, r->lb, beta, C, r->lc, C, r->lc, &r->algo, ws, (size_t)g->cm->workspace_bytes, g->st), w);
     }
     return 0;
@@ -558,6 +623,7 @@ static int enqueue(TrnCudaDev *g, int which, int i, char *err, size_t errn) {
         break;
     case TRN_CK_GEMM:
         if (run_gemm(g, k, &kr->gemm[0], err, errn) != 0) return -1;
+        if (kr->gemm[0].plain && launch_one(g, k, kr, 0, err, errn) != 0) return -1; /* the epilogue cuBLASLt had no algorithm for */
         break;
     case TRN_CK_STEPS:
         for (int i = 0; i < k->nstep; i++) {
@@ -621,7 +687,7 @@ static int prepare(TrnCudaDev *g, char *err, size_t errn) {
                     if (k->step[j].index < 0 || k->step[j].index >= (k->step[j].gemm ? ng : k->nlaunch))
                         return rt_fail(err, errn, "module: kernel %s has a step out of range", k->name);
             }
-            if (k->kind == TRN_CK_LAUNCH || k->kind == TRN_CK_STEPS) {
+            if (k->nlaunch > 0) {
                 size_t na = (size_t)k->nlaunch * TRN_CUDA_MAXARGS;
                 kr->argv = rt_calloc(na, sizeof(CUdeviceptr), err, errn);
                 kr->argp = rt_calloc(na, sizeof(void *), err, errn);
@@ -668,10 +734,7 @@ void trn_cuda_close(TrnCudaDev *g) {
                 for (int j = 0; j < kr->ngemm; j++) {
                     GemmRt *r = &kr->gemm[j];
                     if (r->borrowed) continue;
-                    if (r->desc) lt.MatmulDescDestroy(r->desc);
-                    if (r->la) lt.MatrixLayoutDestroy(r->la);
-                    if (r->lb) lt.MatrixLayoutDestroy(r->lb);
-                    if (r->lc) lt.MatrixLayoutDestroy(r->lc);
+                    release_gemm(r);
                 }
                 free(kr->gemm);
             }
@@ -748,6 +811,8 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     g->use_graphs = !(ge && strcmp(ge, "0") == 0);
     g->sync_each = se && strcmp(se, "1") == 0;
     if (g->sync_each) g->use_graphs = 0;
+    const char *xe = getenv("TRAINC_CUDA_GELU_EPILOGUE");
+    g->plain_gelu = xe && strcmp(xe, "0") == 0;
     const char *pe = getenv("TRAINC_CUDA_PROFILE");
     if (pe && *pe) {
         if (!drv.EventElapsedTime) return rt_fail(err, errn, "TRAINC_CUDA_PROFILE: the driver lacks cuEventElapsedTime");
@@ -765,7 +830,12 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     drv.DriverGetVersion(&dv);
     snprintf(g->desc, sizeof g->desc, "%s (sm_%d%d, %d SMs), driver %d.%d, %s image", name, major, minor, sms, dv / 1000, dv % 1000 / 10,
              g->img->arch);
-    return prepare(g, err, errn);
+    if (prepare(g, err, errn) != 0) return -1;
+    if (g->nepi) {
+        size_t l = strlen(g->desc);
+        snprintf(g->desc + l, sizeof g->desc - l, ", GELU epilogues: %d in cuBLASLt, %d as kernels", g->nepi - g->nepi_plain, g->nepi_plain);
+    }
+    return 0;
 }
 
 TrnCudaDev *trn_cuda_open(const TrnModel *m, int flags, char *err, size_t errn) {

@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define TRN_CUDA_ABI 3
+#define TRN_CUDA_ABI 4
 #define TRN_CUDA_MAXARGS 16
 
 /* A compiled image: cubin for one architecture, or PTX (JIT-compiled by the driver). */
@@ -62,7 +62,15 @@ typedef struct TrnCudaGemm {
     int64_t batch[TRN_MAX_RANK];
     int64_t sa[TRN_MAX_RANK], sb[TRN_MAX_RANK], sc[TRN_MAX_RANK];
     int     accumulate;         /* 1: C += op(A) op(B) (beta 1: gradient accumulation into a state); scale < 0 */
+    int     epi;                /* TRN_GEMM_GELU: C = gelu(op(A) op(B) + bias) (tanh form); TRN_GEMM_DGELU: C = gelu_grad(op(A) op(B), aux) */
+    int64_t aux;                /* byte offset of the pre-activation [M,N] (ldc): gelu writes it there too (-1: not kept), dgelu reads it */
 } TrnCudaGemm;
+
+/* A product's epilogue (cuBLASLt's GELU[_AUX][_BIAS] and DGELU).  Where
+ * cuBLASLt has no algorithm for it, the runtime runs the product without
+ * it (into aux when gelu keeps the pre-activation) and then the kernel's
+ * one launch, which applies it (c = gelu(aux or c); c = gelu_grad(c, aux)). */
+enum { TRN_GEMM_PLAIN, TRN_GEMM_GELU, TRN_GEMM_DGELU };
 
 /* A buffer a kernel reads or writes (for the single-kernel checks): bytes
  * at an arena offset, its dtype, and the range random test data for it
@@ -86,7 +94,7 @@ typedef struct TrnCudaKernel {
     const char          *where;     /* "gpt2.model:31" (or "") */
     int                  kind;      /* TRN_CK_* */
     int                  nlaunch;
-    const TrnCudaLaunch *launch;    /* TRN_CK_LAUNCH: run in order */
+    const TrnCudaLaunch *launch;    /* TRN_CK_LAUNCH: run in order; TRN_CK_GEMM: its epilogue alone (TrnCudaGemm.epi) */
     int                  ngemm;
     const TrnCudaGemm   *gemm;      /* TRN_CK_GEMM: one */
     int                  nstep;

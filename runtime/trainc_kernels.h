@@ -265,6 +265,16 @@ static inline void tk_bias_rows_f32(float *C, int64_t M, int64_t N, int64_t ldc,
     for (int64_t i = 0; i < M; i++) memcpy(C + i * ldc, bias, sizeof(float) * (size_t)N);
 }
 
+/* A product's GELU epilogues (tanh form), computed as the loop kernels
+ * compute gelu and gelu_grad: y = gelu(x) (y may be x), and in place
+ * c = gelu_grad(c, x).  n elements of dtype dt (0 f32, 2 bf16, 3 f16). */
+static inline void tk_gelu_dt(void *y, const void *x, int64_t n, int dt) {
+    for (int64_t i = 0; i < n; i++) tk_st(y, dt, i, (double)trn_geluf((float)tk_ld(x, dt, i), 1));
+}
+static inline void tk_dgelu_dt(void *c, const void *x, int64_t n, int dt) {
+    for (int64_t i = 0; i < n; i++) tk_st(c, dt, i, (double)trn_gelu_gradf((float)tk_ld(c, dt, i), (float)tk_ld(x, dt, i), 1));
+}
+
 /* ---- embedding ---- */
 
 /* out [N,C] = table [V,C] rows idx [N]; an index outside [0,V) gives a zero row

@@ -105,6 +105,10 @@ if(TRAINC_CXX)
                          ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
   endfunction()
   trainc_emu_test(mlp_fp32 mlp --set precision=fp32)
+  # 4096 rows in bf16: the erf GELU's vector loop kernels, and its
+  # gradient stored 8 columns at a time by the bias gradient's split column
+  # sum (tests/passes/cuda-vectors.ir)
+  trainc_emu_test(mlp_rows_bf16 mlp -D batch=4096 -D hidden=128 --set precision=bf16)
   # RoPE from tables (tests/passes/primitive.model: rotate-half with cos
   # and sin [T, D], fused into rope_qk) over 640 rows of q and k: two
   # blocks of rows a position, q's and k's rows in one block
@@ -176,6 +180,12 @@ if(TRAINC_CXX)
   # the arena base alone and forms its pointers from it (tests/e2e/fuzz/)
   trainc_fake_test(fuzz_many_buffers_bf16 tests/e2e/fuzz/many_buffers.model 3 2e-2 --set precision=bf16)
   trainc_fake_test(bmm_bf16 tests/cuda/fake/bmm.model 3 2e-2 --set precision=bf16 --set optimizer=sgd --set momentum=0 --set grad_accum=2)
+  # GELU (tanh) layers, with and without a bias: cuBLASLt's GELU epilogues
+  # (GELU_AUX_BIAS, GELU_AUX, GELU_BIAS, GELU, DGELU); then with the fake
+  # cuBLASLt refusing them, the products run plain and the kernels after
+  trainc_fake_test(gelu_mlp_bf16 tests/cuda/fake/gelu_mlp.model 3 2e-2 --set precision=bf16)
+  trainc_fake_test(gelu_mlp_plain_fp32 tests/cuda/fake/gelu_mlp.model 3 1e-4 --set precision=fp32)
+  set_property(TEST cuda_fake_gelu_mlp_plain_fp32 APPEND PROPERTY ENVIRONMENT "FAKE_CUBLASLT_NO_GELU=1")
   # 8192 rows: the column reductions (bias gradients) split over row groups
   trainc_fake_test(mlp_rows_fp32 examples/mlp.model 0 0 -D batch=8192 --set precision=fp32)
 else()

@@ -41,6 +41,13 @@ int main(void) {
     CHECK(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, 26);
     CHECK(CUBLASLT_EPILOGUE_DEFAULT, 1);
     CHECK(CUBLASLT_EPILOGUE_BIAS, 4);
+    CHECK(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, 11);
+    CHECK(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, 12);
+    CHECK(CUBLASLT_EPILOGUE_GELU, 32);
+    CHECK(CUBLASLT_EPILOGUE_GELU_BIAS, 36);
+    CHECK(CUBLASLT_EPILOGUE_GELU_AUX, 32 | 128);
+    CHECK(CUBLASLT_EPILOGUE_GELU_AUX_BIAS, 36 | 128);
+    CHECK(CUBLASLT_EPILOGUE_DGELU, 192);
     CHECK(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 5);
     CHECK(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, 6);
     CHECK(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, 1);
@@ -51,6 +58,6 @@ int main(void) {
     CHECK(sizeof(cublasLtMatmulAlgo_t), 64);
     CHECK(sizeof(cublasLtMatmulHeuristicResult_t), 64 + 8 + 4 + 4 + 16);
     if (fails) return 1;
-    printf("cuda abi: 35 constants match the toolkit's headers\n");
+    printf("cuda abi: 42 constants match the toolkit's headers\n");
     return 0;
 }

@@ -64,9 +64,11 @@ def gen(seed):
               w = param([cy, ca], f'normal({1.0 / ca ** 0.5:.3f})')
               if R.random() < 0.5:
                   bb = param([cy], 'zeros')
-                  lines.append(f'  {y} = linear({a}, {w}, {bb})')
+                  lin = f'linear({a}, {w}, {bb})'
               else:
-                  lines.append(f'  {y} = linear({a}, {w})')
+                  lin = f'linear({a}, {w})'
+              # (a tanh GELU of it: the product's GELU epilogue)
+              lines.append(f'  {y} = gelu({lin}, approximate="tanh")' if R.random() < 0.3 else f'  {y} = {lin}')
           elif k == 6:
               w = param([ca], 'ones'); bb = param([ca], 'zeros')
               lines.append(f'  {y} = layer_norm({a}, {w}, {bb})')

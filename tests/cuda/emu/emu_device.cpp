@@ -2,7 +2,8 @@
  * upload, download, fill, run one kernel) on an emulated GPU: the arena is
  * host memory, launches run the generated CUDA C compiled by g++ with
  * cuda_emu.h, cuBLASLt products run as their TrnCudaGemm descriptor says
- * (in double, rounded once to C's dtype), memsets are memsets.  With it,
+ * (in double, rounded once to C's dtype; a GELU epilogue by the kernel the
+ * runtime falls back to), memsets are memsets.  With it,
  * tests/gpu/kcheck.c (its calls renamed by emu_rename.h) compares every
  * kernel of a model with the C backend's on a machine without a GPU.
  * (runtime/cuda.c itself, and whole training steps, run on the fake driver
@@ -72,7 +73,11 @@ static void gemm(EmuDev *g, const TrnCudaGemm *m) {
             ea += ix * m->sa[i], eb += ix * m->sb[i], ec += ix * m->sc[i];
         }
         const unsigned char *A = g->arena + m->a + ea * es, *B = g->arena + m->b + eb * es;
-        unsigned char *C = g->arena + m->c + ec * ces;
+        /* a GELU epilogue: the product alone (into the pre-activation when
+         * it is kept), then the kernel's launch, as runtime/cuda.c does
+         * where cuBLASLt has no algorithm with it (tests/cuda/fake
+         * emulates cuBLASLt's own) */
+        unsigned char *C = g->arena + (m->epi == TRN_GEMM_GELU && m->aux >= 0 ? m->aux : m->c) + ec * ces;
         for (int64_t i = 0; i < m->M; i++)
             for (int64_t j = 0; j < m->N; j++) {
                 double acc = 0;
@@ -173,7 +178,13 @@ int emu_cuda_run_kernel(EmuDev *g, int which, int i, char *err, size_t errn) {
     const TrnCudaKernel *k = &g->cm->kern[which][i];
     switch (k->kind) {
     case TRN_CK_MEMSET: memset(g->arena + k->ms_off, 0, (size_t)k->ms_bytes); break;
-    case TRN_CK_GEMM: gemm(g, &k->gemm[0]); break;
+    case TRN_CK_GEMM:
+        gemm(g, &k->gemm[0]);
+        if (k->gemm[0].epi != TRN_GEMM_PLAIN) {
+            if (k->nlaunch != 1) return fail(err, errn, "a product with an epilogue and no kernel for it");
+            launch(g, &k->launch[0]);
+        }
+        break;
     case TRN_CK_STEPS:
         for (int s = 0; s < k->nstep; s++) {
             if (k->step[s].gemm) gemm(g, &k->gemm[k->step[s].index]);

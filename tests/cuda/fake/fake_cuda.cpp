@@ -26,7 +26,12 @@
  *     D's rows), column-major with leading dimensions and strided batches,
  *     in double, rounded once to D's type (TF32 inputs rounded to 10
  *     mantissa bits); C is not read when beta is 0; the pointers must be as
- *     aligned as the preference told the heuristic.
+ *     aligned as the preference told the heuristic.  The GELU epilogues
+ *     (tanh form): GELU[_BIAS] D = gelu(v), GELU_AUX[_BIAS] also storing v
+ *     in the aux matrix (EPILOGUE_AUX_POINTER, _LD: a multiple of 8, at
+ *     least D's rows), DGELU D = v gelu'(aux); with FAKE_CUBLASLT_NO_GELU
+ *     set, they are refused (NOT_SUPPORTED), as a cuBLASLt without them
+ *     would.
  * The device answers as an sm_90 with 132 SMs (FAKE_CUDA_SM=80 for sm_80).
  * Every refusal is also printed to stderr, "fake-cuda: ...".
  *
@@ -204,6 +209,8 @@ struct Desc {
     uint32_t            epilogue = CUBLASLT_EPILOGUE_DEFAULT;
     const void         *bias = NULL;
     int32_t             bias_type = -1;
+    void               *aux = NULL;
+    int64_t             aux_ld = 0;
 };
 struct Layout {
     cudaDataType_t t;
@@ -711,6 +718,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t dd, cublasLtM
     case CUBLASLT_MATMUL_DESC_EPILOGUE: s = attr(&d->epilogue, buf, n, "EPILOGUE"); break;
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER: s = attr(&d->bias, buf, n, "BIAS_POINTER"); break;
     case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: s = attr(&d->bias_type, buf, n, "BIAS_DATA_TYPE"); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: s = attr(&d->aux, buf, n, "EPILOGUE_AUX_POINTER"); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: s = attr(&d->aux_ld, buf, n, "EPILOGUE_AUX_LD"); break;
     default: return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulDescSetAttribute: attribute %d not modelled", (int)a);
     }
     if (s) return s;
@@ -718,8 +727,11 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t dd, cublasLtM
         return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: transpose %d/%d", d->transa, d->transb);
     if (d->pmode != CUBLASLT_POINTER_MODE_HOST && d->pmode != CUBLASLT_POINTER_MODE_DEVICE)
         return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "pointer mode %d not modelled", d->pmode);
-    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS)
-        return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "epilogue %u not modelled", d->epilogue);
+    switch (d->epilogue) {
+    case CUBLASLT_EPILOGUE_DEFAULT: case CUBLASLT_EPILOGUE_BIAS: case CUBLASLT_EPILOGUE_GELU: case CUBLASLT_EPILOGUE_GELU_BIAS:
+    case CUBLASLT_EPILOGUE_GELU_AUX: case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: case CUBLASLT_EPILOGUE_DGELU: break;
+    default: return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "epilogue %u not modelled", d->epilogue);
+    }
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -769,6 +781,16 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
     }
 }
 
+/* The epilogues with an aux matrix: GELU_AUX[_BIAS] write it, DGELU reads it. */
+static bool has_aux(const Desc *d) { return (d->epilogue & 128) && !(d->epilogue & CUBLASLT_EPILOGUE_RELU) && !(d->epilogue & 8); }
+
+/* GELU, tanh form, and its derivative. */
+static double gelu(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+static double gelu_deriv(double x) {
+    double t = tanh(0.7978845608028654 * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
 /* The problem the descriptor and layouts describe, checked: m x k times
  * k x n into m x n, types the compute type takes, one batch count. */
 static cublasStatus_t check_problem(const Desc *d, const Layout *a, const Layout *b, const Layout *c, const Layout *dl) {
@@ -786,11 +808,22 @@ static cublasStatus_t check_problem(const Desc *d, const Layout *a, const Layout
     if (!ok) return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul: compute type %d with A/B type %d and C/D type %d", (int)d->ct, (int)a->t, (int)c->t);
     if (a->batch != dl->batch || b->batch != dl->batch || c->batch != dl->batch)
         return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: batch counts %d, %d, %d, %d", a->batch, b->batch, c->batch, dl->batch);
-    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) {
+    if (d->epilogue & CUBLASLT_EPILOGUE_BIAS) {
         if (!d->bias) return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: bias epilogue without a bias pointer");
         int bt = d->bias_type == -1 ? (int)dl->t : d->bias_type;
         if (bt != (int)dl->t) return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul: bias of type %d for D of type %d", bt, (int)dl->t);
     }
+    if (has_aux(d)) {
+        /* the GELU input matrix: D's shape, leading dimension a multiple of
+         * 8 and at least D's rows; D's type; no batches modelled */
+        if (!d->aux) return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: epilogue %u without an aux pointer", d->epilogue);
+        if (d->aux_ld % 8 || d->aux_ld < (int64_t)dl->rows)
+            return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: aux leading dimension %lld (D has %llu rows; a multiple of 8 needed)", (long long)d->aux_ld,
+                          (unsigned long long)dl->rows);
+        if (dl->batch != 1) return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul: aux with batches not modelled");
+    }
+    if ((d->epilogue & (CUBLASLT_EPILOGUE_GELU | CUBLASLT_EPILOGUE_DGELU)) && getenv("FAKE_CUBLASLT_NO_GELU"))
+        return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul: no GELU epilogues (FAKE_CUBLASLT_NO_GELU)");
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -881,7 +914,13 @@ static void run_gemm(const Gemm *g) {
                 }
                 double v = alpha * acc;
                 if (beta != 0) v += beta * load(C, g->c.t, i + j * (uint64_t)g->c.ld);
-                if (d->epilogue == CUBLASLT_EPILOGUE_BIAS) v += load(d->bias, g->dl.t, i);
+                if (d->epilogue & CUBLASLT_EPILOGUE_BIAS) v += load(d->bias, g->dl.t, i);
+                uint64_t ax = i + j * (uint64_t)d->aux_ld;
+                if (d->epilogue == CUBLASLT_EPILOGUE_DGELU) v *= gelu_deriv(load(d->aux, g->dl.t, ax));
+                else if (d->epilogue & CUBLASLT_EPILOGUE_GELU) {
+                    if (has_aux(d)) store(d->aux, g->dl.t, ax, v);
+                    v = gelu(v);
+                }
                 store(D, g->dl.t, i + j * (uint64_t)g->dl.ld, v);
             }
     }
@@ -915,8 +954,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const
     }
     if (wsn < tag[5]) return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: %zu bytes of workspace, the algorithm needs %llu", wsn, (unsigned long long)tag[5]);
     if (wsn && !find(ws, wsn, false)) return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: the workspace is not device memory");
-    if (g->d.epilogue == CUBLASLT_EPILOGUE_BIAS && !find(g->d.bias, g->dl.rows * (size_t)type_size(g->dl.t), false))
+    if ((g->d.epilogue & CUBLASLT_EPILOGUE_BIAS) && !find(g->d.bias, g->dl.rows * (size_t)type_size(g->dl.t), false))
         return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: the bias (%llu rows) is not device memory", (unsigned long long)g->dl.rows);
+    if (has_aux(&g->d) && g->dl.cols &&
+        !find(g->d.aux, ((g->dl.cols - 1) * (size_t)g->d.aux_ld + g->dl.rows) * (size_t)type_size(g->dl.t), false))
+        return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: the aux matrix (%llu x %llu, ld %lld) is not inside one device allocation",
+                      (unsigned long long)g->dl.rows, (unsigned long long)g->dl.cols, (long long)g->d.aux_ld);
     size_t ss = g->d.scale == CUDA_R_64F ? 8 : 4;
     bool on_dev = find(alpha, ss, false) && find(beta, ss, false);
     if (g->d.pmode == CUBLASLT_POINTER_MODE_DEVICE) {

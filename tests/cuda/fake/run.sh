@@ -38,9 +38,18 @@ $cc -std=c11 -O1 -fopenmp -D_GNU_SOURCE -I"$root/runtime" -c "$name.c" -o model.
 $cc -std=c11 -O1 -D_GNU_SOURCE -I"$root/runtime" -DTRN_MODEL="$sym" -c "$root/tests/gpu/kcheck.c" -o kcheck.o || { echo "FAIL: cc on kcheck"; exit 1; }
 $cc -fopenmp ${FAKE_LDFLAGS:-} kcheck.o model.o "$rtlib" -lm -lpthread -ldl -o kcheck || { echo "FAIL: link kcheck"; exit 1; }
 export TRAINC_LIBCUDA=$PWD/libfakecuda.so TRAINC_CUBLASLT=$PWD/libfakecuda.so
-./kcheck "$name.jsonl" 1234
+./kcheck "$name.jsonl" 1234 > kcheck.log 2>&1
 rc=$?
+cat kcheck.log
 grep '"ok":false' "$name.jsonl" | head -20
+# products with a GELU epilogue (their fallback kernels, k.._epi, are in the
+# .cu): all in cuBLASLt, or with FAKE_CUBLASLT_NO_GELU (or
+# TRAINC_CUDA_GELU_EPILOGUE=0) all run plain with the kernel after
+if grep -q '_epi(' "$name.cu"; then
+    if [ -n "${FAKE_CUBLASLT_NO_GELU:-}" ] || [ "${TRAINC_CUDA_GELU_EPILOGUE:-}" = 0 ]; then want='GELU epilogues: 0 in cuBLASLt, [1-9][0-9]* as kernels'
+    else want='GELU epilogues: [1-9][0-9]* in cuBLASLt, 0 as kernels'; fi
+    grep -q "$want" kcheck.log || { echo "FAIL: the device does not say '$want'"; rc=1; }
+fi
 [ "$steps" -gt 0 ] || exit $rc
 printf '#include "trainc_rt.h"\nextern const TrnModel %s;\nint main(int argc, char **argv) { return trn_main(argc, argv, &%s, NULL); }\n' \
     "$sym" "$sym" > main.c
