@@ -634,7 +634,9 @@ static void lower_matmul(Lower *L, Node *n) {
             kern_add_dep(k, VI(L, ov)->kern);
             view_contig(&gi->c, VI(L, ov)->view.buf, &res->ty.shape);
             after_readers(L, k, gi->c.buf);
-            VI(L, ov)->st = VS_NONE;
+            /* o keeps its buffer: the kernel that computes o still writes
+             * it there (a template finds its results by it; a loop kernel
+             * stores only what has one), and nothing but the add reads o */
         }
     } else {
         view_contig(&gi->c, temp_buf(L, res), &res->ty.shape);

@@ -269,9 +269,25 @@ static inline void tk_bias_rows_f32(float *C, int64_t M, int64_t N, int64_t ldc,
  * compute gelu and gelu_grad: y = gelu(x) (y may be x), and in place
  * c = gelu_grad(c, x).  n elements of dtype dt (0 f32, 2 bf16, 3 f16). */
 static inline void tk_gelu_dt(void *y, const void *x, int64_t n, int dt) {
+    if (dt == 0) {
+        float *yf = (float *)y;
+        const float *xf = (const float *)x;
+#pragma omp parallel for schedule(static) if (n > 32768)
+        for (int64_t i = 0; i < n; i++) yf[i] = trn_geluf(xf[i], 1);
+        return;
+    }
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++) tk_st(y, dt, i, (double)trn_geluf((float)tk_ld(x, dt, i), 1));
 }
 static inline void tk_dgelu_dt(void *c, const void *x, int64_t n, int dt) {
+    if (dt == 0) {
+        float *cf = (float *)c;
+        const float *xf = (const float *)x;
+#pragma omp parallel for schedule(static) if (n > 32768)
+        for (int64_t i = 0; i < n; i++) cf[i] = trn_gelu_gradf(cf[i], xf[i], 1);
+        return;
+    }
+#pragma omp parallel for schedule(static) if (n > 32768)
     for (int64_t i = 0; i < n; i++) tk_st(c, dt, i, (double)trn_gelu_gradf((float)tk_ld(c, dt, i), (float)tk_ld(x, dt, i), 1));
 }
 
