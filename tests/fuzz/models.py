@@ -2,7 +2,8 @@
 # tests/fuzz/models.py SEED — a random small language model in the .model
 # language (tokens [2, 8] -> cross-entropy over 256 classes), from a chain
 # of 2 to 9 random steps over [2, 8, C] tensors: pointwise ops and
-# broadcasts, linear layers, the norms (and RMSNorm spelled out), softmax
+# broadcasts, linear layers (some with a tanh GELU after), gated MLPs,
+# residual sums with a norm after, the norms (and RMSNorm spelled out), softmax
 # along either axis, attention (with RoPE, grouped-query, causal or not),
 # split/concat/slice, dropout, casts through bf16, transposes, a
 # hand-written attention, reductions kept as broadcasts; sometimes a block
@@ -41,7 +42,7 @@ def gen(seed):
           a, ca = R.choice(pool[-3:])
           same = [p for p in pool if p[1] == ca]
           b, _ = R.choice(same)
-          k = R.randrange(22)
+          k = R.randrange(24)
           y = fresh()
           cy = ca
           if k == 0:
@@ -126,6 +127,28 @@ def gen(seed):
               lines.append(f'  {y} = transpose(transpose({a}, 1, 2) * 2.0, 1, 2)')
           elif k == 20:
               lines.append(f'  {y} = {a} / (abs({b}) + 1.0)')
+          elif k == 21:
+              # a gated MLP (liger's SwiGLU / GeGLU; the backward sums the
+              # two products' input gradients into one)
+              hd = R.choice([8, 16, 24])
+              w1 = param([hd, ca], f'normal({1.0 / ca ** 0.5:.3f})')
+              w2 = param([hd, ca], f'normal({1.0 / ca ** 0.5:.3f})')
+              w3 = param([ca, hd], f'normal({1.0 / hd ** 0.5:.3f})')
+              g = fresh()
+              lines.append(f'  {g} = {R.choice(["silu", "gelu"])}(linear({a}, {w1})) * linear({a}, {w2})')
+              lines.append(f'  {y} = linear({g}, {w3})')
+          elif k == 22:
+              # a residual sum and its norm (liger's add + norm), the sum
+              # read on
+              s = fresh()
+              w = param([ca], 'ones')
+              lines.append(f'  {s} = {a} + {b}')
+              if R.random() < 0.5:
+                  bb = param([ca], 'zeros')
+                  lines.append(f'  {y} = layer_norm({s}, {w}, {bb})')
+              else:
+                  lines.append(f'  {y} = rms_norm({s}, {w})')
+              pool.append((s, ca))
           else:
               lines.append(f'  {y} = {a} + {b}')
           pool.append((y, cy))
