@@ -516,7 +516,7 @@ static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m
         LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_BIAS_POINTER, &bptr, sizeof bptr), w);
         LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_BIAS_DATA_TYPE, &bdt, sizeof bdt), w);
     }
-    if (epi & (TRN_LT_EPILOGUE_AUX)) { /* the pre-activation: [M,N] row-major is cuBLASLt's N x M, leading dimension ldc (a multiple of 8) */
+    if (epi & TRN_LT_EPILOGUE_AUX) { /* the pre-activation: [M,N] row-major is cuBLASLt's N x M, leading dimension ldc (a multiple of 8) */
         const void *aptr = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)m->aux);
         int64_t ald = m->ldc;
         LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_EPILOGUE_AUX_POINTER, &aptr, sizeof aptr), w);

@@ -217,7 +217,7 @@ rec "{\"stage\":\"profile\",\"model\":\"gpt2_124m_bf16\",\"rc\":$rc,\"result\":$
 
 # ---- results ----
 python3 - "$R" "$OUT/results.json" "$OUT/table.txt" $(( $(date +%s) - start )) <<'EOF'
-import json, sys
+import json, re, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 res = {"seconds": int(sys.argv[4]), "stages": rows}
 json.dump(res, open(sys.argv[2], "w"), indent=1)
@@ -226,9 +226,9 @@ for r in rows:
     if r["stage"] == "kernels":
         s = r.get("summary") or {}
         t.append(f"kernels  {r['model']:<15} {'ok ' if r['rc'] == 0 else 'FAIL'} {s.get('kernels', '?')} kernels, {s.get('failed', '?')} failed, worst {s.get('worst', float('nan')):.2e} ({s.get('worst_kernel', '')})")
-        fl = r.get("first_line", "")
-        if "GELU epilogues" in fl:
-            t.append("           " + fl[fl.index("GELU epilogues"):].split(":")[0] + ": " + fl[fl.index("GELU epilogues"):].split(":")[1].strip())
+        epi = re.search(r"GELU epilogues: [^:]*", r.get("first_line", ""))
+        if epi:
+            t.append("           " + epi.group(0))
     elif r["stage"] == "e2e":
         x = r.get("result") or {}
         t.append(f"e2e      {r['model']:<15} {'ok ' if x.get('ok') else 'FAIL'} {x.get('steps')} steps, max rel {x.get('max_rel')} (limit {x.get('limit')}), graph==eager {x.get('graph_equals_eager')}, loss {x.get('cpu_first')} -> {x.get('gpu_last')}"

@@ -781,8 +781,9 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
     }
 }
 
-/* The epilogues with an aux matrix: GELU_AUX[_BIAS] write it, DGELU reads it. */
-static bool has_aux(const Desc *d) { return (d->epilogue & 128) && !(d->epilogue & CUBLASLT_EPILOGUE_RELU) && !(d->epilogue & 8); }
+/* The epilogues with an aux matrix (of those modelled): GELU_AUX[_BIAS]
+ * write it, DGELU reads it. */
+static bool has_aux(const Desc *d) { return (d->epilogue & 128) != 0; }
 
 /* GELU, tanh form, and its derivative. */
 static double gelu(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
