@@ -76,6 +76,14 @@ typedef enum {
  * input from the product giving the gradient of its output. */
 typedef enum { GEPI_NONE, GEPI_GELU, GEPI_DGELU } GemmEpi;
 
+/* A product's bias-gradient epilogue: the sum over k of one operand, the
+ * column sums of a linear layer's output gradient dy, which the weight
+ * gradient's product reads whole (dW = dy^T x, or x^T dy).  GBG_A:
+ * dbias[m] = sum_k op(a)[m,k]; GBG_B: dbias[n] = sum_k op(b)[k,n].  The
+ * operand's own view is row-major ([K, M] for a, [K, N] for b: the summed
+ * dimension has unit stride). */
+typedef enum { GBG_NONE, GBG_A, GBG_B } GemmBgrad;
+
 typedef struct GemmInfo {
     View    a, b, c;          /* operand views (a, b as the matmul sees them, before ta/tb) */
     int     ta, tb;
@@ -89,6 +97,8 @@ typedef struct GemmInfo {
     GemmEpi epi;              /* the GELU (tanh form) absorbed after the product, or GEPI_NONE */
     View    aux;              /* GEPI_GELU: where the pre-activation a·b (+ bias) is also stored (a gelu_grad reads it), buf < 0: nowhere;
                                * GEPI_DGELU: the pre-activation x of gelu_grad(a·b, x) */
+    GemmBgrad bgrad;          /* a bias gradient summed from an operand as it is read (cuBLASLt's BGRADB / BGRADA) */
+    View    dbias;            /* where: f32 [M] (GBG_A) or [N] (GBG_B), c's dtype; buf < 0 if none */
 } GemmInfo;
 
 typedef struct Kernel {

@@ -952,6 +952,8 @@ static void gemm_desc(Emit *e, Kernel *k, TrnCudaGemm *g) {
     g->accumulate = gi->accumulate;
     g->epi = gi->epi == GEPI_GELU ? TRN_GEMM_GELU : gi->epi == GEPI_DGELU ? TRN_GEMM_DGELU : TRN_GEMM_PLAIN;
     g->aux = gi->epi && gi->aux.buf >= 0 ? p->bufs[gi->aux.buf].offset + gi->aux.off * cs : -1;
+    g->bgrad = gi->bgrad == GBG_A ? TRN_BGRAD_A : gi->bgrad == GBG_B ? TRN_BGRAD_B : TRN_BGRAD_NONE;
+    g->dbias = gi->bgrad ? p->bufs[gi->dbias.buf].offset + gi->dbias.off * cs : -1;
     g->nbatch = gi->nbatch;
     for (int i = 0; i < gi->nbatch; i++) {
         g->batch[i] = gi->bshape[i];
@@ -986,6 +988,44 @@ static void emit_gemm_epilogue(Emit *e, Kernel *k, CuKern *r) {
     else sb_printf(&b, "        trn_st(p%d + i, trn_gelu_grad(trn_f32(p%d[i]), trn_f32(p%d[i]), 1));\n", pc, pc, px);
     sb_puts(&b, "}\n");
     launch(e, r, "_epi", &P, sb_take(&b), false, blocks, 0, threads, 0);
+}
+
+/* A product's bias gradient as kernels of their own: the TRN_CK_GEMM
+ * kernel's launches, which the runtime runs after the product only where
+ * cuBLASLt has no algorithm with the BGRAD epilogue.  The summed operand
+ * is row-major [K, len] (lower.c): column sums as the norms' dw, in row
+ * groups through the workspace when the columns alone would underfill the
+ * GPU (GPT-2's 768 are 24 blocks of 32), added in order by a second
+ * kernel. */
+static void tmpl_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, unsigned gx, unsigned gy,
+                        unsigned bx, unsigned by);
+
+static void emit_gemm_bgrad(Emit *e, Kernel *k, CuKern *r) {
+    Program *p = e->p;
+    GemmInfo *gi = &k->gemm;
+    const View *xv = gi->bgrad == GBG_A ? &gi->a : &gi->b;
+    int t;
+    int64_t ld;
+    cg_gemm_layout(xv, &t, &ld);
+    DType xt = p->bufs[xv->buf].dt;
+    int64_t K = gi->K, L = gi->bgrad == GBG_A ? gi->M : gi->N;
+    Params P = {0};
+    int po = param_at(&P, gi->dbias.buf, p->bufs[gi->dbias.buf].offset + gi->dbias.off * 4, true);
+    int px = param_at(&P, xv->buf, p->bufs[xv->buf].offset + xv->off * dtype_size[xt], false);
+    int64_t gx = cdiv(L, 32), G = row_groups(e, gx, K, 1024, L * 8);
+    char pw[24] = "(double *)0", call[512];
+    if (G > 1) snprintf(pw, sizeof pw, "(double *)p%d", param_ws(e, &P));
+    snprintf(call, sizeof call, "tk_colsum<16, %s>(p%d, p%d, %lldll, %lldll, %lldll, %lldll, %s) /* bias gradient [%lld]%s */", st_type(xt), po, px,
+             (long long)K, (long long)L, (long long)ld, (long long)(G > 1 ? (K + G - 1) / G : K), pw, (long long)L, G > 1 ? ": row groups" : "");
+    tmpl_launch(e, r, "_bgrad", &P, call, 512, (unsigned)gx, (unsigned)G, 32, 16);
+    if (G > 1) {
+        Params F = {0};
+        int fo = param_at(&F, gi->dbias.buf, p->bufs[gi->dbias.buf].offset + gi->dbias.off * 4, true);
+        int fw = param_ws(e, &F);
+        snprintf(call, sizeof call, "tk_colsum_final(p%d, (const double *)p%d, %lldll, %lldll) /* bias gradient [%lld] from %lld groups */", fo, fw,
+                 (long long)G, (long long)L, (long long)L, (long long)G);
+        tmpl_launch(e, r, "_bgradsum", &F, call, 256, cdiv(L, 256), 1, 256, 1);
+    }
 }
 
 /* ===================================================================== */
@@ -1614,6 +1654,7 @@ CudaModule *cg_cuda_emit(Program *p, Diag *d) {
                 }
                 r->kind = TRN_CK_GEMM;
                 if (k->gemm.epi) emit_gemm_epilogue(&e, k, r);
+                if (k->gemm.bgrad) emit_gemm_bgrad(&e, k, r);
                 break;
             }
             case KK_TMPL: emit_template(&e, k, r); break;
@@ -1806,7 +1847,7 @@ static void emit_gemm_init(FILE *f, const TrnCudaGemm *g) {
     for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->sb[b]);
     fputs("}, {", f);
     for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->sc[b]);
-    fprintf(f, "}, %d, %d, %lld}", g->accumulate, g->epi, (long long)g->aux);
+    fprintf(f, "}, %d, %d, %lld, %d, %lld}", g->accumulate, g->epi, (long long)g->aux, g->bgrad, (long long)g->dbias);
 }
 
 bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *d) {

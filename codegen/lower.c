@@ -37,7 +37,16 @@ typedef struct Lower {
     unsigned *seen;           /* by kernel id: depends_on's visit stamp */
     int      nseen;
     unsigned stamp;
+    struct BgradPlan *bg;     /* by node id of a product: the bias gradient it sums (bgrad_plans) */
+    Node   **bg_of;           /* by node id of such a sum and its cast: the product */
 } Lower;
+
+/* A product that also computes a bias gradient: the sum it absorbs, the
+ * widening cast before it (or NULL), and which operand it sums. */
+typedef struct BgradPlan {
+    Node     *sum, *cast;
+    GemmBgrad which;
+} BgradPlan;
 
 /* ---- small helpers ---- */
 
@@ -525,6 +534,122 @@ static Node *gelu_epilogue(Lower *L, Node *mm, Value *r, GemmInfo *gi) {
     return act;
 }
 
+/* ---- bias gradients (cuBLASLt's BGRADB / BGRADA epilogues) ---- */
+
+/* The sum that is a linear layer's bias gradient, db = sum(dy) over every
+ * dim but the last, for the product n that is the layer's weight gradient
+ * and reads dy whole: op(a) = dy^T as [K, M] (ta) or op(b) = dy as
+ * [K, N] (not tb), dy or its reshape to two dims.  The product then sums
+ * dy's columns as it reads them, and a loop kernel's pass over dy goes.
+ * The sum is of dy in f32, or of dy widened to f32 by a cast that nothing
+ * else reads (mixed precision's); the product's result is f32 too
+ * (cuBLASLt writes the bias gradient in C's type), and not TF32.  Every reader of db
+ * comes after the product in graph order: the product computes db, not
+ * the sum where it stood.  Fills *bp. */
+static bool bgrad_plan(Lower *L, Node *n, const int *pos, BgradPlan *bp) {
+    if (!L->fuse || n->nin != 2 || n->out[0]->ty.dt != DT_f32) return false;
+    /* TF32 products: cuBLASLt may sum the operand as it rounds it for the
+     * tensor cores; the loop kernel sums it exactly */
+    if (L->p->tc.precision && strcmp(L->p->tc.precision, "tf32") == 0) return false;
+    for (int i = 0; i < 2; i++) {
+        if (i == 0 ? !ir_int(n, "ta", 0) : ir_int(n, "tb", 0) != 0) continue;
+        Value *v = n->in[i];
+        if (v->ty.shape.rank != 2) continue;
+        int64_t len = v->ty.shape.d[1];
+        Value *dy = v->def->op == OP_reshape ? v->def->in[0] : v;
+        const Shape *ds = &dy->ty.shape;
+        if (ds->rank < 2 || ds->d[ds->rank - 1] != len) continue;
+        UseList *du = &L->uses->of[dy->id];
+        for (int j = 0; j < du->n; j++) {
+            Node *u = du->u[j].node, *cast = NULL;
+            if (u->op == OP_cast && u->out[0]->ty.dt == DT_f32 && dy->ty.dt != DT_f32 && L->in_sched[u->id] && !L->done[u->id] &&
+                L->uses->of[u->out[0]->id].n == 1 && !L->uses->nout_refs[u->out[0]->id]) {
+                cast = u;
+                u = L->uses->of[u->out[0]->id].u[0].node;
+            } else if (dy->ty.dt != DT_f32) {
+                continue;
+            }
+            if (u->op != OP_sum || !L->in_sched[u->id] || L->done[u->id] || ir_int(u, "keepdim", 0)) continue;
+            const Shape *ss = &u->out[0]->ty.shape;
+            const Attr *ax = ir_attr(u, "axes");
+            if (ss->rank != 1 || ss->d[0] != len || u->out[0]->ty.dt != DT_f32 || !ax || ax->n != ds->rank - 1) continue;
+            bool ok = true;
+            for (int a = 0; a < ax->n; a++) ok &= ax->v[a] == a;
+            UseList *su = &L->uses->of[u->out[0]->id];
+            for (int r = 0; ok && r < su->n; r++) ok = pos[su->u[r].node->id] > pos[n->id];
+            if (!ok) continue;
+            bp->sum = u;
+            bp->cast = cast;
+            bp->which = i == 0 ? GBG_A : GBG_B;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Every product's bias gradient, planned before the schedule is lowered:
+ * the sum (and its cast) are marked done, and the product takes them up
+ * (lower_matmul), or lowers them after all (lower_bgrad, bgrad_recheck). */
+static void bgrad_plans(Lower *L) {
+    int *pos = xcalloc((size_t)L->g->nextnode + 1, sizeof(int));
+    for (int i = 0; i < L->g->nnodes; i++) pos[L->g->nodes[i]->id] = i;
+    for (int i = 0; i < L->g->nnodes; i++) {
+        Node *n = L->g->nodes[i];
+        BgradPlan bp;
+        if (n->op != OP_matmul || !L->in_sched[n->id] || L->done[n->id] || !bgrad_plan(L, n, pos, &bp)) continue;
+        if (!L->bg) L->bg = xcalloc((size_t)L->g->nextnode + 1, sizeof(BgradPlan));
+        if (!L->bg_of) L->bg_of = xcalloc((size_t)L->g->nextnode + 1, sizeof(Node *));
+        L->bg[n->id] = bp;
+        L->done[bp.sum->id] = true;
+        L->bg_of[bp.sum->id] = n;
+        if (bp.cast) L->done[bp.cast->id] = true, L->bg_of[bp.cast->id] = n;
+    }
+    free(pos);
+}
+
+/* At a planned sum's place (or its cast's), before the product: a dy
+ * that a loop kernel computes keeps its sum there, where the pass over dy
+ * is made anyway (the MLP's erf GELU gradient and its bias gradient, one
+ * loop kernel), and the product sums nothing. */
+static void bgrad_recheck(Lower *L, Node *n) {
+    BgradPlan *bp = &L->bg[L->bg_of[n->id]->id];
+    if (!bp->sum) return; /* the product came first, or this was decided */
+    Value *dy = bp->cast ? bp->cast->in[0] : bp->sum->in[0];
+    ValInfo *vi = VI(L, dy);
+    if (!vi->inl || !vi->kern || !can_join(L, vi->kern, bp->sum, true)) return;
+    L->done[bp->sum->id] = false;
+    if (bp->cast) L->done[bp->cast->id] = false;
+    bp->sum = NULL;
+}
+
+/* Product k (node n) computes the bias gradient it was planned to, when
+ * its operand is a row-major [K, len] view and it has no other epilogue;
+ * otherwise the sum is lowered here as it would have been. */
+static void lower_bgrad(Lower *L, Kernel *k, Node *n) {
+    BgradPlan *bp = &L->bg[n->id];
+    GemmInfo *gi = &k->gemm;
+    int t = 1;
+    int64_t ld;
+    bool ok = gi->nbatch == 0 && gi->bias.buf < 0 && !gi->epi && mat_layout(bp->which == GBG_A ? &gi->a : &gi->b, &t, &ld) && t == 0;
+    if (!ok) {
+        if (bp->cast) lower_loop(L, bp->cast, false);
+        lower_loop(L, bp->sum, true);
+        bp->sum = NULL;
+        return;
+    }
+    Node *sum = bp->sum;
+    Value *db = sum->out[0];
+    bp->sum = NULL;
+    gi->bgrad = bp->which;
+    view_contig(&gi->dbias, temp_buf(L, db), &db->ty.shape);
+    if (bp->cast) kern_add_node(L, k, bp->cast);
+    kern_add_node(L, k, sum);
+    ValInfo *di = VI(L, db);
+    di->st = VS_BUF;
+    di->view = gi->dbias;
+    di->kern = k;
+}
+
 static void lower_matmul(Lower *L, Node *n) {
     Kernel *k = new_kernel(L, KK_GEMM, n);
     kern_add_node(L, k, n);
@@ -534,6 +659,7 @@ static void lower_matmul(Lower *L, Node *n) {
     gi->b = gemm_operand(L, n->in[1], k);
     gi->bias.buf = -1;
     gi->aux.buf = -1;
+    gi->dbias.buf = -1;
 
     /* shapes */
     int64_t ta = ir_int(n, "ta", 0), tb = ir_int(n, "tb", 0);
@@ -642,6 +768,7 @@ static void lower_matmul(Lower *L, Node *n) {
         view_contig(&gi->c, temp_buf(L, res), &res->ty.shape);
     }
     for (int i = 0; i < gi->nbatch; i++) gi->bsc[i] = gi->c.stride[i];
+    if (L->bg && L->bg[n->id].sum) lower_bgrad(L, k, n);
     VI(L, res)->st = VS_BUF;
     VI(L, res)->view = gi->c;
     VI(L, res)->kern = k;
@@ -1322,7 +1449,7 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
     s->g = g;
     s->phase = phase;
     if (!g) return true;
-    Lower L = {p, s, g, d, fuse, ir_uses(g), NULL, NULL, 0, NULL, 0, 0};
+    Lower L = {p, s, g, d, fuse, ir_uses(g), NULL, NULL, 0, NULL, 0, 0, NULL, NULL};
     L.in_sched = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
     L.done = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
     s->vi = arena_alloc(p->arena, sizeof(ValInfo) * (size_t)(g->nvalues + 1));
@@ -1330,8 +1457,10 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
         Node *n = g->nodes[i];
         L.in_sched[n->id] = phase < 0 || n->phase == phase || op_has(n->op, OPF_SOURCE);
     }
+    bgrad_plans(&L);
     for (int i = 0; i < g->nnodes; i++) {
         Node *n = g->nodes[i];
+        if (L.bg_of && L.bg_of[n->id]) bgrad_recheck(&L, n);
         if (!L.in_sched[n->id] || L.done[n->id]) continue;
         ValInfo *yi = VI(&L, n->out[0]);
         switch (n->op) {
@@ -1405,6 +1534,8 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
     ir_uses_free(L.uses);
     free(L.in_sched);
     free(L.done);
+    free(L.bg);
+    free(L.bg_of);
     free(L.seen);
     return ok;
 }
@@ -1528,6 +1659,7 @@ void cg_print_kernels(FILE *f, Program *p) {
                 if (k->gemm.nbatch) fprintf(f, " batch=%d", k->gemm.nbatch);
                 if (k->gemm.bias.buf >= 0) fprintf(f, " +bias");
                 if (k->gemm.epi) fprintf(f, k->gemm.epi == GEPI_GELU ? (k->gemm.aux.buf >= 0 ? " +gelu(aux)" : " +gelu") : " +dgelu");
+                if (k->gemm.bgrad) fprintf(f, k->gemm.bgrad == GBG_A ? " +bgrad(a)" : " +bgrad(b)");
                 if (k->gemm.accumulate) fprintf(f, " +=");
                 if (p->bufs[k->gemm.c.buf].dt != p->bufs[k->gemm.a.buf].dt)
                     fprintf(f, " %s->%s", dtype_name[p->bufs[k->gemm.a.buf].dt], dtype_name[p->bufs[k->gemm.c.buf].dt]);

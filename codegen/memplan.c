@@ -75,6 +75,7 @@ static void collect_rw(Sched *s) {
             if (k->gemm.epi == GEPI_DGELU) rd(k, k->gemm.aux.buf);
             wr(k, k->gemm.c.buf);
             if (k->gemm.epi == GEPI_GELU && k->gemm.aux.buf >= 0) wr(k, k->gemm.aux.buf);
+            if (k->gemm.bgrad) wr(k, k->gemm.dbias.buf);
             break;
         case KK_COPY:
             rd(k, k->src.buf);

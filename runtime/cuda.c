@@ -23,7 +23,8 @@
  * TRAINC_CUBLASLT (paths of the libraries), TRAINC_CUDA_PROFILE=FILE (time
  * every kernel with events, no graphs; a JSON line per kernel into FILE at
  * the end, the longest first), TRAINC_CUDA_GELU_EPILOGUE=0 (products run
- * without cuBLASLt's GELU epilogues, the module's kernels after them).
+ * without cuBLASLt's GELU epilogues, the module's kernels after them),
+ * TRAINC_CUDA_BGRAD_EPILOGUE=0 (the same for the bias gradients).
  */
 #include "rt.h"
 #include "trainc_cuda.h"
@@ -85,7 +86,7 @@ enum {
     TRN_LT_POINTER_MODE_DEVICE = 1,
     TRN_LT_DESC_EPILOGUE_AUX_POINTER = 11, TRN_LT_DESC_EPILOGUE_AUX_LD = 12,
     TRN_LT_EPILOGUE_DEFAULT = 1, TRN_LT_EPILOGUE_BIAS = 4, TRN_LT_EPILOGUE_GELU = 32, TRN_LT_EPILOGUE_GELU_BIAS = 36,
-    TRN_LT_EPILOGUE_AUX = 128, TRN_LT_EPILOGUE_DGELU = 192,
+    TRN_LT_EPILOGUE_AUX = 128, TRN_LT_EPILOGUE_DGELU = 192, TRN_LT_EPILOGUE_BGRADA = 256, TRN_LT_EPILOGUE_BGRADB = 512,
     TRN_LT_LAYOUT_BATCH_COUNT = 5, TRN_LT_LAYOUT_BATCH_OFFSET = 6,
     TRN_LT_PREF_MAX_WORKSPACE = 1, TRN_LT_PREF_ALIGN_A = 5, TRN_LT_PREF_ALIGN_B = 6, TRN_LT_PREF_ALIGN_C = 7, TRN_LT_PREF_ALIGN_D = 8,
 };
@@ -332,7 +333,7 @@ typedef struct GemmRt {
     int64_t                oshape[TRN_MAX_RANK], osa[TRN_MAX_RANK], osb[TRN_MAX_RANK], osc[TRN_MAX_RANK];
     int                    nob;
     int                    esize, cesize; /* bytes per element of A and B, of C */
-    int                    plain;        /* the product without its GELU epilogue (no algorithm has it): the kernel's launch applies it */
+    int                    plain;        /* the product without its GELU or bias-gradient epilogue (no algorithm has it): the kernel's launches apply it */
 } GemmRt;
 
 typedef struct KernRt {
@@ -369,7 +370,9 @@ struct TrnCudaDev {
     const TrnCudaImage  *img;
     char                 desc[256];
     int                  nepi, nepi_plain;  /* products with a GELU epilogue; those run without it, and a kernel after */
-    int                  plain_gelu;        /* TRAINC_CUDA_GELU_EPILOGUE=0: every one so */
+    int                  nbg, nbg_plain;    /* the same for bias-gradient epilogues */
+    int                  plain_gelu;        /* TRAINC_CUDA_GELU_EPILOGUE=0: every GELU one so */
+    int                  plain_bgrad;       /* TRAINC_CUDA_BGRAD_EPILOGUE=0: every bias-gradient one so */
 };
 
 static int select_image(TrnCudaDev *g, int major, int minor, char *err, size_t errn) {
@@ -417,7 +420,7 @@ static uint32_t align_of(int64_t off, const int64_t *strides, int n, int esize) 
 static int same_shape(const TrnCudaGemm *a, const TrnCudaGemm *b) {
     return a->dtype == b->dtype && a->cdtype == b->cdtype && a->ta == b->ta && a->tb == b->tb && a->M == b->M && a->N == b->N && a->K == b->K &&
            a->lda == b->lda && a->ldb == b->ldb && a->ldc == b->ldc && a->bias < 0 && b->bias < 0 && (a->scale < 0) == (b->scale < 0) &&
-           a->nbatch == 0 && b->nbatch == 0 && !a->epi && !b->epi && align_of(a->a, NULL, 0, 1) == align_of(b->a, NULL, 0, 1) &&
+           a->nbatch == 0 && b->nbatch == 0 && !a->epi && !b->epi && !a->bgrad && !b->bgrad && align_of(a->a, NULL, 0, 1) == align_of(b->a, NULL, 0, 1) &&
            align_of(a->b, NULL, 0, 1) == align_of(b->b, NULL, 0, 1) && align_of(a->c, NULL, 0, 1) == align_of(b->c, NULL, 0, 1);
 }
 
@@ -433,9 +436,11 @@ static int lt_type(int dtype, int *esize) {
 
 /* The epilogue cuBLASLt applies: the bias, then the GELU (keeping the
  * pre-activation in aux when it is read again) or the GELU's gradient;
- * without the GELU part when r->plain. */
+ * or a bias gradient (BGRADA sums cuBLASLt's A, our B); without the GELU
+ * or the bias gradient when r->plain. */
 static uint32_t epilogue_of(const TrnCudaGemm *m, const GemmRt *r) {
     uint32_t e = m->bias >= 0 ? TRN_LT_EPILOGUE_BIAS : TRN_LT_EPILOGUE_DEFAULT;
+    if (m->bgrad && !r->plain) return m->bgrad == TRN_BGRAD_A ? TRN_LT_EPILOGUE_BGRADB : TRN_LT_EPILOGUE_BGRADA;
     if (r->plain || m->epi == TRN_GEMM_PLAIN) return e;
     if (m->epi == TRN_GEMM_DGELU) return TRN_LT_EPILOGUE_DGELU;
     e = m->bias >= 0 ? TRN_LT_EPILOGUE_GELU_BIAS : TRN_LT_EPILOGUE_GELU;
@@ -457,22 +462,31 @@ static void release_gemm(GemmRt *r) {
 
 static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m, GemmRt *r, char *err, size_t errn);
 
-/* A product's descriptor, layouts and algorithm.  A GELU epilogue that
- * cuBLASLt has no algorithm for (the heuristic says so) is left to the
- * kernel's launch, the product run plain. */
+/* A product's descriptor, layouts and algorithm.  A GELU or bias-gradient
+ * epilogue that cuBLASLt has no algorithm for (the heuristic says so) is
+ * left to the kernel's launches, the product run plain. */
 static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m, GemmRt *r, char *err, size_t errn) {
+    if (m->bgrad != TRN_BGRAD_NONE) {
+        if ((m->bgrad != TRN_BGRAD_A && m->bgrad != TRN_BGRAD_B) || m->dbias < 0 || m->epi != TRN_GEMM_PLAIN || m->bias >= 0 || m->nbatch)
+            return rt_fail(err, errn, "module: kernel %s has a bias gradient %d it cannot have", k->name, m->bgrad);
+        g->nbg++;
+    }
     if (m->epi != TRN_GEMM_PLAIN) {
         if (m->epi != TRN_GEMM_GELU && m->epi != TRN_GEMM_DGELU) return rt_fail(err, errn, "module: kernel %s has epilogue %d", k->name, m->epi);
         if (m->epi == TRN_GEMM_DGELU && m->aux < 0) return rt_fail(err, errn, "module: kernel %s has a GELU gradient without its input", k->name);
         g->nepi++;
-        if (!g->plain_gelu) {
+    }
+    if (m->epi != TRN_GEMM_PLAIN || m->bgrad != TRN_BGRAD_NONE) {
+        const char *what = m->bgrad ? "bias gradient" : "GELU epilogue";
+        if (!(m->bgrad ? g->plain_bgrad : g->plain_gelu)) {
             int rc = plan_gemm(g, k, m, r, err, errn);
             if (rc <= 0) return rc;
             release_gemm(r);
         }
-        if (k->nlaunch < 1) return rt_fail(err, errn, "kernel %s: its GELU epilogue is not in cuBLASLt, and the module has no kernel for it", k->name);
+        if (k->nlaunch < 1) return rt_fail(err, errn, "kernel %s: its %s is not in cuBLASLt, and the module has no kernel for it", k->name, what);
         r->plain = 1;
-        g->nepi_plain++;
+        if (m->bgrad) g->nbg_plain++;
+        else g->nepi_plain++;
     }
     int rc = plan_gemm(g, k, m, r, err, errn);
     if (rc > 0) {
@@ -515,6 +529,10 @@ static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m
         int32_t bdt = cdt;
         LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_BIAS_POINTER, &bptr, sizeof bptr), w);
         LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_BIAS_DATA_TYPE, &bdt, sizeof bdt), w);
+    }
+    if (epi == TRN_LT_EPILOGUE_BGRADA || epi == TRN_LT_EPILOGUE_BGRADB) { /* written in C's type (cuBLASLt's default for a bias gradient) */
+        void *dptr = (void *)(uintptr_t)(g->arena + (CUdeviceptr)m->dbias);
+        LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_BIAS_POINTER, &dptr, sizeof dptr), w);
     }
     if (epi & TRN_LT_EPILOGUE_AUX) { /* the pre-activation: [M,N] row-major is cuBLASLt's N x M, leading dimension ldc (a multiple of 8) */
         const void *aptr = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)m->aux);
@@ -565,7 +583,7 @@ static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m
     memset(&res, 0, sizeof res);
     cublasStatus_t s = lt.MatmulAlgoGetHeuristic(g->lt, r->desc, r->la, r->lb, r->lc, r->lc, pref, 1, &res, &nres);
     lt.MatmulPreferenceDestroy(pref);
-    int fused = m->epi != TRN_GEMM_PLAIN && !r->plain;
+    int fused = (m->epi != TRN_GEMM_PLAIN || m->bgrad != TRN_BGRAD_NONE) && !r->plain;
     if (s != 0 && !fused) return lt_fail(s, "cublasLtMatmulAlgoGetHeuristic", w, __LINE__, err, errn);
     if (s != 0 || nres < 1) return 1;
     r->algo = res.algo;
@@ -623,7 +641,8 @@ static int enqueue(TrnCudaDev *g, int which, int i, char *err, size_t errn) {
         break;
     case TRN_CK_GEMM:
         if (run_gemm(g, k, &kr->gemm[0], err, errn) != 0) return -1;
-        if (kr->gemm[0].plain && launch_one(g, k, kr, 0, err, errn) != 0) return -1; /* the epilogue cuBLASLt had no algorithm for */
+        for (int l = 0; kr->gemm[0].plain && l < k->nlaunch; l++) /* the epilogue cuBLASLt had no algorithm for */
+            if (launch_one(g, k, kr, l, err, errn) != 0) return -1;
         break;
     case TRN_CK_STEPS:
         for (int i = 0; i < k->nstep; i++) {
@@ -813,6 +832,8 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     if (g->sync_each) g->use_graphs = 0;
     const char *xe = getenv("TRAINC_CUDA_GELU_EPILOGUE");
     g->plain_gelu = xe && strcmp(xe, "0") == 0;
+    const char *be = getenv("TRAINC_CUDA_BGRAD_EPILOGUE");
+    g->plain_bgrad = be && strcmp(be, "0") == 0;
     const char *pe = getenv("TRAINC_CUDA_PROFILE");
     if (pe && *pe) {
         if (!drv.EventElapsedTime) return rt_fail(err, errn, "TRAINC_CUDA_PROFILE: the driver lacks cuEventElapsedTime");
@@ -834,6 +855,10 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     if (g->nepi) {
         size_t l = strlen(g->desc);
         snprintf(g->desc + l, sizeof g->desc - l, ", GELU epilogues: %d in cuBLASLt, %d as kernels", g->nepi - g->nepi_plain, g->nepi_plain);
+    }
+    if (g->nbg) {
+        size_t l = strlen(g->desc);
+        snprintf(g->desc + l, sizeof g->desc - l, ", bias gradients: %d in cuBLASLt, %d as kernels", g->nbg - g->nbg_plain, g->nbg_plain);
     }
     return 0;
 }

@@ -631,6 +631,32 @@ TRN_DEV void tk_norm_bwd_final(float *__restrict__ dw, float *__restrict__ db, c
     trn_norm_dw_store(dw, db, c, sw, sb, acc);
 }
 
+/* A product's bias gradient where cuBLASLt has no epilogue for it:
+ * out[j] = sum over rows k < K of x[k * ld + j], j < L.  Block (32, NY),
+ * grid (ceil(L / 32), G), sums in double as the loop kernels' column
+ * sums.  G > 1 (few columns over many rows): block row y sums rows
+ * y * rc .. into part[y][L] (the workspace) and tk_colsum_final adds the
+ * groups in order. */
+template <int NY, typename E>
+TRN_DEV void tk_colsum(float *__restrict__ out, const E *__restrict__ x, int64_t K, int64_t L, int64_t ld, int64_t rc,
+                       double *__restrict__ part) {
+    int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x, k0 = (int64_t)blockIdx.y * rc, k1 = min(k0 + rc, K);
+    double s = 0;
+    if (j < L)
+        for (int64_t k = k0 + threadIdx.y; k < k1; k += NY) s += (double)trn_f32(x[k * ld + j]);
+    s = trn_col_sum<NY>(s);
+    if (j >= L || threadIdx.y != 0) return;
+    if (part) part[blockIdx.y * L + j] = s;
+    else out[j] = (float)s;
+}
+TRN_DEV void tk_colsum_final(float *__restrict__ out, const double *__restrict__ part, int64_t G, int64_t L) {
+    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= L) return;
+    double s = 0;
+    for (int64_t g = 0; g < G; g++) s += part[g * L + j];
+    out[j] = (float)s;
+}
+
 /* The layout of an attention or rope_qk operand, as in trainc_kernels.h: element
  * (b, h, t, d) at b*L.b + h*L.h + t*L.t + d, so that q, k and v can be
  * slices of GPT-2's [B,T,3C] qkv and o a slice of [B,T,C] without a copy

@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define TRN_CUDA_ABI 4
+#define TRN_CUDA_ABI 5
 #define TRN_CUDA_MAXARGS 16
 
 /* A compiled image: cubin for one architecture, or PTX (JIT-compiled by the driver). */
@@ -64,6 +64,8 @@ typedef struct TrnCudaGemm {
     int     accumulate;         /* 1: C += op(A) op(B) (beta 1: gradient accumulation into a state); scale < 0 */
     int     epi;                /* TRN_GEMM_GELU: C = gelu(op(A) op(B) + bias) (tanh form); TRN_GEMM_DGELU: C = gelu_grad(op(A) op(B), aux) */
     int64_t aux;                /* byte offset of the pre-activation [M,N] (ldc): gelu writes it there too (-1: not kept), dgelu reads it */
+    int     bgrad;              /* TRN_BGRAD_A: dbias[M] = sum_k op(A)[m,k]; TRN_BGRAD_B: dbias[N] = sum_k op(B)[k,n] (epi is plain) */
+    int64_t dbias;              /* byte offset of that bias gradient (C's dtype), -1: none */
 } TrnCudaGemm;
 
 /* A product's epilogue (cuBLASLt's GELU[_AUX][_BIAS] and DGELU).  Where
@@ -71,6 +73,14 @@ typedef struct TrnCudaGemm {
  * it (into aux when gelu keeps the pre-activation) and then the kernel's
  * one launch, which applies it (c = gelu(aux or c); c = gelu_grad(c, aux)). */
 enum { TRN_GEMM_PLAIN, TRN_GEMM_GELU, TRN_GEMM_DGELU };
+
+/* A product's bias-gradient epilogue (cuBLASLt's BGRADB for our A, BGRADA
+ * for our B: its operands are ours swapped).  The summed operand is
+ * row-major [K, len] (not transposed as stored: op(A) = A^T, op(B) = B).
+ * Where cuBLASLt has no algorithm for it, the runtime runs the product
+ * without it and then all the kernel's launches, which sum the columns
+ * (through the workspace when they split the rows into groups). */
+enum { TRN_BGRAD_NONE, TRN_BGRAD_A, TRN_BGRAD_B };
 
 /* A buffer a kernel reads or writes (for the single-kernel checks): bytes
  * at an arena offset, its dtype, and the range random test data for it
@@ -94,7 +104,7 @@ typedef struct TrnCudaKernel {
     const char          *where;     /* "gpt2.model:31" (or "") */
     int                  kind;      /* TRN_CK_* */
     int                  nlaunch;
-    const TrnCudaLaunch *launch;    /* TRN_CK_LAUNCH: run in order; TRN_CK_GEMM: its epilogue alone (TrnCudaGemm.epi) */
+    const TrnCudaLaunch *launch;    /* TRN_CK_LAUNCH: run in order; TRN_CK_GEMM: its epilogue alone (TrnCudaGemm.epi, .bgrad), in order */
     int                  ngemm;
     const TrnCudaGemm   *gemm;      /* TRN_CK_GEMM: one */
     int                  nstep;

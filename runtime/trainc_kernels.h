@@ -291,6 +291,28 @@ static inline void tk_dgelu_dt(void *c, const void *x, int64_t n, int dt) {
     for (int64_t i = 0; i < n; i++) tk_st(c, dt, i, (double)trn_gelu_gradf((float)tk_ld(c, dt, i), (float)tk_ld(x, dt, i), 1));
 }
 
+/* A product's bias-gradient epilogue: out[j] = sum over rows k < K of
+ * x[k * ld + j], j < L, as a loop kernel's sum computes it (in double,
+ * rows in order, one rounding to f32).  x of dtype dt (0 f32, 2 bf16,
+ * 3 f16). */
+static inline void tk_colsum_dt(float *out, const void *x, int64_t K, int64_t L, int64_t ld, int dt) {
+#pragma omp parallel for schedule(static) if (K * L > 65536)
+    for (int64_t cb = 0; cb < L; cb += 64) {
+        const int64_t ce = cb + 64 < L ? cb + 64 : L;
+        double acc[64];
+        for (int64_t j = 0; j < ce - cb; j++) acc[j] = 0;
+        if (dt == 0) {
+            const float *xf = (const float *)x;
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t j = cb; j < ce; j++) acc[j - cb] += (double)xf[k * ld + j];
+        } else {
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t j = cb; j < ce; j++) acc[j - cb] += tk_ld(x, dt, k * ld + j);
+        }
+        for (int64_t j = cb; j < ce; j++) out[j] = (float)acc[j - cb];
+    }
+}
+
 /* ---- embedding ---- */
 
 /* out [N,C] = table [V,C] rows idx [N]; an index outside [0,V) gives a zero row

@@ -1,11 +1,12 @@
 /* tests/codegen/cg_vs_interp.c — the compiled CPU code against the
  * reference interpreter (fp32), step by step:
  *   - the same loss at each of 20 steps (relative difference < 1e-5) and the
- *     same parameters afterwards (< 1e-5), for tiny GPT-2 and Llama;
+ *     same parameters afterwards (< 1e-5), for tiny GPT-2 and Llama (and
+ *     tests/cuda/fake/gelu_mlp.model: GELU and bias-gradient epilogues);
  *   - fused and unfused schedules give the same losses;
  *   - poisoning every dead buffer (memory-plan checking) changes nothing;
  *   - the runtime allocates exactly the arena the plan reports.
- * Usage: cg_vs_interp [gpt2|llama|mlp ...] (default: gpt2 llama). */
+ * Usage: cg_vs_interp [gpt2|llama|gelu|accum ...] (default: all). */
 #include "cg_harness.h"
 
 #include <math.h>
@@ -32,6 +33,7 @@ static const char *const sgd_sets[] = {"optimizer=sgd", "lr=0.05", "momentum=0.9
  * parameter (no momentum state to update in place); that copy once made
  * the schedule a cycle ("internal: the kernel schedule has a cycle"). */
 static const char *const sgd_accum_sets[] = {"optimizer=sgd", "lr=0.05", "momentum=0", "warmup=0", "schedule=constant", "grad_clip=1.0", "grad_accum=3", NULL};
+static const char *const no_defs[] = {NULL};
 static const char *const llama_defs[] = {"vocab=256", "layers=2", "heads=4", "kv_heads=2", "dim=64", "ffn=128", "seq=64", "batch=4", NULL};
 
 static TrnSession *session(const TrnModel *m, int poison) {
@@ -156,6 +158,12 @@ int main(int argc, char **argv) {
         if (all || strcmp(w, "llama") == 0) {
             check_model("llama", "examples/llama.model", llama_defs, adamw_sets, &tk, steps, 1, false, true);
             check_model("llama", "examples/llama.model", llama_defs, sgd_sets, &tk, steps, 1, true, false);
+        }
+        if (all || strcmp(w, "gelu") == 0) {
+            /* tanh GELUs as the products' epilogues, the bias gradients
+             * summed by the weight gradients' products (of w [out, in] and
+             * of w [in, out]) */
+            check_model("gelu_mlp", "tests/cuda/fake/gelu_mlp.model", no_defs, adamw_sets, &tk, steps, 1, true, true);
         }
         if (all || strcmp(w, "accum") == 0) {
             check_model("gpt2, accumulating", "examples/gpt2.model", gpt2_defs, accum_sets, &tk, 5, 3, false, true);

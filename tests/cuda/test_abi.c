@@ -48,6 +48,8 @@ int main(void) {
     CHECK(CUBLASLT_EPILOGUE_GELU_AUX, 32 | 128);
     CHECK(CUBLASLT_EPILOGUE_GELU_AUX_BIAS, 36 | 128);
     CHECK(CUBLASLT_EPILOGUE_DGELU, 192);
+    CHECK(CUBLASLT_EPILOGUE_BGRADA, 256);
+    CHECK(CUBLASLT_EPILOGUE_BGRADB, 512);
     CHECK(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, 5);
     CHECK(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, 6);
     CHECK(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, 1);
@@ -58,6 +60,6 @@ int main(void) {
     CHECK(sizeof(cublasLtMatmulAlgo_t), 64);
     CHECK(sizeof(cublasLtMatmulHeuristicResult_t), 64 + 8 + 4 + 4 + 16);
     if (fails) return 1;
-    printf("cuda abi: 42 constants match the toolkit's headers\n");
+    printf("cuda abi: 44 constants match the toolkit's headers\n");
     return 0;
 }

@@ -2,7 +2,8 @@
 # tests/fuzz/models.py SEED — a random small language model in the .model
 # language (tokens [2, 8] -> cross-entropy over 256 classes), from a chain
 # of 2 to 9 random steps over [2, 8, C] tensors: pointwise ops and
-# broadcasts, linear layers (some with a tanh GELU after), gated MLPs,
+# broadcasts, linear layers (some with a tanh GELU after, some written
+# x @ w + b with w [in, out]), gated MLPs,
 # residual sums with a norm after, the norms (and RMSNorm spelled out), softmax
 # along either axis, attention (with RoPE, grouped-query, causal or not),
 # split/concat/slice, dropout, casts through bf16, transposes, a
@@ -14,6 +15,9 @@ import random, sys
 
 def gen(seed):
     R = random.Random(seed)
+    # choices added later draw from R2, so that R gives every seed the
+    # model it gave before
+    R2 = random.Random(seed ^ 0x5bd1e995)
     B, T = 2, 8
     C0 = R.choice([8, 12, 16])
     V = 256
@@ -66,6 +70,11 @@ def gen(seed):
               if R.random() < 0.5:
                   bb = param([cy], 'zeros')
                   lin = f'linear({a}, {w}, {bb})'
+                  if R2.random() < 0.4:
+                      # w [in, out]: the weight gradient x^T dy sums the
+                      # bias gradient from its B (cuBLASLt's BGRADA)
+                      cur[0][-2] = cur[0][-2].replace(f'[{cy}, {ca}]', f'[{ca}, {cy}]')
+                      lin = f'{a} @ {w} + {bb}'
               else:
                   lin = f'linear({a}, {w})'
               # (a tanh GELU of it: the product's GELU epilogue)

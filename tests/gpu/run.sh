@@ -10,8 +10,9 @@
 #      dims 64 (GPT-2, and the same with --no-tc-attention; Llama with GQA)
 #      and 128 (Llama)) on the GPU against the C kernel on the CPU, fresh
 #      random inputs, poisoned outputs (build-gpu/kcheck_*, tests/gpu/kcheck.c);
-#      tiny GPT-2 fp32 twice: with cuBLASLt's GELU epilogues and with the
-#      kernels the runtime runs in their place (TRAINC_CUDA_GELU_EPILOGUE=0);
+#      tiny GPT-2 fp32 twice: with cuBLASLt's GELU and bias-gradient
+#      epilogues and with the kernels the runtime runs in their place
+#      (TRAINC_CUDA_GELU_EPILOGUE=0 TRAINC_CUDA_BGRAD_EPILOGUE=0);
 #   2. end to end: 20 steps of the tiny models on the GPU against the same
 #      executable on the CPU: fp32 losses within 1e-4 relative, bf16 and
 #      fp16 within 2e-2 (both round to the half dtype at the same places,
@@ -62,15 +63,15 @@ cat "$L/gpu.txt"
 rec "{\"stage\":\"env\",\"gpu\":\"$(head -1 "$L/gpu.txt" | tr -d '"')\",\"cublaslt\":\"${TRAINC_CUBLASLT:-}\"}"
 
 # ---- 1. kernels ----
-# (gpt2_tiny_plain: GPT-2's products with GELU epilogues run without them,
-# the module's kernels after, TRAINC_CUDA_GELU_EPILOGUE=0; every other one
-# with cuBLASLt's, which the kernel's first line counts)
+# (gpt2_tiny_plain: GPT-2's products with GELU and bias-gradient epilogues
+# run without them, the module's kernels after; every other one with
+# cuBLASLt's where its heuristic has them, which kcheck's first line counts)
 for m in gpt2_tiny gpt2_tiny_plain llama_tiny mlp mlp_rows gpt2_d64 llama_d128 gpt2_tiny_bf16 llama_tiny_bf16 gpt2_tiny_fp16 gpt2_d64_bf16 gpt2_d64_bf16_notc \
          llama_d64_bf16 llama_d128_bf16; do
     t0=$(date +%s%N)
     exe=$m plain=
     [ "$m" = gpt2_tiny_plain ] && exe=gpt2_tiny plain=0
-    TRAINC_CUDA_GELU_EPILOGUE=$plain timeout -k 5 75 "$B/kcheck_$exe" "$L/kcheck_$m.jsonl" 1234 > "$L/kcheck_$m.log" 2>&1
+    TRAINC_CUDA_GELU_EPILOGUE=$plain TRAINC_CUDA_BGRAD_EPILOGUE=$plain timeout -k 5 75 "$B/kcheck_$exe" "$L/kcheck_$m.jsonl" 1234 > "$L/kcheck_$m.log" 2>&1
     rc=$?
     t1=$(date +%s%N)
     tail -3 "$L/kcheck_$m.log"
@@ -226,9 +227,9 @@ for r in rows:
     if r["stage"] == "kernels":
         s = r.get("summary") or {}
         t.append(f"kernels  {r['model']:<15} {'ok ' if r['rc'] == 0 else 'FAIL'} {s.get('kernels', '?')} kernels, {s.get('failed', '?')} failed, worst {s.get('worst', float('nan')):.2e} ({s.get('worst_kernel', '')})")
-        epi = re.search(r"GELU epilogues: [^:]*", r.get("first_line", ""))
+        epi = re.findall(r"(?:GELU epilogues|bias gradients): \d+ in cuBLASLt, \d+ as kernels", r.get("first_line", ""))
         if epi:
-            t.append("           " + epi.group(0))
+            t.append("           " + "; ".join(epi))
     elif r["stage"] == "e2e":
         x = r.get("result") or {}
         t.append(f"e2e      {r['model']:<15} {'ok ' if x.get('ok') else 'FAIL'} {x.get('steps')} steps, max rel {x.get('max_rel')} (limit {x.get('limit')}), graph==eager {x.get('graph_equals_eager')}, loss {x.get('cpu_first')} -> {x.get('gpu_last')}"

@@ -2,8 +2,8 @@
  * upload, download, fill, run one kernel) on an emulated GPU: the arena is
  * host memory, launches run the generated CUDA C compiled by g++ with
  * cuda_emu.h, cuBLASLt products run as their TrnCudaGemm descriptor says
- * (in double, rounded once to C's dtype; a GELU epilogue by the kernel the
- * runtime falls back to), memsets are memsets.  With it,
+ * (in double, rounded once to C's dtype; a GELU or bias-gradient epilogue
+ * by the kernels the runtime falls back to), memsets are memsets.  With it,
  * tests/gpu/kcheck.c (its calls renamed by emu_rename.h) compares every
  * kernel of a model with the C backend's on a machine without a GPU.
  * (runtime/cuda.c itself, and whole training steps, run on the fake driver
@@ -180,9 +180,9 @@ int emu_cuda_run_kernel(EmuDev *g, int which, int i, char *err, size_t errn) {
     case TRN_CK_MEMSET: memset(g->arena + k->ms_off, 0, (size_t)k->ms_bytes); break;
     case TRN_CK_GEMM:
         gemm(g, &k->gemm[0]);
-        if (k->gemm[0].epi != TRN_GEMM_PLAIN) {
-            if (k->nlaunch != 1) return fail(err, errn, "a product with an epilogue and no kernel for it");
-            launch(g, &k->launch[0]);
+        if (k->gemm[0].epi != TRN_GEMM_PLAIN || k->gemm[0].bgrad != TRN_BGRAD_NONE) {
+            if (k->nlaunch < 1) return fail(err, errn, "a product with an epilogue and no kernel for it");
+            for (int l = 0; l < k->nlaunch; l++) launch(g, &k->launch[l]);
         }
         break;
     case TRN_CK_STEPS:

@@ -729,7 +729,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t dd, cublasLtM
         return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "pointer mode %d not modelled", d->pmode);
     switch (d->epilogue) {
     case CUBLASLT_EPILOGUE_DEFAULT: case CUBLASLT_EPILOGUE_BIAS: case CUBLASLT_EPILOGUE_GELU: case CUBLASLT_EPILOGUE_GELU_BIAS:
-    case CUBLASLT_EPILOGUE_GELU_AUX: case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: case CUBLASLT_EPILOGUE_DGELU: break;
+    case CUBLASLT_EPILOGUE_GELU_AUX: case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: case CUBLASLT_EPILOGUE_DGELU:
+    case CUBLASLT_EPILOGUE_BGRADA: case CUBLASLT_EPILOGUE_BGRADB: break;
     default: return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "epilogue %u not modelled", d->epilogue);
     }
     return CUBLAS_STATUS_SUCCESS;
@@ -785,6 +786,11 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
  * write it, DGELU reads it. */
 static bool has_aux(const Desc *d) { return (d->epilogue & 128) != 0; }
 
+/* The bias-gradient epilogues: the sums over k of op(A) (BGRADA, one per
+ * row of D) or of op(B) (BGRADB, one per column of D), into the bias
+ * pointer, in D's type (cuBLASLt's default for them). */
+static bool is_bgrad(const Desc *d) { return d->epilogue == CUBLASLT_EPILOGUE_BGRADA || d->epilogue == CUBLASLT_EPILOGUE_BGRADB; }
+
 /* GELU, tanh form, and its derivative. */
 static double gelu(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 static double gelu_deriv(double x) {
@@ -822,6 +828,13 @@ static cublasStatus_t check_problem(const Desc *d, const Layout *a, const Layout
             return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: aux leading dimension %lld (D has %llu rows; a multiple of 8 needed)", (long long)d->aux_ld,
                           (unsigned long long)dl->rows);
         if (dl->batch != 1) return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul: aux with batches not modelled");
+    }
+    if (is_bgrad(d)) {
+        if (!d->bias) return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: bias-gradient epilogue without a bias pointer");
+        int bt = d->bias_type == -1 ? (int)dl->t : d->bias_type;
+        if (bt != (int)dl->t) return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul: bias gradient of type %d for D of type %d", bt, (int)dl->t);
+        if (dl->batch != 1) return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul: a bias gradient with batches not modelled");
+        if (getenv("FAKE_CUBLASLT_NO_BGRAD")) return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul: no bias-gradient epilogues (FAKE_CUBLASLT_NO_BGRAD)");
     }
     if ((d->epilogue & (CUBLASLT_EPILOGUE_GELU | CUBLASLT_EPILOGUE_DGELU)) && getenv("FAKE_CUBLASLT_NO_GELU"))
         return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul: no GELU epilogues (FAKE_CUBLASLT_NO_GELU)");
@@ -925,6 +938,18 @@ static void run_gemm(const Gemm *g) {
                 store(D, g->dl.t, i + j * (uint64_t)g->dl.ld, v);
             }
     }
+    if (d->epilogue == CUBLASLT_EPILOGUE_BGRADA)
+        for (uint64_t i = 0; i < m; i++) {
+            double sum = 0;
+            for (uint64_t p = 0; p < k; p++) sum += load(g->A, g->a.t, ta ? p + i * (uint64_t)g->a.ld : i + p * (uint64_t)g->a.ld);
+            store((void *)d->bias, g->dl.t, i, sum);
+        }
+    if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB)
+        for (uint64_t j = 0; j < n; j++) {
+            double sum = 0;
+            for (uint64_t p = 0; p < k; p++) sum += load(g->B, g->b.t, tb ? j + p * (uint64_t)g->b.ld : p + j * (uint64_t)g->b.ld);
+            store((void *)d->bias, g->dl.t, j, sum);
+        }
 }
 
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const void *alpha, const void *A, cublasLtMatrixLayout_t Ad,
@@ -957,6 +982,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const
     if (wsn && !find(ws, wsn, false)) return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: the workspace is not device memory");
     if ((g->d.epilogue & CUBLASLT_EPILOGUE_BIAS) && !find(g->d.bias, g->dl.rows * (size_t)type_size(g->dl.t), false))
         return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: the bias (%llu rows) is not device memory", (unsigned long long)g->dl.rows);
+    if (is_bgrad(&g->d) &&
+        !find(g->d.bias, (g->d.epilogue == CUBLASLT_EPILOGUE_BGRADA ? g->dl.rows : g->dl.cols) * (size_t)type_size(g->dl.t), false))
+        return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: the bias gradient is not device memory");
     if (has_aux(&g->d) && g->dl.cols &&
         !find(g->d.aux, ((g->dl.cols - 1) * (size_t)g->d.aux_ld + g->dl.rows) * (size_t)type_size(g->dl.t), false))
         return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: the aux matrix (%llu x %llu, ld %lld) is not inside one device allocation",

@@ -50,6 +50,13 @@ if grep -q '_epi(' "$name.cu"; then
     else want='GELU epilogues: [1-9][0-9]* in cuBLASLt, 0 as kernels'; fi
     grep -q "$want" kcheck.log || { echo "FAIL: the device does not say '$want'"; rc=1; }
 fi
+# products that sum a bias gradient (fallback kernels k.._bgrad): the same,
+# with FAKE_CUBLASLT_NO_BGRAD (or TRAINC_CUDA_BGRAD_EPILOGUE=0)
+if grep -q '_bgrad(' "$name.cu"; then
+    if [ -n "${FAKE_CUBLASLT_NO_BGRAD:-}" ] || [ "${TRAINC_CUDA_BGRAD_EPILOGUE:-}" = 0 ]; then want='bias gradients: 0 in cuBLASLt, [1-9][0-9]* as kernels'
+    else want='bias gradients: [1-9][0-9]* in cuBLASLt, 0 as kernels'; fi
+    grep -q "$want" kcheck.log || { echo "FAIL: the device does not say '$want'"; rc=1; }
+fi
 [ "$steps" -gt 0 ] || exit $rc
 printf '#include "trainc_rt.h"\nextern const TrnModel %s;\nint main(int argc, char **argv) { return trn_main(argc, argv, &%s, NULL); }\n' \
     "$sym" "$sym" > main.c
