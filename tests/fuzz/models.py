@@ -15,8 +15,8 @@ import random, sys
 
 def gen(seed):
     R = random.Random(seed)
-    # choices added later draw from R2, so that R gives every seed the
-    # model it gave before
+    # choices added later draw from R2, so that every choice R makes for a
+    # seed stays what it was
     R2 = random.Random(seed ^ 0x5bd1e995)
     B, T = 2, 8
     C0 = R.choice([8, 12, 16])
