@@ -993,10 +993,12 @@ static void emit_gemm_epilogue(Emit *e, Kernel *k, CuKern *r) {
 /* A product's bias gradient as kernels of their own: the TRN_CK_GEMM
  * kernel's launches, which the runtime runs after the product only where
  * cuBLASLt has no algorithm with the BGRAD epilogue.  The summed operand
- * is row-major [K, len] (lower.c): column sums as the norms' dw, in row
- * groups through the workspace when the columns alone would underfill the
- * GPU (GPT-2's 768 are 24 blocks of 32), added in order by a second
- * kernel. */
+ * is row-major [K, len] (lower.c): column sums as the loop kernel's that
+ * the product replaced, in row groups through the workspace when the
+ * columns alone would underfill the GPU (GPT-2's 768 are 24 blocks of
+ * 32), added in order by a second kernel; in a split, W columns a thread
+ * with vector loads when len, the leading dimension and the offset allow
+ * (then at least 256 rows a group, as the blocks are W times fewer). */
 static void tmpl_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, unsigned gx, unsigned gy,
                         unsigned bx, unsigned by);
 
@@ -1012,11 +1014,14 @@ static void emit_gemm_bgrad(Emit *e, Kernel *k, CuKern *r) {
     Params P = {0};
     int po = param_at(&P, gi->dbias.buf, p->bufs[gi->dbias.buf].offset + gi->dbias.off * 4, true);
     int px = param_at(&P, xv->buf, p->bufs[xv->buf].offset + xv->off * dtype_size[xt], false);
-    int64_t gx = cdiv(L, 32), G = row_groups(e, gx, K, 1024, L * 8);
+    int w = xt == DT_f32 ? 4 : 8;
+    if (L % w || ld % w || xv->off % w || row_groups(e, cdiv(L / w, 32), K, 256, L * 8) < 2) w = 1;
+    int64_t gx = cdiv(L / w, 32), G = row_groups(e, gx, K, w > 1 ? 256 : 1024, L * 8);
     char pw[24] = "(double *)0", call[512];
     if (G > 1) snprintf(pw, sizeof pw, "(double *)p%d", param_ws(e, &P));
-    snprintf(call, sizeof call, "tk_colsum<16, %s>(p%d, p%d, %lldll, %lldll, %lldll, %lldll, %s) /* bias gradient [%lld]%s */", st_type(xt), po, px,
-             (long long)K, (long long)L, (long long)ld, (long long)(G > 1 ? (K + G - 1) / G : K), pw, (long long)L, G > 1 ? ": row groups" : "");
+    snprintf(call, sizeof call, "tk_colsum<16, %d, %s>(p%d, p%d, %lldll, %lldll, %lldll, %lldll, %s) /* bias gradient [%lld]%s */", w, st_type(xt),
+             po, px, (long long)K, (long long)L, (long long)ld, (long long)(G > 1 ? (K + G - 1) / G : K), pw, (long long)L,
+             G > 1 ? ": row groups" : "");
     tmpl_launch(e, r, "_bgrad", &P, call, 512, (unsigned)gx, (unsigned)G, 32, 16);
     if (G > 1) {
         Params F = {0};

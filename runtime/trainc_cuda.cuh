@@ -633,21 +633,36 @@ TRN_DEV void tk_norm_bwd_final(float *__restrict__ dw, float *__restrict__ db, c
 
 /* A product's bias gradient where cuBLASLt has no epilogue for it:
  * out[j] = sum over rows k < K of x[k * ld + j], j < L.  Block (32, NY),
- * grid (ceil(L / 32), G), sums in double as the loop kernels' column
- * sums.  G > 1 (few columns over many rows): block row y sums rows
- * y * rc .. into part[y][L] (the workspace) and tk_colsum_final adds the
- * groups in order. */
-template <int NY, typename E>
+ * W consecutive columns a thread (W = 4 or 8: vector loads; L, ld and x's
+ * offset multiples of W), grid (ceil(L / (32 W)), G), sums in double as
+ * the loop kernels' column sums.  G > 1 (few columns over many rows):
+ * block row y sums rows y * rc .. into part[y][L] (the workspace) and
+ * tk_colsum_final adds the groups in order. */
+template <int NY, int W, typename E>
 TRN_DEV void tk_colsum(float *__restrict__ out, const E *__restrict__ x, int64_t K, int64_t L, int64_t ld, int64_t rc,
                        double *__restrict__ part) {
-    int64_t j = (int64_t)blockIdx.x * 32 + threadIdx.x, k0 = (int64_t)blockIdx.y * rc, k1 = min(k0 + rc, K);
-    double s = 0;
+    int64_t j = ((int64_t)blockIdx.x * 32 + threadIdx.x) * W, k0 = (int64_t)blockIdx.y * rc, k1 = min(k0 + rc, K);
+    double s[W];
+#pragma unroll
+    for (int e = 0; e < W; e++) s[e] = 0;
     if (j < L)
-        for (int64_t k = k0 + threadIdx.y; k < k1; k += NY) s += (double)trn_f32(x[k * ld + j]);
-    s = trn_col_sum<NY>(s);
+        for (int64_t k = k0 + threadIdx.y; k < k1; k += NY) {
+            float a[W];
+            trn_ldc<W>(x + k * ld + j, a);
+#pragma unroll
+            for (int e = 0; e < W; e++) s[e] += (double)a[e];
+        }
+#pragma unroll
+    for (int e = 0; e < W; e++) {
+        if (e) __syncthreads(); /* trn_col_sum's shared array, read by every thread, written again */
+        s[e] = trn_col_sum<NY>(s[e]);
+    }
     if (j >= L || threadIdx.y != 0) return;
-    if (part) part[blockIdx.y * L + j] = s;
-    else out[j] = (float)s;
+#pragma unroll
+    for (int e = 0; e < W; e++) {
+        if (part) part[blockIdx.y * L + j + e] = s[e];
+        else out[j + e] = (float)s[e];
+    }
 }
 TRN_DEV void tk_colsum_final(float *__restrict__ out, const double *__restrict__ part, int64_t G, int64_t L) {
     int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
