@@ -1373,17 +1373,25 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         vp(e, &Q, rstd, false, b[5]);
         /* few column blocks over many rows: G row groups, about 256 blocks
          * in all, at least 1024 rows a group (as loop kernels' column sums),
-         * partials in the workspace, added in order by a second kernel */
-        int64_t gx = cdiv(C, 32), G = row_groups(e, gx, N, 1024, C * 16);
+         * partials in the workspace, added in order by a second kernel; in
+         * a split, W columns a thread with vector loads of dy and x when C
+         * allows (then at least 256 rows a group, as the loop kernels').
+         * Scalar: 512 threads; vectors: 256, two blocks a multiprocessor
+         * (a W = 8 thread holds 16 double sums: 115 registers on sm_90;
+         * asked for two blocks of 512, ptxas spilled 28 bytes) */
+        int vw = dtype_is_half(dy->ty.dt) ? 8 : 4;
+        if (C % vw || row_groups(e, cdiv(C / vw, 32), N, 256, C * 16) < 2) vw = 1;
+        int64_t gx = cdiv(C / vw, 32), G = row_groups(e, gx, N, vw > 1 ? 256 : 1024, C * 16);
+        int ny = vw > 1 ? 8 : 16;
         char pw[24] = "(double *)0";
         if (G > 1) snprintf(pw, sizeof pw, "(double *)p%d", param_ws(e, &Q));
-        snprintf(call, sizeof call, "tk_norm_bwd_cols<16, %s>(%s, %s, %s, %s, %s, %s, %lldll, %lldll, %d, %lldll, %s) /* dw [%lld]%s */",
-                 st_type(dy->ty.dt), b[0], ln ? b[1] : "(float *)0", b[2], b[3], ln ? b[4] : "(const float *)0", b[5], (long long)N, (long long)C,
+        snprintf(call, sizeof call, "tk_norm_bwd_cols<%d, %d, %s>(%s, %s, %s, %s, %s, %s, %lldll, %lldll, %d, %lldll, %s) /* dw [%lld]%s */",
+                 ny, vw, st_type(dy->ty.dt), b[0], ln ? b[1] : "(float *)0", b[2], b[3], ln ? b[4] : "(const float *)0", b[5], (long long)N, (long long)C,
                  k->acc_grads, (long long)(G > 1 ? (N + G - 1) / G : N), pw, (long long)C, k->acc_grads ? " += (accumulators)" : "");
         /* one block per multiprocessor asked for: with __launch_bounds__(512)
          * alone, ptxas gave the bf16-dy form 32 registers and a 4-byte spill
          * on sm_90 */
-        tmpl_launch_minb(e, r, "_dw", &Q, call, 512, 1, (unsigned)gx, (unsigned)G, 32, 16);
+        tmpl_launch_minb(e, r, "_dw", &Q, call, 32 * ny, vw > 1 ? 2 : 1, (unsigned)gx, (unsigned)G, 32, (unsigned)ny);
         if (G > 1) {
             Params F = {0};
             char f[2][16];

@@ -583,41 +583,57 @@ TRN_DEV void tk_norm_bwd_rows(float *__restrict__ dx, EH *__restrict__ dxh, cons
 }
 
 /* dw [C] = sum_rows dy xhat, db [C] = sum_rows dy (db may be NULL: rms_norm,
- * whose xhat = x rstd has no mean).  Block (32, NY): x over columns, y over
- * rows; grid (ceil(C / 32), G).  dy as tk_norm_bwd_rows's.  G = 1: the
- * sums are the results; acc: dw and db are gradient accumulators, the sums
- * added to them (rounded as the add that was absorbed rounds).  G > 1 (few
- * columns over many rows: GPT-2's 768 are 24 blocks): block row y sums
- * rows y * rc .. of them into part [G][2][C] (doubles, the workspace) and
+ * whose xhat = x rstd has no mean).  Block (32, NY): x over columns, W
+ * consecutive columns a thread (W = 4 or 8: vector loads of dy and x; C
+ * a multiple of W), y over rows; grid (ceil(C / (32 W)), G).  dy as
+ * tk_norm_bwd_rows's.  G = 1: the sums are the results; acc: dw and db
+ * are gradient accumulators, the sums added to them (rounded as the add
+ * that was absorbed rounds).  G > 1 (few columns over many rows: GPT-2's
+ * 768 are 24 blocks of one column a thread): block row y sums rows
+ * y * rc .. of them into part [G][2][C] (doubles, the workspace) and
  * tk_norm_bwd_final adds the groups in order. */
 /* dw[c], db[c] = the column's sums, or added to them (acc) */
 TRN_DEV void trn_norm_dw_store(float *dw, float *db, int64_t c, double sw, double sb, int acc) {
     dw[c] = acc ? (float)((double)dw[c] + (double)(float)sw) : (float)sw;
     if (db) db[c] = acc ? (float)((double)db[c] + (double)(float)sb) : (float)sb;
 }
-template <int NY, typename EDY>
+template <int NY, int W, typename EDY>
 TRN_DEV void tk_norm_bwd_cols(float *__restrict__ dw, float *__restrict__ db, const EDY *__restrict__ dy, const float *__restrict__ x,
                               const float *__restrict__ mean, const float *__restrict__ rstd, int64_t N, int64_t C, int acc,
                               int64_t rc, double *__restrict__ part) {
-    int64_t c = (int64_t)blockIdx.x * 32 + threadIdx.x, n0 = (int64_t)blockIdx.y * rc, n1 = min(n0 + rc, N);
+    int64_t c = ((int64_t)blockIdx.x * 32 + threadIdx.x) * W, n0 = (int64_t)blockIdx.y * rc, n1 = min(n0 + rc, N);
     bool ok = c < C;
-    double sw = 0, sb = 0;
+    double sw[W], sb[W];
+#pragma unroll
+    for (int e = 0; e < W; e++) sw[e] = 0, sb[e] = 0;
     if (ok)
         for (int64_t n = n0 + threadIdx.y; n < n1; n += NY) {
-            double d = (double)trn_f32(dy[n * C + c]);
-            double xh = ((double)x[n * C + c] - (mean ? (double)mean[n] : 0.0)) * (double)rstd[n];
-            sw += d * xh;
-            sb += d;
+            float d[W], xv[W];
+            trn_ldc<W>(dy + n * C + c, d);
+            trn_ldc<W>(x + n * C + c, xv);
+            double m = mean ? (double)mean[n] : 0.0, r = (double)rstd[n];
+#pragma unroll
+            for (int e = 0; e < W; e++) {
+                sw[e] += (double)d[e] * (((double)xv[e] - m) * r);
+                sb[e] += (double)d[e];
+            }
         }
-    sw = trn_col_sum<NY>(sw);
-    __syncthreads();
-    sb = trn_col_sum<NY>(sb);
+#pragma unroll
+    for (int e = 0; e < W; e++) { /* trn_col_sum's shared array, read by every thread, written again: a barrier between */
+        if (e) __syncthreads();
+        sw[e] = trn_col_sum<NY>(sw[e]);
+        __syncthreads();
+        sb[e] = trn_col_sum<NY>(sb[e]);
+    }
     if (!ok || threadIdx.y != 0) return;
-    if (part) {
-        part[(blockIdx.y * 2) * C + c] = sw;
-        part[(blockIdx.y * 2 + 1) * C + c] = sb;
-    } else {
-        trn_norm_dw_store(dw, db, c, sw, sb, acc);
+#pragma unroll
+    for (int e = 0; e < W; e++) {
+        if (part) {
+            part[(blockIdx.y * 2) * C + c + e] = sw[e];
+            part[(blockIdx.y * 2 + 1) * C + c + e] = sb[e];
+        } else {
+            trn_norm_dw_store(dw, db, c + e, sw[e], sb[e], acc);
+        }
     }
 }
 /* dw, db from tk_norm_bwd_cols' G partials: a thread per column. */

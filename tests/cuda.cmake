@@ -187,6 +187,11 @@ if(TRAINC_CXX)
   trainc_fake_test(gelu_mlp_bf16 tests/cuda/fake/gelu_mlp.model 3 2e-2 --set precision=bf16)
   trainc_fake_test(gelu_mlp_plain_fp32 tests/cuda/fake/gelu_mlp.model 3 1e-4 --set precision=fp32)
   set_property(TEST cuda_fake_gelu_mlp_plain_fp32 APPEND PROPERTY ENVIRONMENT "FAKE_CUBLASLT_NO_GELU=1;FAKE_CUBLASLT_NO_BGRAD=1")
+  # 4096 rows of GPT-2 in fp32: the norms' weight gradients over row
+  # groups, 4 columns a thread (cuda_emu_gpt2_rows_bf16 has the bf16 form)
+  # (about 45 s: not in the sanitizer run)
+  trainc_fake_test(gpt2_rows_fp32 examples/gpt2.model 0 0 -D vocab=256 -D layers=1 -D heads=2 -D dim=32 -D seq=128 -D batch=32 --set precision=fp32)
+  set_tests_properties(cuda_fake_gpt2_rows_fp32 PROPERTIES LABELS "cuda;slow")
   # 4096 rows, the bias gradient refused: its kernels split the rows into
   # groups (partials in the workspace, then their sum)
   trainc_fake_test(gelu_mlp_rows_plain_bf16 tests/cuda/fake/gelu_mlp.model 0 0 -D batch=256 --set precision=bf16)
