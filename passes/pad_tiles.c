@@ -136,29 +136,29 @@ static bool bias_use_ok(Node *m, int idx, void *ctx) {
     return m->op == OP_add;
 }
 
+/* Pads a class projection's weight w (and its bias) to a multiple of mult
+ * rows when every use allows it; note: say why not when they do not. */
+static void pad_head(Pad *P, Node *w, Node *bias, int mult, bool note) {
+    if (!w || ir_attr(w, "unpadded")) return;
+    int64_t V = w->out[0]->ty.shape.d[0], Vp = round_up(V, mult);
+    if (Vp == V) return;
+    if (!uses_ok(P, w->out[0], vocab_use_ok, NULL) || (bias && !uses_ok(P, bias->out[0], bias_use_ok, NULL))) {
+        if (note && !P->quiet) note_at(P->d, w->loc, "pad-tiles: %s not padded: it has uses other than class projections and embeddings", ir_source_name(w));
+        return;
+    }
+    if (!like_ok(P, w, 0, Vp) || !like_ok(P, bias, 0, Vp)) return;
+    set_shape(P, w, 0, Vp, "vocabulary", mult);
+    if (bias) set_shape(P, bias, 0, Vp, "vocabulary", mult);
+}
+
 static void pad_vocab(Pad *P, int mult) {
     Graph *g = P->g;
     int nn = g->nnodes;
     for (int i = 0; i < nn; i++) {
         Node *n = g->nodes[i];
-        Node *w = NULL, *bias = NULL;
-        if (n->op == OP_cross_entropy) {
-            Head h;
-            if (!head_of(P, n->in[0], &h)) continue;
-            w = h.w, bias = h.bias;
-        } else if (n->op == OP_linear_cross_entropy) {
-            w = param_under(n->in[1]);
-        }
-        if (!w || ir_attr(w, "unpadded")) continue;
-        int64_t V = w->out[0]->ty.shape.d[0], Vp = round_up(V, mult);
-        if (Vp == V) continue;
-        if (!uses_ok(P, w->out[0], vocab_use_ok, NULL) || (bias && !uses_ok(P, bias->out[0], bias_use_ok, NULL))) {
-            if (!P->quiet) note_at(P->d, w->loc, "pad-tiles: %s not padded: it has uses other than class projections and embeddings", ir_source_name(w));
-            continue;
-        }
-        if (!like_ok(P, w, 0, Vp) || !like_ok(P, bias, 0, Vp)) continue;
-        set_shape(P, w, 0, Vp, "vocabulary", mult);
-        if (bias) set_shape(P, bias, 0, Vp, "vocabulary", mult);
+        Head h;
+        if (n->op == OP_cross_entropy && head_of(P, n->in[0], &h)) pad_head(P, h.w, h.bias, mult, true);
+        else if (n->op == OP_linear_cross_entropy) pad_head(P, param_under(n->in[1]), NULL, mult, true);
     }
 }
 
@@ -312,14 +312,7 @@ bool pass_pad_tiles(Graph *g, const PassOptions *po, Diag *d) {
     /* the logits result of a sampling graph: the same projection as the loss's */
     Value *lg = ir_output(g, "logits");
     Head h;
-    if (mv > 1 && lg && head_of(&P, lg, &h) && !ir_attr(h.w, "unpadded")) {
-        int64_t V = h.w->out[0]->ty.shape.d[0], Vp = round_up(V, mv);
-        if (Vp != V && uses_ok(&P, h.w->out[0], vocab_use_ok, NULL) && (!h.bias || uses_ok(&P, h.bias->out[0], bias_use_ok, NULL)) &&
-            like_ok(&P, h.w, 0, Vp) && like_ok(&P, h.bias, 0, Vp)) {
-            set_shape(&P, h.w, 0, Vp, "vocabulary", mv);
-            if (h.bias) set_shape(&P, h.bias, 0, Vp, "vocabulary", mv);
-        }
-    }
+    if (mv > 1 && lg && head_of(&P, lg, &h)) pad_head(&P, h.w, h.bias, mv, false);
     if (mh > 1) pad_hidden(&P, mh);
     ir_uses_free(P.u);
     bool ok = retype(&P, out_ty);
