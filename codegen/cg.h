@@ -101,6 +101,13 @@ typedef struct GemmInfo {
     View    dbias;            /* where: f32 [M] (GBG_A) or [N] (GBG_B), c's dtype; buf < 0 if none */
 } GemmInfo;
 
+/* The operand a bias-gradient epilogue sums (a row-major [K, len] view),
+ * and in *len the bias gradient's length (M for GBG_A, N for GBG_B). */
+static inline const View *cg_bgrad_operand(const GemmInfo *gi, int64_t *len) {
+    *len = gi->bgrad == GBG_A ? gi->M : gi->N;
+    return gi->bgrad == GBG_A ? &gi->a : &gi->b;
+}
+
 typedef struct Kernel {
     int         id;           /* position in the schedule, after ordering */
     int         order;        /* first graph node index (priority when ordering) */

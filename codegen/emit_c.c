@@ -483,9 +483,10 @@ static void emit_gemm(Emit *e, Kernel *k) {
             tb ? "(" : "", tb ? ")^T" : "", gi->bias.buf >= 0 ? " + bias" : "");
     if (gi->epi == GEPI_GELU) fprintf(f, "    /* then %s = gelu(C) (tanh)%s */\n", pre_aux ? "out" : "C", pre_aux ? ", C the pre-activation kept" : "");
     if (gi->epi == GEPI_DGELU) fprintf(f, "    /* then C = gelu_grad(C, aux) (tanh) */\n");
-    if (gi->bgrad) {
-        fprintf(f, "    /* and dbias[%lld] = the sums over k of %s (a bias gradient) */\n", (long long)(gi->bgrad == GBG_A ? gi->M : gi->N),
-                gi->bgrad == GBG_A ? "(A)^T" : "B");
+    int64_t blen = 0;
+    const View *bx = gi->bgrad ? cg_bgrad_operand(gi, &blen) : NULL;
+    if (bx) {
+        fprintf(f, "    /* and dbias[%lld] = the sums over k of %s (a bias gradient) */\n", (long long)blen, bx == &gi->a ? "(A)^T" : "B");
         buf_ptr(e, gi->dbias.buf, "dbias", true);
     }
     if (gi->bias.buf >= 0) {
@@ -533,10 +534,9 @@ static void emit_gemm(Emit *e, Kernel *k) {
         fprintf(f, "    tk_gelu_dt(%s + %lld, c + %lld, %lld, %d);\n", pre_aux ? "out" : "c", (long long)gi->c.off, (long long)cv.off, nel, tkdt);
     else if (gi->epi == GEPI_DGELU)
         fprintf(f, "    tk_dgelu_dt(c + %lld, aux + %lld, %lld, %d);\n", (long long)gi->c.off, (long long)gi->aux.off, nel, tkdt);
-    if (gi->bgrad) /* the operand's view is row-major [K, len] (lower.c) */
-        fprintf(f, "    tk_colsum_dt(dbias + %lld, %s + %lld, %lld, %lld, %lld, %d);\n", (long long)gi->dbias.off, gi->bgrad == GBG_A ? "a" : "b",
-                (long long)(gi->bgrad == GBG_A ? gi->a.off : gi->b.off), (long long)gi->K, (long long)(gi->bgrad == GBG_A ? gi->M : gi->N),
-                (long long)(gi->bgrad == GBG_A ? lda : ldb), tkdt);
+    if (bx) /* the operand's view is row-major [K, len] (lower.c) */
+        fprintf(f, "    tk_colsum_dt(dbias + %lld, %s + %lld, %lld, %lld, %lld, %d);\n", (long long)gi->dbias.off, bx == &gi->a ? "a" : "b",
+                (long long)bx->off, (long long)gi->K, (long long)blen, (long long)(bx == &gi->a ? lda : ldb), tkdt);
     fputs("}\n\n", f);
 }
 

@@ -599,6 +599,19 @@ static int64_t row_groups(Emit *e, int64_t gx, int64_t R, int64_t min_rows, int6
     return G < 2 ? 1 : G;
 }
 
+/* How a columns reduction of `cols` columns over R rows is laid out:
+ * blocks of 32 threads across (*gx of them), each thread *w consecutive
+ * columns with vector loads (*w: 4 or 8 asked for, 0 for none; kept only
+ * in a split, whose groups then take at least 256 rows, as the blocks are
+ * W times fewer), and the row groups G returned (row_groups; group_bytes
+ * of partials a group).  Loop kernels' column sums, the norms' dw and the
+ * products' bias gradients where cuBLASLt has none. */
+static int64_t col_split(Emit *e, int64_t cols, int64_t R, int64_t group_bytes, int *w, unsigned *gx) {
+    if (*w && row_groups(e, cdiv(cols / *w, 32), R, 256, group_bytes) < 2) *w = 0;
+    *gx = cdiv(cols / (*w ? *w : 1), 32);
+    return row_groups(e, *gx, R, *w ? 256 : 1024, group_bytes);
+}
+
 /* The vector width along loop lv: W elements a thread, 8 when a half
  * access takes part (16 bytes of half) and 4 otherwise (16 bytes of f32),
  * when every buffer access that moves along lv is f32, bf16 or f16,
@@ -731,9 +744,7 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
             for (int i = 0; i < L->N->nl; i++)
                 if (!L->N->lred[i]) lk = i;
             if (fl && ro != OP_max && lk >= 0 && R >= 4096) w = vec_width(L->N, lk, true);
-            if (w && row_groups(e, cdiv(K / w, 32), R, 256, K * 8) < 2) w = 0; /* vectors only in a split */
-            gx = cdiv(K / (w ? w : 1), 32);
-            G = row_groups(e, gx, R, w ? 256 : 1024, K * 8);
+            G = col_split(e, K, R, K * 8, &w, &gx);
             set_vec(L, lk, true, w);
             RC = cdiv(R, G);
             if (w) {
@@ -990,49 +1001,6 @@ static void emit_gemm_epilogue(Emit *e, Kernel *k, CuKern *r) {
     launch(e, r, "_epi", &P, sb_take(&b), false, blocks, 0, threads, 0);
 }
 
-/* A product's bias gradient as kernels of their own: the TRN_CK_GEMM
- * kernel's launches, which the runtime runs after the product only where
- * cuBLASLt has no algorithm with the BGRAD epilogue.  The summed operand
- * is row-major [K, len] (lower.c): column sums as the loop kernel's that
- * the product replaced, in row groups through the workspace when the
- * columns alone would underfill the GPU (GPT-2's 768 are 24 blocks of
- * 32), added in order by a second kernel; in a split, W columns a thread
- * with vector loads when len, the leading dimension and the offset allow
- * (then at least 256 rows a group, as the blocks are W times fewer). */
-static void tmpl_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, unsigned gx, unsigned gy,
-                        unsigned bx, unsigned by);
-
-static void emit_gemm_bgrad(Emit *e, Kernel *k, CuKern *r) {
-    Program *p = e->p;
-    GemmInfo *gi = &k->gemm;
-    const View *xv = gi->bgrad == GBG_A ? &gi->a : &gi->b;
-    int t;
-    int64_t ld;
-    cg_gemm_layout(xv, &t, &ld);
-    DType xt = p->bufs[xv->buf].dt;
-    int64_t K = gi->K, L = gi->bgrad == GBG_A ? gi->M : gi->N;
-    Params P = {0};
-    int po = param_at(&P, gi->dbias.buf, p->bufs[gi->dbias.buf].offset + gi->dbias.off * 4, true);
-    int px = param_at(&P, xv->buf, p->bufs[xv->buf].offset + xv->off * dtype_size[xt], false);
-    int w = xt == DT_f32 ? 4 : 8;
-    if (L % w || ld % w || xv->off % w || row_groups(e, cdiv(L / w, 32), K, 256, L * 8) < 2) w = 1;
-    int64_t gx = cdiv(L / w, 32), G = row_groups(e, gx, K, w > 1 ? 256 : 1024, L * 8);
-    char pw[24] = "(double *)0", call[512];
-    if (G > 1) snprintf(pw, sizeof pw, "(double *)p%d", param_ws(e, &P));
-    snprintf(call, sizeof call, "tk_colsum<16, %d, %s>(p%d, p%d, %lldll, %lldll, %lldll, %lldll, %s) /* bias gradient [%lld]%s */", w, st_type(xt),
-             po, px, (long long)K, (long long)L, (long long)ld, (long long)(G > 1 ? (K + G - 1) / G : K), pw, (long long)L,
-             G > 1 ? ": row groups" : "");
-    tmpl_launch(e, r, "_bgrad", &P, call, 512, (unsigned)gx, (unsigned)G, 32, 16);
-    if (G > 1) {
-        Params F = {0};
-        int fo = param_at(&F, gi->dbias.buf, p->bufs[gi->dbias.buf].offset + gi->dbias.off * 4, true);
-        int fw = param_ws(e, &F);
-        snprintf(call, sizeof call, "tk_colsum_final(p%d, (const double *)p%d, %lldll, %lldll) /* bias gradient [%lld] from %lld groups */", fo, fw,
-                 (long long)G, (long long)L, (long long)L, (long long)G);
-        tmpl_launch(e, r, "_bgradsum", &F, call, 256, cdiv(L, 256), 1, 256, 1);
-    }
-}
-
 /* ===================================================================== */
 /* templates                                                              */
 /* ===================================================================== */
@@ -1107,6 +1075,48 @@ static void tmpl_launch_minb(Emit *e, CuKern *r, const char *suffix, Params *P, 
     signature(e, P, &b, true);
     sb_printf(&b, "\n{\n    %s;\n}\n", call);
     launch(e, r, suffix, P, sb_take(&b), true, gx, gy, bx, by);
+}
+
+/* A product's bias gradient as kernels of their own: the TRN_CK_GEMM
+ * kernel's launches, which the runtime runs after the product only where
+ * cuBLASLt has no algorithm with the BGRAD epilogue.  The summed operand
+ * is row-major [K, len] (lower.c): column sums as the loop kernel's that
+ * the product replaced, in row groups through the workspace when the
+ * columns alone would underfill the GPU (GPT-2's 768 are 24 blocks of
+ * 32), added in order by a second kernel; in a split, W columns a thread
+ * with vector loads when len, the leading dimension and the offset allow
+ * (then at least 256 rows a group, as the blocks are W times fewer). */
+static void emit_gemm_bgrad(Emit *e, Kernel *k, CuKern *r) {
+    Program *p = e->p;
+    GemmInfo *gi = &k->gemm;
+    int64_t L;
+    const View *xv = cg_bgrad_operand(gi, &L);
+    int t;
+    int64_t ld;
+    cg_gemm_layout(xv, &t, &ld);
+    DType xt = p->bufs[xv->buf].dt;
+    int64_t K = gi->K;
+    Params P = {0};
+    int po = param_at(&P, gi->dbias.buf, p->bufs[gi->dbias.buf].offset + gi->dbias.off * 4, true);
+    int px = param_at(&P, xv->buf, p->bufs[xv->buf].offset + xv->off * dtype_size[xt], false);
+    int w = xt == DT_f32 ? 4 : 8;
+    if (L % w || ld % w || xv->off % w) w = 0;
+    unsigned gx;
+    int64_t G = col_split(e, L, K, L * 8, &w, &gx);
+    char pw[24] = "(double *)0", call[512];
+    if (G > 1) snprintf(pw, sizeof pw, "(double *)p%d", param_ws(e, &P));
+    snprintf(call, sizeof call, "tk_colsum<16, %d, %s>(p%d, p%d, %lldll, %lldll, %lldll, %lldll, %s) /* bias gradient [%lld]%s */", w ? w : 1,
+             st_type(xt), po, px, (long long)K, (long long)L, (long long)ld, (long long)(G > 1 ? (K + G - 1) / G : K), pw, (long long)L,
+             G > 1 ? ": row groups" : "");
+    tmpl_launch(e, r, "_bgrad", &P, call, 512, gx, (unsigned)G, 32, 16);
+    if (G > 1) {
+        Params F = {0};
+        int fo = param_at(&F, gi->dbias.buf, p->bufs[gi->dbias.buf].offset + gi->dbias.off * 4, true);
+        int fw = param_ws(e, &F);
+        snprintf(call, sizeof call, "tk_colsum_final(p%d, (const double *)p%d, %lldll, %lldll) /* bias gradient [%lld] from %lld groups */", fo, fw,
+                 (long long)G, (long long)L, (long long)L, (long long)G);
+        tmpl_launch(e, r, "_bgradsum", &F, call, 256, cdiv(L, 256), 1, 256, 1);
+    }
 }
 
 /* An attention launch: with launch bounds' blocks per multiprocessor when
@@ -1379,19 +1389,19 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
          * Scalar: 512 threads; vectors: 256, two blocks a multiprocessor
          * (a W = 8 thread holds 16 double sums: 115 registers on sm_90;
          * asked for two blocks of 512, ptxas spilled 28 bytes) */
-        int vw = dtype_is_half(dy->ty.dt) ? 8 : 4;
-        if (C % vw || row_groups(e, cdiv(C / vw, 32), N, 256, C * 16) < 2) vw = 1;
-        int64_t gx = cdiv(C / vw, 32), G = row_groups(e, gx, N, vw > 1 ? 256 : 1024, C * 16);
-        int ny = vw > 1 ? 8 : 16;
+        int vw = C % (dtype_is_half(dy->ty.dt) ? 8 : 4) ? 0 : dtype_is_half(dy->ty.dt) ? 8 : 4;
+        unsigned gx;
+        int64_t G = col_split(e, C, N, C * 16, &vw, &gx);
+        int ny = vw ? 8 : 16;
         char pw[24] = "(double *)0";
         if (G > 1) snprintf(pw, sizeof pw, "(double *)p%d", param_ws(e, &Q));
         snprintf(call, sizeof call, "tk_norm_bwd_cols<%d, %d, %s>(%s, %s, %s, %s, %s, %s, %lldll, %lldll, %d, %lldll, %s) /* dw [%lld]%s */",
-                 ny, vw, st_type(dy->ty.dt), b[0], ln ? b[1] : "(float *)0", b[2], b[3], ln ? b[4] : "(const float *)0", b[5], (long long)N, (long long)C,
+                 ny, vw ? vw : 1, st_type(dy->ty.dt), b[0], ln ? b[1] : "(float *)0", b[2], b[3], ln ? b[4] : "(const float *)0", b[5], (long long)N, (long long)C,
                  k->acc_grads, (long long)(G > 1 ? (N + G - 1) / G : N), pw, (long long)C, k->acc_grads ? " += (accumulators)" : "");
         /* one block per multiprocessor asked for: with __launch_bounds__(512)
          * alone, ptxas gave the bf16-dy form 32 registers and a 4-byte spill
          * on sm_90 */
-        tmpl_launch_minb(e, r, "_dw", &Q, call, 32 * ny, vw > 1 ? 2 : 1, (unsigned)gx, (unsigned)G, 32, (unsigned)ny);
+        tmpl_launch_minb(e, r, "_dw", &Q, call, 32 * ny, vw ? 2 : 1, gx, (unsigned)G, 32, (unsigned)ny);
         if (G > 1) {
             Params F = {0};
             char f[2][16];

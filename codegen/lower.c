@@ -628,19 +628,18 @@ static void bgrad_recheck(Lower *L, Node *n) {
 static void lower_bgrad(Lower *L, Kernel *k, Node *n) {
     BgradPlan *bp = &L->bg[n->id];
     GemmInfo *gi = &k->gemm;
-    int t = 1;
-    int64_t ld;
-    bool ok = gi->nbatch == 0 && gi->bias.buf < 0 && !gi->epi && mat_layout(bp->which == GBG_A ? &gi->a : &gi->b, &t, &ld) && t == 0;
-    if (!ok) {
-        if (bp->cast) lower_loop(L, bp->cast, false);
-        lower_loop(L, bp->sum, true);
-        bp->sum = NULL;
-        return;
-    }
     Node *sum = bp->sum;
-    Value *db = sum->out[0];
     bp->sum = NULL;
     gi->bgrad = bp->which;
+    int t = 1;
+    int64_t ld, len;
+    if (gi->nbatch || gi->bias.buf >= 0 || gi->epi || !mat_layout(cg_bgrad_operand(gi, &len), &t, &ld) || t != 0) {
+        gi->bgrad = GBG_NONE;
+        if (bp->cast) lower_loop(L, bp->cast, false);
+        lower_loop(L, sum, true);
+        return;
+    }
+    Value *db = sum->out[0];
     view_contig(&gi->dbias, temp_buf(L, db), &db->ty.shape);
     if (bp->cast) kern_add_node(L, k, bp->cast);
     kern_add_node(L, k, sum);

@@ -212,6 +212,15 @@ template <int NY, typename V> TRN_DEV V trn_col_sum(V v) {
     }
     return sh[0][threadIdx.x];
 }
+/* trn_col_sum of each of W values, a barrier between (every thread reads
+ * the shared array the next one writes). */
+template <int NY, int W, typename V> TRN_DEV void trn_col_sums(V (&v)[W]) {
+#pragma unroll
+    for (int e = 0; e < W; e++) {
+        if (e) __syncthreads();
+        v[e] = trn_col_sum<NY>(v[e]);
+    }
+}
 
 /* ---- 16-byte vector access ---- */
 
@@ -618,13 +627,9 @@ TRN_DEV void tk_norm_bwd_cols(float *__restrict__ dw, float *__restrict__ db, co
                 sb[e] += (double)d[e];
             }
         }
-#pragma unroll
-    for (int e = 0; e < W; e++) { /* trn_col_sum's shared array, read by every thread, written again: a barrier between */
-        if (e) __syncthreads();
-        sw[e] = trn_col_sum<NY>(sw[e]);
-        __syncthreads();
-        sb[e] = trn_col_sum<NY>(sb[e]);
-    }
+    trn_col_sums<NY>(sw);
+    __syncthreads();
+    trn_col_sums<NY>(sb);
     if (!ok || threadIdx.y != 0) return;
 #pragma unroll
     for (int e = 0; e < W; e++) {
@@ -668,11 +673,7 @@ TRN_DEV void tk_colsum(float *__restrict__ out, const E *__restrict__ x, int64_t
 #pragma unroll
             for (int e = 0; e < W; e++) s[e] += (double)a[e];
         }
-#pragma unroll
-    for (int e = 0; e < W; e++) {
-        if (e) __syncthreads(); /* trn_col_sum's shared array, read by every thread, written again */
-        s[e] = trn_col_sum<NY>(s[e]);
-    }
+    trn_col_sums<NY>(s);
     if (j >= L || threadIdx.y != 0) return;
 #pragma unroll
     for (int e = 0; e < W; e++) {

@@ -66,15 +66,14 @@ def gen(seed):
               lines.append(f'  {y} = {a} {op} {w}')
           elif k == 5:
               cy = R.choice([8, 12, 16, 24, 6])
-              w = param([cy, ca], f'normal({1.0 / ca ** 0.5:.3f})')
-              if R.random() < 0.5:
+              bias = R.random() < 0.5
+              # some with w [in, out], x @ w + b: the weight gradient x^T dy
+              # sums the bias gradient from its B (cuBLASLt's BGRADA)
+              inout = bias and R2.random() < 0.4
+              w = param([ca, cy] if inout else [cy, ca], f'normal({1.0 / ca ** 0.5:.3f})')
+              if bias:
                   bb = param([cy], 'zeros')
-                  lin = f'linear({a}, {w}, {bb})'
-                  if R2.random() < 0.4:
-                      # w [in, out]: the weight gradient x^T dy sums the
-                      # bias gradient from its B (cuBLASLt's BGRADA)
-                      cur[0][-2] = cur[0][-2].replace(f'[{cy}, {ca}]', f'[{ca}, {cy}]')
-                      lin = f'{a} @ {w} + {bb}'
+                  lin = f'{a} @ {w} + {bb}' if inout else f'linear({a}, {w}, {bb})'
               else:
                   lin = f'linear({a}, {w})'
               # (a tanh GELU of it: the product's GELU epilogue)

@@ -913,6 +913,9 @@ static void run_gemm(const Gemm *g) {
     bool ta = d->transa == CUBLAS_OP_T, tb = d->transb == CUBLAS_OP_T, t32 = d->ct == CUBLAS_COMPUTE_32F_FAST_TF32;
     uint64_t m = g->dl.rows, n = g->dl.cols, k = ta ? g->a.rows : g->a.cols;
     int ea = type_size(g->a.t), ec = type_size(g->c.t);
+    /* op(A)[i][p] and op(B)[p][j] */
+    auto opa = [&](const void *A, uint64_t i, uint64_t p) { return load(A, g->a.t, ta ? p + i * (uint64_t)g->a.ld : i + p * (uint64_t)g->a.ld); };
+    auto opb = [&](const void *B, uint64_t p, uint64_t j) { return load(B, g->b.t, tb ? j + p * (uint64_t)g->b.ld : p + j * (uint64_t)g->b.ld); };
     for (int32_t bt = 0; bt < g->dl.batch; bt++) {
         const char *A = (const char *)g->A + (size_t)(bt * g->a.stride) * ea, *B = (const char *)g->B + (size_t)(bt * g->b.stride) * ea;
         const char *C = (const char *)g->C + (size_t)(bt * g->c.stride) * ec;
@@ -921,8 +924,7 @@ static void run_gemm(const Gemm *g) {
             for (uint64_t i = 0; i < m; i++) {
                 double acc = 0;
                 for (uint64_t p = 0; p < k; p++) {
-                    double x = load(A, g->a.t, ta ? p + i * (uint64_t)g->a.ld : i + p * (uint64_t)g->a.ld);
-                    double y = load(B, g->b.t, tb ? j + p * (uint64_t)g->b.ld : p + j * (uint64_t)g->b.ld);
+                    double x = opa(A, i, p), y = opb(B, p, j);
                     if (t32) x = tf32(x), y = tf32(y);
                     acc += x * y;
                 }
@@ -938,18 +940,13 @@ static void run_gemm(const Gemm *g) {
                 store(D, g->dl.t, i + j * (uint64_t)g->dl.ld, v);
             }
     }
-    if (d->epilogue == CUBLASLT_EPILOGUE_BGRADA)
-        for (uint64_t i = 0; i < m; i++) {
-            double sum = 0;
-            for (uint64_t p = 0; p < k; p++) sum += load(g->A, g->a.t, ta ? p + i * (uint64_t)g->a.ld : i + p * (uint64_t)g->a.ld);
-            store((void *)d->bias, g->dl.t, i, sum);
-        }
-    if (d->epilogue == CUBLASLT_EPILOGUE_BGRADB)
-        for (uint64_t j = 0; j < n; j++) {
-            double sum = 0;
-            for (uint64_t p = 0; p < k; p++) sum += load(g->B, g->b.t, tb ? j + p * (uint64_t)g->b.ld : p + j * (uint64_t)g->b.ld);
-            store((void *)d->bias, g->dl.t, j, sum);
-        }
+    /* the bias gradients (no batches: check_problem) */
+    bool bga = d->epilogue == CUBLASLT_EPILOGUE_BGRADA;
+    for (uint64_t r = 0; is_bgrad(d) && r < (bga ? m : n); r++) {
+        double sum = 0;
+        for (uint64_t p = 0; p < k; p++) sum += bga ? opa(g->A, r, p) : opb(g->B, p, r);
+        store((void *)d->bias, g->dl.t, r, sum);
+    }
 }
 
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const void *alpha, const void *A, cublasLtMatrixLayout_t Ad,
