@@ -9,10 +9,13 @@
  * block (of the warp) that has not returned got there, so block and warp
  * reductions, shared-memory tiles, tensor-core fragments and in-place
  * updates behave as on the GPU, deterministically.  __shared__ variables become
- * static: blocks run one after the other.  Float arithmetic is IEEE
+ * static: blocks run one after the other, in one of two orders (emu_order,
+ * below): run a launch in both and compare, and a block that reads what
+ * another block of the launch writes, or two blocks that write one element
+ * differently, show (emu_device.cpp does).  Float arithmetic is IEEE
  * single on the host (no FMA contraction at -O1 on x86-64 without -mfma);
  * expf and friends are glibc's, an ulp or so from CUDA's.  What this does
- * not show: races between blocks, the memory model, timing, resources.
+ * not show: the memory model, timing, resources.
  */
 #ifndef TRAINC_CUDA_EMU_H
 #define TRAINC_CUDA_EMU_H
@@ -23,6 +26,28 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
+
+/* With -fsanitize=thread (tests/cuda/emu/run.sh, EMU_TSAN=1) the emulation
+ * tells ThreadSanitizer what a GPU orders: each thread of a block is a
+ * fiber of its own; __syncthreads (for the block) and __syncwarp (for the
+ * warp) order what each thread did before it before what every other one
+ * does after it; nothing else does (not a shuffle, mma.sync or ldmatrix,
+ * as in CUDA's memory model).  So two threads of a block that access one
+ * element, one of them writing, with no barrier between, are reported,
+ * whether or not the emulation's order makes the values differ.  One block
+ * is ordered after the one before it, and launches after each other and
+ * the host (races between blocks: the two orders, below).  The
+ * emulation's own bookkeeping is not instrumented (EMU_INTERNAL). */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define EMU_TSAN 1
+#define EMU_INTERNAL __attribute__((noinline, no_sanitize_thread))
+#else
+#define EMU_TSAN 0
+#define EMU_INTERNAL inline
+static inline void __tsan_acquire(void *) {}
+static inline void __tsan_release(void *) {}
+#endif
 
 #define __global__
 #define __device__
@@ -35,7 +60,20 @@
 struct emu_dim3 {
     unsigned x, y, z;
 };
+#if EMU_TSAN
+/* the scheduler sets them for each thread it resumes: the kernels read
+ * them through uninstrumented calls */
+static emu_dim3 emu_threadIdx, emu_blockIdx, emu_blockDim, emu_gridDim;
+EMU_INTERNAL static emu_dim3 emu_get_dim(const emu_dim3 *d) { return *d; }
+#define threadIdx emu_get_dim(&emu_threadIdx)
+#define blockIdx  emu_get_dim(&emu_blockIdx)
+#define blockDim  emu_get_dim(&emu_blockDim)
+#define gridDim   emu_get_dim(&emu_gridDim)
+#define EMU_SET(d, v) (emu_##d = (v))
+#else
 static emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
+#define EMU_SET(d, v) (d = (v))
+#endif
 
 struct float4 {
     float x, y, z, w;
@@ -94,11 +132,31 @@ static int emu_done[EMU_MAXT], emu_bgen[EMU_MAXT], emu_wgen[EMU_MAXT];
 static uint64_t emu_wbuf[2][EMU_MAXT];
 static void (*emu_entry)(void **);
 static void **emu_args;
+/* The order a launch runs in.  0: blocks by increasing index; in a block,
+ * the warps by increasing index in even blocks, decreasing in odd ones;
+ * the lanes of a warp by increasing index.  1: each of these reversed.
+ * Any two blocks, two warps of a block or two lanes of a warp that run
+ * one after the other in one order run the other way round in the other. */
+static int emu_order;
 
-static inline void emu_yield(void) { swapcontext(&emu_ctx[emu_cur], &emu_sched); }
+/* ThreadSanitizer's fibers (EMU_TSAN): the scheduler's, each thread's;
+ * synchronisation objects: the end of a block, and the barriers of the
+ * block and of each warp (two each: a thread may arrive at the next
+ * barrier before another left this one) */
+#if EMU_TSAN
+static void *emu_tsched, *emu_tfib[EMU_MAXT];
+#endif
+static char emu_block_end, emu_bsync[2], emu_wsync[EMU_MAXT / 32][2];
+
+EMU_INTERNAL static void emu_yield(void) {
+#if EMU_TSAN
+    __tsan_switch_to_fiber(emu_tsched, __tsan_switch_to_fiber_no_sync);
+#endif
+    swapcontext(&emu_ctx[emu_cur], &emu_sched);
+}
 
 static int emu_cpn[EMU_MAXT];
-static void emu_fiber(void) {
+EMU_INTERNAL static void emu_fiber(void) {
     emu_entry(emu_args);
     if (emu_cpn[emu_cur]) {
         fprintf(stderr, "emu: thread %d returned with %d cp.async copies never waited for\n", emu_cur, emu_cpn[emu_cur]);
@@ -106,10 +164,15 @@ static void emu_fiber(void) {
     }
     emu_done[emu_cur] = 1;
     emu_progress = 1;
+    __tsan_release(&emu_block_end);
+#if EMU_TSAN
+    __tsan_switch_to_fiber(emu_tsched, __tsan_switch_to_fiber_no_sync); /* back through uc_link */
+#endif
 }
 
-static inline void __syncthreads(void) {
+EMU_INTERNAL static void __syncthreads(void) {
     int g = ++emu_bgen[emu_cur];
+    __tsan_release(&emu_bsync[g & 1]);
     emu_progress = 1;
     for (;;) {
         int all = 1;
@@ -117,13 +180,14 @@ static inline void __syncthreads(void) {
         if (all) break;
         emu_yield();
     }
+    __tsan_acquire(&emu_bsync[g & 1]);
 }
 
 /* Every lane of the warp that has not returned gives v; each gets lane ^ o's. */
 /* Waits until every lane of the calling thread's warp that has not
  * returned passed warp barrier number g (shuffles and __syncwarp count
  * together: lanes call them in one order). */
-static inline void emu_warp_wait(int g) {
+EMU_INTERNAL static void emu_warp_wait(int g) {
     int w0 = emu_cur - (emu_cur & 31);
     emu_progress = 1;
     for (;;) {
@@ -134,7 +198,7 @@ static inline void emu_warp_wait(int g) {
     }
 }
 
-template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int o) {
+template <typename T> EMU_INTERNAL static T __shfl_xor_sync(unsigned mask, T v, int o) {
     (void)mask;
     int me = emu_cur, lane = me & 31, w0 = me - lane, g = emu_wgen[me]++;
     memcpy(&emu_wbuf[g & 1][me], &v, sizeof v);
@@ -145,9 +209,13 @@ template <typename T> static inline T __shfl_xor_sync(unsigned mask, T v, int o)
 }
 
 /* Waits until every lane of the warp that has not returned got here. */
-static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+EMU_INTERNAL static void __syncwarp(unsigned mask = 0xffffffffu) {
     (void)mask;
-    emu_warp_wait(emu_wgen[emu_cur]++);
+    char *w = emu_wsync[emu_cur >> 5];
+    int g = emu_wgen[emu_cur]++;
+    __tsan_release(&w[g & 1]);
+    emu_warp_wait(g);
+    __tsan_acquire(&w[g & 1]);
 }
 
 /* ---- mma.sync m16n8k16 and ldmatrix .x4 (the prelude's trn_mma, trn_ldsm4) ----
@@ -172,7 +240,7 @@ static inline float emu_b16(uint32_t reg, int hi, int f16) {
 }
 
 /* d (16 x 8 f32) += A (16 x 16) B (16 x 8), the warp's fragments */
-static inline void emu_mma16816(float *d, const uint32_t *a, uint32_t b0, uint32_t b1, int f16) {
+EMU_INTERNAL static void emu_mma16816(float *d, const uint32_t *a, uint32_t b0, uint32_t b1, int f16) {
     int me = emu_cur, lane = me & 31, w0 = me - lane, gen = emu_wgen[me]++;
     uint32_t(*mb)[6] = emu_mbuf[gen & 1];
     memcpy(mb[me], a, 4 * sizeof *a);
@@ -194,9 +262,24 @@ static inline void emu_mma16816(float *d, const uint32_t *a, uint32_t b0, uint32
     }
 }
 
+/* Accesses of memory the emulation makes for a thread (ldmatrix's reads,
+ * cp.async's copies): instrumented under EMU_TSAN, as the thread's own. */
+#if EMU_TSAN
+#define EMU_ACCESS __attribute__((noinline))
+#else
+#define EMU_ACCESS inline
+#endif
+EMU_ACCESS static uint32_t emu_rd16(const void *p, int i) { return ((const uint16_t *)p)[i]; }
+EMU_ACCESS static void emu_copy16(void *dst, const void *src) {
+    uint64_t *d = (uint64_t *)dst;
+    const uint64_t *s = (const uint64_t *)src;
+    d[0] = s ? s[0] : 0;
+    d[1] = s ? s[1] : 0;
+}
+
 /* r[i] = this lane's part of matrix i (8 x 8, 16-bit), whose rows lanes
  * 8i .. 8i+7 address; trans: the matrix transposed */
-static inline void emu_ldsm4(uint32_t *r, const void *p, int trans) {
+EMU_INTERNAL static void emu_ldsm4(uint32_t *r, const void *p, int trans) {
     if (((uintptr_t)p & 15) != 0) {
         fprintf(stderr, "emu: ldmatrix: row address %p not 16-byte aligned\n", p);
         exit(2);
@@ -209,7 +292,7 @@ static inline void emu_ldsm4(uint32_t *r, const void *p, int trans) {
         uint32_t v[2];
         for (int j = 0; j < 2; j++) {
             int row = trans ? 2 * t + j : g, col = trans ? g : 2 * t + j;
-            v[j] = ((const uint16_t *)(uintptr_t)emu_wbuf[gen & 1][w0 + 8 * i + row])[col];
+            v[j] = emu_rd16((const void *)(uintptr_t)emu_wbuf[gen & 1][w0 + 8 * i + row], col);
         }
         r[i] = v[0] | v[1] << 16;
     }
@@ -232,7 +315,7 @@ struct EmuCp {
 static EmuCp emu_cpq[EMU_MAXT][EMU_CPQ];
 static int emu_cpgroup[EMU_MAXT];
 
-static inline void emu_cp_async(void *dst, const void *src) {
+EMU_INTERNAL static void emu_cp_async(void *dst, const void *src) {
     int me = emu_cur;
     if (((uintptr_t)dst & 15) != 0 || ((uintptr_t)src & 15) != 0) {
         fprintf(stderr, "emu: cp.async: %p <- %p not 16-byte aligned\n", dst, src);
@@ -243,28 +326,26 @@ static inline void emu_cp_async(void *dst, const void *src) {
         exit(2);
     }
     if (emu_cpgroup[me] & 1) {
-        if (src) memcpy(dst, src, 16);
-        else memset(dst, 0, 16);
+        emu_copy16(dst, src);
         return;
     }
     emu_cpq[me][emu_cpn[me]++] = EmuCp{dst, src, emu_cpgroup[me]};
 }
-static inline void emu_cp_commit(void) { emu_cpgroup[emu_cur]++; }
-static inline void emu_cp_wait(int n) {
+EMU_INTERNAL static void emu_cp_commit(void) { emu_cpgroup[emu_cur]++; }
+EMU_INTERNAL static void emu_cp_wait(int n) {
     int me = emu_cur, keep = 0;
     for (int i = 0; i < emu_cpn[me]; i++) {
         EmuCp c = emu_cpq[me][i];
-        if (c.group < emu_cpgroup[me] - n) {
-            if (c.src) memcpy(c.dst, c.src, 16);
-            else memset(c.dst, 0, 16);
-        } else
+        if (c.group < emu_cpgroup[me] - n)
+            emu_copy16(c.dst, c.src);
+        else
             emu_cpq[me][keep++] = c;
     }
     emu_cpn[me] = keep;
 }
 
 /* Runs one block of fn with the launch's blockDim: every thread a fiber. */
-static void emu_run_block(void (*fn)(void **), void **args) {
+EMU_INTERNAL static void emu_run_block(void (*fn)(void **), void **args) {
     emu_nt = (int)(blockDim.x * blockDim.y * blockDim.z);
     if (emu_nt < 1 || emu_nt > EMU_MAXT) {
         fprintf(stderr, "emu: %d threads in a block\n", emu_nt);
@@ -284,25 +365,37 @@ static void emu_run_block(void (*fn)(void **), void **args) {
         makecontext(&emu_ctx[i], emu_fiber, 0);
         emu_done[i] = emu_bgen[i] = emu_wgen[i] = 0;
         emu_cpn[i] = emu_cpgroup[i] = 0;
+#if EMU_TSAN
+        if (!emu_tfib[i]) emu_tfib[i] = __tsan_create_fiber(0);
+#endif
     }
+#if EMU_TSAN
+    emu_tsched = __tsan_get_current_fiber();
+#endif
     /* A warp at a time, as far as it goes (its lanes round robin, until all
      * wait at a __syncthreads or have returned), then the next: warps drift
      * apart between barriers, as they may on the GPU, so a kernel that
      * writes shared memory another warp may still read, with no barrier
-     * between, shows it.  Odd blocks take the warps in reverse order. */
-    int nw = (emu_nt + 31) / 32, rev = (int)((blockIdx.x + blockIdx.y + blockIdx.z) & 1);
+     * between, shows it.  Odd blocks take the warps in reverse order
+     * (even ones in emu_order 1). */
+    int nw = (emu_nt + 31) / 32, rev = (int)((blockIdx.x + blockIdx.y + blockIdx.z) & 1) ^ emu_order;
     for (int live = emu_nt; live > 0;) {
         int any = 0;
         for (int wi = 0; wi < nw; wi++) {
-            int w = rev ? nw - 1 - wi : wi;
+            int w = rev ? nw - 1 - wi : wi, nl = min(32, emu_nt - 32 * w);
             do {
                 emu_progress = 0;
-                for (int i = 32 * w; i < 32 * w + 32 && i < emu_nt; i++) {
+                for (int li = 0; li < nl; li++) {
+                    int i = 32 * w + (emu_order ? nl - 1 - li : li);
                     if (emu_done[i]) continue;
                     emu_cur = i;
-                    threadIdx.x = (unsigned)i % blockDim.x;
-                    threadIdx.y = (unsigned)i / blockDim.x % blockDim.y;
-                    threadIdx.z = (unsigned)i / (blockDim.x * blockDim.y);
+                    EMU_SET(threadIdx, (emu_dim3{(unsigned)i % blockDim.x, (unsigned)i / blockDim.x % blockDim.y,
+                                                 (unsigned)i / (blockDim.x * blockDim.y)}));
+#if EMU_TSAN
+                    /* what the scheduler did (the dims set, the blocks before
+                     * this one ended) before what the thread does next */
+                    __tsan_switch_to_fiber(emu_tfib[i], 0);
+#endif
                     swapcontext(&emu_sched, &emu_ctx[i]);
                     if (emu_done[i]) live--;
                 }
@@ -314,18 +407,19 @@ static void emu_run_block(void (*fn)(void **), void **args) {
             exit(2);
         }
     }
+    __tsan_acquire(&emu_block_end);
 }
 
-/* A launch: every block of the grid, one after the other. */
+/* A launch: every block of the grid, one after the other, in emu_order. */
 static void emu_launch(void (*fn)(void **), const unsigned grid[3], const unsigned block[3], void **args) {
-    blockDim = emu_dim3{block[0], block[1], block[2]};
-    gridDim = emu_dim3{grid[0], grid[1], grid[2]};
-    for (unsigned z = 0; z < grid[2]; z++)
-        for (unsigned y = 0; y < grid[1]; y++)
-            for (unsigned x = 0; x < grid[0]; x++) {
-                blockIdx = emu_dim3{x, y, z};
-                emu_run_block(fn, args);
-            }
+    EMU_SET(blockDim, (emu_dim3{block[0], block[1], block[2]}));
+    EMU_SET(gridDim, (emu_dim3{grid[0], grid[1], grid[2]}));
+    uint64_t nb = (uint64_t)grid[0] * grid[1] * grid[2];
+    for (uint64_t j = 0; j < nb; j++) {
+        uint64_t b = emu_order ? nb - 1 - j : j;
+        EMU_SET(blockIdx, (emu_dim3{(unsigned)(b % grid[0]), (unsigned)(b / grid[0] % grid[1]), (unsigned)(b / ((uint64_t)grid[0] * grid[1]))}));
+        emu_run_block(fn, args);
+    }
 }
 
 /* A generated __global__ function, as tests/cuda/emu/dispatch.awk lists it

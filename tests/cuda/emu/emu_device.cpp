@@ -3,7 +3,9 @@
  * host memory, launches run the generated CUDA C compiled by g++ with
  * cuda_emu.h, cuBLASLt products run as their TrnCudaGemm descriptor says
  * (in double, rounded once to C's dtype; a GELU or bias-gradient epilogue
- * by the kernels the runtime falls back to), memsets are memsets.  With it,
+ * by the kernels the runtime falls back to), memsets are memsets; each
+ * launch runs in both of the emulation's orders, which must agree (launch,
+ * below).  With it,
  * tests/gpu/kcheck.c (its calls renamed by emu_rename.h) compares every
  * kernel of a model with the C backend's on a machine without a GPU.
  * (runtime/cuda.c itself, and whole training steps, run on the fake driver
@@ -30,6 +32,7 @@ struct EmuDev {
     const TrnCudaModule *cm;
     unsigned char       *arena;
     int                 *fn;      /* module function -> emu_fns index */
+    unsigned char       *before, *first; /* the arena before a launch, and after its run in emu_order 0 */
 };
 
 static int fail(char *err, size_t errn, const char *msg) {
@@ -102,10 +105,46 @@ static void gemm(EmuDev *g, const TrnCudaGemm *m) {
     }
 }
 
-static void launch(EmuDev *g, const TrnCudaLaunch *l) {
+/* One launch, run twice from the same arena: in emu_order 0, then in
+ * emu_order 1, where every two blocks (warps of a block, lanes of a warp)
+ * run the other way round.  Blocks have no way to wait for each other
+ * (the kernels use no atomics), so a launch whose result depends on the
+ * order has a block reading what another one writes, or two writing one
+ * element differently: on the GPU, a race.  TRAINC_EMU_ONE_ORDER=1: the
+ * first run only. */
+static int launch(EmuDev *g, const TrnCudaKernel *k, const TrnCudaLaunch *l, char *err, size_t errn) {
     void *args[TRN_CUDA_MAXARGS];
     for (int a = 0; a < l->nargs; a++) args[a] = g->arena + l->arg[a];
-    emu_launch(emu_fns[g->fn[l->fn]].fn, l->grid, l->block, args);
+    const EmuFn *f = &emu_fns[g->fn[l->fn]];
+    size_t n = (size_t)g->m->arena_bytes;
+    const char *one = getenv("TRAINC_EMU_ONE_ORDER");
+    if (one && *one && strcmp(one, "0") != 0) {
+        emu_launch(f->fn, l->grid, l->block, args);
+        return 0;
+    }
+    if (!g->before && !(g->before = (unsigned char *)malloc(n + 1))) return fail(err, errn, "out of memory");
+    if (!g->first && !(g->first = (unsigned char *)malloc(n + 1))) return fail(err, errn, "out of memory");
+    memcpy(g->before, g->arena, n);
+    emu_order = 0;
+    emu_launch(f->fn, l->grid, l->block, args);
+    memcpy(g->first, g->arena, n);
+    memcpy(g->arena, g->before, n);
+    emu_order = 1;
+    emu_launch(f->fn, l->grid, l->block, args);
+    emu_order = 0;
+    if (memcmp(g->first, g->arena, n) == 0) return 0;
+    size_t at = 0, ndiff = 0;
+    for (size_t i = n; i-- > 0;)
+        if (g->first[i] != g->arena[i]) at = i, ndiff++;
+    char where[160] = "outside the kernel's outputs";
+    for (int w = 0; w < k->nwrites; w++)
+        if ((int64_t)at >= k->writes[w].off && (int64_t)at < k->writes[w].off + k->writes[w].bytes)
+            snprintf(where, sizeof where, "byte %lld of output %d (%lld bytes at %lld)", (long long)at - (long long)k->writes[w].off, w,
+                     (long long)k->writes[w].bytes, (long long)k->writes[w].off);
+    snprintf(err, errn, "%s (grid %u x %u x %u, block %u x %u x %u): its blocks, warps and lanes in reverse order give another result: "
+             "%zu bytes differ, the first at arena offset %zu, %s",
+             f->name, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], ndiff, at, where);
+    return -1;
 }
 
 extern "C" {
@@ -147,6 +186,8 @@ void emu_cuda_close(EmuDev *g) {
     if (!g) return;
     free(g->arena);
     free(g->fn);
+    free(g->before);
+    free(g->first);
     free(g);
 }
 
@@ -182,17 +223,19 @@ int emu_cuda_run_kernel(EmuDev *g, int which, int i, char *err, size_t errn) {
         gemm(g, &k->gemm[0]);
         if (k->gemm[0].epi != TRN_GEMM_PLAIN || k->gemm[0].bgrad != TRN_BGRAD_NONE) {
             if (k->nlaunch < 1) return fail(err, errn, "a product with an epilogue and no kernel for it");
-            for (int l = 0; l < k->nlaunch; l++) launch(g, &k->launch[l]);
+            for (int l = 0; l < k->nlaunch; l++)
+                if (launch(g, k, &k->launch[l], err, errn)) return -1;
         }
         break;
     case TRN_CK_STEPS:
         for (int s = 0; s < k->nstep; s++) {
             if (k->step[s].gemm) gemm(g, &k->gemm[k->step[s].index]);
-            else launch(g, &k->launch[k->step[s].index]);
+            else if (launch(g, k, &k->launch[k->step[s].index], err, errn)) return -1;
         }
         break;
     default:
-        for (int l = 0; l < k->nlaunch; l++) launch(g, &k->launch[l]);
+        for (int l = 0; l < k->nlaunch; l++)
+            if (launch(g, k, &k->launch[l], err, errn)) return -1;
     }
     return 0;
 }
