@@ -11,7 +11,9 @@
 #     steps, fp32 and bf16, fused, not fused, checkpointed: the same losses
 #     (1e-4; bf16 3e-2);
 #   - its CUDA C on the CPU emulation against the C backend, kernel by
-#     kernel (tests/cuda/emu/run.sh; fp32 for odd seeds, bf16 for even).
+#     kernel (tests/cuda/emu/run.sh; fp32 for odd seeds, bf16 for even),
+#     each launch in both of the emulation's orders; for seeds divisible
+#     by 3, in one order under ThreadSanitizer (EMU_TSAN=1) instead.
 # Findings go to OUT/log, one line each.  A model that shows a bug, once
 # reduced and fixed, goes into tests/e2e/fuzz/.
 set -u
@@ -55,7 +57,8 @@ sys.exit(0 if ok else 1)
 PY
   done; done
   P=$([ $((s % 2)) -eq 0 ] && echo bf16 || echo fp32)
-  timeout 300 bash "$root/tests/cuda/emu/run.sh" "$build/tests/cuda_emit" "$build/runtime/libtrainc_rt.a" "$d/emu" "$d/m.model" fz trn_model_fz \
-    --set precision=$P > emu.txt 2>&1 || echo "[$s] emulation $P: $(grep -v '^ ' emu.txt | tail -3 | cut -c1-400)" >> "$log"
+  tsan=$([ $((s % 3)) -eq 0 ] && echo 1 || echo 0)
+  EMU_TSAN=$tsan TRAINC_EMU_ONE_ORDER=$tsan timeout 300 bash "$root/tests/cuda/emu/run.sh" "$build/tests/cuda_emit" "$build/runtime/libtrainc_rt.a" "$d/emu" "$d/m.model" fz trn_model_fz \
+    --set precision=$P > emu.txt 2>&1 || echo "[$s] emulation $P$([ $tsan = 1 ] && echo ' (tsan)'): $(grep -E 'FAIL|SUMMARY|kernels,|emu:|error' emu.txt | head -4 | cut -c1-400)" >> "$log"
   echo "[$s] done" >> "$log"
 done
