@@ -9,7 +9,8 @@
  * block (of the warp) that has not returned got there, so block and warp
  * reductions, shared-memory tiles, tensor-core fragments and in-place
  * updates behave as on the GPU, deterministically.  __shared__ variables become
- * static: blocks run one after the other, in one of two orders (emu_order,
+ * static, filled with 0xFF bytes before each block (emu_find_shared):
+ * blocks run one after the other, in one of two orders (emu_order,
  * below): run a launch in both and compare, and a block that reads what
  * another block of the launch writes, or two blocks that write one element
  * differently, show (emu_device.cpp does).  Float arithmetic is IEEE
@@ -26,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
+#include <dlfcn.h>
+#include <elf.h>
 
 /* With -fsanitize=thread (tests/cuda/emu/run.sh, EMU_TSAN=1) the emulation
  * tells ThreadSanitizer what a GPU orders: each thread of a block is a
@@ -344,6 +347,58 @@ EMU_INTERNAL static void emu_cp_wait(int n) {
     emu_cpn[me] = keep;
 }
 
+/* ---- shared memory: undefined when a block starts ----
+ * On the GPU a block's __shared__ variables hold whatever was there; here
+ * they are static and would hold what the block before left (often the
+ * very values a kernel that reads before it writes wants).  So before each
+ * block they are filled with 0xFF bytes (a NaN in every float type, -1 in
+ * the integers).  They are found in the symbol table of the object the
+ * emulation is linked into (an executable, or the fake driver's library):
+ * the function-local statics of C++ (mangled _ZZ...) in writable memory,
+ * which are the kernels' __shared__ variables (the emulation's own state is
+ * at file scope; the C backend is C). */
+struct EmuRange {
+    char  *p;
+    size_t n;
+};
+static EmuRange *emu_sh;
+static int emu_nsh = -1;
+
+static void emu_find_shared(void) {
+    emu_nsh = 0;
+    Dl_info dl;
+    if (!dladdr((void *)&emu_nsh, &dl)) return;
+    FILE *f = fopen(dl.dli_fname && *dl.dli_fname ? dl.dli_fname : "/proc/self/exe", "rb"); /* the program's name is "" */
+    if (!f) return;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *img = len > 0 ? (char *)malloc((size_t)len) : NULL;
+    size_t got = img ? fread(img, 1, (size_t)len, f) : 0;
+    fclose(f);
+    if (!img || got != (size_t)len || len < (long)sizeof(Elf64_Ehdr)) {
+        free(img);
+        return;
+    }
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
+    uintptr_t base = eh->e_type == ET_EXEC ? 0 : (uintptr_t)dl.dli_fbase; /* symbols' values: absolute, or from the load address */
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh->e_shoff);
+    int cap = 0;
+    for (int i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_type != SHT_SYMTAB) continue;
+        const Elf64_Sym *sym = (const Elf64_Sym *)(img + sh[i].sh_offset);
+        const char *str = img + sh[sh[i].sh_link].sh_offset;
+        for (size_t j = 0; j < sh[i].sh_size / sizeof *sym; j++) {
+            const Elf64_Sym *y = &sym[j];
+            if (ELF64_ST_TYPE(y->st_info) != STT_OBJECT || y->st_size == 0 || y->st_shndx == SHN_UNDEF || y->st_shndx >= eh->e_shnum) continue;
+            if (strncmp(str + y->st_name, "_ZZ", 3) != 0 || (sh[y->st_shndx].sh_flags & (SHF_WRITE | SHF_ALLOC)) != (SHF_WRITE | SHF_ALLOC)) continue;
+            if (emu_nsh == cap && !(emu_sh = (EmuRange *)realloc(emu_sh, sizeof *emu_sh * (size_t)(cap = cap ? 2 * cap : 64)))) exit(2);
+            emu_sh[emu_nsh++] = EmuRange{(char *)(base + y->st_value), (size_t)y->st_size};
+        }
+    }
+    free(img);
+}
+
 /* Runs one block of fn with the launch's blockDim: every thread a fiber. */
 EMU_INTERNAL static void emu_run_block(void (*fn)(void **), void **args) {
     emu_nt = (int)(blockDim.x * blockDim.y * blockDim.z);
@@ -353,6 +408,8 @@ EMU_INTERNAL static void emu_run_block(void (*fn)(void **), void **args) {
     }
     emu_entry = fn;
     emu_args = args;
+    if (emu_nsh < 0) emu_find_shared();
+    for (int i = 0; i < emu_nsh; i++) memset(emu_sh[i].p, 0xff, emu_sh[i].n);
     for (int i = 0; i < emu_nt; i++) {
         if (!emu_stack[i] && !(emu_stack[i] = (char *)malloc(EMU_STACK))) {
             fprintf(stderr, "emu: out of memory\n");
