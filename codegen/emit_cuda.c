@@ -1389,7 +1389,8 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
          * Scalar: 512 threads; vectors: 256, two blocks a multiprocessor
          * (a W = 8 thread holds 16 double sums: 115 registers on sm_90;
          * asked for two blocks of 512, ptxas spilled 28 bytes) */
-        int vw = C % (dtype_is_half(dy->ty.dt) ? 8 : 4) ? 0 : dtype_is_half(dy->ty.dt) ? 8 : 4;
+        int vw = dtype_is_half(dy->ty.dt) ? 8 : 4;
+        if (C % vw) vw = 0;
         unsigned gx;
         int64_t G = col_split(e, C, N, C * 16, &vw, &gx);
         int ny = vw ? 8 : 16;

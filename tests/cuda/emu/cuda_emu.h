@@ -186,7 +186,6 @@ EMU_INTERNAL static void __syncthreads(void) {
     __tsan_acquire(&emu_bsync[g & 1]);
 }
 
-/* Every lane of the warp that has not returned gives v; each gets lane ^ o's. */
 /* Waits until every lane of the calling thread's warp that has not
  * returned passed warp barrier number g (shuffles and __syncwarp count
  * together: lanes call them in one order). */
@@ -201,6 +200,7 @@ EMU_INTERNAL static void emu_warp_wait(int g) {
     }
 }
 
+/* Every lane of the warp that has not returned gives v; each gets lane ^ o's. */
 template <typename T> EMU_INTERNAL static T __shfl_xor_sync(unsigned mask, T v, int o) {
     (void)mask;
     int me = emu_cur, lane = me & 31, w0 = me - lane, g = emu_wgen[me]++;
@@ -383,9 +383,10 @@ static void emu_find_shared(void) {
     const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
     uintptr_t base = eh->e_type == ET_EXEC ? 0 : (uintptr_t)dl.dli_fbase; /* symbols' values: absolute, or from the load address */
     const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh->e_shoff);
-    int cap = 0;
+    int cap = 0, tables = 0;
     for (int i = 0; i < eh->e_shnum; i++) {
         if (sh[i].sh_type != SHT_SYMTAB) continue;
+        tables++;
         const Elf64_Sym *sym = (const Elf64_Sym *)(img + sh[i].sh_offset);
         const char *str = img + sh[sh[i].sh_link].sh_offset;
         for (size_t j = 0; j < sh[i].sh_size / sizeof *sym; j++) {
@@ -396,6 +397,8 @@ static void emu_find_shared(void) {
             emu_sh[emu_nsh++] = EmuRange{(char *)(base + y->st_value), (size_t)y->st_size};
         }
     }
+    if (!tables) /* stripped: the fill is lost, not silently */
+        fprintf(stderr, "emu: %s has no symbol table: shared memory is not filled before each block\n", dl.dli_fname);
     free(img);
 }
 
