@@ -147,12 +147,10 @@ if(TRAINC_CXX)
                   --set precision=bf16)
   set_tests_properties(cuda_emu_llama_d64_fp16 cuda_emu_llama_d128_bf16 PROPERTIES LABELS "cuda;slow")
 
-  # The same under ThreadSanitizer (EMU_TSAN=1, cuda_emu.h): two threads of
-  # a block accessing one element with no __syncthreads or __syncwarp
-  # between fail the test, whatever the values; one order (the second is
-  # the tests above).  Not in the sanitizer build (its runtime library is
-  # built for AddressSanitizer); where g++ cannot link a -fsanitize=thread
-  # program, not at all.
+  # ThreadSanitizer where g++ links and runs a -fsanitize=thread program
+  # (not in the sanitizer build: its runtime library is built for
+  # AddressSanitizer)
+  set(emu_tsan 0)
   if(NOT TRAINC_SANITIZE)
     file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/tsan-probe.cpp "int main() { return 0; }\n")
     execute_process(COMMAND ${TRAINC_CXX} -fsanitize=thread ${CMAKE_CURRENT_BINARY_DIR}/tsan-probe.cpp -o ${CMAKE_CURRENT_BINARY_DIR}/tsan-probe
@@ -161,21 +159,36 @@ if(TRAINC_CXX)
       execute_process(COMMAND ${CMAKE_CURRENT_BINARY_DIR}/tsan-probe RESULT_VARIABLE tsan_rc OUTPUT_QUIET ERROR_QUIET)
     endif()
     if(tsan_rc EQUAL 0)
-      function(trainc_emu_tsan_test name model)
-        trainc_emu_test(tsan_${name} ${model} ${ARGN})
-        set_property(TEST cuda_emu_tsan_${name} APPEND PROPERTY ENVIRONMENT "EMU_TSAN=1;TRAINC_EMU_ONE_ORDER=1")
-        set_tests_properties(cuda_emu_tsan_${name} PROPERTIES LABELS "cuda;slow")
-      endfunction()
-      # the tensor-core attention (cp.async, ldmatrix, mma.sync) at D = 64
-      # over 4 key tiles, so that the forward's loads reuse a stage; the
-      # split column sums and vector kernels; the CUDA-core attention and
-      # the norms at a width of 30
-      trainc_emu_tsan_test(gpt2_t200_bf16 gpt2 -D vocab=256 -D layers=1 -D heads=2 -D dim=128 -D seq=200 -D batch=1 --set precision=bf16)
-      trainc_emu_tsan_test(mlp_rows_bf16 mlp -D batch=4096 -D hidden=128 --set precision=bf16)
-      trainc_emu_tsan_test(gpt2_c30_fp32 gpt2 -D vocab=256 -D layers=1 -D heads=2 -D dim=30 -D seq=32 -D batch=2 --set precision=fp32)
+      set(emu_tsan 1)
     else()
       message(STATUS "trainc: g++ cannot link with -fsanitize=thread: no cuda_emu_tsan_* tests")
     endif()
+  endif()
+
+  # The emulation's checks themselves: kernels with one race each
+  # (tests/cuda/emu/controls.cu), each reported by the two orders, the
+  # shared-memory fill or ThreadSanitizer, and passing with that one off
+  add_test(NAME cuda_emu_controls
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/controls.sh ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/controls ${emu_tsan})
+  set_tests_properties(cuda_emu_controls PROPERTIES LABELS cuda TIMEOUT 300 ENVIRONMENT "CXX=${TRAINC_CXX}")
+
+  # The generated kernels under ThreadSanitizer (EMU_TSAN=1, cuda_emu.h):
+  # two threads of a block accessing one element with no __syncthreads or
+  # __syncwarp between fail the test, whatever the values; one order (the
+  # second is the tests above).
+  if(emu_tsan)
+    function(trainc_emu_tsan_test name model)
+      trainc_emu_test(tsan_${name} ${model} ${ARGN})
+      set_property(TEST cuda_emu_tsan_${name} APPEND PROPERTY ENVIRONMENT "EMU_TSAN=1;TRAINC_EMU_ONE_ORDER=1")
+      set_tests_properties(cuda_emu_tsan_${name} PROPERTIES LABELS "cuda;slow")
+    endfunction()
+    # the tensor-core attention (cp.async, ldmatrix, mma.sync) at D = 64
+    # over 4 key tiles, so that the forward's loads reuse a stage; the
+    # split column sums and vector kernels; the CUDA-core attention and
+    # the norms at a width of 30
+    trainc_emu_tsan_test(gpt2_t200_bf16 gpt2 -D vocab=256 -D layers=1 -D heads=2 -D dim=128 -D seq=200 -D batch=1 --set precision=bf16)
+    trainc_emu_tsan_test(mlp_rows_bf16 mlp -D batch=4096 -D hidden=128 --set precision=bf16)
+    trainc_emu_tsan_test(gpt2_c30_fp32 gpt2 -D vocab=256 -D layers=1 -D heads=2 -D dim=30 -D seq=32 -D batch=2 --set precision=fp32)
   endif()
 
   # runtime/cuda.c itself, against a fake CUDA driver and cuBLASLt built from

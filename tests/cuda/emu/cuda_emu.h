@@ -13,7 +13,7 @@
  * blocks run one after the other, in one of two orders (emu_order,
  * below): run a launch in both and compare, and a block that reads what
  * another block of the launch writes, or two blocks that write one element
- * differently, show (emu_device.cpp does).  Float arithmetic is IEEE
+ * differently, show (emu_launch_orders, below).  Float arithmetic is IEEE
  * single on the host (no FMA contraction at -O1 on x86-64 without -mfma);
  * expf and friends are glibc's, an ulp or so from CUDA's.  What this does
  * not show: the memory model, timing, resources.
@@ -356,7 +356,9 @@ EMU_INTERNAL static void emu_cp_wait(int n) {
  * emulation is linked into (an executable, or the fake driver's library):
  * the function-local statics of C++ (mangled _ZZ...) in writable memory,
  * which are the kernels' __shared__ variables (the emulation's own state is
- * at file scope; the C backend is C). */
+ * at file scope, and a function-local static of a function named emu_* or
+ * of main is left alone; the C backend is C).  TRAINC_EMU_NO_FILL=1: no
+ * fill (tests/cuda/emu/controls.sh shows what it finds). */
 struct EmuRange {
     char  *p;
     size_t n;
@@ -366,6 +368,8 @@ static int emu_nsh = -1;
 
 static void emu_find_shared(void) {
     emu_nsh = 0;
+    const char *nofill = getenv("TRAINC_EMU_NO_FILL");
+    if (nofill && *nofill && strcmp(nofill, "0") != 0) return;
     Dl_info dl;
     if (!dladdr((void *)&emu_nsh, &dl)) return;
     FILE *f = fopen(dl.dli_fname && *dl.dli_fname ? dl.dli_fname : "/proc/self/exe", "rb"); /* the program's name is "" */
@@ -392,7 +396,11 @@ static void emu_find_shared(void) {
         for (size_t j = 0; j < sh[i].sh_size / sizeof *sym; j++) {
             const Elf64_Sym *y = &sym[j];
             if (ELF64_ST_TYPE(y->st_info) != STT_OBJECT || y->st_size == 0 || y->st_shndx == SHN_UNDEF || y->st_shndx >= eh->e_shnum) continue;
-            if (strncmp(str + y->st_name, "_ZZ", 3) != 0 || (sh[y->st_shndx].sh_flags & (SHF_WRITE | SHF_ALLOC)) != (SHF_WRITE | SHF_ALLOC)) continue;
+            const char *nm = str + y->st_name;
+            if (strncmp(nm, "_ZZ", 3) != 0 || (sh[y->st_shndx].sh_flags & (SHF_WRITE | SHF_ALLOC)) != (SHF_WRITE | SHF_ALLOC)) continue;
+            char *nm1; /* the enclosing function: its name's length, the name */
+            long nlen = strtol(nm + 3 + (nm[3] == 'L'), &nm1, 10);
+            if ((nlen > 4 && strncmp(nm1, "emu_", 4) == 0) || (nlen == 4 && strncmp(nm1, "main", 4) == 0)) continue;
             if (emu_nsh == cap && !(emu_sh = (EmuRange *)realloc(emu_sh, sizeof *emu_sh * (size_t)(cap = cap ? 2 * cap : 64)))) exit(2);
             emu_sh[emu_nsh++] = EmuRange{(char *)(base + y->st_value), (size_t)y->st_size};
         }
@@ -480,6 +488,49 @@ static void emu_launch(void (*fn)(void **), const unsigned grid[3], const unsign
         EMU_SET(blockIdx, (emu_dim3{(unsigned)(b % grid[0]), (unsigned)(b / grid[0] % grid[1]), (unsigned)(b / ((uint64_t)grid[0] * grid[1]))}));
         emu_run_block(fn, args);
     }
+}
+
+/* One launch from mem[0, n) (all the launch reads and writes) in both
+ * orders: in emu_order 0, then from a copy of the memory as it was, in
+ * emu_order 1.  Blocks have no way to wait for each other (the kernels
+ * use no atomics), so a launch whose result depends on the order has a
+ * block reading what another one writes, or two writing one element
+ * differently: on the GPU, a race; so has a block whose threads race
+ * where the order changes a value.  Returns how many bytes of mem differ
+ * (0: none; mem is then the result), the first at *first.
+ * TRAINC_EMU_ONE_ORDER=1: emu_order 0 only. */
+static unsigned char *emu_before, *emu_once; /* at file scope, as all the emulation's state: not filled (emu_find_shared) */
+static size_t emu_ocap;
+#define EMU_ORDERS_DIFFER "its blocks, warps and lanes in reverse order give another result"
+static size_t emu_launch_orders(void (*fn)(void **), const unsigned grid[3], const unsigned block[3], void **args, unsigned char *mem,
+                                size_t n, size_t *first) {
+    const char *one = getenv("TRAINC_EMU_ONE_ORDER");
+    *first = 0;
+    if (one && *one && strcmp(one, "0") != 0) {
+        emu_launch(fn, grid, block, args);
+        return 0;
+    }
+    if (n > emu_ocap) {
+        free(emu_before), free(emu_once);
+        if (!(emu_before = (unsigned char *)malloc(n)) || !(emu_once = (unsigned char *)malloc(n))) {
+            fprintf(stderr, "emu: out of memory\n");
+            exit(2);
+        }
+        emu_ocap = n;
+    }
+    memcpy(emu_before, mem, n);
+    emu_order = 0;
+    emu_launch(fn, grid, block, args);
+    memcpy(emu_once, mem, n);
+    memcpy(mem, emu_before, n);
+    emu_order = 1;
+    emu_launch(fn, grid, block, args);
+    emu_order = 0;
+    if (memcmp(emu_once, mem, n) == 0) return 0;
+    size_t ndiff = 0;
+    for (size_t i = n; i-- > 0;)
+        if (emu_once[i] != mem[i]) *first = i, ndiff++;
+    return ndiff;
 }
 
 /* A generated __global__ function, as tests/cuda/emu/dispatch.awk lists it

@@ -32,7 +32,6 @@ struct EmuDev {
     const TrnCudaModule *cm;
     unsigned char       *arena;
     int                 *fn;      /* module function -> emu_fns index */
-    unsigned char       *before, *first; /* the arena before a launch, and after its run in emu_order 0 */
 };
 
 static int fail(char *err, size_t errn, const char *msg) {
@@ -105,44 +104,20 @@ static void gemm(EmuDev *g, const TrnCudaGemm *m) {
     }
 }
 
-/* One launch, run twice from the same arena: in emu_order 0, then in
- * emu_order 1, where every two blocks (warps of a block, lanes of a warp)
- * run the other way round.  Blocks have no way to wait for each other
- * (the kernels use no atomics), so a launch whose result depends on the
- * order has a block reading what another one writes, or two writing one
- * element differently: on the GPU, a race.  TRAINC_EMU_ONE_ORDER=1: the
- * first run only. */
+/* One launch, in both of the emulation's orders (emu_launch_orders):
+ * results that differ fail the kernel. */
 static int launch(EmuDev *g, const TrnCudaKernel *k, const TrnCudaLaunch *l, char *err, size_t errn) {
     void *args[TRN_CUDA_MAXARGS];
     for (int a = 0; a < l->nargs; a++) args[a] = g->arena + l->arg[a];
     const EmuFn *f = &emu_fns[g->fn[l->fn]];
-    size_t n = (size_t)g->m->arena_bytes;
-    const char *one = getenv("TRAINC_EMU_ONE_ORDER");
-    if (one && *one && strcmp(one, "0") != 0) {
-        emu_launch(f->fn, l->grid, l->block, args);
-        return 0;
-    }
-    if (!g->before && !(g->before = (unsigned char *)malloc(n + 1))) return fail(err, errn, "out of memory");
-    if (!g->first && !(g->first = (unsigned char *)malloc(n + 1))) return fail(err, errn, "out of memory");
-    memcpy(g->before, g->arena, n);
-    emu_order = 0;
-    emu_launch(f->fn, l->grid, l->block, args);
-    memcpy(g->first, g->arena, n);
-    memcpy(g->arena, g->before, n);
-    emu_order = 1;
-    emu_launch(f->fn, l->grid, l->block, args);
-    emu_order = 0;
-    if (memcmp(g->first, g->arena, n) == 0) return 0;
-    size_t at = 0, ndiff = 0;
-    for (size_t i = n; i-- > 0;)
-        if (g->first[i] != g->arena[i]) at = i, ndiff++;
+    size_t at, ndiff = emu_launch_orders(f->fn, l->grid, l->block, args, g->arena, (size_t)g->m->arena_bytes, &at);
+    if (!ndiff) return 0;
     char where[160] = "outside the kernel's outputs";
     for (int w = 0; w < k->nwrites; w++)
         if ((int64_t)at >= k->writes[w].off && (int64_t)at < k->writes[w].off + k->writes[w].bytes)
             snprintf(where, sizeof where, "byte %lld of output %d (%lld bytes at %lld)", (long long)at - (long long)k->writes[w].off, w,
                      (long long)k->writes[w].bytes, (long long)k->writes[w].off);
-    snprintf(err, errn, "%s (grid %u x %u x %u, block %u x %u x %u): its blocks, warps and lanes in reverse order give another result: "
-             "%zu bytes differ, the first at arena offset %zu, %s",
+    snprintf(err, errn, "%s (grid %u x %u x %u, block %u x %u x %u): " EMU_ORDERS_DIFFER ": %zu bytes differ, the first at arena offset %zu, %s",
              f->name, l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2], ndiff, at, where);
     return -1;
 }
@@ -186,8 +161,6 @@ void emu_cuda_close(EmuDev *g) {
     if (!g) return;
     free(g->arena);
     free(g->fn);
-    free(g->before);
-    free(g->first);
     free(g);
 }
 

@@ -1,0 +1,76 @@
+/* tests/cuda/emu/controls.cu — kernels written with one race each, beside
+ * their correct forms, in the generated kernels' style (dispatch.awk reads
+ * them the same way): the positive controls of the emulation's three
+ * checks (tests/cuda/emu/controls.sh).  Each bug is one the emulation hid
+ * before the check that finds it existed, and each passes with that check
+ * off.  A launch is 4 blocks of 256 threads over CTL_N elements. */
+#define CTL_N 1024
+
+/* in place, each thread its own element: no race */
+extern "C" __global__ void __launch_bounds__(256) ctl_scale(float *x)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    x[i] = 2.0f * x[i];
+}
+
+/* in place, reading the element one block further on: whether that block
+ * has written it yet is up to the GPU (a race between blocks).  Block
+ * order 0, 1, 2, 3 reads it before (the intended result); the reverse
+ * order after.  The two orders report it. */
+extern "C" __global__ void __launch_bounds__(256) ctl_next_block(float *x)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    x[i] = x[i] + (i + 256 < CTL_N ? x[i + 256] : 0.0f);
+}
+
+/* a table in shared memory, loaded by every block */
+extern "C" __global__ void __launch_bounds__(256) ctl_table(const float *tab, const float *x, float *y)
+{
+    __shared__ float t[256];
+    t[threadIdx.x] = tab[threadIdx.x];
+    __syncthreads();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    y[i] = x[i] * t[threadIdx.x];
+}
+
+/* the table loaded by block 0 only: the other blocks read shared memory
+ * they never wrote, which on a GPU holds whatever was there.  With shared
+ * memory kept between blocks they read the table block 0 left (the
+ * intended result), in either order once block 0 has run; filled with 0xFF
+ * before each block, NaN.  The fill reports it. */
+extern "C" __global__ void __launch_bounds__(256) ctl_table_once(const float *tab, const float *x, float *y)
+{
+    __shared__ float t[256];
+    if (blockIdx.x == 0) t[threadIdx.x] = tab[threadIdx.x];
+    __syncthreads();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    y[i] = x[i] * t[threadIdx.x];
+}
+
+/* a block's sum by its last thread, after a barrier */
+extern "C" __global__ void __launch_bounds__(256) ctl_sum(const float *x, float *out)
+{
+    __shared__ float s[256];
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x == blockDim.x - 1) {
+        float a = 0.0f;
+        for (unsigned j = 0; j < blockDim.x; j++) a += s[j];
+        out[0] = a;
+    }
+}
+
+/* the same with the barrier left out.  The last thread runs last in order
+ * 0, so the values come out right; ThreadSanitizer reports its reads
+ * against the other threads' writes (with the fill, so do the two
+ * orders). */
+extern "C" __global__ void __launch_bounds__(256) ctl_sum_nobarrier(const float *x, float *out)
+{
+    __shared__ float s[256];
+    s[threadIdx.x] = x[threadIdx.x];
+    if (threadIdx.x == blockDim.x - 1) {
+        float a = 0.0f;
+        for (unsigned j = 0; j < blockDim.x; j++) a += s[j];
+        out[0] = a;
+    }
+}
