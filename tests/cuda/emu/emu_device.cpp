@@ -32,6 +32,8 @@ struct EmuDev {
     const TrnCudaModule *cm;
     unsigned char       *arena;
     int                 *fn;      /* module function -> emu_fns index */
+    double              *ad, *bd; /* a product's operands (gemm) */
+    size_t               acap, bcap;
 };
 
 static int fail(char *err, size_t errn, const char *msg) {
@@ -47,6 +49,8 @@ static float ld(const unsigned char *p, int dt, int64_t i) {
     default: return 0;
     }
 }
+
+static double ldd(const unsigned char *p, int dt, int64_t i) { return dt == TRN_F64 ? ((const double *)p)[i] : ld(p, dt, i); }
 
 static void st(unsigned char *p, int dt, int64_t i, double v) {
     switch (dt) {
@@ -80,20 +84,21 @@ static void gemm(EmuDev *g, const TrnCudaGemm *m) {
          * where cuBLASLt has no algorithm with it (tests/cuda/fake
          * emulates cuBLASLt's own) */
         unsigned char *C = g->arena + (m->epi == TRN_GEMM_GELU && m->aux >= 0 ? m->aux : m->c) + ec * ces;
+        /* op(A)'s rows and op(B)'s columns as doubles, k contiguous in
+         * both (the same sums in the same order as reading them in place,
+         * without a cache miss an element where an operand is strided) */
+        size_t an = (size_t)(m->M * m->K), bn = (size_t)(m->N * m->K);
+        if (an > g->acap && !(g->ad = (double *)realloc(g->ad, sizeof(double) * (g->acap = an)))) exit(2);
+        if (bn > g->bcap && !(g->bd = (double *)realloc(g->bd, sizeof(double) * (g->bcap = bn)))) exit(2);
+        for (int64_t i = 0; i < m->M; i++)
+            for (int64_t k = 0; k < m->K; k++) g->ad[i * m->K + k] = ldd(A, m->dtype, m->ta ? k * m->lda + i : i * m->lda + k);
+        for (int64_t j = 0; j < m->N; j++)
+            for (int64_t k = 0; k < m->K; k++) g->bd[j * m->K + k] = ldd(B, m->dtype, m->tb ? j * m->ldb + k : k * m->ldb + j);
         for (int64_t i = 0; i < m->M; i++)
             for (int64_t j = 0; j < m->N; j++) {
+                const double *ar = g->ad + i * m->K, *bc = g->bd + j * m->K;
                 double acc = 0;
-                for (int64_t k = 0; k < m->K; k++) {
-                    double a, bb;
-                    if (m->dtype == TRN_F64) {
-                        a = ((const double *)A)[m->ta ? k * m->lda + i : i * m->lda + k];
-                        bb = ((const double *)B)[m->tb ? j * m->ldb + k : k * m->ldb + j];
-                    } else {
-                        a = ld(A, m->dtype, m->ta ? k * m->lda + i : i * m->lda + k);
-                        bb = ld(B, m->dtype, m->tb ? j * m->ldb + k : k * m->ldb + j);
-                    }
-                    acc += a * bb;
-                }
+                for (int64_t k = 0; k < m->K; k++) acc += ar[k] * bc[k];
                 double c = 0;
                 if (beta != 0) c = m->cdtype == TRN_F64 ? ((const double *)C)[i * m->ldc + j] : ld(C, m->cdtype, i * m->ldc + j);
                 double v = alpha * acc + beta * c;
@@ -161,6 +166,8 @@ void emu_cuda_close(EmuDev *g) {
     if (!g) return;
     free(g->arena);
     free(g->fn);
+    free(g->ad);
+    free(g->bd);
     free(g);
 }
 
