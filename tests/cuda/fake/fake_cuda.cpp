@@ -903,6 +903,10 @@ static double tf32(double v) {
     return f;
 }
 
+/* run_gemm's operands (at file scope: the emulation fills function-local
+ * statics as shared memory before each block) */
+static std::vector<double> gemm_a, gemm_b;
+
 static void run_gemm(const Gemm *g) {
     const Desc *d = &g->d;
     double alpha = g->alpha, beta = g->beta;
@@ -920,14 +924,20 @@ static void run_gemm(const Gemm *g) {
         const char *A = (const char *)g->A + (size_t)(bt * g->a.stride) * ea, *B = (const char *)g->B + (size_t)(bt * g->b.stride) * ea;
         const char *C = (const char *)g->C + (size_t)(bt * g->c.stride) * ec;
         char *D = (char *)g->D + (size_t)(bt * g->dl.stride) * ec;
+        /* op(A)'s rows and op(B)'s columns as doubles (TF32 applied), p
+         * contiguous in both: the same sums in the same order as loading
+         * them element by element, without a cache miss each where an
+         * operand is strided */
+        gemm_a.resize(m * k), gemm_b.resize(n * k);
+        for (uint64_t i = 0; i < m; i++)
+            for (uint64_t p = 0; p < k; p++) gemm_a[i * k + p] = t32 ? tf32(opa(A, i, p)) : opa(A, i, p);
+        for (uint64_t j = 0; j < n; j++)
+            for (uint64_t p = 0; p < k; p++) gemm_b[j * k + p] = t32 ? tf32(opb(B, p, j)) : opb(B, p, j);
         for (uint64_t j = 0; j < n; j++)
             for (uint64_t i = 0; i < m; i++) {
+                const double *x = &gemm_a[i * k], *y = &gemm_b[j * k];
                 double acc = 0;
-                for (uint64_t p = 0; p < k; p++) {
-                    double x = opa(A, i, p), y = opb(B, p, j);
-                    if (t32) x = tf32(x), y = tf32(y);
-                    acc += x * y;
-                }
+                for (uint64_t p = 0; p < k; p++) acc += x[p] * y[p];
                 double v = alpha * acc;
                 if (beta != 0) v += beta * load(C, g->c.t, i + j * (uint64_t)g->c.ld);
                 if (d->epilogue & CUBLASLT_EPILOGUE_BIAS) v += load(d->bias, g->dl.t, i);
