@@ -115,6 +115,11 @@ static int launch(EmuDev *g, const TrnCudaKernel *k, const TrnCudaLaunch *l, cha
     void *args[TRN_CUDA_MAXARGS];
     for (int a = 0; a < l->nargs; a++) args[a] = g->arena + l->arg[a];
     const EmuFn *f = &emu_fns[g->fn[l->fn]];
+    unsigned threads = l->block[0] * l->block[1] * l->block[2];
+    if (f->max_threads > 0 && threads > (unsigned)f->max_threads) { /* the GPU refuses the launch */
+        snprintf(err, errn, "%s: %u threads a block, __launch_bounds__ says at most %d", f->name, threads, f->max_threads);
+        return -1;
+    }
     size_t at, ndiff = emu_launch_orders(f->fn, l->grid, l->block, args, g->arena, (size_t)g->m->arena_bytes, &at);
     if (!ndiff) return 0;
     char where[160] = "outside the kernel's outputs";
