@@ -74,3 +74,23 @@ extern "C" __global__ void __launch_bounds__(256) ctl_sum_nobarrier(const float 
         out[0] = a;
     }
 }
+
+/* a warp's lanes exchanging through shared memory, after __syncwarp */
+extern "C" __global__ void __launch_bounds__(32) ctl_warp(const float *x, float *y)
+{
+    __shared__ float s[32];
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncwarp();
+    y[threadIdx.x] = s[(threadIdx.x + 1) % 32];
+}
+
+/* the same without __syncwarp: a warp's lanes are not in step (since
+ * Volta), so a lane may read its neighbour's element before it is
+ * written.  ThreadSanitizer reports it; so do the fill and the two orders
+ * (lane 0 runs to its end first). */
+extern "C" __global__ void __launch_bounds__(32) ctl_warp_nosync(const float *x, float *y)
+{
+    __shared__ float s[32];
+    s[threadIdx.x] = x[threadIdx.x];
+    y[threadIdx.x] = s[(threadIdx.x + 1) % 32];
+}
