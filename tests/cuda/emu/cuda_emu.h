@@ -3,20 +3,20 @@
  * machine without a GPU checks what they compute against the C backend
  * (tests/cuda/emu/emu_device.cpp, tests/cuda/emu/run.sh).
  *
- * A block's threads are fibers (ucontext) on one OS thread, a warp at a
- * time (below): __syncthreads and the warp collectives (__shfl_xor_sync,
- * __syncwarp, mma.sync, ldmatrix) wait, yielding, until every thread of the
- * block (of the warp) that has not returned got there, so block and warp
- * reductions, shared-memory tiles, tensor-core fragments and in-place
- * updates behave as on the GPU, deterministically.  __shared__ variables become
- * static, filled with 0xFF bytes before each block (emu_find_shared):
- * blocks run one after the other, in one of two orders (emu_order,
- * below): run a launch in both and compare, and a block that reads what
- * another block of the launch writes, or two blocks that write one element
- * differently, show (emu_launch_orders, below).  Float arithmetic is IEEE
- * single on the host (no FMA contraction at -O1 on x86-64 without -mfma);
- * expf and friends are glibc's, an ulp or so from CUDA's.  What this does
- * not show: the memory model, timing, resources.
+ * A block's threads are fibers (a stack each, emu_switch) on one OS
+ * thread, a warp at a time (below): __syncthreads and the warp collectives
+ * (__shfl_xor_sync, __syncwarp, mma.sync, ldmatrix) wait, yielding, until
+ * every thread of the block (of the warp) that has not returned got there,
+ * so block and warp reductions, shared-memory tiles, tensor-core fragments
+ * and in-place updates behave as on the GPU, deterministically. __shared__
+ * variables become static, filled with 0xFF bytes before each block
+ * (emu_find_shared): blocks run one after the other, in one of two orders
+ * (emu_order, below): run a launch in both and compare, and a block that
+ * reads what another block of the launch writes, or two blocks that write
+ * one element differently, show (emu_launch_orders, below). Float
+ * arithmetic is IEEE single on the host (no FMA contraction at -O1 on
+ * x86-64 without -mfma); expf and friends are glibc's, an ulp or so from
+ * CUDA's. What this does not show: the memory model, timing, resources.
  */
 #ifndef TRAINC_CUDA_EMU_H
 #define TRAINC_CUDA_EMU_H
@@ -128,7 +128,36 @@ static inline float __double2float_rz(double d) {
 #define EMU_MAXT 1024
 #define EMU_STACK (128 * 1024)
 
+/* Switching between the scheduler and a thread.  glibc's swapcontext
+ * makes a system call (the signal mask) at every switch, most of the
+ * emulation's time; on x86-64, emu_switch below saves the callee-saved
+ * registers on the stack it leaves, its stack pointer in *from, and
+ * resumes the stack at `to` (about ten instructions).  Under
+ * ThreadSanitizer or AddressSanitizer, which follow swapcontext, and on
+ * other machines, swapcontext. */
+#if !EMU_TSAN && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define EMU_FAST_SWITCH 1
+extern "C" void emu_switch(void **from, void *to);
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".local emu_switch\n"
+        ".type emu_switch, @function\n"
+        "emu_switch:\n"
+        "    pushq %rbp\n    pushq %rbx\n    pushq %r12\n    pushq %r13\n    pushq %r14\n    pushq %r15\n"
+        "    movq %rsp, (%rdi)\n"
+        "    movq %rsi, %rsp\n"
+        "    popq %r15\n    popq %r14\n    popq %r13\n    popq %r12\n    popq %rbx\n    popq %rbp\n"
+        "    ret\n"
+        ".size emu_switch, .-emu_switch\n");
+static void *emu_sched_sp, *emu_sp[EMU_MAXT], *emu_end_sp;
+#define EMU_TO_SCHED()   emu_switch(&emu_sp[emu_cur], emu_sched_sp)
+#define EMU_TO_THREAD(i) emu_switch(&emu_sched_sp, emu_sp[i])
+#else
+#define EMU_FAST_SWITCH 0
 static ucontext_t emu_sched, emu_ctx[EMU_MAXT];
+#define EMU_TO_SCHED()   swapcontext(&emu_ctx[emu_cur], &emu_sched)
+#define EMU_TO_THREAD(i) swapcontext(&emu_sched, &emu_ctx[i])
+#endif
 static char *emu_stack[EMU_MAXT];
 static int emu_nt, emu_cur, emu_progress;
 static int emu_done[EMU_MAXT], emu_bgen[EMU_MAXT], emu_wgen[EMU_MAXT];
@@ -155,7 +184,7 @@ EMU_INTERNAL static void emu_yield(void) {
 #if EMU_TSAN
     __tsan_switch_to_fiber(emu_tsched, __tsan_switch_to_fiber_no_sync);
 #endif
-    swapcontext(&emu_ctx[emu_cur], &emu_sched);
+    EMU_TO_SCHED();
 }
 
 static int emu_cpn[EMU_MAXT];
@@ -170,6 +199,10 @@ EMU_INTERNAL static void emu_fiber(void) {
     __tsan_release(&emu_block_end);
 #if EMU_TSAN
     __tsan_switch_to_fiber(emu_tsched, __tsan_switch_to_fiber_no_sync); /* back through uc_link */
+#endif
+#if EMU_FAST_SWITCH
+    emu_switch(&emu_end_sp, emu_sched_sp); /* never resumed */
+    __builtin_unreachable();
 #endif
 }
 
@@ -426,11 +459,21 @@ EMU_INTERNAL static void emu_run_block(void (*fn)(void **), void **args) {
             fprintf(stderr, "emu: out of memory\n");
             exit(2);
         }
+#if EMU_FAST_SWITCH
+        /* a stack emu_switch resumes by popping six registers and
+         * returning into emu_fiber, with the stack aligned as at a call */
+        void **top = (void **)(((uintptr_t)emu_stack[i] + EMU_STACK) & ~(uintptr_t)15);
+        top[-1] = 0;                    /* emu_fiber's return address: it never returns */
+        top[-2] = (void *)emu_fiber;
+        for (int r = 3; r <= 8; r++) top[-r] = 0;
+        emu_sp[i] = top - 8;
+#else
         getcontext(&emu_ctx[i]);
         emu_ctx[i].uc_stack.ss_sp = emu_stack[i];
         emu_ctx[i].uc_stack.ss_size = EMU_STACK;
         emu_ctx[i].uc_link = &emu_sched;
         makecontext(&emu_ctx[i], emu_fiber, 0);
+#endif
         emu_done[i] = emu_bgen[i] = emu_wgen[i] = 0;
         emu_cpn[i] = emu_cpgroup[i] = 0;
 #if EMU_TSAN
@@ -464,7 +507,7 @@ EMU_INTERNAL static void emu_run_block(void (*fn)(void **), void **args) {
                      * this one ended) before what the thread does next */
                     __tsan_switch_to_fiber(emu_tfib[i], 0);
 #endif
-                    swapcontext(&emu_sched, &emu_ctx[i]);
+                    EMU_TO_THREAD(i);
                     if (emu_done[i]) live--;
                 }
                 any |= emu_progress;
