@@ -23,74 +23,58 @@ extern "C" __global__ void __launch_bounds__(256) ctl_next_block(float *x)
     x[i] = x[i] + (i + 256 < CTL_N ? x[i + 256] : 0.0f);
 }
 
-/* a table in shared memory, loaded by every block */
+/* a table in shared memory, loaded by every block (ALL) or, the bug,
+ * by block 0 only: the other blocks then read shared memory they never
+ * wrote, which on a GPU holds whatever was there.  With shared memory
+ * kept between blocks they read the table block 0 left (the intended
+ * result), in either order once block 0 has run; filled with 0xFF before
+ * each block, NaN.  The fill reports it. */
+template <bool ALL> static __device__ void ctl_table_(const float *tab, const float *x, float *y)
+{
+    __shared__ float t[256];
+    if (ALL || blockIdx.x == 0) t[threadIdx.x] = tab[threadIdx.x];
+    __syncthreads();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    y[i] = x[i] * t[threadIdx.x];
+}
 extern "C" __global__ void __launch_bounds__(256) ctl_table(const float *tab, const float *x, float *y)
-{
-    __shared__ float t[256];
-    t[threadIdx.x] = tab[threadIdx.x];
-    __syncthreads();
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    y[i] = x[i] * t[threadIdx.x];
-}
-
-/* the table loaded by block 0 only: the other blocks read shared memory
- * they never wrote, which on a GPU holds whatever was there.  With shared
- * memory kept between blocks they read the table block 0 left (the
- * intended result), in either order once block 0 has run; filled with 0xFF
- * before each block, NaN.  The fill reports it. */
+{ ctl_table_<true>(tab, x, y); }
 extern "C" __global__ void __launch_bounds__(256) ctl_table_once(const float *tab, const float *x, float *y)
-{
-    __shared__ float t[256];
-    if (blockIdx.x == 0) t[threadIdx.x] = tab[threadIdx.x];
-    __syncthreads();
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    y[i] = x[i] * t[threadIdx.x];
-}
+{ ctl_table_<false>(tab, x, y); }
 
-/* a block's sum by its last thread, after a barrier */
+/* a block's sum by its last thread, after a barrier (SYNC) or, the bug,
+ * with the barrier left out.  The last thread runs last in order 0, so
+ * the values come out right; ThreadSanitizer reports its reads against
+ * the other threads' writes (with the fill, so do the two orders). */
+template <bool SYNC> static __device__ void ctl_sum_(const float *x, float *out)
+{
+    __shared__ float s[256];
+    s[threadIdx.x] = x[threadIdx.x];
+    if (SYNC) __syncthreads();
+    if (threadIdx.x == blockDim.x - 1) {
+        float a = 0.0f;
+        for (unsigned j = 0; j < blockDim.x; j++) a += s[j];
+        out[0] = a;
+    }
+}
 extern "C" __global__ void __launch_bounds__(256) ctl_sum(const float *x, float *out)
-{
-    __shared__ float s[256];
-    s[threadIdx.x] = x[threadIdx.x];
-    __syncthreads();
-    if (threadIdx.x == blockDim.x - 1) {
-        float a = 0.0f;
-        for (unsigned j = 0; j < blockDim.x; j++) a += s[j];
-        out[0] = a;
-    }
-}
-
-/* the same with the barrier left out.  The last thread runs last in order
- * 0, so the values come out right; ThreadSanitizer reports its reads
- * against the other threads' writes (with the fill, so do the two
- * orders). */
+{ ctl_sum_<true>(x, out); }
 extern "C" __global__ void __launch_bounds__(256) ctl_sum_nobarrier(const float *x, float *out)
-{
-    __shared__ float s[256];
-    s[threadIdx.x] = x[threadIdx.x];
-    if (threadIdx.x == blockDim.x - 1) {
-        float a = 0.0f;
-        for (unsigned j = 0; j < blockDim.x; j++) a += s[j];
-        out[0] = a;
-    }
-}
+{ ctl_sum_<false>(x, out); }
 
-/* a warp's lanes exchanging through shared memory, after __syncwarp */
-extern "C" __global__ void __launch_bounds__(32) ctl_warp(const float *x, float *y)
-{
-    __shared__ float s[32];
-    s[threadIdx.x] = x[threadIdx.x];
-    __syncwarp();
-    y[threadIdx.x] = s[(threadIdx.x + 1) % 32];
-}
-
-/* the same without __syncwarp: a warp's lanes are not in step (since
+/* a warp's lanes exchanging through shared memory, after __syncwarp
+ * (SYNC) or, the bug, without: a warp's lanes are not in step (since
  * Volta), so a lane may read its neighbour's element before it is
  * written.  ThreadSanitizer reports it; so do the fill and the two orders
  * (lane 0 runs to its end first). */
-extern "C" __global__ void __launch_bounds__(32) ctl_warp_nosync(const float *x, float *y)
+template <bool SYNC> static __device__ void ctl_warp_(const float *x, float *y)
 {
     __shared__ float s[32];
     s[threadIdx.x] = x[threadIdx.x];
+    if (SYNC) __syncwarp();
     y[threadIdx.x] = s[(threadIdx.x + 1) % 32];
 }
+extern "C" __global__ void __launch_bounds__(32) ctl_warp(const float *x, float *y)
+{ ctl_warp_<true>(x, y); }
+extern "C" __global__ void __launch_bounds__(32) ctl_warp_nosync(const float *x, float *y)
+{ ctl_warp_<false>(x, y); }
