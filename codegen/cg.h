@@ -138,6 +138,13 @@ typedef struct Kernel {
     bool        zero_g;       /* KK_TMPL adamw, sgd: zeroes its gradient operand, an accumulator, after reading it (`update acc = 0`) */
     bool        acc_grads;    /* KK_TMPL backward norms: dw (and db) are added to the accumulators they are written into (`acc' = add(acc, g)` absorbed) */
     int         scratch;      /* KK_TMPL: buffer id + 1 of its workspace (linear_cross_entropy's logits chunk); 0: none */
+    /* KK_TMPL multi-tensor update (lower.c merge_updates): the in-place
+     * AdamW or SGD kernels, consecutive in the schedule, that it runs as
+     * one (one CUDA launch); nodes holds all of theirs.  Each part keeps
+     * its own cast_out and zero_g, and memplan gives it its reads and
+     * writes.  NULL: not one. */
+    struct Kernel **parts;
+    int         nparts;
 } Kernel;
 
 /* How a value is available to kernels. */

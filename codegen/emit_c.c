@@ -90,9 +90,10 @@ static void describe_buf(FILE *f, Program *p, int id, const char *role) {
 static void kernel_header(Emit *e, Kernel *k) {
     FILE *f = e->f;
     fprintf(f, "/* %s: %s", k->name, cg_kind_name(k->kind));
-    fputs(" [", f);
-    for (int i = 0; i < k->nnodes; i++) fprintf(f, "%s%s", i ? " " : "", op_name(k->nodes[i]->op));
-    fputs("]", f);
+    StrBuf ops = {0};
+    cg_kernel_ops(&ops, k);
+    fprintf(f, " [%s]", ops.s);
+    sb_free(&ops);
     if (k->loc.file) {
         fputs("  from ", f);
         c_comment_text(f, k->loc.file);
@@ -950,6 +951,15 @@ static void emit_template(Emit *e, Kernel *k) {
 /* schedules and the descriptor                                          */
 /* ===================================================================== */
 
+/* A multi-tensor update (lower.c merge_updates): each part its own
+ * function, as if alone; the kernel calls them in order. */
+static void emit_multi(Emit *e, Kernel *k) {
+    for (int j = 0; j < k->nparts; j++) emit_template(e, k->parts[j]);
+    kernel_header(e, k);
+    for (int j = 0; j < k->nparts; j++) fprintf(e->f, "    %s(A);\n", k->parts[j]->name);
+    fputs("}\n\n", e->f);
+}
+
 static const char *const run_fn[TRN_RUN__COUNT] = {"run_micro", "run_update", "run_eval", "run_sample", "run_refresh"};
 
 static void emit_sched(Emit *e, Sched *s) {
@@ -960,7 +970,10 @@ static void emit_sched(Emit *e, Sched *s) {
         switch (k->kind) {
         case KK_LOOP: emit_loop(e, k); break;
         case KK_GEMM: emit_gemm(e, k); break;
-        case KK_TMPL: emit_template(e, k); break;
+        case KK_TMPL:
+            if (k->nparts) emit_multi(e, k);
+            else emit_template(e, k);
+            break;
         case KK_COPY: emit_copy(e, k); break;
         case KK_FILL: emit_fill(e, k); break;
         }

@@ -211,7 +211,7 @@ static void signature(Emit *e, Params *P, StrBuf *b, bool restrict_) {
 static void kernel_doc(Emit *e, Kernel *k, StrBuf *b, const Params *P, const CuLaunch *l, int nl, bool first) {
     Program *p = e->p;
     sb_printf(b, "%s%s: %s [", first ? "/* " : " * also ", k->name, cg_kind_name(k->kind));
-    for (int i = 0; i < k->nnodes; i++) sb_printf(b, "%s%s", i ? " " : "", op_name(k->nodes[i]->op));
+    cg_kernel_ops(b, k);
     sb_puts(b, "]");
     if (k->loc.file) {
         sb_puts(b, "  from ");
@@ -1646,6 +1646,82 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
     }
 }
 
+/* ---- multi-tensor updates ---- */
+
+#define OPT_E 4 /* elements a thread of a multi-tensor update */
+
+/* Arena offset of value v's buffer, -1 when it has none. */
+static long long opt_off(Emit *e, Value *v) {
+    int b = opt_buf(e, v);
+    return b < 0 ? -1 : (long long)e->p->bufs[b].offset;
+}
+
+/* A multi-tensor update (lower.c merge_updates): one launch over the blocks
+ * of every part, OPT_E elements a thread; a block finds its tensor in a
+ * table of arena offsets written above the function (trainc_cuda.cuh
+ * TrnOptSeg).  Each element gets what the part's own kernel would do. */
+static void emit_multi(Emit *e, Kernel *k, CuKern *r) {
+    Program *p = e->p;
+    Node *n0 = k->nodes[0];
+    bool adam = n0->op == OP_adamw;
+    DType hdt = DT_f32;
+    for (int j = 0; j < k->nparts; j++)
+        if (k->parts[j]->cast_out) hdt = k->parts[j]->cast_out->out[0]->ty.dt;
+    StrBuf b = {0};
+    sb_printf(&b, "static __device__ const TrnOptSeg @FN@_seg[%d] = {\n", k->nparts);
+    sb_printf(&b, "    /* first block, elements; arena offsets of w, g, %s, half copy (-1: none); g zeroed; weight decay */\n",
+              adam ? "m, v" : "buf, -");
+    int64_t blk = 0;
+    for (int j = 0; j < k->nparts; j++) {
+        Kernel *q = k->parts[j];
+        Node *n = q->nodes[0];
+        int64_t cnt = shape_numel(&n->in[0]->ty.shape);
+        char wd[32];
+        fmt_double(wd, ir_float(n, "wd", 0));
+        sb_printf(&b, "    {%lld, %lld, %lld, %lld, %lld, %lld, %lld, %d, %s}, /* ", (long long)blk, (long long)cnt, opt_off(e, n->in[0]),
+                  opt_off(e, n->in[1]), opt_off(e, n->in[2]), adam ? opt_off(e, n->in[3]) : -1LL,
+                  q->cast_out ? opt_off(e, q->cast_out->out[0]) : -1LL, (int)q->zero_g, wd);
+        const char *nm = p->bufs[vbuf(e, n->in[0])].name;
+        cg_comment_text(&b, nm ? nm : "?");
+        sb_puts(&b, " */\n");
+        blk += cdiv(cnt, NT * OPT_E);
+    }
+    sb_puts(&b, "};\n");
+    if (blk > 2147483647) {
+        error_at(e->d, k->loc, "the CUDA backend's update of %d tensors needs %lld blocks, more than a launch has", k->nparts, (long long)blk);
+        e->ok = false;
+        free(sb_take(&b));
+        return;
+    }
+    Params P = {0};
+    int pa = param_arena(e, &P);
+    char sk[48] = "(const float *)0";
+    int nsk = adam ? 7 : 5;
+    if (n0->nin > nsk) snprintf(sk, sizeof sk, "(const float *)(p%d + %lldll)", pa, opt_off(e, n0->in[nsk]));
+    sb_printf(&b, "extern \"C\" __global__ void __launch_bounds__(%d) @FN@", NT);
+    signature(e, &P, &b, false);
+    sb_puts(&b, "\n{\n");
+    if (adam) {
+        char b1[32], b2[32], ep[32];
+        fmt_double(b1, ir_float(n0, "beta1", 0.9));
+        fmt_double(b2, ir_float(n0, "beta2", 0.999));
+        fmt_double(ep, ir_float(n0, "eps", 1e-8));
+        sb_printf(&b,
+                  "    tk_adamw_multi<%s, %d>(p%d, @FN@_seg, %d, (const float *)(p%d + %lldll), (const int32_t *)(p%d + %lldll), "
+                  "(const float *)(p%d + %lldll), %s, %s, %s, %s);\n",
+                  st_type(hdt), OPT_E, pa, k->nparts, pa, opt_off(e, n0->in[4]), pa, opt_off(e, n0->in[5]), pa, opt_off(e, n0->in[6]), b1, b2,
+                  ep, sk);
+    } else {
+        char mo[32];
+        fmt_double(mo, ir_float(n0, "momentum", 0));
+        sb_printf(&b, "    tk_sgd_multi<%s, %d>(p%d, @FN@_seg, %d, (const float *)(p%d + %lldll), (const float *)(p%d + %lldll), %s, %d, %s);\n",
+                  st_type(hdt), OPT_E, pa, k->nparts, pa, opt_off(e, n0->in[3]), pa, opt_off(e, n0->in[4]), mo, (int)ir_int(n0, "nesterov", 0),
+                  sk);
+    }
+    sb_puts(&b, "}\n");
+    launch(e, r, "", &P, sb_take(&b), true, (unsigned)blk, 1, NT, 1);
+}
+
 /* ===================================================================== */
 /* the module                                                             */
 /* ===================================================================== */
@@ -1681,7 +1757,10 @@ CudaModule *cg_cuda_emit(Program *p, Diag *d) {
                 if (k->gemm.bgrad) emit_gemm_bgrad(&e, k, r);
                 break;
             }
-            case KK_TMPL: emit_template(&e, k, r); break;
+            case KK_TMPL:
+                if (k->nparts) emit_multi(&e, k, r);
+                else emit_template(&e, k, r);
+                break;
             }
         }
     }

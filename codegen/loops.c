@@ -296,6 +296,22 @@ void cg_describe_buf(StrBuf *b, Program *p, int id, const char *role) {
     sb_putc(b, '\n');
 }
 
+void cg_kernel_ops(StrBuf *b, const Kernel *k) {
+    if (!k->nparts) {
+        for (int i = 0; i < k->nnodes; i++) sb_printf(b, "%s%s", i ? " " : "", op_name(k->nodes[i]->op));
+        return;
+    }
+    int shown = 0;
+    for (int i = 0; i < k->nnodes; i++) {
+        bool dup = false;
+        for (int q = 0; q < i; q++) dup |= k->nodes[q]->op == k->nodes[i]->op;
+        if (dup) continue;
+        int n = 0;
+        for (int q = i; q < k->nnodes; q++) n += k->nodes[q]->op == k->nodes[i]->op;
+        sb_printf(b, "%s%s x%d", shown++ ? ", " : "", op_name(k->nodes[i]->op), n);
+    }
+}
+
 int cg_value_buf(const Sched *s, const Value *v) {
     const ValInfo *vi = &s->vi[v->id];
     if (vi->st != VS_BUF && vi->st != VS_VIEW) die("template operand %%%d has no buffer", v->id);

@@ -88,6 +88,9 @@ void cg_comment_text(StrBuf *b, const char *s);
 void cg_c_ident(StrBuf *b, const char *s);
 /* A comment line " *   b12   read   temp  f32[4,64]   offset 1024  name". */
 void cg_describe_buf(StrBuf *b, Program *p, int id, const char *role);
+/* A kernel's ops for a comment: "layer_norm add"; a multi-tensor
+ * update's counted: "adamw x26, cast x18". */
+void cg_kernel_ops(StrBuf *b, const Kernel *k);
 /* The buffer of a value held in one (VS_BUF or VS_VIEW); dies otherwise. */
 int  cg_value_buf(const Sched *s, const Value *v);
 /* A GEMM operand's last two dims as a BLAS sees them: *t = 1 when only a

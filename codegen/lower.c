@@ -20,6 +20,7 @@
  */
 #include "cg.h"
 #include "cuda.h"
+#include "loops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -1394,38 +1395,165 @@ static bool order_kernels(Lower *L) {
     return true;
 }
 
-/* k12_layer_norm_add_gpt2_model_L31 */
+/* ---- multi-tensor updates ----
+ *
+ * The optimizer's updates come last in their schedule, one small kernel
+ * per parameter (GPT-2 small: 148 of them, a third of the step's
+ * launches, most of them a few blocks of work).  A run of consecutive
+ * in-place AdamW (or SGD) kernels becomes one kernel that updates every
+ * tensor of the run: on the GPU one launch over all of their blocks, each
+ * block finding its tensor in a table (emit_cuda.c); in C the parts one
+ * after the other.  Nothing is computed differently: each element gets the
+ * same operations as in its own kernel. */
+
+/* An update that can be part of one: AdamW or SGD in place (lower_opt),
+ * f32 operands (what the templates take). */
+static bool opt_part(Lower *L, Kernel *k) {
+    if (k->kind != KK_TMPL || k->parts) return false;
+    Node *n = k->nodes[0];
+    if (n->op != OP_adamw && n->op != OP_sgd) return false;
+    for (int i = 0; i < n->nin; i++)
+        if (dtype_is_float[n->in[i]->ty.dt] && n->in[i]->ty.dt != DT_f32) return false;
+    ValInfo *wo = VI(L, n->out[0]), *w = VI(L, n->in[0]);
+    return wo->kern == k && wo->st == VS_BUF && w->st == VS_BUF && wo->view.buf == w->view.buf;
+}
+
+/* The dtype of the half copy update kernel k writes (DT_f32: none). */
+static DType opt_half(const Kernel *k) { return k->cast_out ? k->cast_out->out[0]->ty.dt : DT_f32; }
+
+/* Can update b join the run begun by a?  The same rule and hyperparameters
+ * (weight decay apart: each tensor has its own), the same scalar operands
+ * (learning rate, step, gradient scale, fp16's skip), and half copies of
+ * one dtype (*hdt: the run's so far, DT_f32 for none). */
+static bool opt_joins(Lower *L, Kernel *a, Kernel *b, DType *hdt) {
+    if (!opt_part(L, b)) return false;
+    Node *x = a->nodes[0], *y = b->nodes[0];
+    if (x->op != y->op || x->nin != y->nin) return false;
+    bool adam = x->op == OP_adamw;
+    for (int i = adam ? 4 : 3; i < x->nin; i++)
+        if (x->in[i] != y->in[i]) return false;
+    if (adam) {
+        if (ir_float(x, "beta1", 0.9) != ir_float(y, "beta1", 0.9) || ir_float(x, "beta2", 0.999) != ir_float(y, "beta2", 0.999) ||
+            ir_float(x, "eps", 1e-8) != ir_float(y, "eps", 1e-8))
+            return false;
+    } else if (ir_float(x, "momentum", 0) != ir_float(y, "momentum", 0) || ir_int(x, "nesterov", 0) != ir_int(y, "nesterov", 0))
+        return false;
+    DType d = opt_half(b);
+    if (d != DT_f32) {
+        if (*hdt != DT_f32 && *hdt != d) return false;
+        *hdt = d;
+    }
+    return true;
+}
+
+/* After ordering: each run of two or more joinable updates becomes one
+ * kernel in their place.  The parts leave the schedule (ids become
+ * positions again); values keep their producing part (memplan gives each
+ * part its reads and writes, the whole their union). */
+static void merge_updates(Lower *L) {
+    Sched *s = L->s;
+    int n = s->nk, m = 0;
+    if (!L->fuse || n == 0) return;
+    int *newid = xmalloc(sizeof(int) * (size_t)n);
+    Kernel **out = xmalloc(sizeof(Kernel *) * (size_t)n);
+    for (int i = 0; i < n;) {
+        int j = i + 1;
+        DType hdt = opt_half(s->k[i]);
+        if (opt_part(L, s->k[i]))
+            while (j < n && opt_joins(L, s->k[i], s->k[j], &hdt)) j++;
+        if (j - i < 2) {
+            newid[i] = m;
+            out[m++] = s->k[i++];
+            continue;
+        }
+        Kernel *u = arena_alloc(L->p->arena, sizeof *u);
+        u->kind = KK_TMPL;
+        u->order = s->k[i]->order;
+        u->loc = s->k[i]->loc;
+        u->nparts = j - i;
+        u->parts = arena_alloc(L->p->arena, sizeof(Kernel *) * (size_t)u->nparts);
+        for (int q = i; q < j; q++) {
+            Kernel *k = s->k[q];
+            u->parts[q - i] = k;
+            for (int a = 0; a < k->nnodes; a++) kern_add_node(L, u, k->nodes[a]);
+            newid[q] = m;
+        }
+        /* what the parts waited for, by old id (translated below) */
+        for (int q = i; q < j; q++)
+            for (int d = 0; d < s->k[q]->ndeps; d++) {
+                int dep = s->k[q]->deps[d];
+                if (dep < i || dep >= j) kern_add_dep(u, s->k[dep]);
+            }
+        out[m++] = u;
+        i = j;
+    }
+    if (m < n) {
+        for (int i = 0; i < m; i++) {
+            Kernel *k = out[i];
+            int nd = 0;
+            for (int d = 0; d < k->ndeps; d++) {
+                int t = newid[k->deps[d]], dup = 0;
+                for (int e = 0; e < nd; e++) dup |= k->deps[e] == t;
+                if (!dup && t != i) k->deps[nd++] = t;
+            }
+            k->ndeps = nd;
+        }
+        for (int i = 0; i < m; i++) out[i]->id = i;
+        memcpy(s->k, out, sizeof(Kernel *) * (size_t)m);
+        s->nk = m;
+    }
+    free(out);
+    free(newid);
+}
+
+/* A kernel's name: PREFIX, its ops (four at most), its .model line (the
+ * first node with a location, also its loc); a multi-tensor update's:
+ * PREFIX, its ops, _xN (N tensors).  k12_layer_norm_add_gpt2_model_L31,
+ * k50_adamw_cast_x26. */
+static char *kernel_name(Lower *L, Kernel *k, const char *prefix) {
+    StrBuf b = {0};
+    sb_puts(&b, prefix);
+    int shown = 0;
+    for (int j = 0; j < k->nnodes && shown < 4; j++) {
+        const char *nm = op_name(k->nodes[j]->op);
+        bool dup = false;
+        for (int q = 0; q < j; q++) dup |= k->nodes[q]->op == k->nodes[j]->op;
+        if (dup) continue;
+        sb_printf(&b, "_%s", nm);
+        shown++;
+    }
+    if (k->kind == KK_COPY) sb_puts(&b, "_copy");
+    if (k->kind == KK_FILL) sb_puts(&b, "_fill");
+    SrcLoc loc = NOLOC;
+    for (int j = 0; j < k->nnodes && !loc.file; j++) loc = k->nodes[j]->loc;
+    if (loc.file) k->loc = loc;
+    if (k->nparts) sb_printf(&b, "_x%d", k->nparts);
+    else if (loc.file) {
+        const char *base = strrchr(loc.file, '/');
+        base = base ? base + 1 : loc.file;
+        sb_putc(&b, '_');
+        for (const char *c = base; *c; c++) sb_putc(&b, (char)((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ? *c : '_'));
+        sb_printf(&b, "_L%d", loc.line);
+    }
+    char *name = arena_strdup(L->p->arena, b.s);
+    sb_free(&b);
+    return name;
+}
+
+/* k12_layer_norm_add_gpt2_model_L31; a multi-tensor update's parts:
+ * k50_3_adamw_cast_gpt2_model_L30 (part 3 of k50). */
 static void name_kernels(Lower *L) {
     Sched *s = L->s;
     static const char *const prefix[TRN_RUN__COUNT] = {"k", "u", "e", "s", "r"};
     for (int i = 0; i < s->nk; i++) {
         Kernel *k = s->k[i];
-        StrBuf b = {0};
-        sb_printf(&b, "%s%d", prefix[s->which], i);
-        int shown = 0;
-        for (int j = 0; j < k->nnodes && shown < 4; j++) {
-            const char *nm = op_name(k->nodes[j]->op);
-            bool dup = false;
-            for (int q = 0; q < j; q++) dup |= k->nodes[q]->op == k->nodes[j]->op;
-            if (dup) continue;
-            sb_printf(&b, "_%s", nm);
-            shown++;
+        char pre[32];
+        snprintf(pre, sizeof pre, "%s%d", prefix[s->which], i);
+        k->name = kernel_name(L, k, pre);
+        for (int j = 0; j < k->nparts; j++) {
+            snprintf(pre, sizeof pre, "%s%d_%d", prefix[s->which], i, j);
+            k->parts[j]->name = kernel_name(L, k->parts[j], pre);
         }
-        if (k->kind == KK_COPY) sb_puts(&b, "_copy");
-        if (k->kind == KK_FILL) sb_puts(&b, "_fill");
-        /* the .model line it came from (first node with a location) */
-        SrcLoc loc = NOLOC;
-        for (int j = 0; j < k->nnodes && !loc.file; j++) loc = k->nodes[j]->loc;
-        if (loc.file) {
-            const char *base = strrchr(loc.file, '/');
-            base = base ? base + 1 : loc.file;
-            sb_putc(&b, '_');
-            for (const char *c = base; *c; c++) sb_putc(&b, (char)((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ? *c : '_'));
-            sb_printf(&b, "_L%d", loc.line);
-            k->loc = loc;
-        }
-        k->name = arena_strdup(L->p->arena, b.s);
-        sb_free(&b);
     }
 }
 
@@ -1529,6 +1657,7 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
     lower_updates(&L);
     bool ok = order_kernels(&L);
     if (!ok) error_at(d, NOLOC, "internal: the kernel schedule has a cycle");
+    else merge_updates(&L);
     name_kernels(&L);
     ir_uses_free(L.uses);
     free(L.in_sched);
@@ -1608,6 +1737,11 @@ void cg_free(Program *p) {
     for (int s = 0; s < TRN_RUN__COUNT; s++) {
         for (int i = 0; i < p->sched[s].nk; i++) {
             Kernel *k = p->sched[s].k[i];
+            for (int j = 0; j < k->nparts; j++) {
+                free(k->parts[j]->deps);
+                free(k->parts[j]->reads);
+                free(k->parts[j]->writes);
+            }
             free(k->deps);
             free(k->reads);
             free(k->writes);
@@ -1671,6 +1805,24 @@ void cg_print_kernels(FILE *f, Program *p) {
                 break;
             case KK_FILL: fprintf(f, " b%d = %g", k->dst.buf, k->fill); break;
             case KK_TMPL: {
+                if (k->nparts) {
+                    /* a multi-tensor update: one line per part below */
+                    StrBuf ops = {0};
+                    cg_kernel_ops(&ops, k);
+                    fprintf(f, " %d tensors  [%s]\n", k->nparts, ops.s);
+                    sb_free(&ops);
+                    for (int j = 0; j < k->nparts; j++) {
+                        Kernel *q = k->parts[j];
+                        Value *w = q->nodes[0]->in[0];
+                        fprintf(f, "    %-46s b%d %s", q->name, sc->vi[w->id].view.buf, shape_str(&w->ty.shape, sh, sizeof sh));
+                        if (q->cast_out) fprintf(f, " -> b%d", sc->vi[q->cast_out->out[0]->id].view.buf);
+                        if (q->zero_g) fprintf(f, " (then b%d = 0)", sc->vi[q->nodes[0]->in[1]->id].view.buf);
+                        fputs("  [", f);
+                        for (int a = 0; a < q->nnodes; a++) fprintf(f, "%s%s", a ? " " : "", op_name(q->nodes[a]->op));
+                        fputs("]\n", f);
+                    }
+                    continue;
+                }
                 if (k->ce_fused) fputs(" (forward+backward, gradient in place)", f);
                 if (k->zero_g) fprintf(f, " (then b%d = 0)", sc->vi[k->nodes[0]->in[1]->id].view.buf);
                 if (k->acc_grads) fputs(" (weight gradients +=)", f);

@@ -43,46 +43,59 @@ static void wr(Kernel *k, int b) {
 
 static bool has_buf(const ValInfo *vi) { return vi->st == VS_BUF || vi->st == VS_VIEW; }
 
+static void kernel_rw(Sched *s, Kernel *k);
+
 /* Which buffers each kernel reads and writes. */
 static void collect_rw(Sched *s) {
-    for (int i = 0; i < s->nk; i++) {
-        Kernel *k = s->k[i];
-        k->nreads = k->nwrites = 0;
-        switch (k->kind) {
-        case KK_LOOP:
-        case KK_TMPL:
-            for (int j = 0; j < k->nnodes; j++) {
-                Node *n = k->nodes[j];
-                for (int a = 0; a < n->nin; a++) {
-                    ValInfo *vi = &s->vi[n->in[a]->id];
-                    if (k->kind == KK_LOOP && vi->inl && vi->kern == k) continue;
-                    if (k->kind == KK_TMPL && vi->kern == k) continue; /* its own result, read by a cast it absorbed */
-                    if (has_buf(vi)) rd(k, vi->view.buf);
-                }
-                for (int r = 0; r < n->nout; r++) {
-                    ValInfo *vi = &s->vi[n->out[r]->id];
-                    if (has_buf(vi) && vi->kern == k) wr(k, vi->view.buf);
-                }
-            }
-            if (k->scratch) wr(k, k->scratch - 1);
-            if (k->zero_g) wr(k, s->vi[k->nodes[0]->in[1]->id].view.buf); /* the accumulator it resets */
-            break;
-        case KK_GEMM:
-            rd(k, k->gemm.a.buf);
-            rd(k, k->gemm.b.buf);
-            rd(k, k->gemm.bias.buf);
-            if (k->gemm.accumulate) rd(k, k->gemm.c.buf);
-            if (k->gemm.epi == GEPI_DGELU) rd(k, k->gemm.aux.buf);
-            wr(k, k->gemm.c.buf);
-            if (k->gemm.epi == GEPI_GELU && k->gemm.aux.buf >= 0) wr(k, k->gemm.aux.buf);
-            if (k->gemm.bgrad) wr(k, k->gemm.dbias.buf);
-            break;
-        case KK_COPY:
-            rd(k, k->src.buf);
-            wr(k, k->dst.buf);
-            break;
-        case KK_FILL: wr(k, k->dst.buf); break;
+    for (int i = 0; i < s->nk; i++) kernel_rw(s, s->k[i]);
+}
+
+static void kernel_rw(Sched *s, Kernel *k) {
+    k->nreads = k->nwrites = 0;
+    if (k->nparts) {
+        /* a multi-tensor update: each part's own, and their union */
+        for (int j = 0; j < k->nparts; j++) {
+            Kernel *q = k->parts[j];
+            kernel_rw(s, q);
+            for (int a = 0; a < q->nreads; a++) rd(k, q->reads[a]);
+            for (int a = 0; a < q->nwrites; a++) wr(k, q->writes[a]);
         }
+        return;
+    }
+    switch (k->kind) {
+    case KK_LOOP:
+    case KK_TMPL:
+        for (int j = 0; j < k->nnodes; j++) {
+            Node *n = k->nodes[j];
+            for (int a = 0; a < n->nin; a++) {
+                ValInfo *vi = &s->vi[n->in[a]->id];
+                if (k->kind == KK_LOOP && vi->inl && vi->kern == k) continue;
+                if (k->kind == KK_TMPL && vi->kern == k) continue; /* its own result, read by a cast it absorbed */
+                if (has_buf(vi)) rd(k, vi->view.buf);
+            }
+            for (int r = 0; r < n->nout; r++) {
+                ValInfo *vi = &s->vi[n->out[r]->id];
+                if (has_buf(vi) && vi->kern == k) wr(k, vi->view.buf);
+            }
+        }
+        if (k->scratch) wr(k, k->scratch - 1);
+        if (k->zero_g) wr(k, s->vi[k->nodes[0]->in[1]->id].view.buf); /* the accumulator it resets */
+        break;
+    case KK_GEMM:
+        rd(k, k->gemm.a.buf);
+        rd(k, k->gemm.b.buf);
+        rd(k, k->gemm.bias.buf);
+        if (k->gemm.accumulate) rd(k, k->gemm.c.buf);
+        if (k->gemm.epi == GEPI_DGELU) rd(k, k->gemm.aux.buf);
+        wr(k, k->gemm.c.buf);
+        if (k->gemm.epi == GEPI_GELU && k->gemm.aux.buf >= 0) wr(k, k->gemm.aux.buf);
+        if (k->gemm.bgrad) wr(k, k->gemm.dbias.buf);
+        break;
+    case KK_COPY:
+        rd(k, k->src.buf);
+        wr(k, k->dst.buf);
+        break;
+    case KK_FILL: wr(k, k->dst.buf); break;
     }
 }
 

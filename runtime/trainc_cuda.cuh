@@ -1634,35 +1634,25 @@ TRN_DEV void tk_norm_final(float *__restrict__ out, const double *__restrict__ p
     if (threadIdx.x == 0) *out = (float)sqrt(s);
 }
 
-/* AdamW on n elements, in place (w, m, v may alias the outputs); double, as
- * the C backend.  skip (null: none) != 0, an fp16 overflow: every result
- * equals its operand.  h (null: none): the new weight in half precision,
- * when the update absorbed the cast that makes mixed precision's copy
- * (lower.c), rounded once from the f32 result as the cast rounds it.  gz
- * (null: none) is g, a gradient accumulator, zeroed once read, when the
- * update absorbed the accumulator's reset. */
+/* Element i of AdamW (tk_adamw, tk_adamw_multi): double, as the C
+ * backend; w, m, v may alias wo, mo, vo.  skip: an fp16 overflow, every
+ * result equals its operand.  h (null: none): the new weight in half
+ * precision, when the update absorbed the cast that makes mixed
+ * precision's copy (lower.c), rounded once from the f32 result as the cast
+ * rounds it.  gz (null: none) is g, a gradient accumulator, zeroed once
+ * read, when the update absorbed the accumulator's reset.  bc1, bc2: the
+ * bias corrections 1 - b1^step, 1 - b2^step. */
 template <typename H>
-TRN_DEV void tk_adamw(float *wo, float *mo, float *vo, const float *w, const float *g, const float *m, const float *v,
-                      int64_t n, const float *__restrict__ lrp, const int32_t *__restrict__ stepp, const float *__restrict__ gsp,
-                      double b1, double b2, double eps, double wd, const float *__restrict__ skip, H *__restrict__ h, float *gz) {
-    /* the bias corrections once a block, not once an element: a double pow
-     * is a few hundred instructions, more than the element's own work */
-    __shared__ double bc[2];
-    if (threadIdx.x == 0) {
-        double step = (double)*stepp;
-        bc[0] = 1.0 - pow(b1, step), bc[1] = 1.0 - pow(b2, step);
-    }
-    __syncthreads();
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    if (skip && *skip != 0.0f) {
+TRN_DEV void trn_adamw_at(int64_t i, float *wo, float *mo, float *vo, const float *w, const float *g, const float *m, const float *v,
+                          double lr, double gscale, double bc1, double bc2, double b1, double b2, double eps, double wd, bool skip,
+                          H *__restrict__ h, float *gz) {
+    if (skip) {
         float w0 = w[i];
         wo[i] = w0, mo[i] = m[i], vo[i] = v[i];
         if (h) trn_st(h + i, w0);
         if (gz) gz[i] = 0.0f;
         return;
     }
-    double lr = *lrp, gscale = *gsp, bc1 = bc[0], bc2 = bc[1];
     double gi = (double)g[i] * gscale;
     double mi = b1 * (double)m[i] + (1.0 - b1) * gi;
     double vi = b2 * (double)v[i] + (1.0 - b2) * gi * gi;
@@ -1676,13 +1666,38 @@ TRN_DEV void tk_adamw(float *wo, float *mo, float *vo, const float *w, const flo
     if (gz) gz[i] = 0.0f;
 }
 
+/* The bias corrections once a block, not once an element: a double pow is
+ * a few hundred instructions, more than the element's own work.  Every
+ * thread of the block calls it. */
+TRN_DEV void trn_adamw_bc(const int32_t *__restrict__ stepp, double b1, double b2, double *bc1, double *bc2) {
+    __shared__ double bc[2];
+    if (threadIdx.x == 0) {
+        double step = (double)*stepp;
+        bc[0] = 1.0 - pow(b1, step), bc[1] = 1.0 - pow(b2, step);
+    }
+    __syncthreads();
+    *bc1 = bc[0], *bc2 = bc[1];
+}
+
+/* AdamW on n elements, in place (w, m, v may alias the outputs), one a
+ * thread; skip (null: none) != 0: an fp16 overflow; h, gz: trn_adamw_at. */
 template <typename H>
-TRN_DEV void tk_sgd(float *wo, float *bo, const float *w, const float *g, const float *buf, int64_t n,
-                    const float *__restrict__ lrp, const float *__restrict__ gsp, double momentum, double wd, int nesterov,
-                    const float *__restrict__ skip, H *__restrict__ h, float *gz) {
+TRN_DEV void tk_adamw(float *wo, float *mo, float *vo, const float *w, const float *g, const float *m, const float *v,
+                      int64_t n, const float *__restrict__ lrp, const int32_t *__restrict__ stepp, const float *__restrict__ gsp,
+                      double b1, double b2, double eps, double wd, const float *__restrict__ skip, H *__restrict__ h, float *gz) {
+    double bc1, bc2;
+    trn_adamw_bc(stepp, b1, b2, &bc1, &bc2);
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    if (skip && *skip != 0.0f) {
+    trn_adamw_at(i, wo, mo, vo, w, g, m, v, (double)*lrp, (double)*gsp, bc1, bc2, b1, b2, eps, wd, skip && *skip != 0.0f, h, gz);
+}
+
+/* Element i of SGD with momentum (and Nesterov): tk_sgd, tk_sgd_multi; buf
+ * and bo null without momentum; skip, h, gz as trn_adamw_at's. */
+template <typename H>
+TRN_DEV void trn_sgd_at(int64_t i, float *wo, float *bo, const float *w, const float *g, const float *buf, double lr, double gscale,
+                        double momentum, double wd, int nesterov, bool skip, H *__restrict__ h, float *gz) {
+    if (skip) {
         float w0 = w[i];
         wo[i] = w0;
         if (bo) bo[i] = buf[i];
@@ -1690,7 +1705,6 @@ TRN_DEV void tk_sgd(float *wo, float *bo, const float *w, const float *g, const 
         if (gz) gz[i] = 0.0f;
         return;
     }
-    double lr = *lrp, gscale = *gsp;
     double wi = (double)w[i], gi = (double)g[i] * gscale + wd * wi, upd = gi, bi = buf ? (double)buf[i] : 0.0;
     if (momentum != 0.0) {
         bi = momentum * bi + gi;
@@ -1701,6 +1715,86 @@ TRN_DEV void tk_sgd(float *wo, float *bo, const float *w, const float *g, const 
     if (bo) bo[i] = (float)bi;
     if (h) trn_st(h + i, w1);
     if (gz) gz[i] = 0.0f;
+}
+
+/* SGD on n elements, in place, one a thread; h and gz as adamw's. */
+template <typename H>
+TRN_DEV void tk_sgd(float *wo, float *bo, const float *w, const float *g, const float *buf, int64_t n,
+                    const float *__restrict__ lrp, const float *__restrict__ gsp, double momentum, double wd, int nesterov,
+                    const float *__restrict__ skip, H *__restrict__ h, float *gz) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    trn_sgd_at(i, wo, bo, w, g, buf, (double)*lrp, (double)*gsp, momentum, wd, nesterov, skip && *skip != 0.0f, h, gz);
+}
+
+/* One tensor of a multi-tensor update (lower.c merge_updates), a row of
+ * the table the generated kernel holds: where its blocks begin, its size,
+ * and its buffers as byte offsets in the arena (-1: none). */
+typedef struct TrnOptSeg {
+    long long blk;              /* its first block */
+    long long n;                /* elements */
+    long long w, g, m, v, h;    /* weight, gradient, first and second state (SGD: its buffer, no v), half copy */
+    int       zero_g;           /* g is an accumulator, zeroed once read */
+    double    wd;               /* its weight decay */
+} TrnOptSeg;
+
+/* The row of this block: the last whose first block is not after it.
+ * Every thread of a block finds the same one. */
+TRN_DEV const TrnOptSeg *trn_opt_seg(const TrnOptSeg *__restrict__ t, int ns) {
+    long long b = blockIdx.x;
+    int lo = 0, hi = ns - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (t[mid].blk <= b) lo = mid;
+        else hi = mid - 1;
+    }
+    return t + lo;
+}
+
+/* The pointer at arena offset off, or null for -1. */
+template <typename T>
+TRN_DEV T *trn_opt_ptr(unsigned char *A, long long off) { return off < 0 ? (T *)0 : (T *)(A + off); }
+
+/* AdamW over the ns tensors of table t, in place, in one launch: each
+ * block does E elements a thread of one tensor (E * blockDim.x, the last
+ * block of a tensor fewer), each element what tk_adamw does to it. */
+template <typename H, int E>
+TRN_DEV void tk_adamw_multi(unsigned char *A, const TrnOptSeg *__restrict__ t, int ns, const float *__restrict__ lrp,
+                            const int32_t *__restrict__ stepp, const float *__restrict__ gsp, double b1, double b2, double eps,
+                            const float *__restrict__ skip) {
+    double bc1, bc2;
+    trn_adamw_bc(stepp, b1, b2, &bc1, &bc2);
+    const TrnOptSeg *s = trn_opt_seg(t, ns);
+    float *w = trn_opt_ptr<float>(A, s->w), *g = trn_opt_ptr<float>(A, s->g), *m = trn_opt_ptr<float>(A, s->m),
+          *v = trn_opt_ptr<float>(A, s->v);
+    H *h = trn_opt_ptr<H>(A, s->h);
+    float *gz = s->zero_g ? g : (float *)0;
+    double lr = *lrp, gscale = *gsp, wd = s->wd;
+    bool sk = skip && *skip != 0.0f;
+    int64_t n = s->n, i0 = ((long long)blockIdx.x - s->blk) * E * (int64_t)blockDim.x + threadIdx.x;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        int64_t i = i0 + (int64_t)e * blockDim.x;
+        if (i < n) trn_adamw_at(i, w, m, v, w, g, m, v, lr, gscale, bc1, bc2, b1, b2, eps, wd, sk, h, gz);
+    }
+}
+
+/* SGD over the ns tensors of table t, as tk_adamw_multi. */
+template <typename H, int E>
+TRN_DEV void tk_sgd_multi(unsigned char *A, const TrnOptSeg *__restrict__ t, int ns, const float *__restrict__ lrp,
+                          const float *__restrict__ gsp, double momentum, int nesterov, const float *__restrict__ skip) {
+    const TrnOptSeg *s = trn_opt_seg(t, ns);
+    float *w = trn_opt_ptr<float>(A, s->w), *g = trn_opt_ptr<float>(A, s->g), *buf = trn_opt_ptr<float>(A, s->m);
+    H *h = trn_opt_ptr<H>(A, s->h);
+    float *gz = s->zero_g ? g : (float *)0;
+    double lr = *lrp, gscale = *gsp, wd = s->wd;
+    bool sk = skip && *skip != 0.0f;
+    int64_t n = s->n, i0 = ((long long)blockIdx.x - s->blk) * E * (int64_t)blockDim.x + threadIdx.x;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        int64_t i = i0 + (int64_t)e * blockDim.x;
+        if (i < n) trn_sgd_at(i, w, buf, w, g, buf, lr, gscale, momentum, wd, nesterov, sk, h, gz);
+    }
 }
 
 /* fp16 dynamic loss scaling (loss_scale_update), four f32 scalars; one

@@ -70,9 +70,13 @@ foreach(model gpt2 llama)
 endforeach()
 trainc_nvrtc_test(llama_tiny_nofusion_rope_bf16 cuda 300 llama bf16 ${CUDA_TINY_llama} --set fusion=0 --expect-half rope)
 # SGD without momentum (fp16: with the overflow skip): no buffer operand or
-# result, null pointers in the call
+# result, -1 (a null pointer) in the table of the multi-tensor update, each
+# accumulator zeroed as it is read (grad_accum = 2); no single-tensor
+# update left
 trainc_nvrtc_test(gpt2_tiny_sgd_fp16 cuda 300 gpt2 fp16 ${CUDA_TINY_gpt2} --set optimizer=sgd --set momentum=0 --set grad_accum=2
-                  --expect-src "tk_sgd(p0, (float *)0, p0, p1, (float *)0, 16384ll")
+                  --expect-src "-1, -1, -1, 1, 0.0}, /* h.0.ln_1.weight */"
+                  --expect-src "tk_sgd_multi<trn_f16, 4>(p0, u3_sgd_cast_x28_seg, 28, "
+                  --expect-src "!tk_sgd(")
 # half attention on the CUDA cores (--no-tc-attention, or below sm_80):
 # the f32-tile kernels with bf16 operands; at D = 128 both kinds
 trainc_nvrtc_test(gpt2_tiny_notc_bf16 cuda 300 gpt2 bf16 ${CUDA_TINY_gpt2} --no-tc-attention --expect-src "!tk_attention_tc")
@@ -105,6 +109,9 @@ if(TRAINC_CXX)
                          ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
   endfunction()
   trainc_emu_test(mlp_fp32 mlp --set precision=fp32)
+  # SGD with Nesterov momentum, 2 micro-batches: the multi-tensor SGD with
+  # its buffer, each accumulator zeroed as read, tensors of 1 to 5 blocks
+  trainc_emu_test(mlp_sgd_fp32 mlp -D hidden=320 --set precision=fp32 --set optimizer=sgd --set momentum=0.9 --set nesterov=1 --set grad_accum=2)
   # 4096 rows in bf16: the erf GELU's vector loop kernels, and its
   # gradient stored 8 columns at a time by the bias gradient's split column
   # sum (tests/passes/cuda-vectors.ir)

@@ -335,17 +335,23 @@ static int copies_exact(TrnSession *s, const char *label, const char *when) {
 
 /* The micro-batch's updates that write their param's half copy themselves
  * (lower.c absorbs the cast that refreshes it), and the casts left that
- * read a new weight. */
-static void copy_writers(const Program *p, int *absorbed, int *casts) {
+ * read a new weight; *merged: the updates that are parts of a multi-tensor
+ * kernel (lower.c merge_updates). */
+static void copy_writers(const Program *p, int *absorbed, int *casts, int *merged) {
     const Sched *s = &p->sched[TRN_RUN_MICRO];
-    *absorbed = *casts = 0;
+    *absorbed = *casts = *merged = 0;
     for (int i = 0; i < s->nk; i++) {
-        const Kernel *k = s->k[i];
-        Op op = k->nodes[0]->op;
-        if ((op == OP_adamw || op == OP_sgd) && k->cast_out) ++*absorbed;
-        for (int j = 0; j < k->nnodes; j++) {
-            const Node *n = k->nodes[j];
-            if (n->op == OP_cast && n != k->cast_out && (n->in[0]->def->op == OP_adamw || n->in[0]->def->op == OP_sgd)) ++*casts;
+        Kernel *const *ks = s->k[i]->nparts ? s->k[i]->parts : &s->k[i];
+        int nk = s->k[i]->nparts ? s->k[i]->nparts : 1;
+        if (s->k[i]->nparts) *merged += nk;
+        for (int q = 0; q < nk; q++) {
+            const Kernel *k = ks[q];
+            Op op = k->nodes[0]->op;
+            if ((op == OP_adamw || op == OP_sgd) && k->cast_out) ++*absorbed;
+            for (int j = 0; j < k->nnodes; j++) {
+                const Node *n = k->nodes[j];
+                if (n->op == OP_cast && n != k->cast_out && (n->in[0]->def->op == OP_adamw || n->in[0]->def->op == OP_sgd)) ++*casts;
+            }
         }
     }
 }
@@ -370,10 +376,15 @@ static void refresh_case(const char *label, const char *prec, const char *const 
     if (s && t) {
         int n0 = copies_exact(s, label, "initialised");
         CHECK(n0 > 0, "%s: no copies compared", label);
-        int absorbed, casts;
-        copy_writers(h.prog, &absorbed, &casts);
+        int absorbed, casts, merged;
+        copy_writers(h.prog, &absorbed, &casts, &merged);
         CHECK(absorbed == n0 && casts == 0, "%s: %d of %d copies written by their update, %d casts of a new weight left", label, absorbed, n0,
               casts);
+        /* every param's update in one multi-tensor kernel (the 17 with a
+         * copy, and the norms' and wpe's without) */
+        int nupd = 0;
+        for (int i = 0; i < h.prog->train->nnodes; i++) nupd += h.prog->train->nodes[i]->op == OP_adamw || h.prog->train->nodes[i]->op == OP_sgd;
+        CHECK(nupd > n0 && merged == nupd, "%s: %d of %d updates in a multi-tensor kernel", label, merged, nupd);
         CHECK(s->refreshed_on_backend == 1, "%s: the copies were refreshed %d times on the backend", label, s->refreshed_on_backend);
         double l[3];
         bool ok = train(s, &tokens, 3, l, NULL);
