@@ -1755,46 +1755,49 @@ TRN_DEV const TrnOptSeg *trn_opt_seg(const TrnOptSeg *__restrict__ t, int ns) {
 template <typename T>
 TRN_DEV T *trn_opt_ptr(unsigned char *A, long long off) { return off < 0 ? (T *)0 : (T *)(A + off); }
 
-/* AdamW over the ns tensors of table t, in place, in one launch: each
+/* The elements of this block's tensor (tk_adamw_multi, tk_sgd_multi): a
  * block does E elements a thread of one tensor (E * blockDim.x, the last
- * block of a tensor fewer), each element what tk_adamw does to it. */
+ * block of a tensor fewer), f(i, w, g, m, v, h, gz, wd) for each. */
+template <typename H, int E, typename F>
+TRN_DEV void trn_opt_multi(unsigned char *A, const TrnOptSeg *__restrict__ t, int ns, F f) {
+    const TrnOptSeg *s = trn_opt_seg(t, ns);
+    float *w = trn_opt_ptr<float>(A, s->w), *g = trn_opt_ptr<float>(A, s->g), *m = trn_opt_ptr<float>(A, s->m),
+          *v = trn_opt_ptr<float>(A, s->v);
+    H *h = trn_opt_ptr<H>(A, s->h);
+    float *gz = s->zero_g ? g : (float *)0;
+    int64_t n = s->n, i0 = ((long long)blockIdx.x - s->blk) * E * (int64_t)blockDim.x + threadIdx.x;
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+        int64_t i = i0 + (int64_t)e * blockDim.x;
+        if (i < n) f(i, w, g, m, v, h, gz, s->wd);
+    }
+}
+
+/* AdamW over the ns tensors of table t, in place, in one launch; each
+ * element what tk_adamw does to it. */
 template <typename H, int E>
 TRN_DEV void tk_adamw_multi(unsigned char *A, const TrnOptSeg *__restrict__ t, int ns, const float *__restrict__ lrp,
                             const int32_t *__restrict__ stepp, const float *__restrict__ gsp, double b1, double b2, double eps,
                             const float *__restrict__ skip) {
     double bc1, bc2;
     trn_adamw_bc(stepp, b1, b2, &bc1, &bc2);
-    const TrnOptSeg *s = trn_opt_seg(t, ns);
-    float *w = trn_opt_ptr<float>(A, s->w), *g = trn_opt_ptr<float>(A, s->g), *m = trn_opt_ptr<float>(A, s->m),
-          *v = trn_opt_ptr<float>(A, s->v);
-    H *h = trn_opt_ptr<H>(A, s->h);
-    float *gz = s->zero_g ? g : (float *)0;
-    double lr = *lrp, gscale = *gsp, wd = s->wd;
+    double lr = *lrp, gscale = *gsp;
     bool sk = skip && *skip != 0.0f;
-    int64_t n = s->n, i0 = ((long long)blockIdx.x - s->blk) * E * (int64_t)blockDim.x + threadIdx.x;
-#pragma unroll
-    for (int e = 0; e < E; e++) {
-        int64_t i = i0 + (int64_t)e * blockDim.x;
-        if (i < n) trn_adamw_at(i, w, m, v, w, g, m, v, lr, gscale, bc1, bc2, b1, b2, eps, wd, sk, h, gz);
-    }
+    trn_opt_multi<H, E>(A, t, ns, [&](int64_t i, float *w, float *g, float *m, float *v, H *h, float *gz, double wd) {
+        trn_adamw_at(i, w, m, v, w, g, m, v, lr, gscale, bc1, bc2, b1, b2, eps, wd, sk, h, gz);
+    });
 }
 
-/* SGD over the ns tensors of table t, as tk_adamw_multi. */
+/* SGD over the ns tensors of table t (m: the momentum buffer), as
+ * tk_adamw_multi. */
 template <typename H, int E>
 TRN_DEV void tk_sgd_multi(unsigned char *A, const TrnOptSeg *__restrict__ t, int ns, const float *__restrict__ lrp,
                           const float *__restrict__ gsp, double momentum, int nesterov, const float *__restrict__ skip) {
-    const TrnOptSeg *s = trn_opt_seg(t, ns);
-    float *w = trn_opt_ptr<float>(A, s->w), *g = trn_opt_ptr<float>(A, s->g), *buf = trn_opt_ptr<float>(A, s->m);
-    H *h = trn_opt_ptr<H>(A, s->h);
-    float *gz = s->zero_g ? g : (float *)0;
-    double lr = *lrp, gscale = *gsp, wd = s->wd;
+    double lr = *lrp, gscale = *gsp;
     bool sk = skip && *skip != 0.0f;
-    int64_t n = s->n, i0 = ((long long)blockIdx.x - s->blk) * E * (int64_t)blockDim.x + threadIdx.x;
-#pragma unroll
-    for (int e = 0; e < E; e++) {
-        int64_t i = i0 + (int64_t)e * blockDim.x;
-        if (i < n) trn_sgd_at(i, w, buf, w, g, buf, lr, gscale, momentum, wd, nesterov, sk, h, gz);
-    }
+    trn_opt_multi<H, E>(A, t, ns, [&](int64_t i, float *w, float *g, float *m, float *, H *h, float *gz, double wd) {
+        trn_sgd_at(i, w, m, w, g, m, lr, gscale, momentum, wd, nesterov, sk, h, gz);
+    });
 }
 
 /* fp16 dynamic loss scaling (loss_scale_update), four f32 scalars; one
