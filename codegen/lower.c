@@ -1421,12 +1421,16 @@ static bool opt_part(Lower *L, Kernel *k) {
 /* The dtype of the half copy update kernel k writes (DT_f32: none). */
 static DType opt_half(const Kernel *k) { return k->cast_out ? k->cast_out->out[0]->ty.dt : DT_f32; }
 
-/* Can update b join the run begun by a?  The same rule and hyperparameters
- * (weight decay apart: each tensor has its own), the same scalar operands
- * (learning rate, step, gradient scale, fp16's skip), and half copies of
- * one dtype (*hdt: the run's so far, DT_f32 for none). */
+/* Can update b join the run begun by a (kernels a->id .. b->id - 1)?  It
+ * waits for none of them (on the GPU the run's blocks run in any order);
+ * the same rule and hyperparameters (weight decay apart: each tensor has
+ * its own), the same scalar operands (learning rate, step, gradient
+ * scale, fp16's skip), and half copies of one dtype (*hdt: the run's so
+ * far, DT_f32 for none). */
 static bool opt_joins(Lower *L, Kernel *a, Kernel *b, DType *hdt) {
     if (!opt_part(L, b)) return false;
+    for (int d = 0; d < b->ndeps; d++)
+        if (b->deps[d] >= a->id) return false;
     Node *x = a->nodes[0], *y = b->nodes[0];
     if (x->op != y->op || x->nin != y->nin) return false;
     bool adam = x->op == OP_adamw;
