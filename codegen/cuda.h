@@ -39,6 +39,10 @@ int         cg_cuda_nfns(const CudaModule *m);             /* __global__ functio
 const char *cg_cuda_fn_name(const CudaModule *m, int i);
 bool        cg_cuda_fn_is_template(const CudaModule *m, int i);
 int         cg_cuda_nkernels(const CudaModule *m);         /* kernels of the program (every schedule) */
+/* Schedule `sched`'s kernels, the launches and cuBLASLt products a run of
+ * it makes (a memset counts as a launch; a product's epilogue kernels,
+ * run only where cuBLASLt has no epilogue for it, do not count). */
+void        cg_cuda_sched_counts(const CudaModule *m, int sched, int *kernels, int *launches, int *products);
 
 /* ---- nvrtc.c ---- */
 

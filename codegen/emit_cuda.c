@@ -1814,6 +1814,20 @@ void cg_cuda_free(CudaModule *m) {
     free(m);
 }
 
+void cg_cuda_sched_counts(const CudaModule *m, int sched, int *kernels, int *launches, int *products) {
+    *kernels = *launches = *products = 0;
+    for (int i = 0; i < m->nkr; i++) {
+        const CuKern *r = &m->kr[i];
+        if (r->sched != sched) continue;
+        ++*kernels;
+        switch (r->kind) {
+        case TRN_CK_GEMM: ++*products; break; /* its launches run only where cuBLASLt has no epilogue for it */
+        case TRN_CK_MEMSET: ++*launches; break;
+        default: *launches += r->nl, *products += r->ng; break;
+        }
+    }
+}
+
 const char *cg_cuda_source(const CudaModule *m) { return m->src.s; }
 int cg_cuda_nfns(const CudaModule *m) { return m->nfn; }
 const char *cg_cuda_fn_name(const CudaModule *m, int i) { return m->fn[i].name; }

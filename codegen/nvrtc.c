@@ -395,7 +395,14 @@ void cg_cuda_print_report(FILE *f, const CudaModule *m, const CudaBuild *b) {
     int n = cg_cuda_resources(b, &rows);
     fprintf(f, "# CUDA resource report: %d functions, images", m ? cg_cuda_nfns(m) : 0);
     for (int i = 0; i < b->n; i++) fprintf(f, " %s (%zu bytes%s)", b->img[i].arch, b->img[i].size, b->img[i].cached ? ", cached" : "");
-    fprintf(f, "\n# %-60s %-6s %5s %7s %6s %6s %6s %s\n", "function", "arch", "regs", "smem", "stack", "spillS", "spillL", "kind");
+    fputc('\n', f);
+    static const char *const sname[TRN_RUN__COUNT] = {"micro-batch", "update", "eval", "sample", "refresh"};
+    for (int s = 0; m && s < TRN_RUN__COUNT; s++) {
+        int nk, nl, np;
+        cg_cuda_sched_counts(m, s, &nk, &nl, &np);
+        if (nk) fprintf(f, "# schedule %s: %d kernels, %d launches, %d cuBLASLt products\n", sname[s], nk, nl, np);
+    }
+    fprintf(f, "# %-60s %-6s %5s %7s %6s %6s %6s %s\n", "function", "arch", "regs", "smem", "stack", "spillS", "spillL", "kind");
     int spills = 0;
     for (int i = 0; i < n; i++) {
         bool tmpl = false;
