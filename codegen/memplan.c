@@ -43,13 +43,7 @@ static void wr(Kernel *k, int b) {
 
 static bool has_buf(const ValInfo *vi) { return vi->st == VS_BUF || vi->st == VS_VIEW; }
 
-static void kernel_rw(Sched *s, Kernel *k);
-
-/* Which buffers each kernel reads and writes. */
-static void collect_rw(Sched *s) {
-    for (int i = 0; i < s->nk; i++) kernel_rw(s, s->k[i]);
-}
-
+/* Which buffers kernel k reads and writes. */
 static void kernel_rw(Sched *s, Kernel *k) {
     k->nreads = k->nwrites = 0;
     if (k->nparts) {
@@ -97,6 +91,10 @@ static void kernel_rw(Sched *s, Kernel *k) {
         break;
     case KK_FILL: wr(k, k->dst.buf); break;
     }
+}
+
+static void collect_rw(Sched *s) {
+    for (int i = 0; i < s->nk; i++) kernel_rw(s, s->k[i]);
 }
 
 /* Gradients, for the report: the g operand of the optimizer ops, the
