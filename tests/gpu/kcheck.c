@@ -18,7 +18,8 @@
  * of linear_cross_entropy's products get its gradient rounded to bf16 too),
  * integers exactly, NaN where the CPU has one.  One JSON object per kernel
  * goes to the file named by argv[1], a summary to stdout; the exit status
- * is 1 when any kernel fails.
+ * is 1 when any kernel fails.  TRAINC_KCHECK_ONLY=TEXT: only the kernels
+ * whose name contains TEXT (the others are not run on either side).
  *   kcheck OUT.jsonl [SEED] */
 #include "trainc_cuda.h"
 #include "trainc_rt.h"
@@ -146,9 +147,11 @@ int main(int argc, char **argv) {
     double worst = 0;
     const char *worst_name = "";
     static const char *const sname[TRN_RUN__COUNT] = {"micro", "update", "eval", "sample", "refresh"};
+    const char *only = getenv("TRAINC_KCHECK_ONLY");
     for (int s = 0; s < TRN_RUN__COUNT; s++)
         for (int i = 0; i < cm->nkern[s]; i++) {
             const TrnCudaKernel *k = &cm->kern[s][i];
+            if (only && *only && !strstr(k->name, only)) continue;
             int rc = 0;
             /* inputs, into both arenas */
             for (int r = 0; r < k->nreads && rc == 0; r++) {
