@@ -1130,28 +1130,35 @@ static void att_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const 
  * The kernel's scratch buffer (in the memory plan: lower.c sizes it with
  * cg_cuda_linear_ce_scratch for the cuda target) holds tk_ce_count's header
  * (the kept-row count and the products' device scales) and the row losses
- * from byte 256, then the chunk's logits f32 [chunk, V], then for half x
- * the chunk's gradient in x's dtype [chunk, V] (cuBLASLt multiplies no f32
- * by bf16).  The C backend uses the buffer's first chunk x classes floats
- * on the CPU. */
-typedef struct LceLayout {
-    int64_t logits, g, bytes;   /* byte offsets in the scratch buffer, its size */
-} LceLayout;
-
+ * from byte 256, then the chunk's logits [chunk, V] in x's dtype (cuBLASLt
+ * accumulates in f32 and rounds once), over which tk_lce_rows writes the
+ * chunk's gradient, what the dx and dw products read.  The C backend uses
+ * the buffer's first chunk x classes floats on the CPU. */
 static int64_t align_up(int64_t x) { return (x + CG_ALIGN - 1) / CG_ALIGN * CG_ALIGN; }
 
-static LceLayout lce_layout(const Node *n) {
+/* the logits' byte offset in the scratch buffer */
+static int64_t lce_logits_off(const Node *n) { return align_up(256 + 8 * shape_numel(&n->in[2]->ty.shape)); }
+
+int64_t cg_cuda_linear_ce_scratch(const Node *n) {
     int64_t V = n->in[1]->ty.shape.d[0], N = shape_numel(&n->in[2]->ty.shape), chunk = ir_int(n, "chunk", N);
     if (chunk > N) chunk = N;
-    DType dt = n->in[0]->ty.dt;
-    LceLayout l;
-    l.logits = align_up(256 + 8 * N);
-    l.g = align_up(l.logits + 4 * chunk * V);
-    l.bytes = dt == DT_f32 ? l.g : l.g + (int64_t)dtype_size[dt] * chunk * V;
-    return l;
+    return lce_logits_off(n) + (int64_t)dtype_size[n->in[0]->ty.dt] * chunk * V;
 }
 
-int64_t cg_cuda_linear_ce_scratch(const Node *n) { return lce_layout(n).bytes; }
+/* tk_lce_rows' block for rows of V logits of es bytes: the row held in
+ * registers (*nv 16-byte vectors a thread, at most 8: 32 registers) by the
+ * fewest threads from 128 to 1024 that can; else (*nv = 0) streamed. */
+static int lce_rows_threads(int64_t V, int es, int *nv) {
+    int64_t vw = 16 / es, nvec = V / vw;
+    *nv = 0;
+    if (V % vw == 0)
+        for (int t = 128; t <= 1024; t *= 2)
+            if (nvec <= 8 * (int64_t)t) {
+                *nv = (int)((nvec + t - 1) / t);
+                return t;
+            }
+    return V >= 2048 ? 256 : V >= 256 ? 128 : 32;
+}
 
 /* The buffer of a template result, or -1 when nothing reads it (eval: dx, dw). */
 static int opt_buf(Emit *e, Value *v) {
@@ -1189,15 +1196,13 @@ static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
     if (!k->scratch) die("linear_cross_entropy kernel %s without scratch", k->name);
     int sb = k->scratch - 1;
     if (p->bufs[sb].bytes < cg_cuda_linear_ce_scratch(n)) die("linear_cross_entropy kernel %s: scratch too small", k->name);
-    LceLayout lay = lce_layout(n);
     int64_t base = p->bufs[sb].offset, es = dtype_size[dt];
     int xb = vbuf(e, n->in[0]), wb = vbuf(e, n->in[1]), tb = vbuf(e, n->in[2]), lb = vbuf(e, n->out[0]);
     int dxb = opt_buf(e, n->out[1]), dwb = opt_buf(e, n->out[2]);
-    bool half = dt != DT_f32, grad = dxb >= 0 || dwb >= 0;
-    int64_t xo = p->bufs[xb].offset, wo = p->bufs[wb].offset;
-    int64_t go = base + (half ? lay.g : lay.logits); /* the gradient chunk: in place of the logits in f32 */
-    const char *gt = st_type(half ? dt : DT_f32);
-    int t = V >= 2048 ? 256 : V >= 256 ? 128 : 32;
+    bool grad = dxb >= 0 || dwb >= 0;
+    int64_t xo = p->bufs[xb].offset, wo = p->bufs[wb].offset, go = base + lce_logits_off(n); /* the logits, then the gradient in their place */
+    const char *lt = st_type(dt);
+    int nv, t = lce_rows_threads(V, (int)es, &nv);
     char call[1024];
     r->kind = TRN_CK_STEPS;
     r->terse = true;
@@ -1209,27 +1214,31 @@ static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
     tmpl_launch(e, r, "_count", &P, call, 1024, 1, 1, 1024, 1);
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
         int64_t rows = r0 + chunk < N ? chunk : N - r0;
-        /* logits [rows, V] f32 = x_c [rows, C] . w^T */
+        /* logits [rows, V] (x's dtype) = x_c [rows, C] . w^T */
         TrnCudaGemm g = {0};
-        g.dtype = (int)dt, g.cdtype = TRN_F32, g.ta = 0, g.tb = 1;
+        g.dtype = (int)dt, g.cdtype = (int)dt, g.ta = 0, g.tb = 1;
         g.M = rows, g.N = V, g.K = C;
-        g.a = xo + r0 * C * es, g.b = wo, g.c = base + lay.logits;
+        g.a = xo + r0 * C * es, g.b = wo, g.c = go;
         g.lda = C, g.ldb = C, g.ldc = V, g.bias = -1, g.scale = -1;
         add_gemm_step(r, &g);
-        /* the rows: loss, g = softmax - onehot */
+        /* the rows: loss, g = softmax - onehot over the logits */
         Params Q = {0};
-        char gp[48] = "(float *)0";
-        if (grad) snprintf(gp, sizeof gp, "(%s *)p%d", gt, param_at(&Q, sb, go, true));
-        int pr = param_at(&Q, sb, base + 256 + 8 * r0, true), pl = param_at(&Q, sb, base + lay.logits, false);
+        char gp[48];
+        int pl = param_at(&Q, sb, go, grad);
+        if (grad) snprintf(gp, sizeof gp, "(%s *)p%d", lt, pl);
+        else snprintf(gp, sizeof gp, "(%s *)0", lt);
+        int pr = param_at(&Q, sb, base + 256 + 8 * r0, true);
         int pq = param_at(&Q, tb, p->bufs[tb].offset + 4 * r0, false);
         snprintf(call, sizeof call,
-                 "tk_lce_rows(%s, (double *)p%d, (const float *)p%d, p%d, %lldll, %lldll, %lldll) /* logits [%lld,%lld] from cuBLASLt; then dx = g w, "
-                 "dw += g^T x */", gp, pr, pl, pq, (long long)V, (long long)nc, (long long)ig, (long long)chunk, (long long)V);
-        tmpl_launch(e, r, "_rows", &Q, call, t, (unsigned)rows, 1, (unsigned)t, 1);
+                 "tk_lce_rows<%s, %d, %d>(%s, (double *)p%d, (const %s *)p%d, p%d, %lldll, %lldll, %lldll) /* logits [%lld,%lld] from "
+                 "cuBLASLt%s; then dx = g w, dw += g^T x */",
+                 lt, t, nv, gp, pr, lt, pl, pq, (long long)V, (long long)nc, (long long)ig, (long long)chunk, (long long)V,
+                 nv ? ", the row in registers" : "");
+        tmpl_launch_minb(e, r, "_rows", &Q, call, t, 1024 / t, (unsigned)rows, 1, (unsigned)t, 1);
         /* dx_c [rows, C] = alpha g [rows, V] . w [V, C] */
         if (dxb >= 0) {
             TrnCudaGemm d = {0};
-            d.dtype = half ? (int)dt : TRN_F32, d.cdtype = TRN_F32, d.ta = 0, d.tb = 0;
+            d.dtype = (int)dt, d.cdtype = TRN_F32, d.ta = 0, d.tb = 0;
             d.M = rows, d.N = C, d.K = V;
             d.a = go, d.b = wo, d.c = p->bufs[dxb].offset + r0 * C * 4;
             d.lda = V, d.ldb = C, d.ldc = C, d.bias = -1, d.scale = base + 8;
@@ -1238,7 +1247,7 @@ static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
         /* dw [V, C] = alpha g^T . x_c (+ dw) */
         if (dwb >= 0) {
             TrnCudaGemm d = {0};
-            d.dtype = half ? (int)dt : TRN_F32, d.cdtype = TRN_F32, d.ta = 1, d.tb = 0;
+            d.dtype = (int)dt, d.cdtype = TRN_F32, d.ta = 1, d.tb = 0;
             d.M = V, d.N = C, d.K = rows;
             d.a = go, d.b = xo + r0 * C * es, d.c = p->bufs[dwb].offset;
             d.lda = V, d.ldb = C, d.ldc = C, d.bias = -1, d.scale = base + (r0 ? 16 : 8);

@@ -919,13 +919,19 @@ static bool run_rope_qk(Interp *it, Node *n, Diag *d) {
  * cross-entropy as in run_cross_entropy; loss = their mean (0 if none).
  * With dl_rc = (softmax_rc - [c == t_r]) / count: dx_r = sum_c dl_rc w_c,
  * dw_c = sum_r dl_rc x_r (rows of w from {classes} on: 0; ignored rows of
- * x: 0).  Exact in double; {chunk} changes nothing here. */
+ * x: 0).  The logits and softmax_rc - [c == t_r] are rounded to x's dtype
+ * (not in the fp64 mode), the rest is exact in double; {chunk} changes
+ * nothing here. */
 static bool run_linear_ce(Interp *it, Node *n, Diag *d) {
     const Tensor *x = arg(it, n, 0), *w = arg(it, n, 1), *targets = arg(it, n, 2);
     Tensor *loss = res(it, n, 0), *dx = res(it, n, 1), *dw = res(it, n, 2);
     int64_t C = w->ty.shape.d[1], V = w->ty.shape.d[0], nc = ir_int(n, "classes", V), count;
     double ignore = (double)ir_int(n, "ignore_index", -100), total = 0;
     if (!ce_count(d, n, targets, nc, &count)) return false;
+    /* the logits and g = softmax - onehot take x's dtype, as the unfused
+     * matmul's result and the cast of its gradient do under mixed precision;
+     * the 1/count scale comes after */
+    DType dt = x->ty.dt;
     double *l = xmalloc(sizeof(double) * (size_t)nc);
     for (int64_t r = 0; r < targets->n; r++) {
         if (targets->data[r] == ignore) continue;
@@ -934,15 +940,15 @@ static bool run_linear_ce(Interp *it, Node *n, Diag *d) {
         for (int64_t c = 0; c < nc; c++) {
             double acc = 0;
             for (int64_t k = 0; k < C; k++) acc += xr[k] * w->data[c * C + k];
-            l[c] = acc;
-            m = acc > m ? acc : m;
+            l[c] = round_to(it, dt, acc);
+            m = l[c] > m ? l[c] : m;
         }
         for (int64_t c = 0; c < nc; c++) s += exp(l[c] - m);
         double lse = m + log(s);
         int64_t t = (int64_t)targets->data[r];
         total += lse - l[t];
         for (int64_t c = 0; c < nc; c++) {
-            double g = (exp(l[c] - lse) - (c == t ? 1.0 : 0.0)) / (double)count;
+            double g = round_to(it, dt, exp(l[c] - lse) - (c == t ? 1.0 : 0.0)) / (double)count;
             for (int64_t k = 0; k < C; k++) {
                 dx->data[r * C + k] += g * w->data[c * C + k];
                 dw->data[c * C + k] += g * xr[k];

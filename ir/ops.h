@@ -94,7 +94,7 @@ OP(add_rms_norm_grad,   5, 5, 2, 0)              /* (dy, ds, s, w, rstd) -> (dx,
 OP(rope_qk,         2, 4, 2, OPF_DIFF)           /* (q [...,T,D], k [...,T,D] [, cos [T,D], sin [T,D]]) {theta, inverse} -> (q', k'): rope of q and k in one kernel; with tables y = x cos + rotate_half(x) sin; inverse=1 applies the transpose (its own gradient) */
 OP(swiglu,     2, 2, 1, OPF_POINTWISE|OPF_DIFF)  /* (a, b): silu(a) * b; the gradient recomputes silu(a) */
 OP(geglu,      2, 2, 1, OPF_POINTWISE|OPF_DIFF)  /* (a, b) {approx}: gelu(a) * b; the gradient recomputes gelu(a) */
-OP(linear_cross_entropy, 3, 3, 3, OPF_DIFF)      /* (x [...,C], w [V,C], targets i32[...]) {ignore_index, classes, chunk} -> (loss f32[], dx f32[...,C], dw f32[V,C]): cross_entropy(x w^T) and its gradients (for dloss = 1), chunk rows at a time; the logits never exist */
+OP(linear_cross_entropy, 3, 3, 3, OPF_DIFF)      /* (x [...,C], w [V,C], targets i32[...]) {ignore_index, classes, chunk} -> (loss f32[], dx f32[...,C], dw f32[V,C]): cross_entropy(x w^T) and its gradients (for dloss = 1), chunk rows at a time; the logits never exist; they and softmax - onehot are rounded to x's dtype */
 
 /* ---- optimizer ---- */
 OP(global_norm, 1, -1, 1, OPF_OPT)               /* (g...) -> f32[] sqrt(sum of squares of every element of every operand) */

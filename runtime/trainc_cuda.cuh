@@ -1565,56 +1565,124 @@ TRN_DEV void tk_ce_mean(float *__restrict__ loss, const void *scratch, int64_t N
 /* ---- linear_cross_entropy: cross_entropy(x w^T) and its gradients for
  * dloss = 1, `chunk` rows of x at a time, so that only one chunk's logits
  * exist.  emit_cuda.c strings together (in the kernel's scratch buffer of
- * the memory plan: the tk_ce_* header and row losses, the chunk's logits
- * f32 [rows, V], and for half x the chunk's g in x's dtype):
+ * the memory plan: the tk_ce_* header and row losses, then the chunk's
+ * logits [rows, V] in x's dtype, over which the rows kernel writes g):
  *   tk_ce_count                        kept rows, alpha = 1/count
- *   per chunk   logits = x_c w^T       cuBLASLt, f32 out, over all V rows
- *                                      of w (padding included: a tile multiple)
+ *   per chunk   logits = x_c w^T       cuBLASLt, f32 accumulation, out in
+ *                                      x's dtype, over all V rows of w
+ *                                      (padding included: a tile multiple)
  *               tk_lce_rows            each row's loss, g = softmax - onehot
+ *                                      in x's dtype, in place of the logits
  *               dx_c = alpha g w       cuBLASLt (alpha from the device)
  *               dw = alpha g^T x_c + (first chunk ? 0 : dw)
  *   tk_ce_mean                         the loss: row losses in a fixed order
- * Half x: cuBLASLt multiplies no f32 by bf16, so g goes to the products in
- * x's dtype, unscaled (in [-1, 1]: no f16 underflow of 1/count-sized
- * values), and alpha scales in f32. ---- */
+ * The logits and g are rounded to x's dtype, as the unfused graph's matmul
+ * result and the cast of its gradient are under mixed precision (the
+ * interpreter and the C backend round at the same places); g is unscaled
+ * (in [-1, 1]: no f16 underflow of 1/count-sized values), and alpha scales
+ * in f32. ---- */
 
-/* One row per block: lg [V] the row's logits (the first nc count), t its
- * target; rowloss = lse - lg[t] (0 for a row that does not count), and,
- * when g is not null, g [V] = softmax - onehot over the first nc (0 past
- * them and in a row that does not count).  g may be lg (f32: in place; lg[t]
- * is read first).  Online max and sum: one pass over the logits to reduce,
- * one to write. */
-template <typename G>
-TRN_DEV void tk_lce_rows(G *g, double *__restrict__ rowloss, const float *lg, const int32_t *__restrict__ tg, int64_t V, int64_t nc,
+/* Element e (a constant after unrolling) of a 16-byte vector of L values. */
+template <typename L> TRN_DEV float trn_vec_elem(const uint4 &v, int e) {
+    constexpr int per = 4 / (int)sizeof(L); /* elements a 32-bit word */
+    const int q = e / per;
+    const uint32_t w = q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
+    if constexpr (sizeof(L) == 4) {
+        return __uint_as_float(w);
+    } else {
+        L h;
+        h.x = (uint16_t)(e % 2 ? w >> 16 : w & 0xffffu);
+        return trn_f32(h);
+    }
+}
+
+/* One row per block: lg [V] the row's logits in x's dtype L (the first nc
+ * count), t its target; rowloss = lse - lg[t] (0 for a row that does not
+ * count), and, when g is not null (it is lg: in place), g = softmax -
+ * onehot over the first nc (0 past them and in a row that does not count),
+ * rounded to L.  lg[t] is read before any barrier, so before any thread
+ * writes over it.
+ * NV > 0: the row in registers.  The row is V / VW 16-byte vectors (VW =
+ * 16 / sizeof(L)); thread i holds vectors i, i + NT, ... (NV of them, as
+ * loaded), so the logits are read from memory once and g written once: the
+ * maximum, the sum of exp, then g, each a pass over the registers (for
+ * GPT-2's 50304 bf16 logits, 7 vectors a thread of 1024).
+ * NV == 0 (a row too long for that, or not whole vectors): the row streams
+ * from memory twice, an online maximum and sum, then g. */
+template <typename L, int NT, int NV>
+TRN_DEV void tk_lce_rows(L *g, double *__restrict__ rowloss, const L *lg, const int32_t *__restrict__ tg, int64_t V, int64_t nc,
                          int64_t ignore) {
     int64_t n = blockIdx.x;
     lg += n * V;
+    if (g) g += n * V;
     int64_t t = tg[n];
     if (t == ignore || t < 0 || t >= nc) {
         if (threadIdx.x == 0) rowloss[n] = 0.0;
         if (g)
-            for (int64_t j = threadIdx.x; j < V; j += blockDim.x) trn_st(g + n * V + j, 0.0f);
+            for (int64_t j = threadIdx.x; j < V; j += blockDim.x) trn_st(g + j, 0.0f);
         return;
     }
-    float lt = lg[t];
-    float m = -TRN_INF;
-    double s = 0;
-    for (int64_t j = threadIdx.x; j < nc; j += blockDim.x) {
-        float v = lg[j];
-        if (v > m) {
-            s = s * (double)expf(m - v) + 1.0;
-            m = v;
-        } else {
-            s += (double)expf(v - m);
+    float lt = trn_f32(lg[t]);
+    if constexpr (NV > 0) {
+        /* column indices in 32 bits (a row of V < 2^31): at 1024 threads a
+         * thread has 64 registers, and 4 NV of them hold the row */
+        constexpr int VW = 16 / (int)sizeof(L);
+        const int nvec = (int)(V / VW), ncls = (int)nc, tt = (int)t, tid = (int)threadIdx.x;
+        uint4 r[NV];
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            int q = k * NT + tid;
+            r[k] = q < nvec ? *(const uint4 *)(lg + q * VW) : make_uint4(0u, 0u, 0u, 0u);
         }
+        float m = -TRN_INF;
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+#pragma unroll
+            for (int e = 0; e < VW; e++)
+                if ((k * NT + tid) * VW + e < ncls) m = fmaxf(m, trn_vec_elem<L>(r[k], e));
+        const float mx = trn_block_max(m);
+        float s = 0.0f; /* at most NV * VW terms of at most 1 */
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+#pragma unroll
+            for (int e = 0; e < VW; e++)
+                if ((k * NT + tid) * VW + e < ncls) s += expf(trn_vec_elem<L>(r[k], e) - mx);
+        const double l = (double)mx + log(trn_block_sum((double)s));
+        if (tid == 0) rowloss[n] = l - (double)lt;
+        if (!g) return;
+        const float lf = (float)l;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            int q = k * NT + tid;
+            if (q >= nvec) continue;
+            float d[VW];
+#pragma unroll
+            for (int e = 0; e < VW; e++) {
+                int c = q * VW + e;
+                d[e] = c < ncls ? expf(trn_vec_elem<L>(r[k], e) - lf) - (c == tt ? 1.0f : 0.0f) : 0.0f;
+            }
+            trn_stv<VW>(g + q * VW, d);
+        }
+    } else {
+        float m = -TRN_INF;
+        double s = 0;
+        for (int64_t j = threadIdx.x; j < nc; j += blockDim.x) {
+            float v = trn_f32(lg[j]);
+            if (v > m) {
+                s = s * (double)expf(m - v) + 1.0;
+                m = v;
+            } else {
+                s += (double)expf(v - m);
+            }
+        }
+        float mx = trn_block_max(m);
+        s = trn_block_sum(m == -TRN_INF ? 0.0 : s * (double)expf(m - mx));
+        double l = (double)mx + log(s);
+        if (threadIdx.x == 0) rowloss[n] = l - (double)lt;
+        if (!g) return;
+        for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
+            trn_st(g + j, j < nc ? (float)((double)expf((float)((double)trn_f32(lg[j]) - l)) - (j == t ? 1.0 : 0.0)) : 0.0f);
     }
-    float mx = trn_block_max(m);
-    s = trn_block_sum(m == -TRN_INF ? 0.0 : s * (double)expf(m - mx));
-    double l = (double)mx + log(s);
-    if (threadIdx.x == 0) rowloss[n] = l - (double)lt;
-    if (!g) return;
-    for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
-        trn_st(g + n * V + j, j < nc ? (float)((double)expf((float)((double)lg[j] - l)) - (j == t ? 1.0 : 0.0)) : 0.0f);
 }
 
 /* ---- optimizer ---- */

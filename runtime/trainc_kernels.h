@@ -926,10 +926,22 @@ static inline void tk_cross_entropy_fused_f32(float *loss, float *lse, float *lo
  * loss f32[], dx [N,C], dw [V,C] (f32) for x [N,C] and w [V,C] (dtype dt)
  * and targets tg [N]: logits = x w^T over the first nc rows of w, computed
  * `chunk` rows of x at a time into scratch [chunk, nc] (f32), each chunk's
- * softmax - onehot written in place of its logits, then dx = dl w and
- * dw += dl^T x; so the [N, V] logits never exist.  dx or dw may be NULL
+ * g = softmax - onehot written in place of its logits, then dx = g w / count
+ * and dw += g^T x / count; so the [N, V] logits never exist.  The logits and
+ * g are rounded to dt (the interpreter's linear_cross_entropy, and what the
+ * unfused matmul and the cast of its gradient do under mixed precision);
+ * the 1/count scale comes after, in the products.  dx or dw may be NULL
  * (nothing needs them: the eval schedule).  Rows of w from nc on are
  * padding: dw is 0 there. */
+TRN_INLINE double tk_round(int dt, double x) {
+    switch (dt) {
+    case 0: return (double)(float)x;
+    case 1: return x;
+    case 2: return trn_r_bf16(x);
+    default: return trn_r_f16(x);
+    }
+}
+
 static inline void tk_linear_ce(float *loss, float *dx, float *dw, const void *x, const void *w, const int32_t *tg, int64_t N, int64_t C,
                                 int64_t V, int64_t nc, int64_t chunk, int64_t ignore, float *scratch, int dt) {
     int64_t cnt = tk_ce_count(tg, N, ignore);
@@ -938,7 +950,7 @@ static inline void tk_linear_ce(float *loss, float *dx, float *dw, const void *x
 #ifdef TRN_HAVE_BLAS
     blas = dt == 0;
 #endif
-    /* half precision (and no BLAS): dw accumulates in double, rounded once */
+    /* half precision (and no BLAS): dw accumulates in double, scaled and rounded once */
     double *dwa = dw && !blas ? (double *)calloc((size_t)(nc * C + 1), sizeof(double)) : NULL;
     if (dw && blas) memset(dw, 0, sizeof(float) * (size_t)(V * C));
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
@@ -957,7 +969,7 @@ static inline void tk_linear_ce(float *loss, float *dx, float *dw, const void *x
                 for (int64_t c = 0; c < nc; c++) {
                     double acc = 0;
                     for (int64_t k = 0; k < C; k++) acc += tk_ld(x, dt, (r0 + i) * C + k) * tk_ld(w, dt, c * C + k);
-                    l[c] = (float)acc;
+                    l[c] = (float)tk_round(dt, acc);
                 }
             int64_t t = tg[r0 + i];
             if (t == ignore || t < 0 || t >= nc) {
@@ -969,16 +981,16 @@ static inline void tk_linear_ce(float *loss, float *dx, float *dw, const void *x
             for (int64_t c = 0; c < nc; c++) sum += exp((double)l[c] - mx);
             double lse = mx + log(sum);
             part += lse - (double)l[t];
-            for (int64_t c = 0; c < nc; c++) l[c] = (float)(inv * (exp((double)l[c] - lse) - (c == t ? 1.0 : 0.0)));
+            for (int64_t c = 0; c < nc; c++) l[c] = (float)tk_round(dt, exp((double)l[c] - lse) - (c == t ? 1.0 : 0.0));
         }
         total += part;
 #ifdef TRN_HAVE_BLAS
         if (blas && dx)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)C, (int)nc, 1.0f, lg, (int)nc, (const float *)w, (int)C,
-                        0.0f, dx + r0 * C, (int)C);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)C, (int)nc, (float)inv, lg, (int)nc, (const float *)w,
+                        (int)C, 0.0f, dx + r0 * C, (int)C);
         if (blas && dw)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nc, (int)C, (int)rows, 1.0f, lg, (int)nc, (const float *)x + r0 * C,
-                        (int)C, 1.0f, dw, (int)C);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nc, (int)C, (int)rows, (float)inv, lg, (int)nc,
+                        (const float *)x + r0 * C, (int)C, 1.0f, dw, (int)C);
 #endif
         if (!blas && dx) {
 #pragma omp parallel for schedule(static) if (rows * nc * C > 65536)
@@ -986,7 +998,7 @@ static inline void tk_linear_ce(float *loss, float *dx, float *dw, const void *x
                 for (int64_t k = 0; k < C; k++) {
                     double acc = 0;
                     for (int64_t c = 0; c < nc; c++) acc += (double)lg[i * nc + c] * tk_ld(w, dt, c * C + k);
-                    dx[(r0 + i) * C + k] = (float)acc;
+                    dx[(r0 + i) * C + k] = (float)(inv * acc);
                 }
         }
         if (dwa) {
@@ -1000,7 +1012,7 @@ static inline void tk_linear_ce(float *loss, float *dx, float *dw, const void *x
         }
     }
     if (dwa) {
-        for (int64_t e = 0; e < V * C; e++) dw[e] = e < nc * C ? (float)dwa[e] : 0.0f;
+        for (int64_t e = 0; e < V * C; e++) dw[e] = e < nc * C ? (float)(inv * dwa[e]) : 0.0f;
         free(dwa);
     }
     *loss = (float)(total * inv);

@@ -132,6 +132,15 @@ if(TRAINC_CXX)
   trainc_emu_test(gpt2_rows_bf16 gpt2 -D vocab=500 -D layers=1 -D heads=2 -D dim=32 -D seq=128 -D batch=32 -D dropout=0.1 --set precision=bf16)
   set_tests_properties(cuda_emu_gpt2_rows_bf16 PROPERTIES LABELS "cuda;slow")
   trainc_emu_test(gpt2_tiny_fp32 gpt2 ${CUDA_TINY_gpt2} --set precision=fp32)
+  # GPT-2's vocabulary (50257, padded to 50304) over a narrow model: the
+  # rows of linear + cross-entropy held in registers in bf16 (7 vectors a
+  # thread of 1024, the last ones partial, the padded columns masked) and
+  # streamed in fp32 (a row too long for the registers)
+  trainc_emu_test(gpt2_v50k_bf16 gpt2 -D vocab=50257 -D layers=1 -D heads=2 -D dim=64 -D seq=16 -D batch=2 --set precision=bf16)
+  trainc_emu_test(gpt2_v50k_fp32 gpt2 -D vocab=50257 -D layers=1 -D heads=2 -D dim=64 -D seq=16 -D batch=2 --set precision=fp32)
+  # the vocabulary 250 padded to 256 in fp32: the rows in registers, 6
+  # columns of each masked, at the fp32 tolerance
+  trainc_emu_test(gpt2_pad_fp32 gpt2 ${CUDA_PAD250_gpt2} --set precision=fp32 --set pad_multiple=8)
   # the norms' row kernels at widths whose chunks are 4 columns (132), 1
   # column (30) and over 1024 columns (1056: no register copy of the row)
   trainc_emu_test(gpt2_c132_bf16 gpt2 -D vocab=256 -D layers=1 -D heads=2 -D dim=132 -D seq=32 -D batch=2 --set precision=bf16)

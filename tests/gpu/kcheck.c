@@ -14,8 +14,7 @@
  * compared: max |gpu - cpu| / max |cpu| per buffer within the tolerance
  * (fp32: 2e-4; TF32 products 5e-3; a kernel with a bf16 or f16 buffer 2e-2:
  * a unit in the last place of bf16 is up to 7.8e-3 of the value, and the
- * GPU and the CPU may round two steps of a chain differently; half inputs
- * of linear_cross_entropy's products get its gradient rounded to bf16 too),
+ * GPU and the CPU may round two steps of a chain differently),
  * integers exactly, NaN where the CPU has one.  One JSON object per kernel
  * goes to the file named by argv[1], a summary to stdout; the exit status
  * is 1 when any kernel fails.  TRAINC_KCHECK_ONLY=TEXT: only the kernels
