@@ -157,7 +157,7 @@ const char *pm_precision(const Graph *g, const PassOptions *po) {
 
 /* The forward passes, each where its train key (or option) turns it on:
  * lora (lora_rank > 0), freeze (freeze globs), liger-fusion (fusion), mixed-precision (precision
- * other than fp32), pad-tiles (pad_tiles, when the multiple is above 1). */
+ * other than fp32), pad-tiles (pad_tiles, when a multiple is above 1). */
 static int forward_passes(const Graph *g, const PassOptions *po, const char **out) {
     int n = 0;
     if (!g) return 0;
@@ -168,7 +168,8 @@ static int forward_passes(const Graph *g, const PassOptions *po, const char **ou
     if (g->train.freeze && g->train.freeze[0]) out[n++] = "freeze";
     if (g->train.fusion) out[n++] = "liger-fusion";
     if (strcmp(pm_precision(g, po), "fp32") != 0) out[n++] = "mixed-precision";
-    if (g->train.pad_tiles && pm_pad_multiple(g, po, false) > 1) out[n++] = "pad-tiles";
+    /* (either multiple: the cuda target pads the vocabulary in fp32 too) */
+    if (g->train.pad_tiles && (pm_pad_multiple(g, po, true) > 1 || pm_pad_multiple(g, po, false) > 1)) out[n++] = "pad-tiles";
     return n;
 }
 
