@@ -45,6 +45,8 @@ R=$L/results.jsonl
 cd "$root"
 start=$(date +%s)
 rec() { echo "$1" >> "$R"; }
+# the last line of a log, quoted for JSON (what the table prints under a failed row)
+why() { tail -n 1 "$1" 2>/dev/null | tr -d '"\\' | tr -cd '[:print:]' | cut -c1-200; }
 
 [ -x "$B/gpt2_tiny" ] || { echo "build-gpu/ is missing: run tests/gpu/build.sh here and carry build-gpu"; exit 1; }
 chmod +x "$B"/* 2>/dev/null
@@ -118,7 +120,10 @@ EOF
     grep -q "initialised on the device" "$L/init_${m}.log" && init_dev=true
     rm -f "$L/init_${m}_cpu.safetensors" "$L/init_${m}_cuda.safetensors"
     echo "e2e $m: $cmp; step-0 checkpoints equal: $init_same (initialised on the device: $init_dev)"
-    rec "{\"stage\":\"e2e\",\"model\":\"$m\",\"rc_cpu\":$rc1,\"rc_cuda\":$rc2,\"rc_eager\":$rc3,\"init_same\":$init_same,\"init_on_device\":$init_dev,\"result\":${cmp:-null}}"
+    w=
+    [ $rc2 -ne 0 ] && w=$(why "$L/e2e_${m}_cuda.log")
+    [ $rc1 -ne 0 ] && w="cpu: $(why "$L/e2e_${m}_cpu.log")"
+    rec "{\"stage\":\"e2e\",\"model\":\"$m\",\"rc_cpu\":$rc1,\"rc_cuda\":$rc2,\"rc_eager\":$rc3,\"init_same\":$init_same,\"init_on_device\":$init_dev,\"why\":\"$w\",\"result\":${cmp:-null}}"
 done
 
 # ---- 3. benchmark ----
@@ -151,7 +156,9 @@ print(json.dumps({"steps": len(rows), "step_ms": med, "tokens_per_s": tok / med 
 EOF
 )
     echo "bench $name: $res"
-    rec "{\"stage\":\"bench\",\"impl\":\"trainc-$name\",\"rc\":$rc,\"result\":${res:-null}}"
+    local w=
+    [ $rc -ne 0 ] && w=$(why "$L/bench_$name.log")
+    rec "{\"stage\":\"bench\",\"impl\":\"trainc-$name\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
 }
 bench_trainc gpt2_124m_bf16 14 150
 bench_trainc gpt2_124m_fp32 6 120
@@ -179,7 +186,9 @@ print(json.dumps(r))
 EOF
 )
     echo "bench torch $mode: $res"
-    rec "{\"stage\":\"bench\",\"impl\":\"pytorch-$mode\",\"rc\":$rc,\"result\":${res:-null}}"
+    w=
+    [ $rc -ne 0 ] && w=$(why "$L/torch_$mode.err")
+    rec "{\"stage\":\"bench\",\"impl\":\"pytorch-$mode\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
 done
 
 # ---- 4. where the time goes: GPT-2 small bf16, every kernel timed with events ----
@@ -214,7 +223,9 @@ print(json.dumps({"kernels": len(rows), "step_ms_sum": step, "by_op": by_op[:12]
 EOF
 )
 echo "profile: $res" | cut -c1-400
-rec "{\"stage\":\"profile\",\"model\":\"gpt2_124m_bf16\",\"rc\":$rc,\"result\":${res:-null}}"
+w=
+[ $rc -ne 0 ] && w=$(why "$L/profile.log")
+rec "{\"stage\":\"profile\",\"model\":\"gpt2_124m_bf16\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
 
 # ---- results ----
 python3 - "$R" "$OUT/results.json" "$OUT/table.txt" $(( $(date +%s) - start )) <<'EOF'
@@ -245,6 +256,11 @@ for r in rows:
         for o in x.get("by_op", []):
             tf = f"  {o['tflops']:.0f} TFLOP/s" if o.get("tflops") else ""
             t.append(f"  {o['op']:<40} {o['ms']:8.3f} ms {100 * (o['share'] or 0):5.1f}%  ({o['kernels']} kernels){tf}")
+    # under a failed row, why (the last line of its log)
+    if r.get("why"):
+        t.append("           why: " + r["why"])
+    elif r["stage"] == "kernels" and r["rc"] != 0 and not r.get("summary"):
+        t.append("           why: " + r.get("last_line", ""))
 t.append(f"total {sys.argv[4]} s")
 open(sys.argv[3], "w").write("\n".join(t) + "\n")
 EOF
