@@ -1268,6 +1268,20 @@ TRN_DEV void trn_tc_load_kv(E *stage, const E *__restrict__ kb, int64_t lks, con
     trn_load_tile16_async<D>(stage + BC * A::LDH, A::LDH, vb, lvs, k0, BC, S);
 }
 
+/* The tensor-core kernels' softmax works in base 2: a score s scaled by
+ * scale log2(e) and exp2 of it is exp(s scale), one multiply-add and one
+ * ex2 where expf takes several instructions (the loop over a tile's scores
+ * is as much of the kernels' work as their products).  trn_tile: the
+ * masked and the unmasked form of a tile's loop as two copies, the mask
+ * tested only in tiles that cross the causal diagonal or the end of the
+ * keys (or queries). */
+#define TRN_LOG2E 1.4426950408889634f
+#define TRN_LN2   0.6931471805599453f
+template <typename F> TRN_DEV void trn_tile(bool edge, F f) {
+    if (edge) f(true); /* inlined: each call a copy with its constant */
+    else f(false);
+}
+
 /* The maximum (MAX) or the sum of v over the 4 lanes of a quad (a row). */
 template <bool MAX> TRN_DEV float trn_quad(float v) {
 #pragma unroll
@@ -1298,7 +1312,7 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, TrnAttL lo, float *__restrict__ 
     float of[A::ND][4];
 #pragma unroll
     for (int c = 0; c < A::ND; c++) of[c][0] = of[c][1] = of[c][2] = of[c][3] = 0.0f;
-    float m[2] = {-TRN_INF, -TRN_INF}, l[2] = {0.0f, 0.0f};
+    float m[2] = {-TRN_INF, -TRN_INF}, l[2] = {0.0f, 0.0f}, sl2 = scale * TRN_LOG2E;
     int64_t kend = causal ? min(S, q0 + A::BR) : S;
     int nt = (int)((kend + BC - 1) / BC);
     if (nt > 0) trn_tc_load_kv<D, BC>(sm, kb, lk.t, vb, lv.t, 0, S);
@@ -1313,30 +1327,38 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, TrnAttL lo, float *__restrict__ 
         __syncthreads();
         float s[BC / 8][4];
         trn_mma_abt<D, BC>(s, qa, Ks, lane);
+        /* the scores in base 2 (m too), masked (-inf) past the keys and
+         * above the diagonal: only a tile that reaches either has any */
         float mx[2] = {-TRN_INF, -TRN_INF};
+        trn_tile(k0 + BC > S || (causal && k0 + BC - 1 > q0), [&](bool edge) {
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int kj = (int)k0 + n * 8 + 2 * t + (e & 1);
+                    bool out = edge && (kj >= (int)S || (causal && kj > (int)rr[e >> 1]));
+                    s[n][e] = out ? -TRN_INF : s[n][e] * sl2;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+                }
+        });
+        float mn[2], mb[2], sum[2] = {0.0f, 0.0f}, alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mn[r] = fmaxf(m[r], trn_quad<true>(mx[r]));
+            mb[r] = mn[r] == -TRN_INF ? 0.0f : mn[r]; /* a row with nothing yet: exp2(-inf - 0) = 0 */
+        }
 #pragma unroll
         for (int n = 0; n < BC / 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                int64_t kj = k0 + n * 8 + 2 * t + (e & 1);
-                s[n][e] = (kj >= S || (causal && kj > rr[e >> 1])) ? -TRN_INF : s[n][e] * scale;
-                mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
-            }
-        float mn[2], sum[2] = {0.0f, 0.0f}, alpha[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) mn[r] = fmaxf(m[r], trn_quad<true>(mx[r]));
-#pragma unroll
-        for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float p = s[n][e] == -TRN_INF ? 0.0f : expf(s[n][e] - mn[e >> 1]);
+                float p = exp2f(s[n][e] - mb[e >> 1]);
                 s[n][e] = p;
                 sum[e >> 1] += p;
             }
         /* a row whose maximum grew rescales what it has summed */
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            alpha[r] = l[r] > 0.0f && mn[r] > m[r] ? expf(m[r] - mn[r]) : 1.0f;
+            alpha[r] = l[r] > 0.0f && mn[r] > m[r] ? exp2f(m[r] - mn[r]) : 1.0f;
             l[r] = l[r] * alpha[r] + trn_quad<false>(sum[r]);
             m[r] = mn[r];
         }
@@ -1352,7 +1374,7 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, TrnAttL lo, float *__restrict__ 
     trn_frag_store<D>(o + trn_at(lo, b, h, 0), lo.t, w0, T, of, l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f, lane);
 #pragma unroll
     for (int r = 0; r < 2; r++)
-        if (t == 0 && w0 + g + 8 * r < T) lse[bh * T + w0 + g + 8 * r] = m[r] + logf(l[r]);
+        if (t == 0 && w0 + g + 8 * r < T) lse[bh * T + w0 + g + 8 * r] = m[r] * TRN_LN2 + logf(l[r]);
 }
 
 /* Backward, part 1: dq.  block: 128 threads; grid (ceil(T / 64), B * H) */
@@ -1373,14 +1395,14 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, TrnAttL ldq, const E *__
     uint32_t qa[A::KD][4], da[A::KD][4];
     trn_tc_stage<D>(qa, sm, q + trn_at(lq, b, h, 0), lq.t, q0, T, warp, lane);
     trn_tc_stage<D>(da, sm, dout + trn_at(ldo, b, h, 0), ldo.t, q0, T, warp, lane);
-    /* Di = do . o of the lane's two rows (a quad each), L their lse */
-    float di[2], L[2];
+    /* Di = do . o of the lane's two rows (a quad each), L2 their lse in base 2 */
+    float di[2], L2[2], sl2 = scale * TRN_LOG2E;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         float x = 0.0f;
         for (int c = t; c < D; c += 4) x += trn_f32(dout[trn_at(ldo, b, h, rr[r]) + c]) * trn_f32(o[trn_at(lo, b, h, rr[r]) + c]);
         di[r] = trn_quad<false>(x);
-        L[r] = lse[bh * T + rr[r]];
+        L2[r] = lse[bh * T + rr[r]] * TRN_LOG2E;
         if (t == 0 && w0 + g + 8 * r < T) dis[bh * T + w0 + g + 8 * r] = di[r]; /* for the dkv kernel */
     }
     float acc[A::ND][4];
@@ -1400,14 +1422,19 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, TrnAttL ldq, const E *__
         float s[BC / 8][4], dp[BC / 8][4];
         trn_mma_abt<D, BC>(s, qa, Ks, lane);
         trn_mma_abt<D, BC>(dp, da, Vs, lane);
+        /* P = exp2(s scale log2 e - lse log2 e), 0 where masked (only in a
+         * tile past the keys or across the diagonal) */
+        trn_tile(k0 + BC > S || (causal && k0 + BC - 1 > q0), [&](bool edge) {
 #pragma unroll
-        for (int n = 0; n < BC / 8; n++)
+            for (int n = 0; n < BC / 8; n++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int64_t kj = k0 + n * 8 + 2 * t + (e & 1);
-                float p = (kj >= S || (causal && kj > rr[e >> 1])) ? 0.0f : expf(s[n][e] * scale - L[e >> 1]);
-                s[n][e] = p * (dp[n][e] - di[e >> 1]) * scale;
-            }
+                for (int e = 0; e < 4; e++) {
+                    int kj = (int)k0 + n * 8 + 2 * t + (e & 1);
+                    bool out = edge && (kj >= (int)S || (causal && kj > (int)rr[e >> 1]));
+                    float p = out ? 0.0f : exp2f(s[n][e] * sl2 - L2[e >> 1]);
+                    s[n][e] = p * (dp[n][e] - di[e >> 1]) * scale;
+                }
+        });
         uint32_t dsa[BC / 16][4];
         trn_frag_pack<BC, E>(dsa, s);
         trn_mma_ab<D, BC>(acc, dsa, Ks, lane);
@@ -1445,6 +1472,7 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, TrnAttL ldk, E *__restr
     int64_t bk = blockIdx.y, b = bk / Hkv, hk = bk - b * Hkv, grp = H / Hkv;
     int64_t j0 = (int64_t)blockIdx.x * A::BR, w0 = j0 + warp * 16;
     int64_t kr[2] = {w0 + g, w0 + g + 8}, jj[2] = {min(kr[0], S - 1), min(kr[1], S - 1)}; /* the lane's key rows */
+    const float sl2 = scale * TRN_LOG2E;
     uint32_t ka[A::KD][4], va[A::KD][4];
     trn_tc_stage<D>(ka, sm, k + trn_at(lk, b, hk, 0), lk.t, j0, S, warp, lane);
     trn_tc_stage<D>(va, sm, v + trn_at(lv, b, hk, 0), lv.t, j0, S, warp, lane);
@@ -1474,16 +1502,20 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, TrnAttL ldk, E *__restr
         float st[BC / 8][4], dpt[BC / 8][4];
         trn_mma_abt<D, BC>(st, ka, Qs, lane);
         trn_mma_abt<D, BC>(dpt, va, Os, lane);
+        /* the masked (0) elements: only in a tile past the queries, a
+         * block past the keys, or queries above one of the block's keys */
+        trn_tile(i0 + BC > T || j0 + A::BR > S || (causal && min(j0 + A::BR - 1, S - 1) > i0), [&](bool edge) {
 #pragma unroll
-        for (int n = 0; n < BC / 8; n++)
+            for (int n = 0; n < BC / 8; n++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int c = n * 8 + 2 * t + (e & 1);
-                int64_t i = i0 + c;
-                float p = (i >= T || kr[e >> 1] >= S || (causal && jj[e >> 1] > i)) ? 0.0f : expf(st[n][e] * scale - Lc[c]);
-                st[n][e] = p;
-                dpt[n][e] = p * (dpt[n][e] - Dc[c]) * scale;
-            }
+                for (int e = 0; e < 4; e++) {
+                    int c = n * 8 + 2 * t + (e & 1), i = (int)i0 + c;
+                    bool out = edge && (i >= (int)T || kr[e >> 1] >= S || (causal && (int)jj[e >> 1] > i));
+                    float p = out ? 0.0f : exp2f(st[n][e] * sl2 - Lc[c] * TRN_LOG2E);
+                    st[n][e] = p;
+                    dpt[n][e] = p * (dpt[n][e] - Dc[c]) * scale;
+                }
+        });
         uint32_t pa[BC / 16][4], dsa[BC / 16][4];
         trn_frag_pack<BC, E>(pa, st);
         trn_frag_pack<BC, E>(dsa, dpt);
