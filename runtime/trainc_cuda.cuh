@@ -1672,13 +1672,18 @@ TRN_DEV void tk_lce_rows(L *g, double *__restrict__ rowloss, const L *lg, const 
 #pragma unroll
             for (int e = 0; e < VW; e++)
                 if ((k * NT + tid) * VW + e < ncls) m = fmaxf(m, trn_vec_elem<L>(r[k], e));
+        /* exp in base 2, as the attention kernels: exp(v - mx) = exp2((v -
+         * mx) log2 e), a subtraction, a multiply and an ex2 where expf
+         * takes about fifteen instructions: this loop and g's are most of
+         * the kernel's issue slots.  (As a multiply-add, v log2 e - mx
+         * log2 e, ptxas spilled this loop at 64 registers.) */
         const float mx = trn_block_max(m);
         float s = 0.0f; /* at most NV * VW terms of at most 1 */
 #pragma unroll
         for (int k = 0; k < NV; k++)
 #pragma unroll
             for (int e = 0; e < VW; e++)
-                if ((k * NT + tid) * VW + e < ncls) s += expf(trn_vec_elem<L>(r[k], e) - mx);
+                if ((k * NT + tid) * VW + e < ncls) s += exp2f((trn_vec_elem<L>(r[k], e) - mx) * TRN_LOG2E);
         const double l = (double)mx + log(trn_block_sum((double)s));
         if (tid == 0) rowloss[n] = l - (double)lt;
         if (!g) return;
@@ -1691,7 +1696,7 @@ TRN_DEV void tk_lce_rows(L *g, double *__restrict__ rowloss, const L *lg, const 
 #pragma unroll
             for (int e = 0; e < VW; e++) {
                 int c = q * VW + e;
-                d[e] = c < ncls ? expf(trn_vec_elem<L>(r[k], e) - lf) - (c == tt ? 1.0f : 0.0f) : 0.0f;
+                d[e] = c < ncls ? exp2f((trn_vec_elem<L>(r[k], e) - lf) * TRN_LOG2E) - (c == tt ? 1.0f : 0.0f) : 0.0f;
             }
             trn_stv<VW>(g + q * VW, d);
         }
