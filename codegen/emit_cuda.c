@@ -1146,14 +1146,16 @@ int64_t cg_cuda_linear_ce_scratch(const Node *n) {
 }
 
 /* tk_lce_rows' block for rows of V logits of es bytes: the row held in
- * registers (*nv 16-byte vectors a thread, at most 8: 32 registers) by the
- * fewest threads from 128 to 1024 that can; else (*nv = 0) streamed. */
+ * registers (*nv 16-byte vectors a thread, at most 7: 28 of the 64
+ * registers a thread has at 1024 threads; with 8, TinyLlama's f32 rows
+ * spilled) by the fewest threads from 128 to 1024 that can; else (*nv =
+ * 0) streamed. */
 static int lce_rows_threads(int64_t V, int es, int *nv) {
     int64_t vw = 16 / es, nvec = V / vw;
     *nv = 0;
     if (V % vw == 0)
         for (int t = 128; t <= 1024; t *= 2)
-            if (nvec <= 8 * (int64_t)t) {
+            if (nvec <= 7 * (int64_t)t) {
                 *nv = (int)((nvec + t - 1) / t);
                 return t;
             }
