@@ -799,6 +799,13 @@ TRN_DEV void trn_load_tile(float *__restrict__ tile, const E *__restrict__ src, 
     }
 }
 
+/* The query block a causal kernel's block takes: the last first.  Its
+ * work grows with the block's index (the keys up to the diagonal), and
+ * blocks start in about the order of their index, so the longest start
+ * first and the short ones fill the end of the launch instead of one long
+ * block running alone at its end.  The results do not change. */
+TRN_DEV int64_t trn_qblock(int causal) { return causal ? (int64_t)gridDim.x - 1 - blockIdx.x : (int64_t)blockIdx.x; }
+
 /* block: BQ * TPR threads; grid (ceil(T / BQ), B * H) */
 template <int D, int BQ, typename E>
 TRN_DEV void tk_attention(E *__restrict__ o, TrnAttL lo, float *__restrict__ lse, const E *__restrict__ q, TrnAttL lq, const E *__restrict__ k,
@@ -808,7 +815,7 @@ TRN_DEV void tk_attention(E *__restrict__ o, TrnAttL lo, float *__restrict__ lse
     __shared__ __align__(16) float Ks[A::BK * D];
     __shared__ __align__(16) float Vs[A::BK * D];
     int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
-    int64_t q0 = (int64_t)blockIdx.x * BQ;
+    int64_t q0 = trn_qblock(causal) * BQ;
     int sub = threadIdx.x % A::TPR;
     int64_t row = q0 + threadIdx.x / A::TPR;
     bool valid = row < T;
@@ -875,7 +882,7 @@ TRN_DEV void tk_attention_bwd_dq(E *__restrict__ dq, TrnAttL ldq, const E *__res
     __shared__ __align__(16) float Ks[A::BK * D];
     __shared__ __align__(16) float Vs[A::BK * D];
     int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
-    int64_t q0 = (int64_t)blockIdx.x * BQ;
+    int64_t q0 = trn_qblock(causal) * BQ;
     int sub = threadIdx.x % A::TPR;
     int64_t row = q0 + threadIdx.x / A::TPR;
     bool valid = row < T;
@@ -1304,7 +1311,7 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, TrnAttL lo, float *__restrict__ 
     __shared__ __align__(16) E sm[4 * KV > A::BR * A::LDH ? 4 * KV : A::BR * A::LDH];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
-    int64_t q0 = (int64_t)blockIdx.x * A::BR, w0 = q0 + warp * 16;
+    int64_t q0 = trn_qblock(causal) * A::BR, w0 = q0 + warp * 16;
     int64_t rr[2] = {min(w0 + g, T - 1), min(w0 + g + 8, T - 1)}; /* the lane's rows (clamped) */
     const E *kb = k + trn_at(lk, b, hk, 0), *vb = v + trn_at(lv, b, hk, 0);
     uint32_t qa[A::KD][4];
@@ -1389,7 +1396,7 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, TrnAttL ldq, const E *__
     __shared__ __align__(16) E sm[ST > 4 * KV ? ST : 4 * KV];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
-    int64_t q0 = (int64_t)blockIdx.x * A::BR, w0 = q0 + warp * 16;
+    int64_t q0 = trn_qblock(causal) * A::BR, w0 = q0 + warp * 16;
     int64_t rr[2] = {min(w0 + g, T - 1), min(w0 + g + 8, T - 1)};
     const E *kb = k + trn_at(lk, b, hk, 0), *vb = v + trn_at(lv, b, hk, 0);
     uint32_t qa[A::KD][4], da[A::KD][4];
