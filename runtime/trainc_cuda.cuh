@@ -932,15 +932,16 @@ TRN_DEV void tk_attention_bwd_dq(E *__restrict__ dq, TrnAttL ldq, const E *__res
     for (int e = 0; e < A::NE; e++) trn_st(dqr + A::col(sub, e), acc[e]);
 }
 
-/* Ds[r] = Di and Ls[r] = lse_i for the query rows i = i0 + r (r < nr) of
- * head bh; 0 past T (the dkv kernels).  Di = do_i . o_i is what the dq
- * kernel, launched just before, left in dis (the workspace). */
+/* Ds[r] = Di and Ls[r] = lse_i times ls (1, or log2 e for the tensor-core
+ * kernels' base 2) for the query rows i = i0 + r (r < nr) of head bh; 0
+ * past T (the dkv kernels).  Di = do_i . o_i is what the dq kernel,
+ * launched just before, left in dis (the workspace). */
 TRN_DEV void trn_att_rows(float *Ds, float *Ls, const float *__restrict__ dis, const float *__restrict__ lse, int64_t bh, int64_t T, int64_t i0,
-                          int nr) {
+                          int nr, float ls) {
     for (int r = threadIdx.x; r < nr; r += blockDim.x) {
         bool in = i0 + r < T;
         Ds[r] = in ? dis[bh * T + i0 + r] : 0.0f;
-        Ls[r] = in ? lse[bh * T + i0 + r] : 0.0f;
+        Ls[r] = in ? lse[bh * T + i0 + r] * ls : 0.0f;
     }
 }
 
@@ -981,7 +982,7 @@ TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, TrnAttL ldk, E *__restrict
             __syncthreads();
             trn_load_tile<D>(Qs, q + trn_at(lq, b, h, 0), lq.t, i0, BQ2, T);
             trn_load_tile<D>(Os, dout + trn_at(ldo, b, h, 0), ldo.t, i0, BQ2, T);
-            trn_att_rows(Ds, Ls, dis, lse, bh, T, i0, BQ2);
+            trn_att_rows(Ds, Ls, dis, lse, bh, T, i0, BQ2, 1.0f);
             __syncthreads();
 #pragma unroll 4
             for (int r = 0; r < BQ2; r++) {
@@ -1460,7 +1461,7 @@ TRN_DEV void trn_tc_load_qdo(E *stage, float *Ls, float *Ds, const E *__restrict
     int64_t b = bh / H, h = bh - b * H;
     trn_load_tile16_async<D>(stage, A::LDH, q + trn_at(lq, b, h, 0), lq.t, i0, BC, T);
     trn_load_tile16_async<D>(stage + BC * A::LDH, A::LDH, dout + trn_at(ldo, b, h, 0), ldo.t, i0, BC, T);
-    trn_att_rows(Ds, Ls, dis, lse, bh, T, i0, BC);
+    trn_att_rows(Ds, Ls, dis, lse, bh, T, i0, BC, TRN_LOG2E); /* lse in base 2 */
 }
 
 /* Backward, part 2: dk, dv.  block: 128 threads; grid (ceil(S / 64), B * Hkv) */
@@ -1518,7 +1519,7 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, TrnAttL ldk, E *__restr
                 for (int e = 0; e < 4; e++) {
                     int c = n * 8 + 2 * t + (e & 1), i = (int)i0 + c;
                     bool out = edge && (i >= (int)T || kr[e >> 1] >= S || (causal && (int)jj[e >> 1] > i));
-                    float p = out ? 0.0f : exp2f(st[n][e] * sl2 - Lc[c] * TRN_LOG2E);
+                    float p = out ? 0.0f : exp2f(st[n][e] * sl2 - Lc[c]); /* Lc: lse in base 2 */
                     st[n][e] = p;
                     dpt[n][e] = p * (dpt[n][e] - Dc[c]) * scale;
                 }

@@ -125,6 +125,17 @@ TRN_INLINE void tk_st(void *p, int dt, int64_t i, double v) {
     }
 }
 
+/* x rounded to dt's precision, kept in a double (the interpreter's
+ * round_to): what a value stored in dt holds. */
+TRN_INLINE double tk_round(int dt, double x) {
+    switch (dt) {
+    case 0: return (double)(float)x;
+    case 1: return x;
+    case 2: return trn_r_bf16(x);
+    default: return trn_r_f16(x);
+    }
+}
+
 /* ---- scalar functions of pointwise ops (double, as the interpreter) ---- */
 
 TRN_INLINE double trn_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -933,15 +944,6 @@ static inline void tk_cross_entropy_fused_f32(float *loss, float *lse, float *lo
  * the 1/count scale comes after, in the products.  dx or dw may be NULL
  * (nothing needs them: the eval schedule).  Rows of w from nc on are
  * padding: dw is 0 there. */
-TRN_INLINE double tk_round(int dt, double x) {
-    switch (dt) {
-    case 0: return (double)(float)x;
-    case 1: return x;
-    case 2: return trn_r_bf16(x);
-    default: return trn_r_f16(x);
-    }
-}
-
 static inline void tk_linear_ce(float *loss, float *dx, float *dw, const void *x, const void *w, const int32_t *tg, int64_t N, int64_t C,
                                 int64_t V, int64_t nc, int64_t chunk, int64_t ignore, float *scratch, int dt) {
     int64_t cnt = tk_ce_count(tg, N, ignore);
