@@ -48,6 +48,8 @@ typedef struct Nvrtc {
     nvrtcResult (*GetPTX)(nvrtcProgram, char *);
     nvrtcResult (*DestroyProgram)(nvrtcProgram *);
     const char *(*GetErrorString)(nvrtcResult);
+    nvrtcResult (*GetNumSupportedArchs)(int *);   /* optional (NVRTC 11.2 on): NULL where absent */
+    nvrtcResult (*GetSupportedArchs)(int *);
     int         major, minor;
 } Nvrtc;
 
@@ -103,6 +105,8 @@ void *cg_nvrtc_open(char *err, size_t errn) {
     SYM(DestroyProgram);
     SYM(GetErrorString);
 #undef SYM
+    *(void **)(&nv.GetNumSupportedArchs) = dlsym(so, "nvrtcGetNumSupportedArchs");
+    *(void **)(&nv.GetSupportedArchs) = dlsym(so, "nvrtcGetSupportedArchs");
     nv.Version(&nv.major, &nv.minor);
     nv.so = so;
     pthread_mutex_unlock(&nv_lock);
@@ -221,6 +225,22 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* Whether this NVRTC compiles for sm (1 yes, 0 no, -1 it cannot say);
+ * when not, the ones it does into have ("sm_75, sm_80, ..."). */
+static int nvrtc_has_arch(int sm, char *have, size_t n) {
+    int cnt = 0, list[128];
+    if (!nv.GetNumSupportedArchs || !nv.GetSupportedArchs || nv.GetNumSupportedArchs(&cnt) != 0 || cnt <= 0 || cnt > 128 ||
+        nv.GetSupportedArchs(list) != 0)
+        return -1;
+    have[0] = 0;
+    for (int i = 0; i < cnt; i++) {
+        if (list[i] == sm) return 1;
+        size_t l = strlen(have);
+        snprintf(have + l, n - l, "%ssm_%d", i ? ", " : "", list[i]);
+    }
+    return 0;
+}
+
 bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d) {
     memset(out, 0, sizeof *out);
     double t0 = now();
@@ -254,6 +274,13 @@ bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d)
         snprintf(a, sizeof a, "%.*s", (int)(len < 15 ? len : 15), p);
         if (sscanf(a, "sm_%d", &sm) != 1 || sm < 50) {
             error_at(d, NOLOC, "--arch: '%s' is not a GPU architecture like sm_80 or sm_90", a);
+            free(htext[0]);
+            free(htext[1]);
+            return false;
+        }
+        char have[1024];
+        if (nvrtc_has_arch(sm, have, sizeof have) == 0) {
+            error_at(d, NOLOC, "--arch: this NVRTC (CUDA %d.%d) does not compile for sm_%d; it compiles for %s", nv.major, nv.minor, sm, have);
             free(htext[0]);
             free(htext[1]);
             return false;
