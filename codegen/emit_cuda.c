@@ -365,7 +365,8 @@ static void fn_head(Emit *e, StrBuf *b, const Params *P, int threads) {
 void cg_cuda_plan_workspace(Program *p) {
     /* cuBLASLt: 32 MiB (what it asks for on Hopper) once any product is
      * large, 4 MiB otherwise; kernel scratch (cross-entropy row losses,
-     * column partials, attention's Di) shares the region: the stream runs one thing at a time */
+     * column partials, attention's Di, the embedding backward's sorted
+     * indices) shares the region: the stream runs one thing at a time */
     int64_t big = 0, scratch = 64 << 10;
     for (int s = 0; s < TRN_RUN__COUNT; s++)
         for (int i = 0; i < p->sched[s].nk; i++) {
@@ -382,6 +383,12 @@ void cg_cuda_plan_workspace(Program *p) {
                 /* Di, from the dq kernel to the dkv kernel: a float per query row */
                 int64_t rows = shape_numel(&k->nodes[0]->in[1]->ty.shape) / k->nodes[0]->in[1]->ty.shape.d[3];
                 if (4 * rows > scratch) scratch = 4 * rows;
+            }
+            if (k->kind == KK_TMPL && k->nodes[0]->op == OP_embedding_grad) {
+                /* the sorted indices: first [V], end [V], pos [N], key [N] (int32, each padded to 4) */
+                int64_t V = ir_int(k->nodes[0], "rows", 0), N = shape_numel(&k->nodes[0]->in[1]->ty.shape);
+                int64_t b = 4 * (2 * ((V + 3) / 4 * 4) + 2 * ((N + 3) / 4 * 4));
+                if (b > scratch) scratch = b;
             }
             if (k->kind == KK_TMPL && (k->nodes[0]->op == OP_cross_entropy || k->nodes[0]->op == OP_cross_entropy_grad)) {
                 const Shape *ls = &k->nodes[0]->in[k->nodes[0]->op == OP_cross_entropy ? 0 : 1]->ty.shape;
@@ -1287,19 +1294,36 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         break;
     }
     case OP_embedding_grad: {
-        int64_t N = shape_numel(&n->in[1]->ty.shape), V = ir_int(n, "rows", 0);
+        /* the indices sorted, then a block a row (tk_embedding_bwd_*): in
+         * the workspace, first [V], end [V], pos [N], key [N] */
+        int64_t N = shape_numel(&n->in[1]->ty.shape), V = ir_int(n, "rows", 0), C = last;
+        int64_t V4 = (V + 3) / 4 * 4, N4 = (N + 3) / 4 * 4;
+        char w[2][48];
+        Params Z = {0}, S = {0}, M = {0};
+        int pz = param_ws(e, &Z);
+        snprintf(call, sizeof call, "tk_embedding_bwd_zero((int32_t *)p%d, (int32_t *)p%d + %lld, %lldll)", pz, pz, (long long)V4, (long long)V);
+        tmpl_launch(e, r, "_zero", &Z, call, 256, cdiv(V, 256), 1, 256, 1);
+        vp(e, &S, n->in[1], false, a[2]);
+        int ps = param_ws(e, &S);
+        snprintf(w[0], sizeof w[0], "(int32_t *)p%d + %lld", ps, (long long)(2 * V4));
+        snprintf(w[1], sizeof w[1], "(int32_t *)p%d + %lld", ps, (long long)(2 * V4 + N4));
+        snprintf(call, sizeof call, "tk_embedding_bwd_sort<8>(%s, %s, %s, %lldll) /* %lld indices */", w[0], w[1], a[2], (long long)N, (long long)N);
+        tmpl_launch(e, r, "_sort", &S, call, 256, cdiv(N, 32), 1, 256, 1);
+        int pm = param_ws(e, &M);
+        snprintf(call, sizeof call, "tk_embedding_bwd_mark((int32_t *)p%d, (int32_t *)p%d + %lld, (const int32_t *)p%d + %lld, %lldll, %lldll)", pm, pm,
+                 (long long)V4, pm, (long long)(2 * V4 + N4), (long long)N, (long long)V);
+        tmpl_launch(e, r, "_mark", &M, call, 256, cdiv(N, 256), 1, 256, 1);
+        /* a column a thread, 256 a block at most, 32 tokens at a time; 8
+         * rows a block */
+        int64_t T = C < 256 ? (C + 31) / 32 * 32 : 256;
         vp(e, &P, n->out[0], true, a[0]);
         vp(e, &P, n->in[0], false, a[1]);
-        vp(e, &P, n->in[1], false, a[2]);
-        /* table rows split into groups for about 256 blocks (tk_embedding_bwd) */
-        unsigned gx = cdiv(last, 128);
-        int64_t ng = (256 + gx - 1) / gx;
-        if (ng > V) ng = V;
-        if (ng < 1) ng = 1;
-        int64_t vr = (V + ng - 1) / ng;
-        snprintf(call, sizeof call, "tk_embedding_bwd(%s, %s, %s, %lldll, %lldll, %lldll, %lldll) /* dtable [%lld,%lld] */", a[0], a[1], a[2],
-                 (long long)N, (long long)last, (long long)V, (long long)vr, (long long)V, (long long)last);
-        tmpl_launch(e, r, "", &P, call, 128, gx, cdiv(V, vr), 128, 1);
+        int pr = param_ws(e, &P);
+        snprintf(call, sizeof call,
+                 "tk_embedding_bwd_rows<32, 8>(%s, %s, (const int32_t *)p%d + %lld, (const int32_t *)p%d, (const int32_t *)p%d + %lld, %lldll, %lldll) "
+                 "/* dtable [%lld,%lld] */",
+                 a[0], a[1], pr, (long long)(2 * V4), pr, pr, (long long)V4, (long long)V, (long long)C, (long long)V, (long long)C);
+        tmpl_launch(e, r, "_rows", &P, call, (int)T, (unsigned)cdiv(V, 8), (unsigned)cdiv(C, T), (unsigned)T, 1);
         break;
     }
     case OP_softmax:

@@ -326,33 +326,120 @@ TRN_DEV void tk_embedding(T *__restrict__ out, const T *__restrict__ table, cons
     }
 }
 
-/* ---- embedding_grad: dtable [V,C] = scatter-add of dy [N,C] at idx [N].
- * Block (x, y) owns columns x * blockDim.x .. and table rows y * VR ..
- * (y + 1) * VR - 1: a thread zeroes its column of those rows, then goes
- * through the indices in order n = 0, 1, ... (staged in shared memory, 1024
- * at a time) and adds dy's row n where idx[n] is one of its rows: every
- * element gets its terms in the C backend's order (deterministic,
- * bit-identical in f32), and the grid has ceil(C / blockDim.x) * ceil(V /
- * VR) blocks instead of a handful of serial columns.
- * grid: (ceil(C / blockDim.x), ceil(V / VR)). ---- */
-TRN_DEV void tk_embedding_bwd(float *__restrict__ dtable, const float *__restrict__ dy, const int32_t *__restrict__ idx, int64_t N,
-                              int64_t C, int64_t V, int64_t VR) {
-    __shared__ int32_t sidx[1024];
-    int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    int64_t v0 = (int64_t)blockIdx.y * VR, v1 = min(V, v0 + VR);
-    bool ok = c < C;
-    if (ok)
-        for (int64_t v = v0; v < v1; v++) dtable[v * C + c] = 0.0f;
-    for (int64_t n0 = 0; n0 < N; n0 += 1024) {
-        int m = (int)min((int64_t)1024, N - n0);
-        __syncthreads();
-        for (int i = threadIdx.x; i < m; i += blockDim.x) sidx[i] = idx[n0 + i];
-        __syncthreads();
-        if (!ok) continue;
-        for (int i = 0; i < m; i++) {
-            int64_t r = sidx[i];
-            if (r >= v0 && r < v1) dtable[r * C + c] += dy[(n0 + i) * C + c];
+/* ---- embedding_grad: dtable [V,C] = scatter-add of dy [N,C] at idx [N],
+ * every row's terms added in the order of n, as the C backend adds them
+ * (the same f32 sums, bit for bit), with no atomics: the indices are
+ * sorted first, so that one block sums each row with its loads in flight
+ * ahead of the adds.  Four launches over a scratch of int32 (the
+ * workspace): first [V], end [V], pos [N], key [N]:
+ *   _zero  first = end = 0: a row no index names sums nothing;
+ *   _sort  token n's place r in the order of (idx, n): pos[r] = n,
+ *          key[r] = idx[n];
+ *   _mark  where each row's run of key starts and ends (first, end);
+ *   _rows  row v = dy's rows pos[first[v]], ..., pos[end[v] - 1] summed
+ *          in that order, zeros for an empty row.
+ * (The kernel this replaced zeroed the table and had each thread go
+ * through all the indices adding into its column: a chain of dependent
+ * global read-modify-writes as long as the indices of its block's rows,
+ * all N of them when the tokens are few, as bytes are.) ---- */
+TRN_DEV void tk_embedding_bwd_zero(int32_t *__restrict__ first, int32_t *__restrict__ end, int64_t V) {
+    int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (v < V) first[v] = end[v] = 0;
+}
+
+/* r = #{j < n: idx[j] <= idx[n]} + #{j > n: idx[j] < idx[n]}, the number of
+ * (idx[j], j) before (idx[n], n): a permutation of 0 .. N-1.  Block: S
+ * warps and 32 tokens; warp w counts over the w-th of S slices of the
+ * indices (staged 128 at a time), and the slices' counts are added.  N^2
+ * compares in all (GPT-2 small's 16384 tokens: 2.7e8, about one
+ * instruction each in the slices off the block's own 32). */
+template <int S>
+TRN_DEV void tk_embedding_bwd_sort(int32_t *__restrict__ pos, int32_t *__restrict__ key, const int32_t *__restrict__ idx, int64_t N) {
+    __shared__ int32_t tile[S][128];
+    __shared__ int32_t part[S][32];
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    int64_t n0 = (int64_t)blockIdx.x * 32, n = n0 + lane;
+    int32_t v = n < N ? idx[n] : 0;
+    int64_t len = (N + S - 1) / S, a = w * len, b = min(N, a + len);
+    int32_t c = 0;
+    for (int64_t j0 = a; j0 < b; j0 += 128) {
+        int m = (int)min((int64_t)128, b - j0);
+        __syncwarp();
+        for (int i = lane; i < m; i += 32) tile[w][i] = idx[j0 + i];
+        __syncwarp();
+        if (j0 + m <= n0) {
+#pragma unroll 8
+            for (int i = 0; i < m; i++) c += tile[w][i] <= v;
+        } else if (j0 >= n0 + 32) {
+#pragma unroll 8
+            for (int i = 0; i < m; i++) c += tile[w][i] < v;
+        } else {
+            for (int i = 0; i < m; i++) {
+                int64_t j = j0 + i;
+                int32_t x = tile[w][i];
+                c += j < n ? x <= v : j > n && x < v;
+            }
         }
+    }
+    part[w][lane] = c;
+    __syncthreads();
+    if (w != 0 || n >= N) return;
+    int32_t r = 0;
+#pragma unroll
+    for (int k = 0; k < S; k++) r += part[k][lane];
+    pos[r] = (int32_t)n;
+    key[r] = v;
+}
+
+/* the run of row v in the sorted keys: first[v] .. end[v] - 1 (indices
+ * outside the table are in no row) */
+TRN_DEV void tk_embedding_bwd_mark(int32_t *__restrict__ first, int32_t *__restrict__ end, const int32_t *__restrict__ key, int64_t N,
+                                   int64_t V) {
+    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= N) return;
+    int32_t v = key[k];
+    if (v < 0 || v >= V) return;
+    if (k == 0 || key[k - 1] != v) first[v] = (int32_t)k;
+    if (k == N - 1 || key[k + 1] != v) end[v] = (int32_t)(k + 1);
+}
+
+/* Block (x, y): rows x R .. x R + R - 1 (their runs staged first), a
+ * column c a thread (y blockDim.x + threadIdx.x).  A row's tokens U at a
+ * time: the U loads, the next U positions, then the adds in token order;
+ * a batch past the row's end adds +0.0f, which leaves a sum unchanged (a
+ * sum from +0.0f is never -0.0f), so every row takes whole batches.  A
+ * row of many tokens (a byte-level text's spaces are a sixth of them) is
+ * a round trip to memory a batch, on ceil(C / blockDim.x)
+ * multiprocessors. */
+template <int U, int R>
+TRN_DEV void tk_embedding_bwd_rows(float *__restrict__ dtable, const float *__restrict__ dy, const int32_t *__restrict__ pos,
+                                   const int32_t *__restrict__ first, const int32_t *__restrict__ end, int64_t V, int64_t C) {
+    __shared__ int32_t run[R][2];
+    int64_t v0 = (int64_t)blockIdx.x * R, c = (int64_t)blockIdx.y * blockDim.x + threadIdx.x;
+    if (threadIdx.x < R) {
+        int64_t v = v0 + threadIdx.x;
+        int32_t e = v < V ? end[v] : 0;
+        run[threadIdx.x][0] = e ? first[v] : 0;
+        run[threadIdx.x][1] = e;
+    }
+    __syncthreads();
+    if (c >= C) return;
+    for (int r = 0; r < R && v0 + r < V; r++) {
+        int32_t k = run[r][0], k1 = run[r][1];
+        int32_t q[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) q[u] = k + u < k1 ? pos[k + u] : -1;
+        float acc = 0.0f;
+        for (; k < k1; k += U) {
+            float t[U];
+#pragma unroll
+            for (int u = 0; u < U; u++) t[u] = q[u] >= 0 ? dy[(int64_t)q[u] * C + c] : 0.0f;
+#pragma unroll
+            for (int u = 0; u < U; u++) q[u] = k + U + u < k1 ? pos[k + U + u] : -1;
+#pragma unroll
+            for (int u = 0; u < U; u++) acc += t[u];
+        }
+        dtable[(v0 + r) * C + c] = acc;
     }
 }
 

@@ -131,6 +131,11 @@ if(TRAINC_CXX)
   # over several key tiles (about 80 s: not in the sanitizer run)
   trainc_emu_test(gpt2_rows_bf16 gpt2 -D vocab=500 -D layers=1 -D heads=2 -D dim=32 -D seq=128 -D batch=32 -D dropout=0.1 --set precision=bf16)
   set_tests_properties(cuda_emu_gpt2_rows_bf16 PROPERTIES LABELS "cuda;slow")
+  # the embedding backward's rows of many tokens (4096 indices into the 64
+  # rows of a vocabulary of 16 padded: about 64 a row, loaded 64 ahead),
+  # bit-identical to the C backend's
+  trainc_emu_test(gpt2_v16_fp32 gpt2 -D vocab=16 -D layers=1 -D heads=2 -D dim=32 -D seq=32 -D batch=128 --set precision=fp32)
+  set_property(TEST cuda_emu_gpt2_v16_fp32 APPEND PROPERTY ENVIRONMENT "EMU_EXACT=embedding_grad")
   trainc_emu_test(gpt2_tiny_fp32 gpt2 ${CUDA_TINY_gpt2} --set precision=fp32)
   # GPT-2's vocabulary (50257, padded to 50304) over a narrow model: the
   # rows of linear + cross-entropy held in registers in bf16 (7 vectors a

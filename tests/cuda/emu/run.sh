@@ -10,6 +10,8 @@
 # backend's with cc; prints kcheck's summary, exits 1 when a kernel differs
 # (or when a launch gives other bytes with its blocks, warps and lanes in
 # reverse order: emu_device.cpp).  EMU_TSAN=1: under ThreadSanitizer.
+# EMU_EXACT=PATTERN: the kernels whose names match (grep -E) must agree
+# with the C backend's to the bit (relative error 0), and one at least must.
 # (Training on the emulated GPU, through runtime/cuda.c: tests/cuda/fake.)
 set -u
 emit=$1 rtlib=$2 dir=$3 model=$4 name=$5 sym=$6
@@ -36,4 +38,10 @@ $cxx -fopenmp $tsan kcheck.o model.o emu_device.o "$rtlib" -lm -lpthread -ldl -o
 ./ekcheck "$name.jsonl" 1234
 rc=$?
 grep '"ok":false' "$name.jsonl" | head -20
+if [ -n "${EMU_EXACT:-}" ]; then
+  ex=$(grep -E "\"kernel\":\"[^\"]*($EMU_EXACT)" "$name.jsonl")
+  [ -n "$ex" ] || { echo "FAIL: no kernel matches EMU_EXACT=$EMU_EXACT"; exit 1; }
+  if grep -v '"rel_err":0.000e+00' <<< "$ex"; then echo "FAIL: not bit-identical to the C backend (EMU_EXACT=$EMU_EXACT)"; rc=1
+  else echo "bit-identical: $(wc -l <<< "$ex") kernels matching $EMU_EXACT"; fi
+fi
 exit $rc
