@@ -651,8 +651,13 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, "dy", n->in[0], false);
         ptr_decl(e, "idx", n->in[1], false);
         ptr_decl(e, "dtable", n->out[0], true);
-        fprintf(f, "    tk_embedding_bwd_f32(dtable, dy, idx, %lld, %lld, %lld);\n", (long long)shape_numel(&n->in[1]->ty.shape),
-                (long long)last, (long long)ir_int(n, "rows", 0));
+        if (k->acc_grads) {
+            if (!k->scratch) die("embedding_grad kernel %s without scratch", k->name);
+            buf_ptr(e, k->scratch - 1, "scratch", true);
+        }
+        fprintf(f, "    tk_embedding_bwd_f32(dtable, dy, idx, %lld, %lld, %lld, %d, %s);%s\n", (long long)shape_numel(&n->in[1]->ty.shape),
+                (long long)last, (long long)ir_int(n, "rows", 0), k->acc_grads, k->acc_grads ? "scratch" : "NULL",
+                k->acc_grads ? " /* dtable += (in place) */" : "");
         break;
     }
     case OP_softmax:

@@ -1320,9 +1320,10 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         vp(e, &P, n->in[0], false, a[1]);
         int pr = param_ws(e, &P);
         snprintf(call, sizeof call,
-                 "tk_embedding_bwd_rows<32, 8>(%s, %s, (const int32_t *)p%d + %lld, (const int32_t *)p%d, (const int32_t *)p%d + %lld, %lldll, %lldll) "
-                 "/* dtable [%lld,%lld] */",
-                 a[0], a[1], pr, (long long)(2 * V4), pr, pr, (long long)V4, (long long)V, (long long)C, (long long)V, (long long)C);
+                 "tk_embedding_bwd_rows<32, 8, %s>(%s, %s, (const int32_t *)p%d + %lld, (const int32_t *)p%d, (const int32_t *)p%d + %lld, %lldll, "
+                 "%lldll) /* dtable [%lld,%lld]%s */",
+                 k->acc_grads ? "true" : "false", a[0], a[1], pr, (long long)(2 * V4), pr, pr, (long long)V4, (long long)V, (long long)C, (long long)V,
+                 (long long)C, k->acc_grads ? " += (in place)" : "");
         tmpl_launch(e, r, "_rows", &P, call, (int)T, (unsigned)cdiv(V, 8), (unsigned)cdiv(C, T), (unsigned)T, 1);
         break;
     }

@@ -797,6 +797,48 @@ static void lower_template(Lower *L, Node *n) {
     }
 }
 
+/* embedding_grad, dtable = the scatter-add of dy's rows, summed into what
+ * its one reader adds it to, in place: the gradient accumulator
+ * (accumulating_add, grad_accum > 1) or the other summand when that dies
+ * at the add (summing_add: GPT-2's tied table, whose head's gradient
+ * linear_cross_entropy left in a temporary).  Then only the rows some
+ * index names are read and written, each row's sum (from zero, in token
+ * order) added to the row once, as the add would; no zero-filled table,
+ * no add kernel.  (A row no index names keeps the other summand's value,
+ * where the add would give 0.0 + it: the same but for the sign of a zero.) */
+static void lower_embedding_grad(Lower *L, Node *n) {
+    Value *y = n->out[0], *sv = NULL, *ov = NULL;
+    Node *acc = L->fuse ? accumulating_add(L, y, &sv) : NULL;
+    Node *sum = L->fuse && !acc ? summing_add(L, y, &ov) : NULL;
+    if (!acc && !sum) {
+        lower_template(L, n);
+        return;
+    }
+    Kernel *k = new_kernel(L, KK_TMPL, n);
+    kern_add_node(L, k, n);
+    for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
+    Node *add = acc ? acc : sum;
+    kern_add_node(L, k, add);
+    L->done[add->id] = true;
+    ValInfo *yi = VI(L, y);
+    yi->st = VS_BUF;
+    yi->kern = k;
+    if (acc) {
+        materialise(L, sv); /* the accumulator's own buffer */
+        view_contig(&yi->view, persistent_buf(L, sv->def), &y->ty.shape);
+    } else {
+        kern_add_dep(k, VI(L, ov)->kern);
+        view_contig(&yi->view, VI(L, ov)->view.buf, &y->ty.shape);
+    }
+    after_readers(L, k, yi->view.buf);
+    *VI(L, add->out[0]) = *yi;
+    k->acc_grads = true;
+    /* the C backend's counting sort (the CUDA kernels sort in the
+     * workspace; the emulation tests run the C form of a cuda program) */
+    int64_t d = ir_int(n, "rows", 0) + 2 + shape_numel(&n->in[1]->ty.shape);
+    k->scratch = new_buf(L->p, BK_TEMP, (Type){DT_i32, shape_make(1, &d)}, "embedding_grad.sort", NULL, (int)L->s->which) + 1;
+}
+
 /* linear_cross_entropy: a template with a workspace for one chunk of
  * logits [chunk, classes] f32 in the memory plan; a gradient result nothing
  * reads (the eval schedule) gets no buffer and is not computed. */
@@ -1633,6 +1675,7 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
             break;
         case OP_adamw:
         case OP_sgd: lower_opt(&L, n); break;
+        case OP_embedding_grad: lower_embedding_grad(&L, n); break;
         default:
             if (is_loop_op(n->op)) lower_loop(&L, n, false);
             else lower_template(&L, n);

@@ -410,8 +410,10 @@ TRN_DEV void tk_embedding_bwd_mark(int32_t *__restrict__ first, int32_t *__restr
  * sum from +0.0f is never -0.0f), so every row takes whole batches.  A
  * row of many tokens (a byte-level text's spaces are a sixth of them) is
  * a round trip to memory a batch, on ceil(C / blockDim.x)
- * multiprocessors. */
-template <int U, int R>
+ * multiprocessors.  ACC: dtable holds what the sums are added to (the
+ * gradient accumulator, or the tied head's gradient: lower.c,
+ * lower_embedding_grad): a row no index names is left as it is. */
+template <int U, int R, bool ACC>
 TRN_DEV void tk_embedding_bwd_rows(float *__restrict__ dtable, const float *__restrict__ dy, const int32_t *__restrict__ pos,
                                    const int32_t *__restrict__ first, const int32_t *__restrict__ end, int64_t V, int64_t C) {
     __shared__ int32_t run[R][2];
@@ -426,6 +428,7 @@ TRN_DEV void tk_embedding_bwd_rows(float *__restrict__ dtable, const float *__re
     if (c >= C) return;
     for (int r = 0; r < R && v0 + r < V; r++) {
         int32_t k = run[r][0], k1 = run[r][1];
+        if (ACC && k1 == 0) continue;
         int32_t q[U];
 #pragma unroll
         for (int u = 0; u < U; u++) q[u] = k + u < k1 ? pos[k + u] : -1;
@@ -439,7 +442,8 @@ TRN_DEV void tk_embedding_bwd_rows(float *__restrict__ dtable, const float *__re
 #pragma unroll
             for (int u = 0; u < U; u++) acc += t[u];
         }
-        dtable[(v0 + r) * C + c] = acc;
+        float *d = dtable + (v0 + r) * C + c;
+        *d = ACC ? *d + acc : acc;
     }
 }
 

@@ -339,17 +339,43 @@ static inline void tk_embedding_f32(float *out, const float *table, const int32_
 
 /* dtable [V,C] = scatter-add of dy [N,C] rows at idx [N].  Parallel over
  * column blocks so no two threads write one element; rows are added in
- * order, so the result does not depend on the thread count. */
-static inline void tk_embedding_bwd_f32(float *dtable, const float *dy, const int32_t *idx, int64_t N, int64_t C, int64_t V) {
-    memset(dtable, 0, sizeof(float) * (size_t)(V * C));
-    int64_t nb = (C + 63) / 64;
+ * order, so the result does not depend on the thread count.  acc: dtable
+ * holds what the sum is added to (lower.c, lower_embedding_grad): each
+ * row some index names gets its sum, from zero in token order, added
+ * once; the others are left as they are.  The rows are sorted first (a
+ * stable counting sort into scratch [V + 2 + N], int32, of the memory
+ * plan). */
+static inline void tk_embedding_bwd_f32(float *dtable, const float *dy, const int32_t *idx, int64_t N, int64_t C, int64_t V, int acc,
+                                        int32_t *scratch) {
+    if (!acc) {
+        memset(dtable, 0, sizeof(float) * (size_t)(V * C));
+        int64_t nb = (C + 63) / 64;
 #pragma omp parallel for schedule(static) if (N * C > 65536)
-    for (int64_t cb = 0; cb < nb; cb++) {
-        int64_t c0 = cb * 64, c1 = c0 + 64 < C ? c0 + 64 : C;
-        for (int64_t n = 0; n < N; n++) {
-            int64_t r = idx[n];
-            if (r < 0 || r >= V) continue;
-            for (int64_t c = c0; c < c1; c++) dtable[r * C + c] = (float)((double)dtable[r * C + c] + (double)dy[n * C + c]);
+        for (int64_t cb = 0; cb < nb; cb++) {
+            int64_t c0 = cb * 64, c1 = c0 + 64 < C ? c0 + 64 : C;
+            for (int64_t n = 0; n < N; n++) {
+                int64_t r = idx[n];
+                if (r < 0 || r >= V) continue;
+                for (int64_t c = c0; c < c1; c++) dtable[r * C + c] = (float)((double)dtable[r * C + c] + (double)dy[n * C + c]);
+            }
+        }
+        return;
+    }
+    /* start[v] .. start[v + 1] - 1: row v's tokens in pos, in order */
+    int32_t *start = scratch, *pos = scratch + V + 2;
+    memset(start, 0, sizeof(int32_t) * (size_t)(V + 2));
+    for (int64_t n = 0; n < N; n++)
+        if (idx[n] >= 0 && idx[n] < V) start[idx[n] + 2]++;
+    for (int64_t v = 0; v < V; v++) start[v + 2] += start[v + 1];
+    for (int64_t n = 0; n < N; n++)
+        if (idx[n] >= 0 && idx[n] < V) pos[start[idx[n] + 1]++] = (int32_t)n;
+#pragma omp parallel for schedule(dynamic, 64) if (N * C > 65536)
+    for (int64_t v = 0; v < V; v++) {
+        if (start[v] == start[v + 1]) continue;
+        for (int64_t c = 0; c < C; c++) {
+            float s = 0.0f;
+            for (int64_t k = start[v]; k < start[v + 1]; k++) s = (float)((double)s + (double)dy[(int64_t)pos[k] * C + c]);
+            dtable[v * C + c] = (float)((double)dtable[v * C + c] + (double)s);
         }
     }
 }
