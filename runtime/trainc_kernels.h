@@ -369,13 +369,20 @@ static inline void tk_embedding_bwd_f32(float *dtable, const float *dy, const in
     for (int64_t v = 0; v < V; v++) start[v + 2] += start[v + 1];
     for (int64_t n = 0; n < N; n++)
         if (idx[n] >= 0 && idx[n] < V) pos[start[idx[n] + 1]++] = (int32_t)n;
+    /* a row's sums 256 columns at a time, over its tokens' rows of dy */
 #pragma omp parallel for schedule(dynamic, 64) if (N * C > 65536)
     for (int64_t v = 0; v < V; v++) {
         if (start[v] == start[v + 1]) continue;
-        for (int64_t c = 0; c < C; c++) {
-            float s = 0.0f;
-            for (int64_t k = start[v]; k < start[v + 1]; k++) s = (float)((double)s + (double)dy[(int64_t)pos[k] * C + c]);
-            dtable[v * C + c] = (float)((double)dtable[v * C + c] + (double)s);
+        for (int64_t c0 = 0; c0 < C; c0 += 256) {
+            int64_t w = C - c0 < 256 ? C - c0 : 256;
+            float s[256];
+            for (int64_t c = 0; c < w; c++) s[c] = 0.0f;
+            for (int64_t k = start[v]; k < start[v + 1]; k++) {
+                const float *d = dy + (int64_t)pos[k] * C + c0;
+                for (int64_t c = 0; c < w; c++) s[c] = (float)((double)s[c] + (double)d[c]);
+            }
+            float *o = dtable + v * C + c0;
+            for (int64_t c = 0; c < w; c++) o[c] = (float)((double)o[c] + (double)s[c]);
         }
     }
 }
