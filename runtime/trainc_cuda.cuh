@@ -408,7 +408,7 @@ TRN_DEV void tk_embedding_bwd_mark(int32_t *__restrict__ first, int32_t *__restr
  * time: the U loads, the next U positions, then the adds in token order;
  * a batch past the row's end adds +0.0f, which leaves a sum unchanged (a
  * sum from +0.0f is never -0.0f), so every row takes whole batches.  A
- * row of many tokens (a byte-level text's spaces are a sixth of them) is
+ * row of many tokens (tinyshakespeare's spaces are 15% of its bytes) is
  * a round trip to memory a batch, on ceil(C / blockDim.x)
  * multiprocessors.  ACC: dtable holds what the sums are added to (the
  * gradient accumulator, or the tied head's gradient: lower.c,
