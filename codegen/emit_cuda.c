@@ -362,6 +362,15 @@ static void fn_head(Emit *e, StrBuf *b, const Params *P, int threads) {
 /* the workspace                                                          */
 /* ===================================================================== */
 
+/* The embedding backward's sorted indices in the workspace (int32, each
+ * array padded to 4): first [V] at 0, end [V] at V4, pos [N] at 2 V4, key
+ * [N] at 2 V4 + N4.  Returns the words in all. */
+static int64_t emb_sort_layout(const Node *n, int64_t *V4, int64_t *N4) {
+    *V4 = (ir_int(n, "rows", 0) + 3) / 4 * 4;
+    *N4 = (shape_numel(&n->in[1]->ty.shape) + 3) / 4 * 4;
+    return 2 * *V4 + 2 * *N4;
+}
+
 void cg_cuda_plan_workspace(Program *p) {
     /* cuBLASLt: 32 MiB (what it asks for on Hopper) once any product is
      * large, 4 MiB otherwise; kernel scratch (cross-entropy row losses,
@@ -385,9 +394,7 @@ void cg_cuda_plan_workspace(Program *p) {
                 if (4 * rows > scratch) scratch = 4 * rows;
             }
             if (k->kind == KK_TMPL && k->nodes[0]->op == OP_embedding_grad) {
-                /* the sorted indices: first [V], end [V], pos [N], key [N] (int32, each padded to 4) */
-                int64_t V = ir_int(k->nodes[0], "rows", 0), N = shape_numel(&k->nodes[0]->in[1]->ty.shape);
-                int64_t b = 4 * (2 * ((V + 3) / 4 * 4) + 2 * ((N + 3) / 4 * 4));
+                int64_t V4, N4, b = 4 * emb_sort_layout(k->nodes[0], &V4, &N4);
                 if (b > scratch) scratch = b;
             }
             if (k->kind == KK_TMPL && (k->nodes[0]->op == OP_cross_entropy || k->nodes[0]->op == OP_cross_entropy_grad)) {
@@ -1294,10 +1301,10 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         break;
     }
     case OP_embedding_grad: {
-        /* the indices sorted, then a block a row (tk_embedding_bwd_*): in
-         * the workspace, first [V], end [V], pos [N], key [N] */
-        int64_t N = shape_numel(&n->in[1]->ty.shape), V = ir_int(n, "rows", 0), C = last;
-        int64_t V4 = (V + 3) / 4 * 4, N4 = (N + 3) / 4 * 4;
+        /* the indices sorted in the workspace (emb_sort_layout), then 8
+         * rows a block (tk_embedding_bwd_*) */
+        int64_t N = shape_numel(&n->in[1]->ty.shape), V = ir_int(n, "rows", 0), C = last, V4, N4;
+        emb_sort_layout(n, &V4, &N4);
         char w[2][48];
         Params Z = {0}, S = {0}, M = {0};
         int pz = param_ws(e, &Z);
@@ -1313,8 +1320,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         snprintf(call, sizeof call, "tk_embedding_bwd_mark((int32_t *)p%d, (int32_t *)p%d + %lld, (const int32_t *)p%d + %lld, %lldll, %lldll)", pm, pm,
                  (long long)V4, pm, (long long)(2 * V4 + N4), (long long)N, (long long)V);
         tmpl_launch(e, r, "_mark", &M, call, 256, cdiv(N, 256), 1, 256, 1);
-        /* a column a thread, 256 a block at most, 32 tokens at a time; 8
-         * rows a block */
+        /* a column a thread, 256 a block at most, 32 tokens at a time */
         int64_t T = C < 256 ? (C + 31) / 32 * 32 : 256;
         vp(e, &P, n->out[0], true, a[0]);
         vp(e, &P, n->in[0], false, a[1]);

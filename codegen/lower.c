@@ -498,6 +498,28 @@ static Node *summing_add(Lower *L, Value *y, Value **other) {
     return add;
 }
 
+/* The add found by accumulating_add (acc, its state sv) or summing_add
+ * (sum, its other summand ov), absorbed into kernel k, which writes the
+ * sum in place: *view (of shape) is the state's own buffer or ov's, and
+ * the add is done.  ov keeps its buffer: the kernel that computes it
+ * still writes it there (a template finds its results by it; a loop
+ * kernel stores only what has one), and nothing but the add reads it.
+ * Returns the add. */
+static Node *sum_in_place(Lower *L, Kernel *k, Node *acc, Value *sv, Node *sum, Value *ov, const Shape *shape, View *view) {
+    Node *add = acc ? acc : sum;
+    kern_add_node(L, k, add);
+    L->done[add->id] = true;
+    if (acc) {
+        materialise(L, sv); /* the state's own buffer */
+        view_contig(view, persistent_buf(L, sv->def), shape);
+    } else {
+        kern_add_dep(k, VI(L, ov)->kern);
+        view_contig(view, VI(L, ov)->view.buf, shape);
+        after_readers(L, k, view->buf);
+    }
+    return add;
+}
+
 /* A GELU (tanh form: cuBLASLt's) that the GEMM computing r = a·b [+ bias]
  * can apply as it stores r (cuBLASLt's GELU_AUX_BIAS / DGELU epilogues):
  *   - forward: gelu(r), r read by nothing else in the forward but the
@@ -748,22 +770,8 @@ static void lower_matmul(Lower *L, Node *n) {
     Node *acc = res == y && gi->nbatch == 0 && y->ty.shape.rank == 2 ? accumulating_add(L, y, &sv) : NULL;
     Node *sum = res == y && gi->nbatch == 0 && !acc ? summing_add(L, y, &ov) : NULL;
     if (acc || sum) {
-        Node *add = acc ? acc : sum;
         gi->accumulate = true;
-        kern_add_node(L, k, add);
-        L->done[add->id] = true;
-        res = add->out[0];
-        if (acc) {
-            materialise(L, sv); /* the state's own buffer */
-            view_contig(&gi->c, persistent_buf(L, sv->def), &res->ty.shape);
-        } else {
-            kern_add_dep(k, VI(L, ov)->kern);
-            view_contig(&gi->c, VI(L, ov)->view.buf, &res->ty.shape);
-            after_readers(L, k, gi->c.buf);
-            /* o keeps its buffer: the kernel that computes o still writes
-             * it there (a template finds its results by it; a loop kernel
-             * stores only what has one), and nothing but the add reads o */
-        }
+        res = sum_in_place(L, k, acc, sv, sum, ov, &y->ty.shape, &gi->c)->out[0];
     } else {
         view_contig(&gi->c, temp_buf(L, res), &res->ty.shape);
     }
@@ -817,20 +825,10 @@ static void lower_embedding_grad(Lower *L, Node *n) {
     Kernel *k = new_kernel(L, KK_TMPL, n);
     kern_add_node(L, k, n);
     for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
-    Node *add = acc ? acc : sum;
-    kern_add_node(L, k, add);
-    L->done[add->id] = true;
     ValInfo *yi = VI(L, y);
     yi->st = VS_BUF;
     yi->kern = k;
-    if (acc) {
-        materialise(L, sv); /* the accumulator's own buffer */
-        view_contig(&yi->view, persistent_buf(L, sv->def), &y->ty.shape);
-    } else {
-        kern_add_dep(k, VI(L, ov)->kern);
-        view_contig(&yi->view, VI(L, ov)->view.buf, &y->ty.shape);
-    }
-    after_readers(L, k, yi->view.buf);
+    Node *add = sum_in_place(L, k, acc, sv, sum, ov, &y->ty.shape, &yi->view);
     *VI(L, add->out[0]) = *yi;
     k->acc_grads = true;
     /* the C backend's counting sort (the CUDA kernels sort in the
