@@ -2,9 +2,10 @@
 # Installs the Debian packages trainc needs that the machine lacks.
 #   build: cmake, a C compiler, flex, bison
 #   generated code: OpenBLAS, its OpenMP build (GEMMs), OpenMP (libgomp comes with gcc)
-#   tests: LLVM's FileCheck (llvm-14-tools), clang and its libFuzzer runtime
+#   tests: LLVM's FileCheck (llvm-14-tools), clang and its libFuzzer runtime,
+#          python3 (the GPU script's self-test, tests/gpu/selftest.sh)
 set -euo pipefail
-pkgs=(cmake gcc make flex bison libopenblas-dev libopenblas-openmp-dev llvm-14-tools clang-14 libclang-rt-14-dev)
+pkgs=(cmake gcc make flex bison libopenblas-dev libopenblas-openmp-dev llvm-14-tools clang-14 libclang-rt-14-dev python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -280,3 +280,9 @@ add_test(NAME cuda_fallback
                  ${CMAKE_CURRENT_BINARY_DIR}/cuda-fallback)
 set_tests_properties(cuda_fallback PROPERTIES LABELS cuda TIMEOUT 300
                      ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};TRAINC_RUNTIME_DIR=${CMAKE_SOURCE_DIR}/runtime")
+
+# tests/gpu/run.sh itself (the one GPU call): its parsing, table, Goal line
+# and time budget, with stand-ins for the GPU's programs
+add_test(NAME gpu_script
+         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu/selftest.sh ${CMAKE_CURRENT_BINARY_DIR}/gpu-script)
+set_tests_properties(gpu_script PROPERTIES LABELS cuda TIMEOUT 120)

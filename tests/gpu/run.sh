@@ -19,24 +19,35 @@
 #      not always to the same neighbour); the CUDA-graph run equal to the
 #      eager one; the step-0 checkpoints (parameters initialised on the
 #      GPU, trn_init_f32) the same bytes as the CPU's;
-#   3. benchmark: GPT-2 small (124M), B=16 x T=1024, bf16 with every pass on
-#      (and a few fp32 steps), beside PyTorch (AdamW, bf16 autocast, SDPA)
-#      eager and torch.compile (bench/gpt2_torch.py): tokens/s, step time,
-#      MFU vs 989 TFLOP/s, device memory in use, time to the first step;
+#   3. benchmark: GPT-2 small (124M), B=16 x T=1024, bf16 with every pass
+#      on, then PyTorch (AdamW, bf16 autocast, SDPA) under torch.compile and
+#      eager (bench/gpt2_torch.py), then a few fp32 steps of trainc:
+#      tokens/s, step time, MFU vs 989 TFLOP/s, device memory in use, time
+#      to the first step;
 #   4. profile: 3 steps of the bf16 GPT-2 small with TRAINC_CUDA_PROFILE
 #      (every kernel timed with events, no graphs): time per op, the 15
 #      longest kernels, TFLOP/s of the products.
 #
-# Every stage has a time limit; a failure is recorded in the JSON and the
-# next stage runs.  Results: $OUT/results.json, $OUT/table.txt (also printed
-# last), logs in $OUT/logs.tar.gz.  About 6 minutes on an H200.
+# Every run in a stage has a time limit, and the whole script a budget
+# (TRAINC_GPU_BUDGET, 480 s: the device call's 540 s less the table and the
+# tar): the kernel and end-to-end checks stop starting runs while less than
+# the later stages' reserve is left (240 s for the benchmark and the
+# profile; the profile's 30 s in the benchmark), so a check that hangs costs
+# its own limit and not the measurements; a run that no longer fits is
+# recorded as skipped.  A failure is recorded in the JSON and the next run
+# starts.  Results: $OUT/results.json, $OUT/table.txt (also printed last),
+# logs in $OUT/logs.tar.gz.  About 6 minutes on an H200.
 #
 # From a session with a device (see docs/cuda.md):
 #   here:   bash tests/gpu/build.sh
 #   device: run(command="bash tests/gpu/run.sh", carry=["build-gpu"], timeout_s=540)
+# Its parsing, tables and budget are checked here, with stand-ins for the
+# GPU's programs, by tests/gpu/selftest.sh (CTest: gpu_script).
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
-B=$root/build-gpu
+B=${TRAINC_GPU_BUILD:-$root/build-gpu}
+# the PyTorch reference (tests/gpu/selftest.sh puts a stand-in here)
+TORCH_BENCH=${TRAINC_GPU_TORCH:-python3 bench/gpt2_torch.py}
 OUT=${OUT:-$root/gpu-out}
 mkdir -p "$OUT" "$OUT/logs"
 L=$OUT/logs
@@ -45,8 +56,25 @@ R=$L/results.jsonl
 cd "$root"
 start=$(date +%s)
 rec() { echo "$1" >> "$R"; }
+budget=${TRAINC_GPU_BUDGET:-480}
+deadline=$(( start + budget ))
+# cap WANT RESERVE: a run's time limit, WANT seconds or what the budget has
+# left after RESERVE seconds kept for the later stages, at least 1 (under
+# 10 the caller skips the run)
+cap() {
+    local l=$(( deadline - $(date +%s) - $2 ))
+    [ "$l" -gt "$1" ] && l=$1
+    [ "$l" -lt 1 ] && l=1
+    echo "$l"
+}
+# skipped STAGE KEY NAME: the record of a run the budget had no time for
+skipped() { echo "$1 $3: skipped (out of time)"; rec "{\"stage\":\"$1\",\"$2\":\"$3\",\"skipped\":true}"; }
 # the last line of a log, quoted for JSON (what the table prints under a failed row)
-why() { tail -n 1 "$1" 2>/dev/null | tr -d '"\\' | tr -cd '[:print:]' | cut -c1-200; }
+# (why LOG RC: "timed out" first when RC is timeout's)
+why() {
+    case ${2:-0} in 124|137) printf 'timed out: ' ;; esac
+    tail -n 1 "$1" 2>/dev/null | tr -d '"\\' | tr -cd '[:print:]' | cut -c1-200
+}
 
 [ -x "$B/gpt2_tiny" ] || { echo "build-gpu/ is missing: run tests/gpu/build.sh here and carry build-gpu"; exit 1; }
 chmod +x "$B"/* 2>/dev/null
@@ -62,7 +90,7 @@ fi
 echo "cuBLASLt: ${TRAINC_CUBLASLT:-(default search)}"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader > "$L/gpu.txt" 2>&1
 cat "$L/gpu.txt"
-rec "{\"stage\":\"env\",\"gpu\":\"$(head -1 "$L/gpu.txt" | tr -d '"')\",\"cublaslt\":\"${TRAINC_CUBLASLT:-}\"}"
+rec "{\"stage\":\"env\",\"budget_s\":$budget,\"gpu\":\"$(head -1 "$L/gpu.txt" | tr -d '"')\",\"cublaslt\":\"${TRAINC_CUBLASLT:-}\"}"
 
 # ---- 1. kernels ----
 # (gpt2_tiny_plain: GPT-2's products with GELU and bias-gradient epilogues
@@ -70,15 +98,17 @@ rec "{\"stage\":\"env\",\"gpu\":\"$(head -1 "$L/gpu.txt" | tr -d '"')\",\"cublas
 # cuBLASLt's where its heuristic has them, which kcheck's first line counts)
 for m in gpt2_tiny gpt2_tiny_plain llama_tiny mlp mlp_rows gpt2_d64 llama_d128 gpt2_tiny_bf16 llama_tiny_bf16 gpt2_tiny_fp16 gpt2_d64_bf16 gpt2_d64_bf16_notc \
          llama_d64_bf16 llama_d128_bf16; do
+    lim=$(cap 75 300)
+    [ "$lim" -lt 10 ] && { skipped kernels model $m; continue; }
     t0=$(date +%s%N)
     exe=$m plain=
     [ "$m" = gpt2_tiny_plain ] && exe=gpt2_tiny plain=0
-    TRAINC_CUDA_GELU_EPILOGUE=$plain TRAINC_CUDA_BGRAD_EPILOGUE=$plain timeout -k 5 75 "$B/kcheck_$exe" "$L/kcheck_$m.jsonl" 1234 > "$L/kcheck_$m.log" 2>&1
+    TRAINC_CUDA_GELU_EPILOGUE=$plain TRAINC_CUDA_BGRAD_EPILOGUE=$plain timeout -k 5 $lim "$B/kcheck_$exe" "$L/kcheck_$m.jsonl" 1234 > "$L/kcheck_$m.log" 2>&1
     rc=$?
     t1=$(date +%s%N)
     tail -3 "$L/kcheck_$m.log"
     summ=$(grep '"summary"' "$L/kcheck_$m.jsonl" 2>/dev/null | tail -1)
-    msg=$(tail -1 "$L/kcheck_$m.log" | tr -d '"\\' | cut -c1-300)
+    msg=$(why "$L/kcheck_$m.log" $rc)
     dev=$(head -1 "$L/kcheck_$m.log" | tr -d '"\\' | cut -c1-300)
     rec "{\"stage\":\"kernels\",\"model\":\"$m\",\"rc\":$rc,\"ms\":$(( (t1 - t0) / 1000000 )),\"summary\":${summ:-null},\"first_line\":\"$dev\",\"last_line\":\"$msg\"}"
 done
@@ -86,13 +116,16 @@ done
 # ---- 2. end to end ----
 steps=20
 for m in gpt2_tiny llama_tiny gpt2_tiny_bf16 gpt2_tiny_bf16_lora llama_tiny_bf16 llama_tiny_bf16_ckpt gpt2_tiny_fp16; do
+    # five runs: the CPU, the GPU with and without graphs, two step-0 saves
+    t=$(cap 120 240)
+    [ "$t" -lt 40 ] && { skipped e2e model $m; continue; }
     case $m in *_bf16*|*_fp16*) lim=2e-2 ;; *) lim=1e-4 ;; esac
     args="--data $B/data/ts_train.bin --steps $steps --lr 1e-3 --warmup 0 --schedule constant --seed 7 --quiet"
-    timeout -k 5 120 "$B/$m" $args --device cpu --metrics "$L/e2e_${m}_cpu.jsonl" > "$L/e2e_${m}_cpu.log" 2>&1
+    timeout -k 5 $(cap 120 240) "$B/$m" $args --device cpu --metrics "$L/e2e_${m}_cpu.jsonl" > "$L/e2e_${m}_cpu.log" 2>&1
     rc1=$?
-    timeout -k 5 120 "$B/$m" $args --device cuda --metrics "$L/e2e_${m}_cuda.jsonl" > "$L/e2e_${m}_cuda.log" 2>&1
+    timeout -k 5 $(cap 120 240) "$B/$m" $args --device cuda --metrics "$L/e2e_${m}_cuda.jsonl" > "$L/e2e_${m}_cuda.log" 2>&1
     rc2=$?
-    TRAINC_CUDA_GRAPH=0 timeout -k 5 120 "$B/$m" $args --device cuda --metrics "$L/e2e_${m}_eager.jsonl" > "$L/e2e_${m}_eager.log" 2>&1
+    TRAINC_CUDA_GRAPH=0 timeout -k 5 $(cap 120 240) "$B/$m" $args --device cuda --metrics "$L/e2e_${m}_eager.jsonl" > "$L/e2e_${m}_eager.log" 2>&1
     rc3=$?
     cmp=$(python3 - "$L/e2e_${m}_cpu.jsonl" "$L/e2e_${m}_cuda.jsonl" "$L/e2e_${m}_eager.jsonl" $steps $lim <<'EOF'
 import json, sys
@@ -113,22 +146,26 @@ EOF
 )
     # the parameters the GPU initialised itself (trn_init_f32) are the host's
     # bit for bit: the step-0 checkpoints are the same bytes
-    timeout -k 5 60 "$B/$m" --steps 0 --seed 7 --device cpu --save "$L/init_${m}_cpu.safetensors" > "$L/init_${m}.log" 2>&1
-    timeout -k 5 60 "$B/$m" --steps 0 --seed 7 --device cuda --save "$L/init_${m}_cuda.safetensors" >> "$L/init_${m}.log" 2>&1
+    timeout -k 5 $(cap 60 240) "$B/$m" --steps 0 --seed 7 --device cpu --save "$L/init_${m}_cpu.safetensors" > "$L/init_${m}.log" 2>&1
+    timeout -k 5 $(cap 60 240) "$B/$m" --steps 0 --seed 7 --device cuda --save "$L/init_${m}_cuda.safetensors" >> "$L/init_${m}.log" 2>&1
     init_same=false init_dev=false
     cmp -s "$L/init_${m}_cpu.safetensors" "$L/init_${m}_cuda.safetensors" && init_same=true
     grep -q "initialised on the device" "$L/init_${m}.log" && init_dev=true
     rm -f "$L/init_${m}_cpu.safetensors" "$L/init_${m}_cuda.safetensors"
     echo "e2e $m: $cmp; step-0 checkpoints equal: $init_same (initialised on the device: $init_dev)"
     w=
-    [ $rc2 -ne 0 ] && w=$(why "$L/e2e_${m}_cuda.log")
-    [ $rc1 -ne 0 ] && w="cpu: $(why "$L/e2e_${m}_cpu.log")"
+    [ $rc2 -ne 0 ] && w=$(why "$L/e2e_${m}_cuda.log" $rc2)
+    [ $rc1 -ne 0 ] && w="cpu: $(why "$L/e2e_${m}_cpu.log" $rc1)"
     rec "{\"stage\":\"e2e\",\"model\":\"$m\",\"rc_cpu\":$rc1,\"rc_cuda\":$rc2,\"rc_eager\":$rc3,\"init_same\":$init_same,\"init_on_device\":$init_dev,\"why\":\"$w\",\"result\":${cmp:-null}}"
 done
 
 # ---- 3. benchmark ----
+# (each run's limit capped by the budget, 30 s kept for the profile; in
+# order of what the Goal needs: trainc bf16, torch.compile, eager, fp32)
 bench_trainc() {   # NAME STEPS LIMIT
-    local name=$1 n=$2 lim=$3
+    local name=$1 n=$2 lim
+    lim=$(cap $3 30)
+    [ "$lim" -lt 10 ] && { skipped bench impl trainc-$name; return; }
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$L/mem_$name.txt" 2>/dev/null &
     local smi=$!
     timeout -k 5 "$lim" "$B/$name" --data "$B/data/ts_train.bin" --steps "$n" --lr 6e-4 --warmup 0 --device cuda \
@@ -157,16 +194,16 @@ EOF
 )
     echo "bench $name: $res"
     local w=
-    [ $rc -ne 0 ] && w=$(why "$L/bench_$name.log")
+    [ $rc -ne 0 ] && w=$(why "$L/bench_$name.log" $rc)
     rec "{\"stage\":\"bench\",\"impl\":\"trainc-$name\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
 }
-bench_trainc gpt2_124m_bf16 14 150
-bench_trainc gpt2_124m_fp32 6 120
-for mode in eager compile; do
-    lim=$([ $mode = compile ] && echo 200 || echo 120)
+bench_torch() {   # MODE LIMIT
+    local mode=$1 lim smi rc res w
+    lim=$(cap $2 30)
+    [ "$lim" -lt 10 ] && { skipped bench impl pytorch-$mode; return; }
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$L/mem_torch_$mode.txt" 2>/dev/null &
     smi=$!
-    PYTHONUNBUFFERED=1 timeout -k 5 $lim python3 bench/gpt2_torch.py --mode $mode --batch 16 --steps 15 > "$L/torch_$mode.out" 2> "$L/torch_$mode.err"
+    PYTHONUNBUFFERED=1 timeout -k 5 $lim $TORCH_BENCH --mode $mode --batch 16 --steps 15 > "$L/torch_$mode.out" 2> "$L/torch_$mode.err"
     rc=$?
     kill $smi 2>/dev/null
     # the device memory in use, sampled as for trainc (the context and
@@ -187,12 +224,20 @@ EOF
 )
     echo "bench torch $mode: $res"
     w=
-    [ $rc -ne 0 ] && w=$(why "$L/torch_$mode.err")
+    [ $rc -ne 0 ] && w=$(why "$L/torch_$mode.err" $rc)
     rec "{\"stage\":\"bench\",\"impl\":\"pytorch-$mode\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
-done
+}
+bench_trainc gpt2_124m_bf16 14 150
+bench_torch compile 200
+bench_torch eager 120
+bench_trainc gpt2_124m_fp32 6 120
 
 # ---- 4. where the time goes: GPT-2 small bf16, every kernel timed with events ----
-TRAINC_CUDA_PROFILE=$L/profile.jsonl timeout -k 5 120 "$B/gpt2_124m_bf16" --data "$B/data/ts_train.bin" --steps 3 --lr 6e-4 --warmup 0 \
+lim=$(cap 120 0)
+if [ "$lim" -lt 10 ]; then
+    skipped profile model gpt2_124m_bf16
+else
+TRAINC_CUDA_PROFILE=$L/profile.jsonl timeout -k 5 $lim "$B/gpt2_124m_bf16" --data "$B/data/ts_train.bin" --steps 3 --lr 6e-4 --warmup 0 \
     --device cuda --quiet > "$L/profile.log" 2>&1
 rc=$?
 res=$(python3 - "$L/profile.jsonl" <<'EOF'
@@ -224,17 +269,33 @@ EOF
 )
 echo "profile: $res" | cut -c1-400
 w=
-[ $rc -ne 0 ] && w=$(why "$L/profile.log")
+[ $rc -ne 0 ] && w=$(why "$L/profile.log" $rc)
 rec "{\"stage\":\"profile\",\"model\":\"gpt2_124m_bf16\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
+fi
 
 # ---- results ----
 python3 - "$R" "$OUT/results.json" "$OUT/table.txt" $(( $(date +%s) - start )) <<'EOF'
 import json, re, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 res = {"seconds": int(sys.argv[4]), "stages": rows}
+# the issue's Goal, from this run's own figures: trainc bf16 against torch.compile
+bench = {r["impl"]: r.get("result") or {} for r in rows if r["stage"] == "bench" and not r.get("skipped")}
+tc, pc = bench.get("trainc-gpt2_124m_bf16", {}), bench.get("pytorch-compile", {})
+def ratio(a, b):
+    return a / b if a is not None and b else None
+goal = {"speedup_vs_compile": ratio(tc.get("tokens_per_s"), pc.get("tokens_per_s")),
+        "device_memory_vs_compile": ratio(tc.get("device_used_bytes"), pc.get("device_used_bytes")),
+        "mfu": tc.get("mfu"), "start_s": tc.get("start_s")}
+met = {"speedup_vs_compile": lambda x: x >= 1.3, "device_memory_vs_compile": lambda x: x <= 1.0,
+       "mfu": lambda x: x >= 0.45, "start_s": lambda x: x <= 2.0}
+goal["met"] = {k: (met[k](v) if v is not None else None) for k, v in goal.items() if k in met}
+res["goal"] = goal
 json.dump(res, open(sys.argv[2], "w"), indent=1)
 t = []
 for r in rows:
+    if r.get("skipped"):
+        t.append(f"{r['stage']:<8} {r.get('model') or r.get('impl')} skipped: out of time (TRAINC_GPU_BUDGET)")
+        continue
     if r["stage"] == "kernels":
         s = r.get("summary") or {}
         t.append(f"kernels  {r['model']:<15} {'ok ' if r['rc'] == 0 else 'FAIL'} {s.get('kernels', '?')} kernels, {s.get('failed', '?')} failed, worst {s.get('worst', float('nan')):.2e} ({s.get('worst_kernel', '')})")
@@ -261,6 +322,15 @@ for r in rows:
         t.append("           why: " + r["why"])
     elif r["stage"] == "kernels" and r["rc"] != 0 and not r.get("summary"):
         t.append("           why: " + r.get("last_line", ""))
+def g(k, fmt, want):
+    v = goal[k]
+    m = goal["met"][k]
+    return f"{fmt(v) if v is not None else '-'} ({want}: {'-' if m is None else 'yes' if m else 'no'})"
+t.append("goal     trainc bf16: " + ", ".join((
+    g("speedup_vs_compile", lambda v: f"{v:.2f}x torch.compile's tokens/s", ">= 1.3"),
+    g("device_memory_vs_compile", lambda v: f"{v:.2f}x its device memory", "<= 1"),
+    g("mfu", lambda v: f"MFU {100 * v:.1f}%", ">= 45%"),
+    g("start_s", lambda v: f"first step at {v:.2f} s", "<= 2 s"))))
 t.append(f"total {sys.argv[4]} s")
 open(sys.argv[3], "w").write("\n".join(t) + "\n")
 EOF

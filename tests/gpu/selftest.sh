@@ -1,0 +1,156 @@
+#!/bin/bash
+# tests/gpu/selftest.sh — checks tests/gpu/run.sh itself on a machine with
+# no GPU (CTest: gpu_script): its parsing of what the programs write, the
+# results.json and table it makes, and its time budget.  The GPU's
+# programs are stand-ins (one shell script under every name run.sh calls,
+# nvidia-smi and the PyTorch reference included) that write what the real
+# ones write (kcheck's summary line, the runtime's metrics lines and
+# "initialised on the device", TRAINC_CUDA_PROFILE's lines, the torch
+# script's JSON) with numbers chosen here, so that every figure the table
+# shows is known:
+#   - kcheck_gpt2_tiny passes; kcheck_llama_tiny hangs: its run times out
+#     at the budget's cap and the kernel checks after it are skipped;
+#   - the e2e runs agree but for gpt2_tiny_fp16, whose GPU losses are 5%
+#     off (a failed row); llama_tiny's step-0 checkpoints differ;
+#   - the benchmark's step times give a known median, tokens/s and MFU.
+# The real programs' formats are tested where they are made (runtime:
+# e2e tests; kcheck: cuda_fake_*); this checks the script's side.
+# usage: selftest.sh [WORKDIR]
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+w=${1:-$(mktemp -d)}
+rm -rf "$w" && mkdir -p "$w/build-gpu/data" "$w/bin" "$w/out"
+: > "$w/build-gpu/data/ts_train.bin"
+
+cat > "$w/stub" <<'EOF'
+#!/bin/bash
+# a stand-in for one of run.sh's programs, by the name it is called under
+me=$(basename "$0")
+case $me in
+nvidia-smi)
+    case "$*" in
+    *-lms*) while :; do echo 1234; sleep 0.1; done ;;
+    *) echo "Stand-in H200, 999.0, 143771 MiB, 1980 MHz" ;;
+    esac
+    exit 0 ;;
+torch_bench)
+    mode=eager
+    while [ $# -gt 0 ]; do [ "$1" = --mode ] && mode=$2; shift; done
+    sleep 0.3
+    ms=$([ $mode = compile ] && echo 50.0 || echo 80.0)
+    echo "{\"impl\":\"pytorch-$mode\",\"torch\":\"0.0-stand-in\",\"step_ms\":$ms,\"tokens_per_s\":$(( 16384000 / ${ms%.0} )),\"mfu\":0.3,\"peak_mem_bytes\":10737418240,\"last_loss\":7.0}"
+    exit 0 ;;
+kcheck_llama_tiny)
+    echo "kcheck llama_tiny on Stand-in: arena 1 bytes"
+    sleep 1000 ;;
+kcheck_*)
+    m=${me#kcheck_}
+    echo "kcheck $m on Stand-in H200 (sm_90), GELU epilogues: 2 in cuBLASLt, 0 as kernels: arena 4096 bytes"
+    echo "kcheck $m: 40 kernels, 0 failed, worst relative error 1.500e-06 (k7_matmul)"
+    echo "{\"model\":\"$m\",\"summary\":true,\"kernels\":40,\"failed\":0,\"worst\":1.500e-06,\"worst_kernel\":\"k7_matmul\"}" > "$1"
+    exit 0 ;;
+esac
+# a training executable: --steps N --device D --metrics F --save F
+steps=20 dev=cpu metrics= save=
+while [ $# -gt 0 ]; do
+    case $1 in
+    --steps) steps=$2; shift ;;
+    --device) dev=$2; shift ;;
+    --metrics) metrics=$2; shift ;;
+    --save) save=$2; shift ;;
+    esac
+    shift
+done
+[ "$dev" = cuda ] && echo "model '$me': 1 parameters in 1 tensors | device cuda (1 KiB) | seed 7, initialised on the device" >&2
+if [ -n "$save" ]; then
+    if [ "$me" = llama_tiny ] && [ "$dev" = cuda ]; then echo gpu > "$save"; else echo same > "$save"; fi
+fi
+if [ -n "${TRAINC_CUDA_PROFILE:-}" ]; then
+    {
+        echo '{"schedule":"micro","kernel":"k9_matmul_add_gelu_gpt2_model_L33","where":"gpt2.model:33","kind":"gemm","calls":3,"ms":6.0,"flops":3000000000000}'
+        echo '{"schedule":"micro","kernel":"k6_attention_gpt2_model_L47","where":"gpt2.model:47","kind":"template","calls":3,"ms":3.0,"flops":0}'
+        echo '{"schedule":"micro","kernel":"k13_attention_gpt2_model_L47","where":"gpt2.model:47","kind":"template","calls":3,"ms":3.0,"flops":0}'
+        echo '{"schedule":"update","kernel":"k229_adamw_cast_x148","where":"","kind":"template","calls":3,"ms":1.0,"flops":0}'
+    } > "$TRAINC_CUDA_PROFILE"
+fi
+[ -n "$metrics" ] || exit 0
+: > "$metrics"
+for i in $(seq 1 "$steps"); do
+    loss=$(awk -v i=$i 'BEGIN { printf "%.6f", 5.5 - i / 100 }')
+    [ "$me" = gpt2_tiny_fp16 ] && [ "$dev" = cuda ] && loss=$(awk -v l=$loss 'BEGIN { printf "%.6f", l * 1.05 }')
+    ms=$(( 40 + i % 5 ))      # steps 3..14: 43 44 40 41 42 43 44 40 41 42 43 44: median 43
+    start=
+    [ $i = 1 ] && start=',"start_s":1.250'
+    echo "{\"step\":$i,\"loss\":$loss,\"lr\":0.001,\"grad_norm\":1,\"tokens_per_s\":1,\"ms\":$ms.000$start}" >> "$metrics"
+done
+EOF
+chmod +x "$w/stub"
+for n in gpt2_tiny llama_tiny gpt2_tiny_bf16 gpt2_tiny_bf16_lora llama_tiny_bf16 llama_tiny_bf16_ckpt gpt2_tiny_fp16 \
+         gpt2_124m_bf16 gpt2_124m_fp32 \
+         kcheck_gpt2_tiny kcheck_llama_tiny kcheck_mlp kcheck_mlp_rows kcheck_gpt2_d64 kcheck_llama_d128 kcheck_gpt2_tiny_bf16 \
+         kcheck_llama_tiny_bf16 kcheck_gpt2_tiny_fp16 kcheck_gpt2_d64_bf16 kcheck_gpt2_d64_bf16_notc kcheck_llama_d64_bf16 kcheck_llama_d128_bf16; do
+    ln -s "$w/stub" "$w/build-gpu/$n"
+done
+ln -s "$w/stub" "$w/bin/nvidia-smi"
+ln -s "$w/stub" "$w/bin/torch_bench"
+
+# budget 315 s: the kernel checks keep 300 for what follows, so the hanging
+# check gets 15 s and the ones after it none
+t0=$(date +%s)
+PATH=$w/bin:$PATH OUT=$w/out TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_BUDGET=315 \
+    TRAINC_CUBLASLT=/nonexistent bash "$root/tests/gpu/run.sh" > "$w/run.log" 2>&1 || { cat "$w/run.log"; echo "run.sh failed"; exit 1; }
+echo "run.sh: $(( $(date +%s) - t0 )) s"
+cat "$w/out/table.txt"
+
+python3 - "$w/out/results.json" "$w/out/table.txt" <<'EOF'
+import json, sys
+res = json.load(open(sys.argv[1]))
+table = open(sys.argv[2]).read()
+st = res["stages"]
+bad = []
+def check(what, ok):
+    if not ok:
+        bad.append(what)
+def one(stage, key, name):
+    r = [x for x in st if x["stage"] == stage and x.get(key) == name]
+    check(f"one {stage} record for {name}", len(r) == 1)
+    return r[0] if r else {}
+env = st[0]
+check("env first, with the budget and the GPU", env["stage"] == "env" and env["budget_s"] == 315 and env["gpu"].startswith("Stand-in H200"))
+k = one("kernels", "model", "gpt2_tiny")
+check("kcheck summary parsed", k.get("rc") == 0 and (k.get("summary") or {}).get("kernels") == 40)
+check("epilogue counts in the table", "GELU epilogues: 2 in cuBLASLt, 0 as kernels" in table)
+h = one("kernels", "model", "llama_tiny")
+check("the hanging check timed out at the cap", h.get("rc") in (124, 137) and h.get("last_line", "").startswith("timed out") and 9000 <= h.get("ms", 0) <= 25000)
+check("the checks after it skipped", all(one("kernels", "model", m).get("skipped") for m in ("mlp", "llama_d128_bf16")))
+e = one("e2e", "model", "gpt2_tiny")["result"] or {}
+check("e2e agreement", e.get("ok") is True and e.get("steps") == 20 and e.get("max_rel") == 0 and e.get("graph_equals_eager") is True)
+g = one("e2e", "model", "gpt2_tiny")
+check("step-0 checkpoints equal, initialised on the device", g.get("init_same") is True and g.get("init_on_device") is True)
+check("llama_tiny's checkpoints differ", one("e2e", "model", "llama_tiny").get("init_same") is False)
+f = one("e2e", "model", "gpt2_tiny_fp16")["result"] or {}
+check("fp16's 5% off fails", f.get("ok") is False and abs(f.get("max_rel", 0) - 0.05) < 1e-4)
+b = one("bench", "impl", "trainc-gpt2_124m_bf16")["result"] or {}
+flops = 6 * 124475904 * 16384 + 6 * 12 * 1024 * 768 * 16384
+check("trainc bench: median of steps 3..14", b.get("steps") == 14 and b.get("step_ms") == 43.0)
+check("trainc bench: tokens/s, MFU", abs(b.get("tokens_per_s", 0) - 16384 / 0.043) < 1e-6 and abs(b.get("mfu", 0) - flops / 0.043 / 989e12) < 1e-9)
+check("trainc bench: device memory and first step", b.get("device_used_bytes") == 1234 * 2**20 and b.get("start_s") == 1.25)
+c = one("bench", "impl", "pytorch-compile")["result"] or {}
+check("torch.compile result", c.get("step_ms") == 50.0 and c.get("device_used_bytes") == 1234 * 2**20 and c.get("peak_mem_bytes") == 10737418240)
+order = [x.get("impl") for x in st if x["stage"] == "bench"]
+check("bench order", order == ["trainc-gpt2_124m_bf16", "pytorch-compile", "pytorch-eager", "trainc-gpt2_124m_fp32"])
+p = one("profile", "model", "gpt2_124m_bf16")["result"] or {}
+ops = {o["op"]: o for o in p.get("by_op", [])}
+check("profile: micro-batch kernels only, summed per call", p.get("kernels") == 3 and abs(p.get("step_ms_sum", 0) - 4.0) < 1e-9)
+check("profile: per op", abs(ops.get("gemm", {}).get("ms", 0) - 2.0) < 1e-9 and ops.get("attention", {}).get("kernels") == 2
+      and abs(ops["gemm"].get("tflops", 0) - 1500.0) < 1e-6)
+gl = res.get("goal", {})
+check("goal: ratios of this run", abs(gl.get("speedup_vs_compile", 0) - (16384 / 0.043) / 327680) < 1e-9 and gl.get("device_memory_vs_compile") == 1.0
+      and gl.get("met") == {"speedup_vs_compile": False, "device_memory_vs_compile": True, "mfu": False, "start_s": True})
+for line in ("1.16x torch.compile's tokens/s (>= 1.3: no)", "first step at 1.25 s (<= 2 s: yes)", "skipped: out of time", "why: timed out", "e2e      gpt2_tiny_fp16  FAIL", "step 43.0 ms  381023 tok/s"):
+    check(f"table has {line!r}", line in table)
+if bad:
+    print("selftest: FAILED:\n  " + "\n  ".join(bad))
+    sys.exit(1)
+print(f"selftest: {len(st)} records, all as expected")
+EOF
