@@ -34,11 +34,16 @@ nvidia-smi)
     esac
     exit 0 ;;
 torch_bench)
-    mode=eager
-    while [ $# -gt 0 ]; do [ "$1" = --mode ] && mode=$2; shift; done
+    mode=eager suf= ms=80.0
+    while [ $# -gt 0 ]; do
+        [ "$1" = --mode ] && mode=$2
+        [ "$1" = --vocab ] && suf=-v$2
+        shift
+    done
     sleep 0.3
-    ms=$([ $mode = compile ] && echo 50.0 || echo 80.0)
-    echo "{\"impl\":\"pytorch-$mode\",\"torch\":\"0.0-stand-in\",\"step_ms\":$ms,\"tokens_per_s\":$(( 16384000 / ${ms%.0} )),\"mfu\":0.3,\"peak_mem_bytes\":10737418240,\"last_loss\":7.0}"
+    [ $mode = compile ] && ms=50.0
+    [ -n "$suf" ] && ms=48.0
+    echo "{\"impl\":\"pytorch-$mode$suf\",\"torch\":\"0.0-stand-in\",\"step_ms\":$ms,\"tokens_per_s\":$(( 16384000 / ${ms%.0} )),\"mfu\":0.3,\"peak_mem_bytes\":10737418240,\"last_loss\":7.0}"
     exit 0 ;;
 kcheck_llama_tiny)
     echo "kcheck llama_tiny on Stand-in: arena 1 bytes"
@@ -138,7 +143,8 @@ check("trainc bench: device memory and first step", b.get("device_used_bytes") =
 c = one("bench", "impl", "pytorch-compile")["result"] or {}
 check("torch.compile result", c.get("step_ms") == 50.0 and c.get("device_used_bytes") == 1234 * 2**20 and c.get("peak_mem_bytes") == 10737418240)
 order = [x.get("impl") for x in st if x["stage"] == "bench"]
-check("bench order", order == ["trainc-gpt2_124m_bf16", "pytorch-compile", "pytorch-eager", "trainc-gpt2_124m_fp32"])
+check("bench order", order == ["trainc-gpt2_124m_bf16", "pytorch-compile", "pytorch-eager", "trainc-gpt2_124m_fp32", "pytorch-compile-v50304"])
+check("torch.compile padded by hand", (one("bench", "impl", "pytorch-compile-v50304")["result"] or {}).get("step_ms") == 48.0)
 p = one("profile", "model", "gpt2_124m_bf16")["result"] or {}
 ops = {o["op"]: o for o in p.get("by_op", [])}
 check("profile: micro-batch kernels only, summed per call", p.get("kernels") == 3 and abs(p.get("step_ms_sum", 0) - 4.0) < 1e-9)
