@@ -849,9 +849,9 @@ static void emit_template(Emit *e, Kernel *k) {
         buf_ptr(e, k->scratch - 1, "scratch", true);
         fprintf(f, "    /* x [%lld,%lld] w [%lld,%lld]: %lld rows at a time, the logits never exist */\n", (long long)N, (long long)C, (long long)V,
                 (long long)C, (long long)ir_int(n, "chunk", N));
-        fprintf(f, "    tk_linear_ce(loss, dx, dw, x, w, targets, %lld, %lld, %lld, %lld, %lld, %lld, scratch, %d);\n", (long long)N, (long long)C,
-                (long long)V, (long long)ir_int(n, "classes", V), (long long)ir_int(n, "chunk", N), (long long)ir_int(n, "ignore_index", -100),
-                dt_code(n->in[0]->ty.dt));
+        fprintf(f, "    tk_linear_ce(loss, dx, dw, %d, x, w, targets, %lld, %lld, %lld, %lld, %lld, %lld, scratch, %d);%s\n", k->acc_grads,
+                (long long)N, (long long)C, (long long)V, (long long)ir_int(n, "classes", V), (long long)ir_int(n, "chunk", N),
+                (long long)ir_int(n, "ignore_index", -100), dt_code(n->in[0]->ty.dt), k->acc_grads ? " /* dw += (the accumulator) */" : "");
         break;
     }
     case OP_add_layer_norm:

@@ -1260,13 +1260,14 @@ static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
             d.lda = V, d.ldb = C, d.ldc = C, d.bias = -1, d.scale = base + 8;
             add_gemm_step(r, &d);
         }
-        /* dw [V, C] = alpha g^T . x_c (+ dw) */
+        /* dw [V, C] = alpha g^T . x_c (+ dw: after the first chunk, and
+         * from it on when dw is the gradient accumulator) */
         if (dwb >= 0) {
             TrnCudaGemm d = {0};
             d.dtype = (int)dt, d.cdtype = TRN_F32, d.ta = 1, d.tb = 0;
             d.M = V, d.N = C, d.K = rows;
             d.a = go, d.b = xo + r0 * C * es, d.c = p->bufs[dwb].offset;
-            d.lda = V, d.ldb = C, d.ldc = C, d.bias = -1, d.scale = base + (r0 ? 16 : 8);
+            d.lda = V, d.ldb = C, d.ldc = C, d.bias = -1, d.scale = base + (r0 || k->acc_grads ? 16 : 8);
             add_gemm_step(r, &d);
         }
     }

@@ -839,17 +839,29 @@ static void lower_embedding_grad(Lower *L, Node *n) {
 
 /* linear_cross_entropy: a template with a workspace for one chunk of
  * logits [chunk, classes] f32 in the memory plan; a gradient result nothing
- * reads (the eval schedule) gets no buffer and is not computed. */
+ * reads (the eval schedule) gets no buffer and is not computed.  Under
+ * gradient accumulation the weight's gradient (an untied head's) is summed
+ * into its accumulator (accumulating_add): every chunk's dw product adds
+ * to it (beta 1 from the first chunk on), no [V, C] temporary, no add
+ * kernel.  (A tied table's head gradient meets the embedding's first and
+ * keeps its temporary: docs/codegen.md.) */
 static void lower_linear_ce(Lower *L, Node *n) {
     Kernel *k = new_kernel(L, KK_TMPL, n);
     kern_add_node(L, k, n);
     for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
     for (int j = 0; j < n->nout; j++) {
-        Value *y = n->out[j];
+        Value *y = n->out[j], *sv = NULL;
         ValInfo *yi = VI(L, y);
         yi->kern = k;
         if (j > 0 && L->uses->of[y->id].n == 0 && L->uses->nout_refs[y->id] == 0) continue;
         yi->st = VS_BUF;
+        Node *acc = j == 2 ? accumulating_add(L, y, &sv) : NULL;
+        if (acc) {
+            Node *add = sum_in_place(L, k, acc, sv, NULL, NULL, &y->ty.shape, &yi->view);
+            *VI(L, add->out[0]) = *yi;
+            k->acc_grads = true;
+            continue;
+        }
         view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
     }
     int64_t rows = ir_int(n, "chunk", 1), nc = ir_int(n, "classes", n->in[1]->ty.shape.d[0]);

@@ -976,9 +976,10 @@ static inline void tk_cross_entropy_fused_f32(float *loss, float *lse, float *lo
  * unfused matmul and the cast of its gradient do under mixed precision);
  * the 1/count scale comes after, in the products.  dx or dw may be NULL
  * (nothing needs them: the eval schedule).  Rows of w from nc on are
- * padding: dw is 0 there. */
-static inline void tk_linear_ce(float *loss, float *dx, float *dw, const void *x, const void *w, const int32_t *tg, int64_t N, int64_t C,
-                                int64_t V, int64_t nc, int64_t chunk, int64_t ignore, float *scratch, int dt) {
+ * padding: dw is 0 there.  acc: dw is the gradient accumulator, added to
+ * (its padded rows left as they are, 0). */
+static inline void tk_linear_ce(float *loss, float *dx, float *dw, int acc, const void *x, const void *w, const int32_t *tg, int64_t N,
+                                int64_t C, int64_t V, int64_t nc, int64_t chunk, int64_t ignore, float *scratch, int dt) {
     int64_t cnt = tk_ce_count(tg, N, ignore);
     double inv = cnt ? 1.0 / (double)cnt : 0.0, total = 0;
     int blas = 0;
@@ -987,7 +988,7 @@ static inline void tk_linear_ce(float *loss, float *dx, float *dw, const void *x
 #endif
     /* half precision (and no BLAS): dw accumulates in double, scaled and rounded once */
     double *dwa = dw && !blas ? (double *)calloc((size_t)(nc * C + 1), sizeof(double)) : NULL;
-    if (dw && blas) memset(dw, 0, sizeof(float) * (size_t)(V * C));
+    if (dw && blas && !acc) memset(dw, 0, sizeof(float) * (size_t)(V * C));
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
         int64_t rows = r0 + chunk < N ? chunk : N - r0;
         float *lg = scratch; /* [rows, nc] */
@@ -1047,7 +1048,10 @@ static inline void tk_linear_ce(float *loss, float *dx, float *dw, const void *x
         }
     }
     if (dwa) {
-        for (int64_t e = 0; e < V * C; e++) dw[e] = e < nc * C ? (float)(inv * dwa[e]) : 0.0f;
+        if (acc) /* rounded, then added: as the add into the accumulator would */
+            for (int64_t e = 0; e < nc * C; e++) dw[e] += (float)(inv * dwa[e]);
+        else
+            for (int64_t e = 0; e < V * C; e++) dw[e] = e < nc * C ? (float)(inv * dwa[e]) : 0.0f;
         free(dwa);
     }
     *loss = (float)(total * inv);

@@ -171,6 +171,11 @@ int main(int argc, char **argv) {
             check_model("gpt2, accumulating", "examples/gpt2.model", gpt2_defs, accum_sets, &tk, 5, 3, false, true);
             check_model("gpt2 bf16, accumulating", "examples/gpt2.model", gpt2_defs, bf16_sets, &tk, 5, 3, false, true);
             check_model("gpt2 sgd, accumulating", "examples/gpt2.model", gpt2_defs, sgd_accum_sets, &tk, 5, 3, true, false);
+            /* an untied head: linear_cross_entropy's dw summed into its
+             * accumulator (BLAS's beta 1 in f32; in bf16 the double sum
+             * rounded and added) */
+            check_model("llama, accumulating", "examples/llama.model", llama_defs, accum_sets, &tk, 5, 3, false, true);
+            check_model("llama bf16, accumulating", "examples/llama.model", llama_defs, bf16_sets, &tk, 5, 3, false, true);
         }
         if (all) break;
     }
