@@ -520,6 +520,18 @@ static Node *sum_in_place(Lower *L, Kernel *k, Node *acc, Value *sv, Node *sum, 
     return add;
 }
 
+/* A template kernel's result y summed in place (sum_in_place) by k, which
+ * adds to what it writes (Kernel.acc_grads): y, and the add's result,
+ * live in the state's or the other summand's buffer. */
+static void tmpl_sum_in_place(Lower *L, Kernel *k, Value *y, Node *acc, Value *sv, Node *sum, Value *ov) {
+    ValInfo *yi = VI(L, y);
+    yi->st = VS_BUF;
+    yi->kern = k;
+    Node *add = sum_in_place(L, k, acc, sv, sum, ov, &y->ty.shape, &yi->view);
+    *VI(L, add->out[0]) = *yi;
+    k->acc_grads = true;
+}
+
 /* A GELU (tanh form: cuBLASLt's) that the GEMM computing r = a·b [+ bias]
  * can apply as it stores r (cuBLASLt's GELU_AUX_BIAS / DGELU epilogues):
  *   - forward: gelu(r), r read by nothing else in the forward but the
@@ -825,12 +837,7 @@ static void lower_embedding_grad(Lower *L, Node *n) {
     Kernel *k = new_kernel(L, KK_TMPL, n);
     kern_add_node(L, k, n);
     for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
-    ValInfo *yi = VI(L, y);
-    yi->st = VS_BUF;
-    yi->kern = k;
-    Node *add = sum_in_place(L, k, acc, sv, sum, ov, &y->ty.shape, &yi->view);
-    *VI(L, add->out[0]) = *yi;
-    k->acc_grads = true;
+    tmpl_sum_in_place(L, k, y, acc, sv, sum, ov);
     /* the C backend's counting sort (the CUDA kernels sort in the
      * workspace; the emulation tests run the C form of a cuda program) */
     int64_t d = ir_int(n, "rows", 0) + 2 + shape_numel(&n->in[1]->ty.shape);
@@ -854,14 +861,12 @@ static void lower_linear_ce(Lower *L, Node *n) {
         ValInfo *yi = VI(L, y);
         yi->kern = k;
         if (j > 0 && L->uses->of[y->id].n == 0 && L->uses->nout_refs[y->id] == 0) continue;
-        yi->st = VS_BUF;
         Node *acc = j == 2 ? accumulating_add(L, y, &sv) : NULL;
         if (acc) {
-            Node *add = sum_in_place(L, k, acc, sv, NULL, NULL, &y->ty.shape, &yi->view);
-            *VI(L, add->out[0]) = *yi;
-            k->acc_grads = true;
+            tmpl_sum_in_place(L, k, y, acc, sv, NULL, NULL);
             continue;
         }
+        yi->st = VS_BUF;
         view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
     }
     int64_t rows = ir_int(n, "chunk", 1), nc = ir_int(n, "classes", n->in[1]->ty.shape.d[0]);
