@@ -843,14 +843,15 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, "w", n->in[1], false);
         ptr_decl(e, "targets", n->in[2], false);
         ptr_decl(e, "loss", n->out[0], true);
-        opt_ptr_decl(e, "dx", n->out[1], true);
+        Value *dx = k->cast_out ? k->cast_out->out[0] : n->out[1]; /* f32, or the half value of the cast it absorbed */
+        opt_ptr_decl(e, "dx", dx, true);
         opt_ptr_decl(e, "dw", n->out[2], true);
         if (!k->scratch) die("linear_cross_entropy kernel %s without scratch", k->name);
         buf_ptr(e, k->scratch - 1, "scratch", true);
         fprintf(f, "    /* x [%lld,%lld] w [%lld,%lld]: %lld rows at a time, the logits never exist */\n", (long long)N, (long long)C, (long long)V,
                 (long long)C, (long long)ir_int(n, "chunk", N));
-        fprintf(f, "    tk_linear_ce(loss, dx, dw, %d, x, w, targets, %lld, %lld, %lld, %lld, %lld, %lld, scratch, %d);%s\n", k->acc_grads,
-                (long long)N, (long long)C, (long long)V, (long long)ir_int(n, "classes", V), (long long)ir_int(n, "chunk", N),
+        fprintf(f, "    tk_linear_ce(loss, dx, %d, dw, %d, x, w, targets, %lld, %lld, %lld, %lld, %lld, %lld, scratch, %d);%s\n", dt_code(dx->ty.dt),
+                k->acc_grads, (long long)N, (long long)C, (long long)V, (long long)ir_int(n, "classes", V), (long long)ir_int(n, "chunk", N),
                 (long long)ir_int(n, "ignore_index", -100), dt_code(n->in[0]->ty.dt), k->acc_grads ? " /* dw += (the accumulator) */" : "");
         break;
     }

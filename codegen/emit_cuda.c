@@ -1214,7 +1214,8 @@ static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
     if (p->bufs[sb].bytes < cg_cuda_linear_ce_scratch(n)) die("linear_cross_entropy kernel %s: scratch too small", k->name);
     int64_t base = p->bufs[sb].offset, es = dtype_size[dt];
     int xb = vbuf(e, n->in[0]), wb = vbuf(e, n->in[1]), tb = vbuf(e, n->in[2]), lb = vbuf(e, n->out[0]);
-    int dxb = opt_buf(e, n->out[1]), dwb = opt_buf(e, n->out[2]);
+    Value *dx = k->cast_out ? k->cast_out->out[0] : n->out[1]; /* f32, or x's half dtype: the cast it absorbed (lower.c) */
+    int dxb = opt_buf(e, dx), dwb = opt_buf(e, n->out[2]);
     bool grad = dxb >= 0 || dwb >= 0;
     int64_t xo = p->bufs[xb].offset, wo = p->bufs[wb].offset, go = base + lce_logits_off(n); /* the logits, then the gradient in their place */
     const char *lt = st_type(dt);
@@ -1251,12 +1252,12 @@ static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
                  lt, t, nv, gp, pr, lt, pl, pq, (long long)V, (long long)nc, (long long)ig, (long long)chunk, (long long)V,
                  nv ? ", the row in registers" : "");
         tmpl_launch_minb(e, r, "_rows", &Q, call, t, 1024 / t, (unsigned)rows, 1, (unsigned)t, 1);
-        /* dx_c [rows, C] = alpha g [rows, V] . w [V, C] */
+        /* dx_c [rows, C] = alpha g [rows, V] . w [V, C] (f32 accumulation, stored in dx's dtype) */
         if (dxb >= 0) {
             TrnCudaGemm d = {0};
-            d.dtype = (int)dt, d.cdtype = TRN_F32, d.ta = 0, d.tb = 0;
+            d.dtype = (int)dt, d.cdtype = (int)dx->ty.dt, d.ta = 0, d.tb = 0;
             d.M = rows, d.N = C, d.K = V;
-            d.a = go, d.b = wo, d.c = p->bufs[dxb].offset + r0 * C * 4;
+            d.a = go, d.b = wo, d.c = p->bufs[dxb].offset + r0 * C * dtype_size[dx->ty.dt];
             d.lda = V, d.ldb = C, d.ldc = C, d.bias = -1, d.scale = base + 8;
             add_gemm_step(r, &d);
         }

@@ -844,6 +844,17 @@ static void lower_embedding_grad(Lower *L, Node *n) {
     k->scratch = new_buf(L->p, BK_TEMP, (Type){DT_i32, shape_make(1, &d)}, "embedding_grad.sort", NULL, (int)L->s->which) + 1;
 }
 
+/* linear_cross_entropy's dx (f32) read only by its cast to x's half dtype
+ * (the gradient of the bf16/f16 activation under mixed precision): the
+ * cast the kernel absorbs, writing dx as the half value (rounded once from
+ * the f32 one, as the cast rounds it: cuBLASLt's dx products store it in
+ * x's dtype), or NULL.  One f32 [N, C] buffer and a cast kernel fewer. */
+static Node *lce_dx_cast(Lower *L, Node *n) {
+    Value *dx = n->out[1];
+    Node *c = L->fuse && dx->ty.dt == DT_f32 && dtype_is_half(n->in[0]->ty.dt) ? only_use(L, dx, OP_cast) : NULL;
+    return c && !L->done[c->id] && c->out[0]->ty.dt == n->in[0]->ty.dt ? c : NULL;
+}
+
 /* linear_cross_entropy: a template with a workspace for one chunk of
  * logits [chunk, classes] f32 in the memory plan; a gradient result nothing
  * reads (the eval schedule) gets no buffer and is not computed.  Under
@@ -856,11 +867,22 @@ static void lower_linear_ce(Lower *L, Node *n) {
     Kernel *k = new_kernel(L, KK_TMPL, n);
     kern_add_node(L, k, n);
     for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
+    Node *c = lce_dx_cast(L, n);
+    if (c) {
+        kern_add_node(L, k, c);
+        k->cast_out = c;
+        L->done[c->id] = true;
+        ValInfo *ci = VI(L, c->out[0]);
+        ci->st = VS_BUF;
+        ci->kern = k;
+        view_contig(&ci->view, temp_buf(L, c->out[0]), &c->out[0]->ty.shape);
+    }
     for (int j = 0; j < n->nout; j++) {
         Value *y = n->out[j], *sv = NULL;
         ValInfo *yi = VI(L, y);
         yi->kern = k;
         if (j > 0 && L->uses->of[y->id].n == 0 && L->uses->nout_refs[y->id] == 0) continue;
+        if (j == 1 && c) continue; /* dx is stored only as its absorbed cast's half value */
         Node *acc = j == 2 ? accumulating_add(L, y, &sv) : NULL;
         if (acc) {
             tmpl_sum_in_place(L, k, y, acc, sv, NULL, NULL);

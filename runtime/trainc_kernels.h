@@ -977,9 +977,11 @@ static inline void tk_cross_entropy_fused_f32(float *loss, float *lse, float *lo
  * the 1/count scale comes after, in the products.  dx or dw may be NULL
  * (nothing needs them: the eval schedule).  Rows of w from nc on are
  * padding: dw is 0 there.  acc: dw is the gradient accumulator, added to
- * (its padded rows left as they are, 0). */
-static inline void tk_linear_ce(float *loss, float *dx, float *dw, int acc, const void *x, const void *w, const int32_t *tg, int64_t N,
-                                int64_t C, int64_t V, int64_t nc, int64_t chunk, int64_t ignore, float *scratch, int dt) {
+ * (its padded rows left as they are, 0).  dxdt: dx's dtype, f32 or (a
+ * cast to half absorbed: lower.c) dt, each element rounded to f32 and
+ * then to dt, as the cast rounds it. */
+static inline void tk_linear_ce(float *loss, void *dx, int dxdt, float *dw, int acc, const void *x, const void *w, const int32_t *tg,
+                                int64_t N, int64_t C, int64_t V, int64_t nc, int64_t chunk, int64_t ignore, float *scratch, int dt) {
     int64_t cnt = tk_ce_count(tg, N, ignore);
     double inv = cnt ? 1.0 / (double)cnt : 0.0, total = 0;
     int blas = 0;
@@ -1021,9 +1023,9 @@ static inline void tk_linear_ce(float *loss, float *dx, float *dw, int acc, cons
         }
         total += part;
 #ifdef TRN_HAVE_BLAS
-        if (blas && dx)
+        if (blas && dx) /* dt f32: so is dx */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)C, (int)nc, (float)inv, lg, (int)nc, (const float *)w,
-                        (int)C, 0.0f, dx + r0 * C, (int)C);
+                        (int)C, 0.0f, (float *)dx + r0 * C, (int)C);
         if (blas && dw)
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nc, (int)C, (int)rows, (float)inv, lg, (int)nc,
                         (const float *)x + r0 * C, (int)C, 1.0f, dw, (int)C);
@@ -1034,7 +1036,8 @@ static inline void tk_linear_ce(float *loss, float *dx, float *dw, int acc, cons
                 for (int64_t k = 0; k < C; k++) {
                     double acc = 0;
                     for (int64_t c = 0; c < nc; c++) acc += (double)lg[i * nc + c] * tk_ld(w, dt, c * C + k);
-                    dx[(r0 + i) * C + k] = (float)(inv * acc);
+                    if (dxdt == 0) ((float *)dx)[(r0 + i) * C + k] = (float)(inv * acc);
+                    else tk_st(dx, dxdt, (r0 + i) * C + k, (double)(float)(inv * acc));
                 }
         }
         if (dwa) {
