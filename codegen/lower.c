@@ -844,6 +844,15 @@ static void lower_embedding_grad(Lower *L, Node *n) {
     k->scratch = new_buf(L->p, BK_TEMP, (Type){DT_i32, shape_make(1, &d)}, "embedding_grad.sort", NULL, (int)L->s->which) + 1;
 }
 
+/* Cast c absorbed by kernel k, which writes c's result itself
+ * (Kernel.cast_out: a norm's half y or dx, linear_cross_entropy's half
+ * dx, an update's half copy of the weight). */
+static void absorb_cast_out(Lower *L, Kernel *k, Node *c) {
+    kern_add_node(L, k, c);
+    k->cast_out = c;
+    L->done[c->id] = true;
+}
+
 /* linear_cross_entropy's dx (f32) read only by its cast to x's half dtype
  * (the gradient of the bf16/f16 activation under mixed precision): the
  * cast the kernel absorbs, writing dx as the half value (rounded once from
@@ -869,9 +878,7 @@ static void lower_linear_ce(Lower *L, Node *n) {
     for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
     Node *c = lce_dx_cast(L, n);
     if (c) {
-        kern_add_node(L, k, c);
-        k->cast_out = c;
-        L->done[c->id] = true;
+        absorb_cast_out(L, k, c);
         ValInfo *ci = VI(L, c->out[0]);
         ci->st = VS_BUF;
         ci->kern = k;
@@ -1054,11 +1061,7 @@ static void lower_norm(Lower *L, Node *n) {
         }
         contiguous(L, x, k);
     }
-    if (c) {
-        kern_add_node(L, k, c);
-        k->cast_out = c;
-        L->done[c->id] = true;
-    }
+    if (c) absorb_cast_out(L, k, c);
     /* a backward norm's dw and db (results 1 and 2) summed into their
      * gradient accumulators in place, when every one of them can be */
     Node *acc[2] = {NULL, NULL};
@@ -1411,10 +1414,7 @@ static void lower_opt(Lower *L, Node *n) {
     }
     Node *c = opt_half_copy(L, n);
     if (c) {
-        /* the half copy of the new weight: written by the update itself */
-        kern_add_node(L, k, c);
-        k->cast_out = c;
-        L->done[c->id] = true;
+        absorb_cast_out(L, k, c); /* the half copy of the new weight: written by the update itself */
         Value *h = c->out[0];
         ValInfo *hi = VI(L, h);
         hi->kern = k;
