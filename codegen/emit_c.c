@@ -595,7 +595,7 @@ static int norm_in_decl(Emit *e, const char *var, Value *v) {
 /* A forward norm's result pointer y: its own f32 buffer, or the half one of
  * the cast it absorbed (lower.c); returns its dtype code. */
 static int norm_y_decl(Emit *e, Kernel *k) {
-    Value *y = k->cast_out ? k->cast_out->out[0] : k->nodes[0]->out[0];
+    Value *y = cg_stored_result(k, k->nodes[0]->out[0]);
     ptr_decl(e, "y", y, true);
     return dt_code(y->ty.dt);
 }
@@ -843,7 +843,7 @@ static void emit_template(Emit *e, Kernel *k) {
         ptr_decl(e, "w", n->in[1], false);
         ptr_decl(e, "targets", n->in[2], false);
         ptr_decl(e, "loss", n->out[0], true);
-        Value *dx = k->cast_out ? k->cast_out->out[0] : n->out[1]; /* f32, or the half value of the cast it absorbed */
+        Value *dx = cg_stored_result(k, n->out[1]); /* f32, or the half value of the cast it absorbed */
         opt_ptr_decl(e, "dx", dx, true);
         opt_ptr_decl(e, "dw", n->out[2], true);
         if (!k->scratch) die("linear_cross_entropy kernel %s without scratch", k->name);

@@ -1214,7 +1214,7 @@ static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
     if (p->bufs[sb].bytes < cg_cuda_linear_ce_scratch(n)) die("linear_cross_entropy kernel %s: scratch too small", k->name);
     int64_t base = p->bufs[sb].offset, es = dtype_size[dt];
     int xb = vbuf(e, n->in[0]), wb = vbuf(e, n->in[1]), tb = vbuf(e, n->in[2]), lb = vbuf(e, n->out[0]);
-    Value *dx = k->cast_out ? k->cast_out->out[0] : n->out[1]; /* f32, or x's half dtype: the cast it absorbed (lower.c) */
+    Value *dx = cg_stored_result(k, n->out[1]); /* f32, or x's half dtype: the cast it absorbed (lower.c) */
     int dxb = opt_buf(e, dx), dwb = opt_buf(e, n->out[2]);
     bool grad = dxb >= 0 || dwb >= 0;
     int64_t xo = p->bufs[xb].offset, wo = p->bufs[wb].offset, go = base + lce_logits_off(n); /* the logits, then the gradient in their place */
@@ -1368,7 +1368,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         fmt_double(eps, ir_float(n, "eps", ln ? 1e-5 : 1e-6));
         int64_t N = shape_numel(s0) / last;
         int o = 1, i = 0;
-        Value *y = k->cast_out ? k->cast_out->out[0] : n->out[0]; /* f32, or the half result of the cast it absorbed */
+        Value *y = cg_stored_result(k, n->out[0]); /* f32, or the half result of the cast it absorbed */
         vp(e, &P, y, true, a[0]);
         if (add) vp(e, &P, n->out[o++], true, a[1]);
         if (ln) vp(e, &P, n->out[o++], true, a[2]);

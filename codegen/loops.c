@@ -323,6 +323,8 @@ Value *cg_norm_operand(const Sched *s, Value *v) {
     return v;
 }
 
+Value *cg_stored_result(const Kernel *k, Value *v) { return k->cast_out && k->cast_out->in[0] == v ? k->cast_out->out[0] : v; }
+
 void cg_att_layout(const Sched *s, const Value *v, int64_t l[3], int64_t *off) {
     const View *w = &s->vi[v->id].view;
     cg_value_buf(s, v);

@@ -99,6 +99,10 @@ void cg_gemm_layout(const View *v, int *t, int64_t *ld);
 /* A norm template's operand: v, or the half value its absorbed widening
  * cast reads (lower.c: the cast is never computed). */
 Value *cg_norm_operand(const Sched *s, Value *v);
+/* What template kernel k stores for its result v: the half value of the
+ * cast of v it absorbed (Kernel.cast_out: a forward norm's y,
+ * linear_cross_entropy's dx), else v itself. */
+Value *cg_stored_result(const Kernel *k, Value *v);
 /* An attention operand's layout: the element strides of b, h and t of its
  * [B,H,T,D] view (D contiguous), and its element offset in its buffer. */
 void cg_att_layout(const Sched *s, const Value *v, int64_t l[3], int64_t *off);

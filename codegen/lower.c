@@ -177,6 +177,13 @@ static int temp_buf(Lower *L, Value *v) {
     return new_buf(L->p, BK_TEMP, v->ty, v->name, v, (int)L->s->which);
 }
 
+/* v stored whole in a temporary buffer of its own. */
+static void temp_result(Lower *L, Value *v) {
+    ValInfo *vi = VI(L, v);
+    vi->st = VS_BUF;
+    view_contig(&vi->view, temp_buf(L, v), &v->ty.shape);
+}
+
 /* Makes v available in a buffer (VS_BUF or VS_VIEW).  A value computed inside
  * a loop kernel gets stored by that kernel; an inline constant or iota gets a
  * fill/loop kernel of its own. */
@@ -879,10 +886,8 @@ static void lower_linear_ce(Lower *L, Node *n) {
     Node *c = lce_dx_cast(L, n);
     if (c) {
         absorb_cast_out(L, k, c);
-        ValInfo *ci = VI(L, c->out[0]);
-        ci->st = VS_BUF;
-        ci->kern = k;
-        view_contig(&ci->view, temp_buf(L, c->out[0]), &c->out[0]->ty.shape);
+        temp_result(L, c->out[0]);
+        VI(L, c->out[0])->kern = k;
     }
     for (int j = 0; j < n->nout; j++) {
         Value *y = n->out[j], *sv = NULL;
@@ -895,8 +900,7 @@ static void lower_linear_ce(Lower *L, Node *n) {
             tmpl_sum_in_place(L, k, y, acc, sv, NULL, NULL);
             continue;
         }
-        yi->st = VS_BUF;
-        view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
+        temp_result(L, y);
     }
     int64_t rows = ir_int(n, "chunk", 1), nc = ir_int(n, "classes", n->in[1]->ty.shape.d[0]);
     int64_t d = rows * nc;
@@ -953,8 +957,7 @@ static bool att_result_view(Lower *L, Kernel *k, Value *y, View *w) {
         /* y -> [B,T,H,D] -> [B,T,C] -> a slot of a concat: written into the slot */
         ValInfo *ci = VI(L, c->out[0]);
         if (ci->st == VS_NONE) {
-            ci->st = VS_BUF;
-            view_contig(&ci->view, temp_buf(L, c->out[0]), &c->out[0]->ty.shape);
+            temp_result(L, c->out[0]);
             ci->kern = NULL;
         }
         int idx = L->uses->of[r->out[0]->id].u[0].idx;
@@ -995,8 +998,7 @@ static void lower_attention(Lower *L, Node *n) {
         if (!lse_out && att_result_view(L, k, y, &yi->view)) {
             yi->st = view_is_contig(&yi->view) ? VS_BUF : VS_VIEW;
         } else {
-            yi->st = VS_BUF;
-            view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
+            temp_result(L, y);
         }
         yi->kern = k;
     }
@@ -1133,8 +1135,7 @@ static void lower_rope_qk(Lower *L, Node *n) {
             yi->view = xi->view;
             yi->st = xi->st;
         } else {
-            yi->st = VS_BUF;
-            view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
+            temp_result(L, y);
         }
     }
 }
@@ -1172,8 +1173,7 @@ static bool try_fuse_ce(Lower *L, Node *n) {
     for (int j = 0; j < 2; j++) {
         Value *y = n->out[j];
         ValInfo *yi = VI(L, y);
-        yi->st = VS_BUF;
-        view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
+        temp_result(L, y);
         yi->kern = k;
     }
     /* dlogits shares the logits buffer */
@@ -1191,8 +1191,7 @@ static void lower_pad_concat(Lower *L, Node *n) {
     ValInfo *yi = VI(L, y);
     Kernel *last = NULL;
     if (yi->st == VS_NONE) {
-        yi->st = VS_BUF;
-        view_contig(&yi->view, temp_buf(L, y), &y->ty.shape);
+        temp_result(L, y);
     } else {
         last = yi->kern; /* operands written into their slots already (att_result_view) */
     }

@@ -1036,8 +1036,7 @@ static inline void tk_linear_ce(float *loss, void *dx, int dxdt, float *dw, int 
                 for (int64_t k = 0; k < C; k++) {
                     double acc = 0;
                     for (int64_t c = 0; c < nc; c++) acc += (double)lg[i * nc + c] * tk_ld(w, dt, c * C + k);
-                    if (dxdt == 0) ((float *)dx)[(r0 + i) * C + k] = (float)(inv * acc);
-                    else tk_st(dx, dxdt, (r0 + i) * C + k, (double)(float)(inv * acc));
+                    tk_st(dx, dxdt, (r0 + i) * C + k, (double)(float)(inv * acc));
                 }
         }
         if (dwa) {
