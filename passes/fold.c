@@ -27,6 +27,10 @@
  *                                     slices that tile a tensor (GPT-2's
  *                                     split of qkv) is then written once,
  *                                     not summed from zero-filled copies
+ *   embedding(T, iota), the iota's size n along its axis at most T's rows
+ *                                  -> slice(T, 0:n), T when n is every row;
+ *                                     reshaped and broadcast for an iota of
+ *                                     rank > 1 (learned positions)
  *   pointwise unary/binary op on constants -> constant (f32/f64 only)
  * Folded constants are computed in double from operands rounded to their
  * dtype and rounded to the result dtype: exact for f64, and for f32 what an
@@ -417,6 +421,87 @@ static void merge_pads(Graph *g, Diag *d) {
     ir_uses_free(u);
 }
 
+/* A gather of a table's first rows in order: embedding(T, iota) with the
+ * iota's size n along its axis at most T's rows (an integer iota, so its
+ * values are 0 .. n-1 exactly) reads rows 0 .. n-1 of T, each where the
+ * iota's coordinate says: slice(T, 0:n) (T itself when n is every row),
+ * and for an iota of rank > 1, reshaped to put those rows on the iota's
+ * axis and broadcast over its other dims.  GPT-2's learned positions
+ * (embedding(wpe, arange(seq))) become wpe, read in place; their gradient
+ * is then the batch sum autodiff makes for the broadcast, with no scatter.
+ * Run after the sweep (it adds nodes). */
+static void fold_iota_gathers(Graph *g, Diag *d) {
+    int nn = g->nnodes;
+    Node **snap = xmalloc(sizeof(Node *) * (size_t)(nn ? nn : 1));
+    if (nn) memcpy(snap, g->nodes, sizeof(Node *) * (size_t)nn);
+    int nb = g->nextnode + 1; /* node ids of the snapshot */
+    bool *gone = xcalloc((size_t)nb, sizeof(bool)), any = false;
+    for (int i = 0; i < nn; i++) {
+        Node *e = snap[i];
+        if (e->op != OP_embedding) continue;
+        Value *t = e->in[0], *ix = e->in[1];
+        Node *io = ix->def;
+        const Shape *s = &ix->ty.shape;
+        if (io->op != OP_iota || s->rank < 1 || (ix->ty.dt != DT_i32 && ix->ty.dt != DT_i64)) continue;
+        int ax = (int)ir_int(io, "axis", 0);
+        int64_t n = s->d[ax], rows = t->ty.shape.d[0], C = t->ty.shape.d[1];
+        if (n > rows) continue; /* out of range: the gather's own error */
+        g->ip = ir_node_index(g, e);
+        Value *x = t;
+        if (n < rows) {
+            Node *sl = ir_new(g, OP_slice, 1, &x, e->loc);
+            ir_set_int(g, sl, "axis", 0);
+            ir_set_int(g, sl, "start", 0);
+            ir_set_int(g, sl, "end", n);
+            sl->phase = e->phase;
+            if (!ir_emit(g, sl, d)) die("fold: a gather's slice does not infer");
+            x = sl->out[0];
+        }
+        if (s->rank > 1) {
+            int64_t dims[IR_MAX_RANK];
+            for (int k = 0; k < s->rank; k++) dims[k] = k == ax ? n : 1;
+            dims[s->rank] = C;
+            Node *rs = ir_new(g, OP_reshape, 1, &x, e->loc);
+            ir_set_ints(g, rs, "shape", s->rank + 1, dims);
+            rs->phase = e->phase;
+            if (!ir_emit(g, rs, d)) die("fold: a gather's reshape does not infer");
+            x = rs->out[0];
+            Node *bc = ir_new(g, OP_broadcast, 1, &x, e->loc);
+            ir_set_ints(g, bc, "shape", e->out[0]->ty.shape.rank, e->out[0]->ty.shape.d);
+            bc->phase = e->phase;
+            if (!ir_emit(g, bc, d)) die("fold: a gather's broadcast does not infer");
+            x = bc->out[0];
+        }
+        g->ip = -1;
+        if (x != t && !x->name) x->name = e->out[0]->name;
+        ir_replace_all_uses(g, e->out[0], x);
+        gone[e->id] = any = true;
+    }
+    free(snap);
+    if (any) {
+        /* the gathers replaced are dead, and the iotas only they read */
+        Uses *u = ir_uses(g);
+        bool *keep = xmalloc(sizeof(bool) * (size_t)(g->nextnode + 1));
+        for (int i = 0; i < g->nextnode + 1; i++) keep[i] = true;
+        for (int i = 0; i < g->nnodes; i++) {
+            Node *n = g->nodes[i];
+            if (n->id < nb && gone[n->id] && !u->of[n->out[0]->id].n && !u->nout_refs[n->out[0]->id]) keep[n->id] = false;
+        }
+        for (int i = 0; i < g->nnodes; i++) {
+            Node *n = g->nodes[i];
+            if (n->op != OP_iota || u->nout_refs[n->out[0]->id]) continue;
+            const UseList *l = &u->of[n->out[0]->id];
+            bool read = l->n == 0; /* an iota no gather read: DCE's business */
+            for (int k = 0; k < l->n && !read; k++) read = keep[l->u[k].node->id];
+            if (!read) keep[n->id] = false;
+        }
+        ir_filter_nodes(g, keep);
+        free(keep);
+        ir_uses_free(u);
+    }
+    free(gone);
+}
+
 bool pass_fold(Graph *g, const PassOptions *po, Diag *d) {
     (void)po;
     /* folded constants add at most one node and one value per node */
@@ -456,5 +541,6 @@ bool pass_fold(Graph *g, const PassOptions *po, Diag *d) {
     free(F.keep);
     widen_reductions(g, d);
     merge_pads(g, d);
+    fold_iota_gathers(g, d);
     return true;
 }
