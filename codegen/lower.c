@@ -40,6 +40,7 @@ typedef struct Lower {
     unsigned stamp;
     struct BgradPlan *bg;     /* by node id of a product: the bias gradient it sums (bgrad_plans) */
     Node   **bg_of;           /* by node id of such a sum and its cast: the product */
+    bool    *waits;           /* by node id of a product: lowered at its gelu_grad (dgelu_waits) */
 } Lower;
 
 /* A product that also computes a bias gradient: the sum it absorbs, the
@@ -574,6 +575,27 @@ static Node *gelu_epilogue(Lower *L, Node *mm, Value *r, GemmInfo *gi) {
         gi->epi = GEPI_GELU;
     }
     return act;
+}
+
+/* A product that would take its gelu_grad as a DGELU epilogue but for the
+ * activation's input x, not lowered yet: gradient checkpointing recomputes
+ * x after the product in graph order (the backward of a block starts with
+ * the product of the gradient of its MLP's output, before the block's
+ * forward is recomputed).  Such a product waits until the loop reaches its
+ * gelu_grad (its only reader, so nothing needs it before) and is lowered
+ * there, with the epilogue; its kernel still depends on what it reads, and
+ * now on x's kernel. */
+static bool dgelu_waits(Lower *L, Node *n) {
+    Value *y = n->out[0];
+    UseList *ul = &L->uses->of[y->id];
+    DType dt = y->ty.dt;
+    if (!L->fuse || ul->n != 1 || L->uses->nout_refs[y->id] || ul->u[0].idx != 0) return false;
+    if ((dt != DT_f32 && dt != DT_bf16 && dt != DT_f16) || n->in[0]->ty.dt != dt || y->ty.shape.d[y->ty.shape.rank - 1] % 8) return false;
+    Node *u = ul->u[0].node;
+    if (u->op != OP_gelu_grad || !L->in_sched[u->id] || L->done[u->id] || ir_int(u, "approx", 0) != 1) return false;
+    Value *x = u->in[1];
+    if (x == y || !type_eq(&u->out[0]->ty, &y->ty) || !type_eq(&x->ty, &y->ty)) return false;
+    return VI(L, x)->st == VS_NONE && !op_has(x->def->op, OPF_SOURCE);
 }
 
 /* ---- bias gradients (cuBLASLt's BGRADB / BGRADA epilogues) ---- */
@@ -1658,7 +1680,7 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
     s->g = g;
     s->phase = phase;
     if (!g) return true;
-    Lower L = {p, s, g, d, fuse, ir_uses(g), NULL, NULL, 0, NULL, 0, 0, NULL, NULL};
+    Lower L = {p, s, g, d, fuse, ir_uses(g), NULL, NULL, 0, NULL, 0, 0, NULL, NULL, NULL};
     L.in_sched = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
     L.done = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
     s->vi = arena_alloc(p->arena, sizeof(ValInfo) * (size_t)(g->nvalues + 1));
@@ -1670,6 +1692,10 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
     for (int i = 0; i < g->nnodes; i++) {
         Node *n = g->nodes[i];
         if (L.bg_of && L.bg_of[n->id]) bgrad_recheck(&L, n);
+        if (n->op == OP_gelu_grad && L.waits && L.waits[n->in[0]->def->id]) {
+            L.waits[n->in[0]->def->id] = false;
+            lower_matmul(&L, n->in[0]->def);
+        }
         if (!L.in_sched[n->id] || L.done[n->id]) continue;
         ValInfo *yi = VI(&L, n->out[0]);
         switch (n->op) {
@@ -1684,7 +1710,14 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
         case OP_permute:
         case OP_broadcast:
         case OP_slice: lower_view(&L, n); break;
-        case OP_matmul: lower_matmul(&L, n); break;
+        case OP_matmul:
+            if (dgelu_waits(&L, n)) {
+                if (!L.waits) L.waits = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
+                L.waits[n->id] = true;
+            } else {
+                lower_matmul(&L, n);
+            }
+            break;
         case OP_pad:
         case OP_concat: lower_pad_concat(&L, n); break;
         case OP_sum:
@@ -1747,6 +1780,7 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
     free(L.done);
     free(L.bg);
     free(L.bg_of);
+    free(L.waits);
     free(L.seen);
     return ok;
 }

@@ -12,7 +12,9 @@
  *      repetition (NAME, INDEX); one that reads a param of no repetition
  *      (wte, ln_f) belongs to none; a node that reads no param belongs to
  *      the segment it follows.  A segment is a run of forward nodes between
- *      two changes of owner;
+ *      two changes of owner.  A widening cast read in the forward only by
+ *      one later segment belongs to that segment (its narrower operand
+ *      crosses the boundary instead);
  *   3. in a segment of a repetition, a value that a node outside the
  *      forward reads (the backward), and that no forward node after the
  *      segment reads (those values cross the boundary and stay), is
@@ -153,6 +155,29 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
         c.seg[n->id] = nseg - 1;
         last[nseg - 1] = i;
     }
+    /* 2b. a widening cast read in the forward only by nodes of one later
+     * segment belongs to that segment: its narrower operand crosses the
+     * boundary instead of it, and that segment's clones recompute the cast
+     * (mixed precision's f32 of a block's bf16 output, which the next
+     * block's residual add reads: half the bytes kept from the forward to
+     * the backward) */
+    Uses *us = ir_uses(g);
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = g->nodes[i];
+        if (c.seg[n->id] < 0 || n->op != OP_cast || us->nout_refs[n->out[0]->id] || op_has(n->in[0]->def->op, OPF_SOURCE)) continue;
+        DType from = n->in[0]->ty.dt, to = n->out[0]->ty.dt;
+        if (!dtype_is_float[from] || !dtype_is_float[to] || dtype_size[to] <= dtype_size[from]) continue;
+        const UseList *l = &us->of[n->out[0]->id];
+        int into = -1;
+        for (int k = 0; k < l->n && into != -2; k++) {
+            Node *m = l->u[k].node;
+            if (m->id >= nn || !c.fwd[m->id]) continue; /* the backward's reads */
+            int sm = c.seg[m->id];
+            into = sm <= c.seg[n->id] || (into >= 0 && sm != into) ? -2 : sm;
+        }
+        if (into >= 0) c.seg[n->id] = into;
+    }
+    ir_uses_free(us);
     int nrep = 0;
     for (int s = 0; s < nseg; s++) nrep += rep[s];
     bool ok = true;
