@@ -540,6 +540,26 @@ static void tmpl_sum_in_place(Lower *L, Kernel *k, Value *y, Node *acc, Value *s
     k->acc_grads = true;
 }
 
+/* The dtypes cuBLASLt's GELU epilogues take: the product's operand a and
+ * its result y (and r, what the epilogue applies to) all f32, bf16 or f16. */
+static bool gelu_dtypes(const Node *mm, const Value *r) {
+    DType dt = mm->out[0]->ty.dt;
+    return (dt == DT_f32 || dt == DT_bf16 || dt == DT_f16) && mm->in[0]->ty.dt == dt && r->ty.dt == dt;
+}
+
+/* The gelu_grad(y, x) (tanh form) of this schedule, not lowered yet, that
+ * alone reads product mm's result y, as the gradient of its output, with
+ * x of y's type: what a DGELU epilogue takes in; NULL when there is none. */
+static Node *dgelu_reader(Lower *L, Node *mm) {
+    Value *y = mm->out[0];
+    UseList *ul = &L->uses->of[y->id];
+    if (ul->n != 1 || L->uses->nout_refs[y->id] || ul->u[0].idx != 0) return NULL;
+    Node *u = ul->u[0].node;
+    if (u->op != OP_gelu_grad || !L->in_sched[u->id] || L->done[u->id] || ir_int(u, "approx", 0) != 1) return NULL;
+    Value *x = u->in[1];
+    return x != y && type_eq(&u->out[0]->ty, &y->ty) && type_eq(&x->ty, &y->ty) ? u : NULL;
+}
+
 /* A GELU (tanh form: cuBLASLt's) that the GEMM computing r = a·b [+ bias]
  * can apply as it stores r (cuBLASLt's GELU_AUX_BIAS / DGELU epilogues):
  *   - forward: gelu(r), r read by nothing else in the forward but the
@@ -552,9 +572,7 @@ static void tmpl_sum_in_place(Lower *L, Kernel *k, Value *y, Node *acc, Value *s
  * must be).  Returns the gelu or gelu_grad node, gi->epi set. */
 static Node *gelu_epilogue(Lower *L, Node *mm, Value *r, GemmInfo *gi) {
     Value *y = mm->out[0];
-    DType dt = y->ty.dt;
-    if (!L->fuse || gi->nbatch || gi->N % 8 || (dt != DT_f32 && dt != DT_bf16 && dt != DT_f16) || mm->in[0]->ty.dt != dt || r->ty.dt != dt)
-        return NULL;
+    if (!L->fuse || gi->nbatch || gi->N % 8 || !gelu_dtypes(mm, r)) return NULL;
     UseList *ul = &L->uses->of[r->id];
     Node *act = NULL;
     int nact = 0;
@@ -567,7 +585,7 @@ static Node *gelu_epilogue(Lower *L, Node *mm, Value *r, GemmInfo *gi) {
     if (nact != 1) return NULL;
     if (act->op == OP_gelu_grad) {
         Value *x = act->in[1];
-        if (ul->n != 1 || L->uses->nout_refs[r->id] || !type_eq(&x->ty, &r->ty)) return NULL;
+        if (dgelu_reader(L, mm) != act) return NULL;
         ValInfo *xi = VI(L, x);
         if (xi->st == VS_NONE && !op_has(x->def->op, OPF_SOURCE)) return NULL;
         gi->epi = GEPI_DGELU;
@@ -587,15 +605,8 @@ static Node *gelu_epilogue(Lower *L, Node *mm, Value *r, GemmInfo *gi) {
  * now on x's kernel. */
 static bool dgelu_waits(Lower *L, Node *n) {
     Value *y = n->out[0];
-    UseList *ul = &L->uses->of[y->id];
-    DType dt = y->ty.dt;
-    if (!L->fuse || ul->n != 1 || L->uses->nout_refs[y->id] || ul->u[0].idx != 0) return false;
-    if ((dt != DT_f32 && dt != DT_bf16 && dt != DT_f16) || n->in[0]->ty.dt != dt || y->ty.shape.d[y->ty.shape.rank - 1] % 8) return false;
-    Node *u = ul->u[0].node;
-    if (u->op != OP_gelu_grad || !L->in_sched[u->id] || L->done[u->id] || ir_int(u, "approx", 0) != 1) return false;
-    Value *x = u->in[1];
-    if (x == y || !type_eq(&u->out[0]->ty, &y->ty) || !type_eq(&x->ty, &y->ty)) return false;
-    return VI(L, x)->st == VS_NONE && !op_has(x->def->op, OPF_SOURCE);
+    Node *u = L->fuse && gelu_dtypes(n, y) && y->ty.shape.d[y->ty.shape.rank - 1] % 8 == 0 ? dgelu_reader(L, n) : NULL;
+    return u && VI(L, u->in[1])->st == VS_NONE && !op_has(u->in[1]->def->op, OPF_SOURCE);
 }
 
 /* ---- bias gradients (cuBLASLt's BGRADB / BGRADA epilogues) ---- */

@@ -282,16 +282,45 @@ static void fold_node(Folder *F, int idx) {
     if (k >= 0) replace_by(F, n, n->in[k]);
 }
 
+/* ---- rewrites after the sweep (they add nodes) ---- */
+
+/* The node list as it is, for a rewrite that inserts nodes as it goes. */
+static Node **snapshot(const Graph *g) {
+    Node **snap = xmalloc(sizeof(Node *) * (size_t)(g->nnodes ? g->nnodes : 1));
+    if (g->nnodes) memcpy(snap, g->nodes, sizeof(Node *) * (size_t)g->nnodes);
+    return snap;
+}
+
+/* Removes the nodes marked (by id, below nb) that nothing reads any more,
+ * users before operands, so that a marked operand only removed nodes read
+ * goes too; frees marked. */
+static void drop_marked(Graph *g, int nb, bool *marked) {
+    Uses *u = ir_uses(g);
+    int *uses = xcalloc((size_t)g->nvalues + 1, sizeof(int));
+    for (int v = 0; v <= u->nvalues; v++) uses[v] = u->of[v].n + u->nout_refs[v];
+    bool *keep = xmalloc(sizeof(bool) * (size_t)(g->nextnode + 1));
+    for (int i = 0; i < g->nextnode + 1; i++) keep[i] = true;
+    for (int i = g->nnodes - 1; i >= 0; i--) {
+        Node *n = g->nodes[i];
+        if (n->id >= nb || !marked[n->id] || uses[n->out[0]->id]) continue;
+        keep[n->id] = false;
+        for (int k = 0; k < n->nin; k++) uses[n->in[k]->id]--;
+    }
+    ir_filter_nodes(g, keep);
+    free(keep);
+    free(uses);
+    free(marked);
+    ir_uses_free(u);
+}
+
 /* cast(sum(x) or mean(x), W) with W wider than the reduction's dtype and
  * the reduction read only by that cast: the reduction of cast(x, W).  Run
  * after the sweep (it adds a node). */
 static void widen_reductions(Graph *g, Diag *d) {
     Uses *u = ir_uses(g);
-    int nn = g->nnodes;
-    Node **snap = xmalloc(sizeof(Node *) * (size_t)(nn ? nn : 1));
-    if (nn) memcpy(snap, g->nodes, sizeof(Node *) * (size_t)nn);
-    int nb = g->nextnode + 1; /* node ids of the snapshot */
-    bool *bypassed = xcalloc((size_t)nb, sizeof(bool)), any = false;
+    int nn = g->nnodes, nb = g->nextnode + 1; /* node ids of the snapshot */
+    Node **snap = snapshot(g);
+    bool *bypassed = xcalloc((size_t)nb, sizeof(bool));
     for (int i = 0; i < nn; i++) {
         Node *c = snap[i];
         if (c->op != OP_cast) continue;
@@ -310,26 +339,11 @@ static void widen_reductions(Graph *g, Diag *d) {
         if (!ir_infer(g, r, d)) die("fold: a widened reduction does not infer");
         if (!r->out[0]->name) r->out[0]->name = c->out[0]->name;
         ir_replace_all_uses(g, c->out[0], r->out[0]);
-        bypassed[c->id] = any = true;
+        bypassed[c->id] = true;
     }
     free(snap);
     ir_uses_free(u);
-    if (!any) {
-        free(bypassed);
-        return;
-    }
-    /* the casts just bypassed are dead */
-    u = ir_uses(g);
-    bool *keep = xmalloc(sizeof(bool) * (size_t)(g->nextnode + 1));
-    for (int i = 0; i < g->nextnode + 1; i++) keep[i] = true;
-    for (int i = 0; i < g->nnodes; i++) {
-        Node *n = g->nodes[i];
-        if (n->id < nb && bypassed[n->id] && !u->of[n->out[0]->id].n && !u->nout_refs[n->out[0]->id]) keep[n->id] = false;
-    }
-    ir_filter_nodes(g, keep);
-    free(keep);
-    free(bypassed);
-    ir_uses_free(u);
+    drop_marked(g, nb, bypassed); /* the casts just bypassed */
 }
 
 /* add(pad(a), pad(b)) -> pad(concat(a, b)) (see the top).  Run after the
@@ -339,11 +353,9 @@ static Node *pad_of(Value *v) { return v->def->op == OP_pad ? v->def : NULL; }
 
 static void merge_pads(Graph *g, Diag *d) {
     int nn = g->nnodes;
-    if (!nn) return;
-    Node **snap = xmalloc(sizeof(Node *) * (size_t)nn);
-    memcpy(snap, g->nodes, sizeof(Node *) * (size_t)nn);
+    Node **snap = snapshot(g);
     int nb = g->nextnode + 1 + 2 * nn; /* node ids, with the two a merge adds */
-    bool *merged = xcalloc((size_t)nb, sizeof(bool)), any = false; /* the adds and what only they may have read */
+    bool *merged = xcalloc((size_t)nb, sizeof(bool)); /* the adds and what only they may have read */
     for (int i = 0; i < nn; i++) {
         Node *n = snap[i];
         Node *p[2];
@@ -393,32 +405,12 @@ static void merge_pads(Graph *g, Diag *d) {
         g->ip = -1;
         res->name = n->out[0]->name;
         ir_replace_all_uses(g, n->out[0], res);
-        merged[n->id] = merged[first->id] = merged[second->id] = any = true;
+        merged[n->id] = merged[first->id] = merged[second->id] = true;
         for (int k = 0; k < 2; k++)
             if (flat[k]) merged[half[k]->id] = true;
     }
     free(snap);
-    if (!any) {
-        free(merged);
-        return;
-    }
-    /* the adds merged, and the pads and concats only they read, are dead */
-    Uses *u = ir_uses(g);
-    int *uses = xcalloc((size_t)g->nvalues + 1, sizeof(int));
-    for (int v = 0; v <= u->nvalues; v++) uses[v] = u->of[v].n + u->nout_refs[v];
-    bool *keep = xmalloc(sizeof(bool) * (size_t)(g->nextnode + 1));
-    for (int i = 0; i < g->nextnode + 1; i++) keep[i] = true;
-    for (int i = g->nnodes - 1; i >= 0; i--) {
-        Node *n = g->nodes[i];
-        if (n->id >= nb || !merged[n->id] || uses[n->out[0]->id]) continue;
-        keep[n->id] = false;
-        for (int k = 0; k < n->nin; k++) uses[n->in[k]->id]--;
-    }
-    ir_filter_nodes(g, keep);
-    free(keep);
-    free(uses);
-    free(merged);
-    ir_uses_free(u);
+    drop_marked(g, nb, merged); /* the adds merged, and the pads and concats only they read */
 }
 
 /* A gather of a table's first rows in order: embedding(T, iota) with the
@@ -431,11 +423,9 @@ static void merge_pads(Graph *g, Diag *d) {
  * is then the batch sum autodiff makes for the broadcast, with no scatter.
  * Run after the sweep (it adds nodes). */
 static void fold_iota_gathers(Graph *g, Diag *d) {
-    int nn = g->nnodes;
-    Node **snap = xmalloc(sizeof(Node *) * (size_t)(nn ? nn : 1));
-    if (nn) memcpy(snap, g->nodes, sizeof(Node *) * (size_t)nn);
-    int nb = g->nextnode + 1; /* node ids of the snapshot */
-    bool *gone = xcalloc((size_t)nb, sizeof(bool)), any = false;
+    int nn = g->nnodes, nb = g->nextnode + 1; /* node ids of the snapshot */
+    Node **snap = snapshot(g);
+    bool *gone = xcalloc((size_t)nb, sizeof(bool));
     for (int i = 0; i < nn; i++) {
         Node *e = snap[i];
         if (e->op != OP_embedding) continue;
@@ -475,31 +465,10 @@ static void fold_iota_gathers(Graph *g, Diag *d) {
         g->ip = -1;
         if (x != t && !x->name) x->name = e->out[0]->name;
         ir_replace_all_uses(g, e->out[0], x);
-        gone[e->id] = any = true;
+        gone[e->id] = gone[io->id] = true;
     }
     free(snap);
-    if (any) {
-        /* the gathers replaced are dead, and the iotas only they read */
-        Uses *u = ir_uses(g);
-        bool *keep = xmalloc(sizeof(bool) * (size_t)(g->nextnode + 1));
-        for (int i = 0; i < g->nextnode + 1; i++) keep[i] = true;
-        for (int i = 0; i < g->nnodes; i++) {
-            Node *n = g->nodes[i];
-            if (n->id < nb && gone[n->id] && !u->of[n->out[0]->id].n && !u->nout_refs[n->out[0]->id]) keep[n->id] = false;
-        }
-        for (int i = 0; i < g->nnodes; i++) {
-            Node *n = g->nodes[i];
-            if (n->op != OP_iota || u->nout_refs[n->out[0]->id]) continue;
-            const UseList *l = &u->of[n->out[0]->id];
-            bool read = l->n == 0; /* an iota no gather read: DCE's business */
-            for (int k = 0; k < l->n && !read; k++) read = keep[l->u[k].node->id];
-            if (!read) keep[n->id] = false;
-        }
-        ir_filter_nodes(g, keep);
-        free(keep);
-        ir_uses_free(u);
-    }
-    free(gone);
+    drop_marked(g, nb, gone); /* the gathers replaced, and the iotas only they read */
 }
 
 bool pass_fold(Graph *g, const PassOptions *po, Diag *d) {
