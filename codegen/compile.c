@@ -305,12 +305,110 @@ static bool share_padding(Graph *train, Graph *g, Diag *d) {
     return true;
 }
 
+/* The arena of o's program with the last `keep` repeated blocks keeping
+ * their activations (checkpoint = budget's trial); -1 when it cannot be
+ * built (then the build is repeated with d, to show why). */
+static int64_t trial_arena(const CompileOptions *o, int keep, int *nblocks, Diag *d) {
+    CompileOptions t = *o;
+    t.report = false;
+    t.po.quiet = t.po.ckpt_chosen = true;
+    t.po.ckpt_keep = keep;
+    t.po.ckpt_nblocks = nblocks;
+    t.pm = (PMOptions){.verify_each = o->pm.verify_each}; /* no dumps */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    Diag td;
+    diag_init(&td, mf ? mf : stderr);
+    Graph *train, *eval, *sample;
+    Program *p = cg_build(&t, &train, &eval, &sample, &td);
+    diag_free(&td);
+    if (mf) fclose(mf);
+    free(buf);
+    int64_t bytes = -1;
+    if (!p) { /* again, with its errors shown */
+        t.po.quiet = o->po.quiet;
+        p = cg_build(&t, &train, &eval, &sample, d);
+        if (p) error_at(d, NOLOC, "checkpoint = budget: the memory plan keeping %d blocks failed once and not twice", keep);
+    } else {
+        bytes = p->arena_bytes;
+    }
+    if (p) {
+        cg_free(p);
+        ir_graph_free(train);
+        ir_graph_free(eval);
+        ir_graph_free(sample);
+    }
+    return bytes;
+}
+
+/* checkpoint = budget: the most repeated blocks that can keep their
+ * activations (the last ones, which the backward reaches first) with the
+ * arena within memory_budget; the blocks before them recompute theirs, as
+ * with checkpoint = blocks.  The arena grows with the blocks kept (each
+ * kept block saves its activations; one recomputed block is live at a
+ * time), so a bisection between every block recomputing (the smallest
+ * arena: over the budget is an error) and none finds the most in about
+ * log2(N) builds of the memory plan (were the growth not monotone, the
+ * choice would still fit).  The choice goes into o->po. */
+bool cg_choose_checkpoint(CompileOptions *o, int64_t budget, Diag *d) {
+    if (budget <= 0) {
+        error_at(d, NOLOC, "checkpoint = budget needs memory_budget, the bound on the arena (bytes or a size, e.g. memory_budget = \"8GB\")");
+        return false;
+    }
+    int n = 0;
+    int64_t lo_b = trial_arena(o, 0, &n, d);
+    if (lo_b < 0) return false;
+    if (lo_b > budget) {
+        error_at(d, NOLOC, "checkpoint = budget: memory_budget is %lld bytes, but the smallest arena, every one of the %d repeated blocks "
+                           "recomputing its activations, is %lld bytes",
+                 (long long)budget, n, (long long)lo_b);
+        return false;
+    }
+    int lo = 0, hi = n; /* arena(lo) fits; arena(hi) is the first known not to, or hi == n untried */
+    int64_t hi_b = trial_arena(o, n, &n, d);
+    if (hi_b < 0) return false;
+    if (hi_b <= budget) {
+        lo = n;
+        lo_b = hi_b;
+    }
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        int64_t b = trial_arena(o, mid, &n, d);
+        if (b < 0) return false;
+        if (b <= budget) lo = mid, lo_b = b;
+        else hi = mid, hi_b = b;
+    }
+    if (!o->po.quiet) {
+        if (lo == n)
+            note_at(d, NOLOC, "checkpoint = budget: every block keeps its activations: the arena, %lld bytes, is within memory_budget (%lld)",
+                    (long long)lo_b, (long long)budget);
+        else
+            note_at(d, NOLOC,
+                    "checkpoint = budget: the last %d of %d blocks keep their activations, %d recompute them: arena %lld bytes, within "
+                    "memory_budget (%lld; keeping %d would need %lld)",
+                    lo, n, n - lo, (long long)lo_b, (long long)budget, lo + 1, (long long)hi_b);
+    }
+    o->po.ckpt_keep = lo;
+    o->po.ckpt_chosen = true;
+    return true;
+}
+
 bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Graph **sample_out, Diag *d) {
     Graph *fwd = fe_load_file(o->model, o->defs, o->ndefs, d);
     if (!fwd) return false;
     if (d->nerrors || !cg_apply_sets(fwd, o->sets, d)) {
         ir_graph_free(fwd);
         return false;
+    }
+    CompileOptions chosen;
+    if (fwd->train.checkpoint && strcmp(fwd->train.checkpoint, "budget") == 0 && !o->po.ckpt_chosen) {
+        chosen = *o;
+        if (!cg_choose_checkpoint(&chosen, fwd->train.memory_budget, d)) {
+            ir_graph_free(fwd);
+            return false;
+        }
+        o = &chosen;
     }
     Graph *eval = make_eval(fwd, d);
     Graph *sample = eval ? make_sample(eval, d) : NULL;

@@ -36,6 +36,11 @@ int         cg_compile(const CompileOptions *o, Diag *d);
 bool        cg_prepare(const CompileOptions *o, Graph **train, Graph **eval, Graph **sample, Diag *d);
 /* Loads the model and lowers it (used by cg_compile and by tests). */
 Program    *cg_build(const CompileOptions *o, Graph **train, Graph **fwd, Graph **sample, Diag *d);
+/* checkpoint = budget: how many of the last repeated blocks keep their
+ * activations with the arena within budget (memory_budget), into o->po
+ * (ckpt_keep, ckpt_chosen); cg_prepare calls it, trainc ir --train too.
+ * False, with an error, when even recomputing every block is over. */
+bool        cg_choose_checkpoint(CompileOptions *o, int64_t budget, Diag *d);
 /* Applies "key=value" train-section overrides to g->train. */
 bool        cg_apply_sets(Graph *g, const char *const *sets, Diag *d);
 const char *cg_runtime_dir(void);

@@ -7,33 +7,10 @@
  */
 #include "elab.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 /* ---- the train section ---- */
-
-/* "40GB", "512MiB", "1.5 TB" -> bytes; false if not a size. */
-static bool parse_size(const char *s, int64_t *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !(v >= 0)) return false;
-    while (*end == ' ') end++;
-    static const struct { const char *unit; double mul; } units[] = {
-        {"", 1}, {"b", 1}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
-        {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
-    };
-    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
-        if (strcasecmp(end, units[i].unit) == 0) {
-            double b = v * units[i].mul;
-            if (b >= 9.2e18) return false;
-            *out = (int64_t)b;
-            return true;
-        }
-    return false;
-}
 
 static void train_item(Elab *e, TrainItem *t, Map *seen) {
     Graph *g = e->g;
@@ -67,7 +44,7 @@ static void train_item(Elab *e, TrainItem *t, Map *seen) {
         if (!numeric) txt = v.s;
         else if (strcmp(k->name, "memory_budget") == 0 && v.k == V_STR) {
             int64_t bytes;
-            if (!parse_size(v.s, &bytes)) {
+            if (!train_parse_size(v.s, &bytes)) {
                 error_at(e->d, t->value->loc, "'%s' is not a size (write e.g. \"40GB\", \"512MiB\" or a number of bytes)", v.s);
                 return;
             }

@@ -277,6 +277,7 @@ const TrainKeyInfo *train_key_lookup(const char *name);
  * for an unknown key or a bad value.  Strings are copied into a. */
 bool train_set(TrainConfig *tc, Arena *a, const char *key, const char *value, char *err, size_t errn);
 bool train_is_default(const TrainConfig *tc, const TrainKeyInfo *k);
+bool train_parse_size(const char *s, int64_t *bytes);   /* "40GB", "512MiB", "1.5 TB", "123" -> bytes; false if not a size */
 void train_copy_strings(TrainConfig *tc, Arena *a);   /* re-homes enum/string values into a */
 
 typedef struct Graph {
@@ -450,6 +451,13 @@ typedef struct PassOptions {
     bool        quiet;            /* passes print no notes (pad-tiles' report of what it padded) */
     bool        forward_only;     /* an eval or sampling graph: never trained (mixed-precision scales no loss) */
     const Graph *pad_like;        /* pad-tiles pads a param only to its type here (the training graph, whose buffers an eval or sampling graph shares) */
+    /* checkpoint = budget (codegen/compile.c chooses from the memory plan):
+     * the last ckpt_keep repeated blocks keep their activations, the ones
+     * before them recompute theirs; ckpt_chosen says the choice is made
+     * (the pass refuses the policy without it) */
+    int          ckpt_keep;
+    bool         ckpt_chosen;
+    int         *ckpt_nblocks;    /* when set, checkpoint writes the number of repeated blocks here */
 } PassOptions;
 
 typedef bool (*PassFn)(Graph *g, const PassOptions *po, Diag *d);

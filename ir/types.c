@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 const char *const dtype_name[DT__COUNT] = {
 #define X(n, b, f) #n,
@@ -124,6 +125,27 @@ static bool allowed_has(const char *allowed, const char *v) {
     return false;
 }
 
+/* "40GB", "512MiB", "1.5 TB" -> bytes; false if not a size. */
+bool train_parse_size(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v >= 0)) return false;
+    while (*end == ' ') end++;
+    static const struct { const char *unit; double mul; } units[] = {
+        {"", 1}, {"b", 1}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+        {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
+    };
+    for (size_t i = 0; i < sizeof units / sizeof *units; i++)
+        if (strcasecmp(end, units[i].unit) == 0) {
+            double b = v * units[i].mul;
+            if (b >= 9.2e18) return false;
+            *out = (int64_t)b;
+            return true;
+        }
+    return false;
+}
+
 static bool set_key(TrainConfig *tc, Arena *a, const TrainKeyInfo *k, const char *value, char *err, size_t errn) {
     char *p = (char *)tc + k->offset;
     char *end;
@@ -135,8 +157,14 @@ static bool set_key(TrainConfig *tc, Arena *a, const TrainKeyInfo *k, const char
             /* accept integral floats such as 1e6 (range checked first: an
              * out-of-range conversion is undefined) */
             double dv = strtod(value, &end);
+            int64_t bytes;
+            if (strcmp(k->name, "memory_budget") == 0 && train_parse_size(value, &bytes)) { /* --set memory_budget=8GB */
+                *(int64_t *)p = bytes;
+                return true;
+            }
             if (*value == 0 || *end || !(dv >= -9.2e18 && dv <= 9.2e18) || dv != (double)(long long)dv) {
-                snprintf(err, errn, "train key '%s' takes an integer, not '%s'", k->name, value);
+                snprintf(err, errn, "train key '%s' takes %s, not '%s'", k->name,
+                         strcmp(k->name, "memory_budget") == 0 ? "a number of bytes or a size (e.g. 40GB, 512MiB)" : "an integer", value);
                 return false;
             }
             v = (long long)dv;
@@ -184,12 +212,12 @@ bool train_set(TrainConfig *tc, Arena *a, const char *key, const char *value, ch
     if (!set_key(&t, a, k, value, err, errn)) return false;
     /* values the language reserves for passes trainc does not have yet:
      * an error, not a request quietly ignored */
-    const char *what = strcmp(k->name, "checkpoint") == 0 && !allowed_has("none blocks", t.checkpoint) ? "this policy of gradient checkpointing"
+    const char *what = strcmp(k->name, "checkpoint") == 0 && !allowed_has("none blocks budget", t.checkpoint) ? "this policy of gradient checkpointing"
                      : strcmp(k->name, "zero") == 0 && t.zero != 0                                 ? "ZeRO sharding"
                                                                                                   : NULL;
     if (what) {
         snprintf(err, errn, "train key '%s': %s is not implemented yet (it takes only %s)", k->name, what,
-                 k->name[0] == 'c' ? "none or blocks" : "0");
+                 k->name[0] == 'c' ? "none, blocks or budget" : "0");
         return false;
     }
     *tc = t;

@@ -1,4 +1,5 @@
-/* passes/checkpoint.c — gradient checkpointing (train.checkpoint = blocks).
+/* passes/checkpoint.c — gradient checkpointing (train.checkpoint = blocks
+ * or budget).
  *
  * After autodiff and the optimizer the backward reads the forward's
  * activations, so every one of them lives from the forward to its backward
@@ -32,6 +33,11 @@
  * time.  Runs after the optimizer and the last cse (cse would merge the
  * clones back into the originals).  A model with no repeated blocks is an
  * error: the option would change nothing.
+ *
+ * checkpoint = budget: the last po->ckpt_keep repeated blocks keep their
+ * activations (the backward reaches them first, while everything the
+ * forward saved is live) and the ones before recompute theirs; the count
+ * comes from the memory plan (codegen/compile.c, cg_choose_checkpoint).
  */
 #include "ir.h"
 
@@ -115,10 +121,17 @@ static Node *clone_node(Ck *c, Node *n, const bool *kept, Diag *d) {
 bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
     const char *policy = g->train.checkpoint ? g->train.checkpoint : "none";
     if (strcmp(policy, "none") == 0) return true;
-    if (strcmp(policy, "blocks") != 0) {
-        error_at(d, NOLOC, "checkpoint: policy '%s' is not implemented (none, blocks)", policy);
+    bool budget = strcmp(policy, "budget") == 0;
+    if (!budget && strcmp(policy, "blocks") != 0) {
+        error_at(d, NOLOC, "checkpoint: policy '%s' is not implemented (none, blocks, budget)", policy);
         return false;
     }
+    if (budget && !po->ckpt_chosen) {
+        error_at(d, NOLOC, "checkpoint = budget: which blocks recompute is chosen from the memory plan, by trainc compile, run and "
+                           "ir --train; the pass alone (trainc opt) takes none or blocks");
+        return false;
+    }
+    int keep = budget ? po->ckpt_keep : 0;
     Value *loss = ir_output(g, "loss");
     if (!loss) {
         error_at(d, NOLOC, "checkpoint: the graph has no \"loss\" result (the pass runs after autodiff)");
@@ -180,10 +193,11 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
     ir_uses_free(us);
     int nrep = 0;
     for (int s = 0; s < nseg; s++) nrep += rep[s];
+    if (po->ckpt_nblocks) *po->ckpt_nblocks = nrep;
     bool ok = true;
     if (!nrep) {
-        error_at(d, NOLOC, "checkpoint = blocks: the model has no repeated blocks (parameters named NAME.INDEX..., as `repeat N as NAME` "
-                           "names them) to recompute");
+        error_at(d, NOLOC, "checkpoint = %s: the model has no repeated blocks (parameters named NAME.INDEX..., as `repeat N as NAME` "
+                           "names them) to recompute", policy);
         ok = false;
     }
     /* 3. kept[v]: read by a forward node of another segment, or a result */
@@ -198,9 +212,12 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
     }
     for (int i = 0; i < g->noutputs; i++) kept[g->outputs[i].value->id] = true;
     Use *rd = NULL;
-    int caprd = 0, segs = 0;
+    int caprd = 0, segs = 0, r = -1;
     for (int s = 0; ok && s < nseg; s++) {
         if (!rep[s]) continue;
+        /* the last `keep` blocks keep their activations: the backward
+         * reaches them first, while everything the forward saved is live */
+        if (++r >= nrep - keep) continue;
         /* the backward's reads of segment s's recomputable values */
         int nrd = 0, first = -1;
         for (int i = 0; i < g->nnodes; i++) {
@@ -228,7 +245,7 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
         g->ip = -1;
         segs++;
     }
-    if (ok && !po->quiet)
+    if (ok && !po->quiet && (segs || !budget)) /* (budget's choice of none has its own note) */
         note_at(d, NOLOC, "checkpoint: %d of %d blocks recompute their activations in the backward (%d nodes cloned)", segs, nrep, c.ncloned);
     free(rd);
     free(kept);

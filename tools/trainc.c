@@ -402,10 +402,9 @@ static PassOptions pass_options(Opts *o) {
     return po;
 }
 
-static bool run_passes(Opts *o, Graph *g, const char *const *names, int n, Diag *d) {
+static bool run_passes(Opts *o, Graph *g, const char *const *names, int n, const PassOptions *po, Diag *d) {
     PMOptions pm = pm_options(o);
-    PassOptions po = pass_options(o);
-    return pm_run(g, names, n, &po, &pm, d);
+    return pm_run(g, names, n, po, &pm, d);
 }
 
 static CompileOptions compile_options(Opts *o) {
@@ -482,9 +481,16 @@ static int cmd_ir(Opts *o) {
     if (g && st == EXIT_OK && o->train) {
         const char *names[64];
         PassOptions po = pass_options(o);
+        /* checkpoint = budget: the blocks chosen from the memory plan, as
+         * trainc compile and run choose them */
+        if (g->train.checkpoint && strcmp(g->train.checkpoint, "budget") == 0) {
+            CompileOptions c = compile_options(o);
+            if (cg_choose_checkpoint(&c, g->train.memory_budget, &d)) po = c.po;
+            else st = EXIT_USER;
+        }
         int n = pm_training_pipeline(g, &po, names, 64);
         if (n > 64) die("training pipeline longer than 64 passes");
-        if (!run_passes(o, g, names, n, &d)) st = EXIT_USER;
+        if (st == EXIT_OK && !run_passes(o, g, names, n, &po, &d)) st = EXIT_USER;
     }
     if (st == EXIT_OK) st = emit(o, g, &d);
     ir_graph_free(g);
@@ -497,7 +503,8 @@ static int cmd_opt(Opts *o) {
     diag_init(&d, stderr);
     Graph *g = load(o, &d);
     int st = g ? EXIT_OK : EXIT_USER;
-    if (g && !run_passes(o, g, o->passes, o->npasses, &d)) st = EXIT_USER;
+    PassOptions po = pass_options(o);
+    if (g && !run_passes(o, g, o->passes, o->npasses, &po, &d)) st = EXIT_USER;
     if (st == EXIT_OK) st = emit(o, g, &d);
     ir_graph_free(g);
     diag_free(&d);

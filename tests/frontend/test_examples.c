@@ -353,6 +353,17 @@ static void test_features(void) {
     g = load("t.model", "model t(x: f32[3]) { return sum(x) }\ntrain { memory_budget = \"40GB\" }", NULL, 0, NULL);
     CHECK(g && g->train.memory_budget == 40000000000LL, "40GB");
     ir_graph_free(g);
+    /* --set takes the same sizes (train_set), and budget is a policy */
+    {
+        TrainConfig tc;
+        train_defaults(&tc);
+        char err[256] = "";
+        bool ok = train_set(&tc, NULL, "memory_budget", "1.5GiB", err, sizeof err) && train_set(&tc, NULL, "checkpoint", "budget", err, sizeof err);
+        CHECK(ok && tc.memory_budget == 1610612736LL && strcmp(tc.checkpoint, "budget") == 0, "--set memory_budget=1.5GiB: %s", err);
+        ok = train_set(&tc, NULL, "memory_budget", "lots", err, sizeof err);
+        CHECK(!ok && strstr(err, "takes a number of bytes or a size (e.g. 40GB, 512MiB), not 'lots'") && tc.memory_budget == 1610612736LL,
+              "--set memory_budget=lots: %s", err);
+    }
 
     /* `none` is the language's literal and an enum's value */
     g = load("t.model", "model t(x: f32[3]) { return sum(x) }\ntrain { checkpoint = none }", NULL, 0, NULL);
@@ -361,7 +372,7 @@ static void test_features(void) {
 
     /* keys reserved for passes that do not exist yet: asking for one is an error at its value */
     static const char *const later[][2] = {
-        {"checkpoint = all", "2:22: error: train key 'checkpoint': this policy of gradient checkpointing is not implemented yet (it takes only none or blocks)"},
+        {"checkpoint = all", "2:22: error: train key 'checkpoint': this policy of gradient checkpointing is not implemented yet (it takes only none, blocks or budget)"},
         {"zero = 2", "2:16: error: train key 'zero': ZeRO sharding is not implemented yet"},
     };
     for (size_t i = 0; i < sizeof later / sizeof later[0]; i++) {

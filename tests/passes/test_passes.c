@@ -503,6 +503,35 @@ static void test_report(void) {
 }
 
 /* cg_prepare of model with sets, expected to fail: its diagnostics (NULL when it compiled) */
+/* What cg_prepare says (its notes, not quiet) when it succeeds; NULL otherwise. */
+static char *prepare_says(const char *model, const char *const *defs, const char *const *sets) {
+    Define dv[32];
+    char store[32][64];
+    CompileOptions o = {0};
+    o.model = model;
+    o.defs = dv;
+    o.ndefs = h_defines(defs, dv, store, 32);
+    o.sets = sets;
+    o.fuse = true;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mf = open_memstream(&buf, &len);
+    Diag d;
+    diag_init(&d, mf);
+    Graph *t = NULL, *e = NULL, *sm = NULL;
+    bool ok = cg_prepare(&o, &t, &e, &sm, &d);
+    diag_free(&d);
+    fclose(mf);
+    ir_graph_free(t);
+    ir_graph_free(e);
+    ir_graph_free(sm);
+    if (!ok) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
 static char *prepare_fails(const char *model, const char *const *defs, const char *const *sets) {
     Define dv[32];
     char store[32][64];
@@ -620,12 +649,36 @@ static int count_named(Graph *g, const char *prefix) {
     return n;
 }
 
-/* steps with checkpoint = blocks and without: the same losses and params, bit for bit */
-static void checkpoint_case(const char *label, const char *model, const char *const *defs, const char *const *sets, int steps) {
+/* The arena of a model's program (-1 when it does not build). */
+static int64_t arena_of(const char *model, const char *const *defs, const char *const *sets) {
+    Define dv[32];
+    char store[32][64];
+    CompileOptions o = {0};
+    o.model = model;
+    o.defs = dv;
+    o.ndefs = h_defines(defs, dv, store, 32);
+    o.sets = sets;
+    o.fuse = true;
+    o.po.quiet = true;
+    Diag d;
+    diag_init(&d, stderr);
+    Graph *gs[3];
+    Program *p = cg_build(&o, &gs[0], &gs[1], &gs[2], &d);
+    diag_free(&d);
+    int64_t a = p ? p->arena_bytes : -1;
+    if (p) report_free(p, gs);
+    return a;
+}
+
+/* steps with checkpointing (checkpoint=blocks, or the sets in ck) and
+ * without: the same losses and params, bit for bit; the values recomputed */
+static int checkpoint_case(const char *label, const char *model, const char *const *defs, const char *const *sets, int steps,
+                           const char *const *ck) {
+    static const char *const blocks[] = {"checkpoint=blocks", NULL};
     const char *with[16];
     int n = 0;
     for (; sets[n]; n++) with[n] = sets[n];
-    with[n++] = "checkpoint=blocks";
+    for (int i = 0; (ck ? ck : blocks)[i]; i++) with[n++] = (ck ? ck : blocks)[i];
     with[n] = NULL;
     Run a, b;
     bool ok = run_open(&a, model, defs, sets, NULL) && run_open(&b, model, defs, with, NULL);
@@ -643,19 +696,55 @@ static void checkpoint_case(const char *label, const char *model, const char *co
                    la[steps - 1], clones);
     run_close(&a);
     run_close(&b);
+    return clones;
 }
 
 static void test_checkpoint(void) {
     printf("== checkpoint = blocks: the backward recomputes each block, training is unchanged\n");
     const char *gpt2_drop[] = {"vocab=256", "layers=3", "heads=4", "dim=64", "seq=32", "batch=2", "dropout=0.1", NULL};
     const char *base[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "grad_clip=1.0", NULL};
-    checkpoint_case("gpt2 fp32, dropout 0.1", "examples/gpt2.model", gpt2_drop, base, 4);
+    int all = checkpoint_case("gpt2 fp32, dropout 0.1", "examples/gpt2.model", gpt2_drop, base, 4, NULL);
     const char *unfused[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "fusion=0", NULL};
-    checkpoint_case("gpt2 unfused", "examples/gpt2.model", gpt2_defs, unfused, 3);
+    checkpoint_case("gpt2 unfused", "examples/gpt2.model", gpt2_defs, unfused, 3, NULL);
     const char *accum[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "grad_accum=2", NULL};
-    checkpoint_case("gpt2 grad_accum 2", "examples/gpt2.model", gpt2_defs, accum, 3);
+    checkpoint_case("gpt2 grad_accum 2", "examples/gpt2.model", gpt2_defs, accum, 3, NULL);
     const char *bf16[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "precision=bf16", NULL};
-    checkpoint_case("llama bf16", "examples/llama.model", llama_defs, bf16, 3);
+    checkpoint_case("llama bf16", "examples/llama.model", llama_defs, bf16, 3, NULL);
+
+    /* checkpoint = budget: between the arenas of blocks (the smallest) and
+     * none, the last blocks keep their activations, and no more of them
+     * than fit; within a budget the size of none's arena, none recomputes */
+    const char *none_s[] = {"checkpoint=none", NULL}, *blocks_s[] = {"checkpoint=blocks", NULL};
+    int64_t a_none = arena_of("examples/gpt2.model", gpt2_drop, none_s), a_blocks = arena_of("examples/gpt2.model", gpt2_drop, blocks_s);
+    char mb[4][64];
+    const int64_t budgets[4] = {(a_none + a_blocks) / 2, a_none, a_blocks, a_blocks - 1};
+    for (int i = 0; i < 4; i++) snprintf(mb[i], sizeof mb[i], "memory_budget=%lld", (long long)budgets[i]);
+    const char *mid[] = {"checkpoint=budget", mb[0], NULL}, *at_none[] = {"checkpoint=budget", mb[1], NULL},
+               *at_blocks[] = {"checkpoint=budget", mb[2], NULL}, *under[] = {"checkpoint=budget", mb[3], NULL};
+    int64_t a_mid = arena_of("examples/gpt2.model", gpt2_drop, mid);
+    printf("gpt2 3 layers: arena %lld (none), %lld (blocks), %lld under memory_budget %lld\n", (long long)a_none, (long long)a_blocks,
+           (long long)a_mid, (long long)budgets[0]);
+    CHECK(a_blocks > 0 && a_blocks < a_none && a_mid >= a_blocks && a_mid <= budgets[0], "checkpoint = budget: arena %lld", (long long)a_mid);
+    /* the choice, as its note says it: the most blocks kept that fit */
+    char *say = prepare_says("examples/gpt2.model", gpt2_drop, mid);
+    const char *need = say ? strstr(say, "would need ") : NULL;
+    long long more = need ? atoll(need + 11) : 0;
+    printf("%s", say ? say : "");
+    CHECK(say && strstr(say, "checkpoint = budget: the last 2 of 3 blocks keep their activations, 1 recompute them") && more > budgets[0],
+          "checkpoint = budget's note: %s", say ? say : "(none)");
+    free(say);
+    CHECK(arena_of("examples/gpt2.model", gpt2_drop, at_none) == a_none && arena_of("examples/gpt2.model", gpt2_drop, at_blocks) == a_blocks,
+          "checkpoint = budget at the arenas of none and blocks");
+    int some = checkpoint_case("gpt2 budget, dropout 0.1", "examples/gpt2.model", gpt2_drop, base, 4, mid);
+    CHECK(some > 0 && some < all, "checkpoint = budget recomputes %d values, blocks %d", some, all);
+    char *buf = prepare_fails("examples/gpt2.model", gpt2_drop, under);
+    CHECK(buf && strstr(buf, "checkpoint = budget: memory_budget is") && strstr(buf, "every one of the 3 repeated blocks"),
+          "a budget under the smallest arena: %s", buf ? buf : "(prepared)");
+    free(buf);
+    const char *no_budget[] = {"checkpoint=budget", NULL};
+    buf = prepare_fails("examples/gpt2.model", gpt2_drop, no_budget);
+    CHECK(buf && strstr(buf, "checkpoint = budget needs memory_budget"), "no memory_budget: %s", buf ? buf : "(prepared)");
+    free(buf);
 
     /* GPT-2 small, batch 16, everything on: the saved activations */
     Graph *gs[3];
@@ -672,7 +761,7 @@ static void test_checkpoint(void) {
     /* no repeated blocks */
     const char *mlp_defs[] = {"batch=4", "features=3", "hidden=5", "classes=2", NULL};
     const char *ck[] = {"checkpoint=blocks", NULL};
-    char *buf = prepare_fails("examples/mlp.model", mlp_defs, ck);
+    buf = prepare_fails("examples/mlp.model", mlp_defs, ck);
     CHECK(buf && strstr(buf, "checkpoint = blocks: the model has no repeated blocks"), "mlp: %s", buf ? buf : "(compiled)");
     free(buf);
 }

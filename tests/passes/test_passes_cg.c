@@ -471,6 +471,24 @@ static void checkpoint_case(const char *label, const char *model, const char *co
     if (same)
         printf("%-22s 4 steps, losses %.6f -> %.6f bit for bit (poisoned), params identical; the step's temporaries %lld -> %lld bytes\n", label,
                la[0], la[3], (long long)pa, (long long)pb);
+    /* checkpoint = budget, half way between the two arenas: some blocks
+     * keep their activations, the others recompute, training unchanged */
+    if (ok && smaller) {
+        Harness c;
+        char mb[64];
+        int64_t budget = (a.prog->arena_bytes + b.prog->arena_bytes) / 2;
+        snprintf(mb, sizeof mb, "memory_budget=%lld", (long long)budget);
+        const char *sc[] = {prec, "optimizer=adamw", "lr=0.003", "warmup=0", "grad_clip=1.0", "checkpoint=budget", mb, NULL};
+        bool okc = h_build(&c, model, defs, sc, true, 0) == 0;
+        CHECK(okc, "%s: budget build failed", label);
+        int64_t ac = okc ? c.prog->arena_bytes : 0;
+        CHECK(!okc || (ac <= budget && ac >= b.prog->arena_bytes), "%s: arena %lld under checkpoint = budget (%lld), %lld with blocks", label,
+              (long long)ac, (long long)budget, (long long)b.prog->arena_bytes);
+        if (okc && same_training(label, "checkpoint = budget", &a, &c, 0, la))
+            printf("%-22s checkpoint = budget %lld: arena %lld (none %lld, blocks %lld), 4 steps bit for bit (poisoned)\n", label,
+                   (long long)budget, (long long)ac, (long long)a.prog->arena_bytes, (long long)b.prog->arena_bytes);
+        h_free(&c);
+    }
     h_free(&a);
     h_free(&b);
 }
