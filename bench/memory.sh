@@ -25,6 +25,7 @@ rows=(
     "all on, every position's logits when sampling|--precision bf16 --pad-multiple=64 --set sample_logits=all"
     "all off, gradient checkpointing|--set fusion=0 --set pad_tiles=0 --set checkpoint=blocks"
     "all on, gradient checkpointing|--precision bf16 --pad-multiple=64 --set checkpoint=blocks"
+    "all on, checkpointing within 6 GB|--precision bf16 --pad-multiple=64 --set checkpoint=budget --set memory_budget=6GB"
 )
 fmt() { echo "$1" | sed ':a; s/\B[0-9]\{3\}\>/,&/; ta'; }
 echo "| passes | settings | parameters | gradients | optimizer states | activations saved | temporaries | eval or sampling beyond the step | arena total |"
