@@ -308,7 +308,7 @@ static bool share_padding(Graph *train, Graph *g, Diag *d) {
 /* The arena of o's program with the last `keep` repeated blocks keeping
  * their activations (checkpoint = budget's trial); -1 when it cannot be
  * built (then the build is repeated with d, to show why). */
-static int64_t trial_arena(const CompileOptions *o, int keep, int *nblocks, Diag *d) {
+static int64_t trial_arena(const CompileOptions *o, int keep, int *nblocks, int64_t *state, Diag *d) {
     CompileOptions t = *o;
     t.report = false;
     t.po.quiet = t.po.ckpt_chosen = true;
@@ -332,6 +332,7 @@ static int64_t trial_arena(const CompileOptions *o, int keep, int *nblocks, Diag
         if (p) error_at(d, NOLOC, "checkpoint = budget: the memory plan keeping %d blocks failed once and not twice", keep);
     } else {
         bytes = p->arena_bytes;
+        if (state) *state = p->cat_bytes[MC_PARAM] + p->cat_bytes[MC_GRAD] + p->cat_bytes[MC_OPTSTATE];
     }
     if (p) {
         cg_free(p);
@@ -357,16 +358,16 @@ bool cg_choose_checkpoint(CompileOptions *o, int64_t budget, Diag *d) {
         return false;
     }
     int n = 0;
-    int64_t lo_b = trial_arena(o, 0, &n, d);
+    int64_t state = 0, lo_b = trial_arena(o, 0, &n, &state, d);
     if (lo_b < 0) return false;
     if (lo_b > budget) {
         error_at(d, NOLOC, "checkpoint = budget: memory_budget is %lld bytes, but the smallest arena, every one of the %d repeated blocks "
-                           "recomputing its activations, is %lld bytes",
-                 (long long)budget, n, (long long)lo_b);
+                           "recomputing its activations, is %lld bytes (%lld of them parameters, gradients and optimizer states)",
+                 (long long)budget, n, (long long)lo_b, (long long)state);
         return false;
     }
     int lo = 0, hi = n; /* arena(lo) fits; arena(hi) is the first known not to, or hi == n untried */
-    int64_t hi_b = trial_arena(o, n, &n, d);
+    int64_t hi_b = trial_arena(o, n, &n, NULL, d);
     if (hi_b < 0) return false;
     if (hi_b <= budget) {
         lo = n;
@@ -374,7 +375,7 @@ bool cg_choose_checkpoint(CompileOptions *o, int64_t budget, Diag *d) {
     }
     while (hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
-        int64_t b = trial_arena(o, mid, &n, d);
+        int64_t b = trial_arena(o, mid, &n, NULL, d);
         if (b < 0) return false;
         if (b <= budget) lo = mid, lo_b = b;
         else hi = mid, hi_b = b;

@@ -240,6 +240,7 @@ typedef enum { TK_INT, TK_FLOAT, TK_ENUM, TK_STR } TrainKeyKind;
     X(pad_tiles,        TK_INT,   "1",        NULL)  /* pad-tiles pass */ \
     X(pad_multiple,     TK_INT,   "0",        NULL)  /* 0 = chosen from dtype and target */ \
     X(checkpoint,       TK_ENUM,  "none",     "none blocks all budget") \
+    X(checkpoint_blocks,TK_INT,   "0",        NULL)  /* checkpoint = blocks: how many repeated blocks, the first ones, recompute; 0 = all */ \
     X(memory_budget,    TK_INT,   "0",        NULL)  /* bytes; 0 = none */ \
     X(zero,             TK_INT,   "0",        NULL)  /* ZeRO stage 0..3 */ \
     X(lora_rank,        TK_INT,   "0",        NULL)  /* 0 = no LoRA */ \

@@ -34,10 +34,12 @@
  * clones back into the originals).  A model with no repeated blocks is an
  * error: the option would change nothing.
  *
- * checkpoint = budget: the last po->ckpt_keep repeated blocks keep their
- * activations (the backward reaches them first, while everything the
- * forward saved is live) and the ones before recompute theirs; the count
- * comes from the memory plan (codegen/compile.c, cg_choose_checkpoint).
+ * checkpoint_blocks = N (with blocks) recomputes the first N repeated
+ * blocks only.  checkpoint = budget: the last po->ckpt_keep repeated
+ * blocks keep their activations (the backward reaches them first, while
+ * everything the forward saved is live) and the ones before recompute
+ * theirs; the count comes from the memory plan (codegen/compile.c,
+ * cg_choose_checkpoint).
  */
 #include "ir.h"
 
@@ -120,6 +122,12 @@ static Node *clone_node(Ck *c, Node *n, const bool *kept, Diag *d) {
 
 bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
     const char *policy = g->train.checkpoint ? g->train.checkpoint : "none";
+    int64_t count = g->train.checkpoint_blocks;
+    if (count != 0 && strcmp(policy, "blocks") != 0) {
+        error_at(d, NOLOC, "checkpoint_blocks = %lld needs checkpoint = blocks%s", (long long)count,
+                 strcmp(policy, "budget") == 0 ? " (checkpoint = budget chooses the blocks itself)" : "");
+        return false;
+    }
     if (strcmp(policy, "none") == 0) return true;
     bool budget = strcmp(policy, "budget") == 0;
     if (!budget && strcmp(policy, "blocks") != 0) {
@@ -199,6 +207,11 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
         error_at(d, NOLOC, "checkpoint = %s: the model has no repeated blocks (parameters named NAME.INDEX..., as `repeat N as NAME` "
                            "names them) to recompute", policy);
         ok = false;
+    } else if (count < 0 || count > nrep) {
+        error_at(d, NOLOC, "checkpoint_blocks = %lld: the model has %d repeated blocks (0 recomputes all of them)", (long long)count, nrep);
+        ok = false;
+    } else if (count > 0) {
+        keep = nrep - (int)count;
     }
     /* 3. kept[v]: read by a forward node of another segment, or a result */
     bool *kept = xcalloc((size_t)g->nvalues + 1, sizeof(bool));

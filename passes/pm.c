@@ -200,7 +200,7 @@ int pm_training_pipeline(const Graph *g, const PassOptions *po, const char **nam
         list[n++] = pipeline[i];
     }
     /* after the last cse, which would merge the recomputation back */
-    if (g && g->train.checkpoint && strcmp(g->train.checkpoint, "none") != 0) {
+    if (g && ((g->train.checkpoint && strcmp(g->train.checkpoint, "none") != 0) || g->train.checkpoint_blocks != 0)) {
         list[n++] = "checkpoint";
         list[n++] = "dce";
     }

@@ -6,10 +6,12 @@
 # each model, in OUT/sSEED:
 #   - `trainc compile --emit=kernels` for cpu and cuda, fp32/bf16/fp16, with
 #     accumulation + clipping, without liger fusion, with SGD, with
-#     checkpointing (models with a repeated block): no failure;
+#     checkpointing (models with a repeated block: blocks, the first block
+#     alone, and budget with memory_budget half way between the arenas of
+#     none and blocks): no failure;
 #   - the compiled executable against `trainc run` (the interpreter), 3
-#     steps, fp32 and bf16, fused, not fused, checkpointed: the same losses
-#     (1e-4; bf16 3e-2);
+#     steps, fp32 and bf16, fused, not fused, checkpointed (the three
+#     ways): the same losses (1e-4; bf16 3e-2);
 #   - its CUDA C on the CPU emulation against the C backend, kernel by
 #     kernel (tests/cuda/emu/run.sh; fp32 for odd seeds, bf16 for even),
 #     each launch in both of the emulation's orders; for seeds divisible
@@ -24,23 +26,34 @@ mkdir -p "$out" && out=$(cd "$out" && pwd) && log=$out/log
 cat "$root/README.md" "$root"/docs/*.md > "$out/text.txt"
 "$build/tools/trainc-tokenize" "$out/text.txt" "$out/tok" > /dev/null
 A="--data $out/tok_train.bin --steps 3 --seed 7 --warmup 0 --quiet"
-# the one error expected: a repeated block all of whose parameters are
-# dead has nothing for checkpoint = blocks to recompute
-expected="the model has no repeated blocks"
+# the errors expected: a repeated block all of whose parameters are dead
+# has nothing for checkpoint = blocks to recompute; a budget made for one
+# precision and target can be under another's smallest arena
+expected="the model has no repeated blocks\|checkpoint = budget: memory_budget is"
 for s in $(seq "$first" "$last"); do
   d=$out/s$s
   rm -rf "$d" && mkdir -p "$d" && cd "$d" || exit 2
   python3 "$root/tests/fuzz/models.py" "$s" > m.model
   if ! "$T" check m.model > check.txt 2>&1; then echo "[$s] check: $(head -c 300 check.txt)" >> "$log"; continue; fi
-  ck=""; grep -q "^  repeat" m.model && ck="--set checkpoint=blocks"
+  ck="" c1=""; grep -q "^  repeat" m.model && ck="--set checkpoint=blocks" c1="--set checkpoint=blocks --set checkpoint_blocks=1"
+  # budget BUDGET-OPTIONS: checkpoint = budget half way between the arenas of none and blocks
+  budget() {
+    local a0 a1
+    a0=$("$T" compile m.model --report "$@" 2>/dev/null | awk '/total \(arena\)/ {print $(NF - 2)}')
+    a1=$("$T" compile m.model --report "$@" $ck 2>/dev/null | awk '/total \(arena\)/ {print $(NF - 2)}')
+    [ -n "$a0" ] && [ -n "$a1" ] && echo "--set checkpoint=budget --set memory_budget=$(( (a0 + a1) / 2 ))"
+  }
+  bk=""; [ -n "$ck" ] && bk=$(budget)
   for P in fp32 bf16 fp16; do for tg in cpu cuda; do
-    for o in "" "--set grad_accum=2 --set grad_clip=1" "--set fusion=0" "--set optimizer=sgd --set momentum=0.9" ${ck:+"$ck"}; do
+    for o in "" "--set grad_accum=2 --set grad_clip=1" "--set fusion=0" "--set optimizer=sgd --set momentum=0.9" ${ck:+"$ck"} ${c1:+"$c1"} ${bk:+"$bk"}; do
       timeout 60 "$T" compile m.model --emit=kernels --precision=$P --target=$tg $o > k.txt 2> kerr.txt ||
         grep -q "$expected" kerr.txt || echo "[$s] kernels $P $tg $o: $(grep -v '^ \|warning' kerr.txt | head -2 | cut -c1-300)" >> "$log"
     done
   done; done
-  for P in fp32 bf16; do for o in "" "--set fusion=0" ${ck:+"$ck"}; do
-    tag=$P$(echo "$o" | tr -dc a-z0-9)
+  for P in fp32 bf16; do
+    bp=""; [ -n "$ck" ] && bp=$(budget --precision=$P)
+    for o in "" "--set fusion=0" ${ck:+"$ck"} ${c1:+"$c1"} ${bp:+"$bp"}; do
+    tag=$P$(echo "$o" | tr -dc a-z0-9 | cut -c1-40)
     timeout 120 "$T" run m.model $A --precision=$P $o --metrics i$tag.jsonl > i$tag.log 2>&1 ||
       { grep -q "$expected" i$tag.log || echo "[$s] trainc run $P $o: $(tail -1 i$tag.log)" >> "$log"; continue; }
     timeout 120 "$T" compile m.model --precision=$P $o -o x$tag > c$tag.log 2>&1 || { echo "[$s] compile $P $o: $(grep -v '^ \|warning' c$tag.log | tail -1)" >> "$log"; continue; }

@@ -737,6 +737,10 @@ static void test_checkpoint(void) {
           "checkpoint = budget at the arenas of none and blocks");
     int some = checkpoint_case("gpt2 budget, dropout 0.1", "examples/gpt2.model", gpt2_drop, base, 4, mid);
     CHECK(some > 0 && some < all, "checkpoint = budget recomputes %d values, blocks %d", some, all);
+    /* checkpoint_blocks: the first N blocks recompute, the rest keep theirs */
+    const char *first2[] = {"checkpoint=blocks", "checkpoint_blocks=2", NULL};
+    int two = checkpoint_case("gpt2 first 2 of 3 blocks", "examples/gpt2.model", gpt2_drop, base, 4, first2);
+    CHECK(two > some && two < all, "checkpoint_blocks = 2 recomputes %d values (1 block: %d, 3: %d)", two, some, all);
     char *buf = prepare_fails("examples/gpt2.model", gpt2_drop, under);
     CHECK(buf && strstr(buf, "checkpoint = budget: memory_budget is") && strstr(buf, "every one of the 3 repeated blocks"),
           "a budget under the smallest arena: %s", buf ? buf : "(prepared)");
