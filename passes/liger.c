@@ -513,7 +513,8 @@ static void fuse_add_norm(Lg *L, Node *n) {
  * 1024 rows: 256-row chunks moved 19.8 GB a step through dw, 2048-row ones
  * move 2.5 GB, for about 0.5 GB more scratch (the chunk's logits and
  * gradient).  Under train.memory_budget at most budget/16 bytes of f32
- * logits. */
+ * logits, rounded down to a multiple of 64 rows (the tensor cores' tile)
+ * where that leaves any. */
 #define LCE_MIN_ROWS 2048
 #define LCE_BIG_DW   ((int64_t)16 << 20)
 static int64_t lce_chunk(Lg *L, int64_t N, int64_t V, int64_t C) {
@@ -522,6 +523,7 @@ static int64_t lce_chunk(Lg *L, int64_t N, int64_t V, int64_t C) {
     while (chunk < want) chunk *= 2;
     if (L->budget > 0) {
         int64_t cap = L->budget / 16 / (4 * V);
+        if (cap >= 64) cap -= cap % 64;
         if (cap < 1) cap = 1;
         if (chunk > cap) chunk = cap;
     }
