@@ -502,62 +502,56 @@ static void test_report(void) {
     report_free(un, k);
 }
 
-/* cg_prepare of model with sets, expected to fail: its diagnostics (NULL when it compiled) */
-/* What cg_prepare says (its notes, not quiet) when it succeeds; NULL otherwise. */
-static char *prepare_says(const char *model, const char *const *defs, const char *const *sets) {
-    Define dv[32];
-    char store[32][64];
+/* trainc's options for model with defs (stored in dv and store) and sets:
+ * generic fusion on, as checkpoint = budget's trial lowerings see it */
+static CompileOptions options_for(const char *model, const char *const *defs, const char *const *sets, bool quiet, Define *dv,
+                                  char (*store)[64]) {
     CompileOptions o = {0};
     o.model = model;
     o.defs = dv;
     o.ndefs = h_defines(defs, dv, store, 32);
     o.sets = sets;
     o.fuse = true;
+    o.po.quiet = quiet;
+    return o;
+}
+
+/* What cg_prepare of model with sets writes (notes only when !quiet); *ok: it succeeded. */
+static char *prepare_output(const char *model, const char *const *defs, const char *const *sets, bool quiet, bool *ok) {
+    Define dv[32];
+    char store[32][64];
+    CompileOptions o = options_for(model, defs, sets, quiet, dv, store);
     char *buf = NULL;
     size_t len = 0;
     FILE *mf = open_memstream(&buf, &len);
     Diag d;
     diag_init(&d, mf);
     Graph *t = NULL, *e = NULL, *sm = NULL;
-    bool ok = cg_prepare(&o, &t, &e, &sm, &d);
+    *ok = cg_prepare(&o, &t, &e, &sm, &d);
     diag_free(&d);
     fclose(mf);
     ir_graph_free(t);
     ir_graph_free(e);
     ir_graph_free(sm);
-    if (!ok) {
-        free(buf);
-        return NULL;
-    }
     return buf;
 }
 
+/* What cg_prepare says (its notes, not quiet) when it succeeds; NULL otherwise. */
+static char *prepare_says(const char *model, const char *const *defs, const char *const *sets) {
+    bool ok;
+    char *buf = prepare_output(model, defs, sets, false, &ok);
+    if (ok) return buf;
+    free(buf);
+    return NULL;
+}
+
+/* cg_prepare of model with sets, expected to fail: its diagnostics (NULL when it succeeded) */
 static char *prepare_fails(const char *model, const char *const *defs, const char *const *sets) {
-    Define dv[32];
-    char store[32][64];
-    CompileOptions o = {0};
-    o.model = model;
-    o.defs = dv;
-    o.ndefs = h_defines(defs, dv, store, 32);
-    o.sets = sets;
-    o.po.quiet = true;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *mf = open_memstream(&buf, &len);
-    Diag d;
-    diag_init(&d, mf);
-    Graph *t = NULL, *e = NULL, *sm = NULL;
-    bool loaded = cg_prepare(&o, &t, &e, &sm, &d);
-    diag_free(&d);
-    fclose(mf);
-    if (loaded) {
-        ir_graph_free(t);
-        ir_graph_free(e);
-        ir_graph_free(sm);
-        free(buf);
-        return NULL;
-    }
-    return buf;
+    bool ok;
+    char *buf = prepare_output(model, defs, sets, true, &ok);
+    if (!ok) return buf;
+    free(buf);
+    return NULL;
 }
 
 /* ---- freeze: train.freeze's globs ---- */
@@ -653,13 +647,7 @@ static int count_named(Graph *g, const char *prefix) {
 static int64_t arena_of(const char *model, const char *const *defs, const char *const *sets) {
     Define dv[32];
     char store[32][64];
-    CompileOptions o = {0};
-    o.model = model;
-    o.defs = dv;
-    o.ndefs = h_defines(defs, dv, store, 32);
-    o.sets = sets;
-    o.fuse = true;
-    o.po.quiet = true;
+    CompileOptions o = options_for(model, defs, sets, true, dv, store);
     Diag d;
     diag_init(&d, stderr);
     Graph *gs[3];
