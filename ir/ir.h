@@ -397,6 +397,7 @@ int64_t ir_node_flops(Graph *g, Node *n);
 int64_t ir_node_bytes(Graph *g, Node *n);   /* bytes read + written */
 void    ir_stats(Graph *g, GraphStats *s);
 void    ir_print_stats(FILE *f, Graph *g);
+void    ir_format_flops(char *buf, size_t n, double flops);   /* "439.10 MFLOP" */
 
 /* ===================================================================== */
 /* rng.c — counter-based RNG (Philox-4x32-10), shared with the runtime    */

@@ -211,7 +211,7 @@ static void put_bytes(char *buf, size_t n, double b) {
     else snprintf(buf, n, "%.1f %s", b, unit[u]);
 }
 
-static void put_flops(char *buf, size_t n, double f) {
+void ir_format_flops(char *buf, size_t n, double f) {
     static const char *const unit[] = {"FLOP", "KFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP"};
     int u = 0;
     while (f >= 1000 && u < 6) f /= 1000, u++;
@@ -250,8 +250,8 @@ void ir_print_stats(FILE *f, Graph *g) {
     fprintf(f, "params: %s (%s %s)\n", a, b, dt_seen < 0 ? "f32" : mixed ? "mixed" : dtype_name[dt_seen]);
     put_grouped(a, sizeof a, s.trainable_params);
     fprintf(f, "trainable: %s\n", a);
-    put_flops(a, sizeof a, (double)s.fwd_flops);
-    put_flops(b, sizeof b, (double)s.flops);
+    ir_format_flops(a, sizeof a, (double)s.fwd_flops);
+    ir_format_flops(b, sizeof b, (double)s.flops);
     fprintf(f, "forward: %s\n", a);
     fprintf(f, "total: %s (every node once)\n", b);
 }

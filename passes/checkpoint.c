@@ -90,6 +90,7 @@ typedef struct Ck {
     int   *seg;       /* by node id: a forward node's segment, -1 otherwise */
     Node **clone;     /* by node id: its clone, once made */
     int    ncloned;
+    double flops;     /* the clones' */
 } Ck;
 
 static int seg_of(const Ck *c, const Node *n) { return n->id < c->nn ? c->seg[n->id] : -1; }
@@ -117,6 +118,7 @@ static Node *clone_node(Ck *c, Node *n, const bool *kept, Diag *d) {
         if (n->out[r]->name) k->out[r]->name = arena_printf(g->arena, "re.%s", n->out[r]->name);
     c->clone[n->id] = k;
     c->ncloned++;
+    c->flops += (double)ir_node_flops(g, k);
     return k;
 }
 
@@ -146,7 +148,7 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
         return false;
     }
     int nn = g->nextnode + 1;
-    Ck c = {g, nn, xcalloc((size_t)nn, sizeof(bool)), xcalloc((size_t)nn, sizeof(int)), xcalloc((size_t)nn, sizeof(Node *)), 0};
+    Ck c = {g, nn, xcalloc((size_t)nn, sizeof(bool)), xcalloc((size_t)nn, sizeof(int)), xcalloc((size_t)nn, sizeof(Node *)), 0, 0};
     /* 1. the forward: the nodes the loss depends on */
     c.fwd[loss->def->id] = true;
     for (int i = g->nnodes - 1; i >= 0; i--) {
@@ -258,8 +260,16 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
         g->ip = -1;
         segs++;
     }
-    if (ok && !po->quiet && (segs || !budget)) /* (budget's choice of none has its own note) */
-        note_at(d, NOLOC, "checkpoint: %d of %d blocks recompute their activations in the backward (%d nodes cloned)", segs, nrep, c.ncloned);
+    if (ok && !po->quiet && (segs || !budget)) { /* (budget's choice of none has its own note) */
+        double all = 0; /* the micro-batch's FLOPs, the clones' included */
+        for (int i = 0; i < g->nnodes; i++)
+            if (g->nodes[i]->phase != PH_STEP) all += (double)ir_node_flops(g, g->nodes[i]);
+        char cf[32], af[32];
+        ir_format_flops(cf, sizeof cf, c.flops);
+        ir_format_flops(af, sizeof af, all);
+        note_at(d, NOLOC, "checkpoint: %d of %d blocks recompute their activations in the backward (%d nodes cloned, %s a micro-batch: %.1f%% of its %s)",
+                segs, nrep, c.ncloned, cf, all > 0 ? 100 * c.flops / all : 0.0, af);
+    }
     free(rd);
     free(kept);
     free(rep);
