@@ -231,14 +231,16 @@ if(TRAINC_CXX)
     set_tests_properties(cuda_fake_${name} PROPERTIES LABELS cuda TIMEOUT 600
                          ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER};CUDA_INCLUDE=${TRAINC_CUDA_INCDIR};FAKE_LDFLAGS=${TRAINC_FAKE_LDFLAGS}")
   endfunction()
-  trainc_fake_test(gpt2_tiny_bf16 examples/gpt2.model 3 2e-2 ${CUDA_TINY_gpt2} --set precision=bf16)
+  # (the first of its two blocks recomputed, the second not: both kinds of
+  # backward in one schedule)
+  trainc_fake_test(gpt2_tiny_ckpt1_bf16 examples/gpt2.model 3 2e-2 ${CUDA_TINY_gpt2} --set precision=bf16 --set checkpoint=blocks --set checkpoint_blocks=1)
   # (with gradient checkpointing: the backward's recomputed blocks on the GPU;
   # and 2 micro-batches a step: the weight gradients summed into their
   # accumulators by cuBLASLt, beta 1)
   trainc_fake_test(llama_tiny_pad_ckpt_accum_tf32 examples/llama.model 3 1e-3 ${CUDA_PAD250_llama} --set precision=tf32 --set checkpoint=blocks --set grad_accum=2)
   # (about 90 s each, 210 s under the sanitizers: not in the sanitizer run,
   # where the two below cover runtime/cuda.c)
-  set_tests_properties(cuda_fake_gpt2_tiny_bf16 cuda_fake_llama_tiny_pad_ckpt_accum_tf32 PROPERTIES LABELS "cuda;slow")
+  set_tests_properties(cuda_fake_gpt2_tiny_ckpt1_bf16 cuda_fake_llama_tiny_pad_ckpt_accum_tf32 PROPERTIES LABELS "cuda;slow")
   # products batched over two dims: one strided in cuBLASLt, one looped;
   # SGD without momentum over 2 micro-batches (no buffer: null pointers)
   # a fused loop kernel of more buffers than a launch passes (17): it takes
