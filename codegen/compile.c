@@ -366,7 +366,7 @@ bool cg_choose_checkpoint(CompileOptions *o, int64_t budget, Diag *d) {
                  (long long)budget, n, (long long)lo_b, (long long)state);
         return false;
     }
-    int lo = 0, hi = n; /* arena(lo) fits; arena(hi) is the first known not to, or hi == n untried */
+    int lo = 0, hi = n; /* arena(lo) fits, arena(hi) does not (unless every block fits: lo = hi = n) */
     int64_t hi_b = trial_arena(o, n, &n, NULL, d);
     if (hi_b < 0) return false;
     if (hi_b <= budget) {
