@@ -957,10 +957,14 @@ static void emit_template(Emit *e, Kernel *k) {
 /* schedules and the descriptor                                          */
 /* ===================================================================== */
 
-/* A multi-tensor update (lower.c merge_updates): each part its own
- * function, as if alone; the kernel calls them in order. */
+/* A multi-tensor update or run of accumulating adds (lower.c
+ * merge_updates): each part its own function, as if alone; the kernel
+ * calls them in order. */
 static void emit_multi(Emit *e, Kernel *k) {
-    for (int j = 0; j < k->nparts; j++) emit_template(e, k->parts[j]);
+    for (int j = 0; j < k->nparts; j++) {
+        if (k->parts[j]->kind == KK_LOOP) emit_loop(e, k->parts[j]);
+        else emit_template(e, k->parts[j]);
+    }
     kernel_header(e, k);
     for (int j = 0; j < k->nparts; j++) fprintf(e->f, "    %s(A);\n", k->parts[j]->name);
     fputs("}\n\n", e->f);

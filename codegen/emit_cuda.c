@@ -1700,6 +1700,39 @@ static long long opt_off(Emit *e, Value *v) {
     return b < 0 ? -1 : (long long)e->p->bufs[b].offset;
 }
 
+/* A run of accumulating adds (lower.c merge_updates): one launch over the
+ * blocks of every part, as a multi-tensor update's (below), each row the
+ * sum's buffer and its two operands'. */
+static void emit_multi_add(Emit *e, Kernel *k, CuKern *r) {
+    StrBuf b = {0};
+    sb_printf(&b, "static __device__ const TrnOptSeg @FN@_seg[%d] = {\n", k->nparts);
+    sb_puts(&b, "    /* first block, elements; arena offsets of the sum and its two operands */\n");
+    int64_t blk = 0;
+    for (int j = 0; j < k->nparts; j++) {
+        Node *n = k->parts[j]->nodes[0];
+        int64_t cnt = shape_numel(&n->out[0]->ty.shape);
+        sb_printf(&b, "    {%lld, %lld, %lld, %lld, %lld, -1, -1, 0, 0.0}, /* ", (long long)blk, (long long)cnt, opt_off(e, n->out[0]),
+                  opt_off(e, n->in[0]), opt_off(e, n->in[1]));
+        const char *nm = e->p->bufs[vbuf(e, n->out[0])].name;
+        cg_comment_text(&b, nm ? nm : "?");
+        sb_puts(&b, " */\n");
+        blk += cdiv(cnt, NT * OPT_E);
+    }
+    sb_puts(&b, "};\n");
+    if (blk > 2147483647) {
+        error_at(e->d, k->loc, "the CUDA backend's %d accumulating adds need %lld blocks, more than a launch has", k->nparts, (long long)blk);
+        e->ok = false;
+        free(sb_take(&b));
+        return;
+    }
+    Params P = {0};
+    int pa = param_arena(e, &P);
+    sb_printf(&b, "extern \"C\" __global__ void __launch_bounds__(%d) @FN@", NT);
+    signature(e, &P, &b, false);
+    sb_printf(&b, "\n{\n    tk_add_multi<%d>(p%d, @FN@_seg, %d);\n}\n", OPT_E, pa, k->nparts);
+    launch(e, r, "", &P, sb_take(&b), true, (unsigned)blk, 1, NT, 1);
+}
+
 /* A multi-tensor update (lower.c merge_updates): one launch over the blocks
  * of every part, OPT_E elements a thread; a block finds its tensor in a
  * table of arena offsets written above the function (trainc_cuda.cuh
@@ -1707,6 +1740,10 @@ static long long opt_off(Emit *e, Value *v) {
 static void emit_multi(Emit *e, Kernel *k, CuKern *r) {
     Program *p = e->p;
     Node *n0 = k->nodes[0];
+    if (n0->op == OP_add) {
+        emit_multi_add(e, k, r);
+        return;
+    }
     bool adam = n0->op == OP_adamw;
     DType hdt = DT_f32;
     for (int j = 0; j < k->nparts; j++)

@@ -1515,7 +1515,33 @@ static bool order_kernels(Lower *L) {
  * tensor of the run: on the GPU one launch over all of their blocks, each
  * block finding its tensor in a table (emit_cuda.c); in C the parts one
  * after the other.  Nothing is computed differently: each element gets the
- * same operations as in its own kernel. */
+ * same operations as in its own kernel.
+ *
+ * So does a run of the accumulating adds that gradient accumulation
+ * leaves as loop kernels of their own (acc' = add(acc, g), in place): the
+ * bias gradients that a weight gradient's product sums, which cuBLASLt's
+ * epilogue writes and cannot add to, and a tied table's head gradient
+ * (GPT-2 small at grad_accum > 1: 49 kernels at the end of each
+ * micro-batch, 48 of them biases of 768 to 3,072 elements). */
+
+/* A whole buffer of f32 values for an add's operand or result. */
+static bool add_whole(Lower *L, Value *v, const Value *y) {
+    ValInfo *vi = VI(L, v);
+    if (vi->st != VS_BUF || vi->view.off != 0 || !view_is_contig(&vi->view) || !type_eq(&v->ty, &y->ty)) return false;
+    return shape_numel(&L->p->bufs[vi->view.buf].shape) == shape_numel(&y->ty.shape);
+}
+
+/* An accumulating add that can be part of one: a loop kernel of one f32
+ * add, no broadcast, whole buffers, the sum written over an operand. */
+static bool add_part(Lower *L, Kernel *k) {
+    if (k->kind != KK_LOOP || k->parts || k->red || k->nnodes != 1 || k->nodes[0]->op != OP_add) return false;
+    Node *n = k->nodes[0];
+    Value *y = n->out[0];
+    if (y->ty.dt != DT_f32 || VI(L, y)->kern != k || !add_whole(L, y, y) || !add_whole(L, n->in[0], y) || !add_whole(L, n->in[1], y))
+        return false;
+    int b = VI(L, y)->view.buf;
+    return b == VI(L, n->in[0])->view.buf || b == VI(L, n->in[1])->view.buf;
+}
 
 /* An update that can be part of one: AdamW or SGD in place (lower_opt),
  * f32 operands (what the templates take). */
@@ -1533,15 +1559,17 @@ static bool opt_part(Lower *L, Kernel *k) {
 static DType opt_half(const Kernel *k) { return k->cast_out ? k->cast_out->out[0]->ty.dt : DT_f32; }
 
 /* Can update b join the run begun by a (kernels a->id .. b->id - 1)?  It
- * waits for none of them (on the GPU the run's blocks run in any order);
- * the same rule and hyperparameters (weight decay apart: each tensor has
- * its own), the same scalar operands (learning rate, step, gradient
- * scale, fp16's skip), and half copies of one dtype (*hdt: the run's so
- * far, DT_f32 for none). */
+ * waits for none of them (on the GPU the run's blocks run in any order;
+ * for an accumulating add that is all); the same rule and
+ * hyperparameters (weight decay apart: each tensor has its own), the same
+ * scalar operands (learning rate, step, gradient scale, fp16's skip), and
+ * half copies of one dtype (*hdt: the run's so far, DT_f32 for none). */
 static bool opt_joins(Lower *L, Kernel *a, Kernel *b, DType *hdt) {
-    if (!opt_part(L, b)) return false;
+    bool add = a->kind == KK_LOOP;
+    if (add ? !add_part(L, b) : !opt_part(L, b)) return false;
     for (int d = 0; d < b->ndeps; d++)
         if (b->deps[d] >= a->id) return false;
+    if (add) return true;
     Node *x = a->nodes[0], *y = b->nodes[0];
     if (x->op != y->op || x->nin != y->nin) return false;
     bool adam = x->op == OP_adamw;
@@ -1574,7 +1602,7 @@ static void merge_updates(Lower *L) {
     for (int i = 0; i < n;) {
         int j = i + 1;
         DType hdt = opt_half(s->k[i]);
-        if (opt_part(L, s->k[i]))
+        if (opt_part(L, s->k[i]) || add_part(L, s->k[i]))
             while (j < n && opt_joins(L, s->k[i], s->k[j], &hdt)) j++;
         if (j - i < 2) {
             newid[i] = m;

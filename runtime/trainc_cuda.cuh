@@ -1933,7 +1933,9 @@ TRN_DEV void tk_sgd(float *wo, float *bo, const float *w, const float *g, const 
 
 /* One tensor of a multi-tensor update (lower.c merge_updates), a row of
  * the table the generated kernel holds: where its blocks begin, its size,
- * and its buffers as byte offsets in the arena (-1: none). */
+ * and its buffers as byte offsets in the arena (-1: none).  A run of
+ * accumulating adds (tk_add_multi) has the sum in w and its operands in g
+ * and m. */
 typedef struct TrnOptSeg {
     long long blk;              /* its first block */
     long long n;                /* elements */
@@ -2001,6 +2003,16 @@ TRN_DEV void tk_sgd_multi(unsigned char *A, const TrnOptSeg *__restrict__ t, int
     bool sk = skip && *skip != 0.0f;
     trn_opt_multi<H, E>(A, t, ns, [&](int64_t i, float *w, float *g, float *m, float *, H *h, float *gz, double wd) {
         trn_sgd_at(i, w, m, w, g, m, lr, gscale, momentum, wd, nesterov, sk, h, gz);
+    });
+}
+
+/* The accumulating adds of a run (lower.c merge_updates: gradient
+ * accumulation's, f32), in one launch: w = g + m, each element rounded
+ * once, as the loop kernel of each would. */
+template <int E>
+TRN_DEV void tk_add_multi(unsigned char *A, const TrnOptSeg *__restrict__ t, int ns) {
+    trn_opt_multi<float, E>(A, t, ns, [&](int64_t i, float *w, float *g, float *m, float *, float *, float *, double) {
+        w[i] = __fadd_rn(g[i], m[i]);
     });
 }
 

@@ -115,6 +115,7 @@ static inline double __longlong_as_double(long long i) {
 static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline double __dsub_rn(double a, double b) { return a - b; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __double2float_rn(double d) { return (float)d; }
 /* double -> float, rounded toward zero */
 static inline float __double2float_rz(double d) {
