@@ -1700,104 +1700,107 @@ static long long opt_off(Emit *e, Value *v) {
     return b < 0 ? -1 : (long long)e->p->bufs[b].offset;
 }
 
-/* A run of accumulating adds (lower.c merge_updates): one launch over the
- * blocks of every part, as a multi-tensor update's (below), each row the
- * sum's buffer and its two operands'. */
-static void emit_multi_add(Emit *e, Kernel *k, CuKern *r) {
-    StrBuf b = {0};
-    sb_printf(&b, "static __device__ const TrnOptSeg @FN@_seg[%d] = {\n", k->nparts);
-    sb_puts(&b, "    /* first block, elements; arena offsets of the sum and its two operands */\n");
+/* A row of a multi-part kernel's table (below), after its first block:
+ * writes the part's size and its other fields into f, returns the size,
+ * and sets *named to the value whose buffer names the row. */
+typedef int64_t SegRow(Emit *e, Kernel *q, char *f, size_t nf, Value **named);
+
+/* The table above a multi-part kernel (lower.c merge_updates), a
+ * TrnOptSeg row per part (trainc_cuda.cuh), OPT_E elements a thread: its
+ * first block, then what row() writes, the name in a comment.  Returns
+ * the blocks of every part, or -1 (the error given) past a launch's. */
+static int64_t seg_table(Emit *e, Kernel *k, StrBuf *b, const char *cols, const char *what, SegRow *row) {
+    sb_printf(b, "static __device__ const TrnOptSeg @FN@_seg[%d] = {\n", k->nparts);
+    sb_printf(b, "    /* first block, elements; %s */\n", cols);
     int64_t blk = 0;
     for (int j = 0; j < k->nparts; j++) {
-        Node *n = k->parts[j]->nodes[0];
-        int64_t cnt = shape_numel(&n->out[0]->ty.shape);
-        sb_printf(&b, "    {%lld, %lld, %lld, %lld, %lld, -1, -1, 0, 0.0}, /* ", (long long)blk, (long long)cnt, opt_off(e, n->out[0]),
-                  opt_off(e, n->in[0]), opt_off(e, n->in[1]));
-        const char *nm = e->p->bufs[vbuf(e, n->out[0])].name;
-        cg_comment_text(&b, nm ? nm : "?");
-        sb_puts(&b, " */\n");
+        char f[256];
+        Value *v = NULL;
+        int64_t cnt = row(e, k->parts[j], f, sizeof f, &v);
+        sb_printf(b, "    {%lld, %s}, /* ", (long long)blk, f);
+        const char *nm = e->p->bufs[vbuf(e, v)].name;
+        cg_comment_text(b, nm ? nm : "?");
+        sb_puts(b, " */\n");
         blk += cdiv(cnt, NT * OPT_E);
     }
-    sb_puts(&b, "};\n");
+    sb_puts(b, "};\n");
     if (blk > 2147483647) {
-        error_at(e->d, k->loc, "the CUDA backend's %d accumulating adds need %lld blocks, more than a launch has", k->nparts, (long long)blk);
+        error_at(e->d, k->loc, "the CUDA backend's %s of %d tensors needs %lld blocks, more than a launch has", what, k->nparts, (long long)blk);
         e->ok = false;
-        free(sb_take(&b));
-        return;
+        return -1;
     }
-    Params P = {0};
-    int pa = param_arena(e, &P);
-    sb_printf(&b, "extern \"C\" __global__ void __launch_bounds__(%d) @FN@", NT);
-    signature(e, &P, &b, false);
-    sb_printf(&b, "\n{\n    tk_add_multi<%d>(p%d, @FN@_seg, %d);\n}\n", OPT_E, pa, k->nparts);
-    launch(e, r, "", &P, sb_take(&b), true, (unsigned)blk, 1, NT, 1);
+    return blk;
 }
 
-/* A multi-tensor update (lower.c merge_updates): one launch over the blocks
- * of every part, OPT_E elements a thread; a block finds its tensor in a
- * table of arena offsets written above the function (trainc_cuda.cuh
- * TrnOptSeg).  Each element gets what the part's own kernel would do. */
+/* An accumulating add's row: the sum's buffer, then its two operands'. */
+static int64_t add_row(Emit *e, Kernel *q, char *f, size_t nf, Value **named) {
+    Node *n = q->nodes[0];
+    int64_t cnt = shape_numel(&n->out[0]->ty.shape);
+    snprintf(f, nf, "%lld, %lld, %lld, %lld, -1, -1, 0, 0.0", (long long)cnt, opt_off(e, n->out[0]), opt_off(e, n->in[0]), opt_off(e, n->in[1]));
+    *named = n->out[0];
+    return cnt;
+}
+
+/* An update's row: w, g, m, v (SGD: its buffer, -1), the half copy (-1:
+ * none), whether g is zeroed, the weight decay. */
+static int64_t update_row(Emit *e, Kernel *q, char *f, size_t nf, Value **named) {
+    Node *n = q->nodes[0];
+    int64_t cnt = shape_numel(&n->in[0]->ty.shape);
+    char wd[32];
+    fmt_double(wd, ir_float(n, "wd", 0));
+    snprintf(f, nf, "%lld, %lld, %lld, %lld, %lld, %lld, %d, %s", (long long)cnt, opt_off(e, n->in[0]), opt_off(e, n->in[1]), opt_off(e, n->in[2]),
+             n->op == OP_adamw ? opt_off(e, n->in[3]) : -1LL, q->cast_out ? opt_off(e, q->cast_out->out[0]) : -1LL, (int)q->zero_g, wd);
+    *named = n->in[0];
+    return cnt;
+}
+
+/* A multi-part kernel (lower.c merge_updates): one launch over the blocks
+ * of every part; a block finds its part in the table above the function
+ * (seg_table).  Each element gets what the part's own kernel would do:
+ * an update's (AdamW, SGD), or a run of accumulating adds' sum. */
 static void emit_multi(Emit *e, Kernel *k, CuKern *r) {
-    Program *p = e->p;
     Node *n0 = k->nodes[0];
-    if (n0->op == OP_add) {
-        emit_multi_add(e, k, r);
-        return;
-    }
-    bool adam = n0->op == OP_adamw;
-    DType hdt = DT_f32;
-    for (int j = 0; j < k->nparts; j++)
-        if (k->parts[j]->cast_out) hdt = k->parts[j]->cast_out->out[0]->ty.dt;
+    bool add = n0->op == OP_add, adam = n0->op == OP_adamw;
     StrBuf b = {0};
-    sb_printf(&b, "static __device__ const TrnOptSeg @FN@_seg[%d] = {\n", k->nparts);
-    sb_printf(&b, "    /* first block, elements; arena offsets of w, g, %s, half copy (-1: none); g zeroed; weight decay */\n",
-              adam ? "m, v" : "buf, -");
-    int64_t blk = 0;
-    for (int j = 0; j < k->nparts; j++) {
-        Kernel *q = k->parts[j];
-        Node *n = q->nodes[0];
-        int64_t cnt = shape_numel(&n->in[0]->ty.shape);
-        char wd[32];
-        fmt_double(wd, ir_float(n, "wd", 0));
-        sb_printf(&b, "    {%lld, %lld, %lld, %lld, %lld, %lld, %lld, %d, %s}, /* ", (long long)blk, (long long)cnt, opt_off(e, n->in[0]),
-                  opt_off(e, n->in[1]), opt_off(e, n->in[2]), adam ? opt_off(e, n->in[3]) : -1LL,
-                  q->cast_out ? opt_off(e, q->cast_out->out[0]) : -1LL, (int)q->zero_g, wd);
-        const char *nm = p->bufs[vbuf(e, n->in[0])].name;
-        cg_comment_text(&b, nm ? nm : "?");
-        sb_puts(&b, " */\n");
-        blk += cdiv(cnt, NT * OPT_E);
-    }
-    sb_puts(&b, "};\n");
-    if (blk > 2147483647) {
-        error_at(e->d, k->loc, "the CUDA backend's update of %d tensors needs %lld blocks, more than a launch has", k->nparts, (long long)blk);
-        e->ok = false;
+    int64_t blk = add ? seg_table(e, k, &b, "arena offsets of the sum and its two operands", "accumulating add", add_row)
+                      : seg_table(e, k, &b, adam ? "arena offsets of w, g, m, v, half copy (-1: none); g zeroed; weight decay"
+                                                 : "arena offsets of w, g, buf, -, half copy (-1: none); g zeroed; weight decay",
+                                  "update", update_row);
+    if (blk < 0) {
         free(sb_take(&b));
         return;
     }
     Params P = {0};
     int pa = param_arena(e, &P);
-    char sk[48] = "(const float *)0";
-    int nsk = adam ? 7 : 5;
-    if (n0->nin > nsk) snprintf(sk, sizeof sk, "(const float *)(p%d + %lldll)", pa, opt_off(e, n0->in[nsk]));
     sb_printf(&b, "extern \"C\" __global__ void __launch_bounds__(%d) @FN@", NT);
     signature(e, &P, &b, false);
     sb_puts(&b, "\n{\n");
-    if (adam) {
-        char b1[32], b2[32], ep[32];
-        fmt_double(b1, ir_float(n0, "beta1", 0.9));
-        fmt_double(b2, ir_float(n0, "beta2", 0.999));
-        fmt_double(ep, ir_float(n0, "eps", 1e-8));
-        sb_printf(&b,
-                  "    tk_adamw_multi<%s, %d>(p%d, @FN@_seg, %d, (const float *)(p%d + %lldll), (const int32_t *)(p%d + %lldll), "
-                  "(const float *)(p%d + %lldll), %s, %s, %s, %s);\n",
-                  st_type(hdt), OPT_E, pa, k->nparts, pa, opt_off(e, n0->in[4]), pa, opt_off(e, n0->in[5]), pa, opt_off(e, n0->in[6]), b1, b2,
-                  ep, sk);
+    if (add) {
+        sb_printf(&b, "    tk_add_multi<%d>(p%d, @FN@_seg, %d);\n", OPT_E, pa, k->nparts);
     } else {
-        char mo[32];
-        fmt_double(mo, ir_float(n0, "momentum", 0));
-        sb_printf(&b, "    tk_sgd_multi<%s, %d>(p%d, @FN@_seg, %d, (const float *)(p%d + %lldll), (const float *)(p%d + %lldll), %s, %d, %s);\n",
-                  st_type(hdt), OPT_E, pa, k->nparts, pa, opt_off(e, n0->in[3]), pa, opt_off(e, n0->in[4]), mo, (int)ir_int(n0, "nesterov", 0),
-                  sk);
+        DType hdt = DT_f32;
+        for (int j = 0; j < k->nparts; j++)
+            if (k->parts[j]->cast_out) hdt = k->parts[j]->cast_out->out[0]->ty.dt;
+        char sk[48] = "(const float *)0";
+        int nsk = adam ? 7 : 5;
+        if (n0->nin > nsk) snprintf(sk, sizeof sk, "(const float *)(p%d + %lldll)", pa, opt_off(e, n0->in[nsk]));
+        if (adam) {
+            char b1[32], b2[32], ep[32];
+            fmt_double(b1, ir_float(n0, "beta1", 0.9));
+            fmt_double(b2, ir_float(n0, "beta2", 0.999));
+            fmt_double(ep, ir_float(n0, "eps", 1e-8));
+            sb_printf(&b,
+                      "    tk_adamw_multi<%s, %d>(p%d, @FN@_seg, %d, (const float *)(p%d + %lldll), (const int32_t *)(p%d + %lldll), "
+                      "(const float *)(p%d + %lldll), %s, %s, %s, %s);\n",
+                      st_type(hdt), OPT_E, pa, k->nparts, pa, opt_off(e, n0->in[4]), pa, opt_off(e, n0->in[5]), pa, opt_off(e, n0->in[6]), b1,
+                      b2, ep, sk);
+        } else {
+            char mo[32];
+            fmt_double(mo, ir_float(n0, "momentum", 0));
+            sb_printf(&b, "    tk_sgd_multi<%s, %d>(p%d, @FN@_seg, %d, (const float *)(p%d + %lldll), (const float *)(p%d + %lldll), %s, %d, %s);\n",
+                      st_type(hdt), OPT_E, pa, k->nparts, pa, opt_off(e, n0->in[3]), pa, opt_off(e, n0->in[4]), mo,
+                      (int)ir_int(n0, "nesterov", 0), sk);
+        }
     }
     sb_puts(&b, "}\n");
     launch(e, r, "", &P, sb_take(&b), true, (unsigned)blk, 1, NT, 1);
