@@ -10,12 +10,14 @@
 #     alone, and budget with memory_budget half way between the arenas of
 #     none and blocks): no failure;
 #   - the compiled executable against `trainc run` (the interpreter), 3
-#     steps, fp32 and bf16, fused, not fused, checkpointed (the three
-#     ways): the same losses (1e-4; bf16 3e-2);
+#     steps, fp32 and bf16, fused, not fused, with 2 micro-batches a step
+#     and clipping, checkpointed (the three ways): the same losses (1e-4;
+#     bf16 3e-2);
 #   - its CUDA C on the CPU emulation against the C backend, kernel by
-#     kernel (tests/cuda/emu/run.sh; fp32 for odd seeds, bf16 for even),
-#     each launch in both of the emulation's orders; for seeds divisible
-#     by 3, in one order under ThreadSanitizer (EMU_TSAN=1) instead.
+#     kernel (tests/cuda/emu/run.sh; fp32 for odd seeds, bf16 for even;
+#     with 2 micro-batches a step for seeds 2 and 3 modulo 4), each launch
+#     in both of the emulation's orders; for seeds divisible by 3, in one
+#     order under ThreadSanitizer (EMU_TSAN=1) instead.
 # Findings go to OUT/log, one line each.  A model that shows a bug, once
 # reduced and fixed, goes into tests/e2e/fuzz/.
 set -u
@@ -52,7 +54,7 @@ for s in $(seq "$first" "$last"); do
   done; done
   for P in fp32 bf16; do
     bp=""; [ -n "$ck" ] && bp=$(budget --precision=$P)
-    for o in "" "--set fusion=0" ${ck:+"$ck"} ${c1:+"$c1"} ${bp:+"$bp"}; do
+    for o in "" "--set fusion=0" "--set grad_accum=2 --set grad_clip=1" ${ck:+"$ck"} ${c1:+"$c1"} ${bp:+"$bp"}; do
     tag=$P$(echo "$o" | tr -dc a-z0-9 | cut -c1-40)
     timeout 120 "$T" run m.model $A --precision=$P $o --metrics i$tag.jsonl > i$tag.log 2>&1 ||
       { grep -q "$expected" i$tag.log || echo "[$s] trainc run $P $o: $(tail -1 i$tag.log)" >> "$log"; continue; }
@@ -71,7 +73,8 @@ PY
   done; done
   P=$([ $((s % 2)) -eq 0 ] && echo bf16 || echo fp32)
   tsan=$([ $((s % 3)) -eq 0 ] && echo 1 || echo 0)
+  acc=$([ $((s % 4)) -ge 2 ] && echo 2 || echo 1)
   EMU_TSAN=$tsan TRAINC_EMU_ONE_ORDER=$tsan timeout 300 bash "$root/tests/cuda/emu/run.sh" "$build/tests/cuda_emit" "$build/runtime/libtrainc_rt.a" "$d/emu" "$d/m.model" fz trn_model_fz \
-    --set precision=$P > emu.txt 2>&1 || echo "[$s] emulation $P$([ $tsan = 1 ] && echo ' (tsan)'): $(grep -E 'FAIL|SUMMARY|kernels,|emu:|error' emu.txt | head -4 | cut -c1-400)" >> "$log"
+    --set precision=$P --set grad_accum=$acc > emu.txt 2>&1 || echo "[$s] emulation $P accum $acc$([ $tsan = 1 ] && echo ' (tsan)'): $(grep -E 'FAIL|SUMMARY|kernels,|emu:|error' emu.txt | head -4 | cut -c1-400)" >> "$log"
   echo "[$s] done" >> "$log"
 done
