@@ -253,11 +253,11 @@ if(TRAINC_CXX)
   # products run plain and the kernels after
   trainc_fake_test(gelu_mlp_bf16 tests/cuda/fake/gelu_mlp.model 3 2e-2 --set precision=bf16)
   trainc_fake_test(gelu_mlp_plain_fp32 tests/cuda/fake/gelu_mlp.model 3 1e-4 --set precision=fp32)
+  set_property(TEST cuda_fake_gelu_mlp_plain_fp32 APPEND PROPERTY ENVIRONMENT "FAKE_CUBLASLT_NO_GELU=1;FAKE_CUBLASLT_NO_BGRAD=1")
   # 2 micro-batches a step: the bias gradients cuBLASLt writes are added
   # into their accumulators by one launch (tk_add_multi, lower.c
   # merge_updates)
   trainc_fake_test(gelu_mlp_accum_bf16 tests/cuda/fake/gelu_mlp.model 3 2e-2 --set precision=bf16 --set grad_accum=2)
-  set_property(TEST cuda_fake_gelu_mlp_plain_fp32 APPEND PROPERTY ENVIRONMENT "FAKE_CUBLASLT_NO_GELU=1;FAKE_CUBLASLT_NO_BGRAD=1")
   # 4096 rows of GPT-2 in fp32: the norms' weight gradients over row
   # groups, 4 columns a thread (cuda_emu_gpt2_rows_bf16 has the bf16 form)
   # (about 45 s: not in the sanitizer run)
