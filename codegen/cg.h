@@ -137,6 +137,7 @@ typedef struct Kernel {
     Node       *cast_out;     /* KK_TMPL norms, adamw, sgd: the cast to half of result 0 it absorbed (it writes the half value), or NULL */
     bool        zero_g;       /* KK_TMPL adamw, sgd: zeroes its gradient operand, an accumulator, after reading it (`update acc = 0`) */
     bool        acc_grads;    /* KK_TMPL backward norms: dw (and db) are added to the accumulators they are written into (`acc' = add(acc, g)` absorbed); embedding_grad: dtable added to the accumulator or to the other summand, in place; linear_cross_entropy: dw added to the accumulator */
+    Node       *lce_mul[3];   /* KK_TMPL linear_cross_entropy: the mul of result 1 (dx), 2 (dw) by a power-of-two scale (fp16's loss scale) it absorbed, or NULL (lower.c lce_scale_mul) */
     int         scratch;      /* KK_TMPL: buffer id + 1 of its workspace (linear_cross_entropy's logits chunk; embedding_grad's sort, in place, C backend); 0: none */
     /* KK_TMPL multi-tensor update (lower.c merge_updates): the in-place
      * AdamW or SGD kernels, consecutive in the schedule, that it runs as

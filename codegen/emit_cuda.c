@@ -1214,8 +1214,10 @@ static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
     if (p->bufs[sb].bytes < cg_cuda_linear_ce_scratch(n)) die("linear_cross_entropy kernel %s: scratch too small", k->name);
     int64_t base = p->bufs[sb].offset, es = dtype_size[dt];
     int xb = vbuf(e, n->in[0]), wb = vbuf(e, n->in[1]), tb = vbuf(e, n->in[2]), lb = vbuf(e, n->out[0]);
-    Value *dx = cg_stored_result(k, n->out[1]); /* f32, or x's half dtype: the cast it absorbed (lower.c) */
-    int dxb = opt_buf(e, dx), dwb = opt_buf(e, n->out[2]);
+    /* dx: f32, or x's half dtype (the cast it absorbed: lower.c); dx and dw
+     * times the scales it absorbed (fp16's loss scale), if any */
+    Value *sdx, *sdw, *dx = cg_lce_result(k, 1, &sdx), *dw = cg_lce_result(k, 2, &sdw);
+    int dxb = opt_buf(e, dx), dwb = opt_buf(e, dw);
     bool grad = dxb >= 0 || dwb >= 0;
     int64_t xo = p->bufs[xb].offset, wo = p->bufs[wb].offset, go = base + lce_logits_off(n); /* the logits, then the gradient in their place */
     const char *lt = st_type(dt);
@@ -1226,8 +1228,16 @@ static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
     /* the kept rows and alpha = 1/count */
     Params P = {0};
     int ph = param_at(&P, sb, base, true), pt = param(e, &P, tb, false);
-    snprintf(call, sizeof call, "tk_ce_count(p%d, p%d, %lldll, %lldll) /* x [%lld,%lld] w [%lld,%lld], %lld rows at a time */", ph, pt,
-             (long long)N, (long long)ig, (long long)N, (long long)C, (long long)V, (long long)C, (long long)chunk);
+    if (sdx || sdw) {
+        char sx[32] = "(const float *)0", sw[32] = "(const float *)0", t[16];
+        if (sdx) snprintf(sx, sizeof sx, "%s", vp(e, &P, sdx, false, t));
+        if (sdw) snprintf(sw, sizeof sw, "%s", vp(e, &P, sdw, false, t));
+        snprintf(call, sizeof call,
+                 "tk_ce_count_scaled(p%d, p%d, %lldll, %lldll, %s, %s) /* x [%lld,%lld] w [%lld,%lld], %lld rows at a time; dx, dw scaled */",
+                 ph, pt, (long long)N, (long long)ig, sx, sw, (long long)N, (long long)C, (long long)V, (long long)C, (long long)chunk);
+    } else
+        snprintf(call, sizeof call, "tk_ce_count(p%d, p%d, %lldll, %lldll) /* x [%lld,%lld] w [%lld,%lld], %lld rows at a time */", ph, pt,
+                 (long long)N, (long long)ig, (long long)N, (long long)C, (long long)V, (long long)C, (long long)chunk);
     tmpl_launch(e, r, "_count", &P, call, 1024, 1, 1, 1024, 1);
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
         int64_t rows = r0 + chunk < N ? chunk : N - r0;
@@ -1258,7 +1268,7 @@ static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
             d.dtype = (int)dt, d.cdtype = (int)dx->ty.dt, d.ta = 0, d.tb = 0;
             d.M = rows, d.N = C, d.K = V;
             d.a = go, d.b = wo, d.c = p->bufs[dxb].offset + r0 * C * dtype_size[dx->ty.dt];
-            d.lda = V, d.ldb = C, d.ldc = C, d.bias = -1, d.scale = base + 8;
+            d.lda = V, d.ldb = C, d.ldc = C, d.bias = -1, d.scale = base + (sdx || sdw ? 24 : 8);
             add_gemm_step(r, &d);
         }
         /* dw [V, C] = alpha g^T . x_c (+ dw: after the first chunk, and

@@ -325,6 +325,13 @@ Value *cg_norm_operand(const Sched *s, Value *v) {
 
 Value *cg_stored_result(const Kernel *k, Value *v) { return k->cast_out && k->cast_out->in[0] == v ? k->cast_out->out[0] : v; }
 
+Value *cg_lce_result(const Kernel *k, int j, Value **scale) {
+    Value *y = k->nodes[0]->out[j];
+    Node *m = k->lce_mul[j];
+    *scale = m ? m->in[m->in[0] == y ? 1 : 0] : NULL;
+    return cg_stored_result(k, m ? m->out[0] : y);
+}
+
 void cg_att_layout(const Sched *s, const Value *v, int64_t l[3], int64_t *off) {
     const View *w = &s->vi[v->id].view;
     cg_value_buf(s, v);

@@ -103,6 +103,10 @@ Value *cg_norm_operand(const Sched *s, Value *v);
  * cast of v it absorbed (Kernel.cast_out: a forward norm's y,
  * linear_cross_entropy's dx), else v itself. */
 Value *cg_stored_result(const Kernel *k, Value *v);
+/* What linear_cross_entropy's kernel k stores for result j (1: dx, 2: dw):
+ * the result of the mul by a scale it absorbed (Kernel.lce_mul), then
+ * cg_stored_result; and in *scale that scale (f32[]), or NULL. */
+Value *cg_lce_result(const Kernel *k, int j, Value **scale);
 /* An attention operand's layout: the element strides of b, h and t of its
  * [B,H,T,D] view (D contiguous), and its element offset in its buffer. */
 void cg_att_layout(const Sched *s, const Value *v, int64_t l[3], int64_t *off);

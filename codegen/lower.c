@@ -22,6 +22,7 @@
 #include "cuda.h"
 #include "loops.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -893,37 +894,83 @@ static void absorb_cast_out(Lower *L, Kernel *k, Node *c) {
     L->done[c->id] = true;
 }
 
-/* linear_cross_entropy's dx (f32) read only by its cast to x's half dtype
- * (the gradient of the bf16/f16 activation under mixed precision): the
- * cast the kernel absorbs, writing dx as the half value (rounded once from
- * the f32 one, as the cast rounds it: cuBLASLt's dx products store it in
- * x's dtype), or NULL.  One f32 [N, C] buffer and a cast kernel fewer. */
-static Node *lce_dx_cast(Lower *L, Node *n) {
-    Value *dx = n->out[1];
+/* v a scalar that is a power of two at every step: a constant, or a
+ * state that starts as one (init "constant") and that nothing updates but
+ * loss_scale_update, which doubles and halves it (fp16's amp.scale). */
+static bool pow2_value(double v) {
+    int e;
+    return isfinite(v) && v > 0 && frexp(v, &e) == 0.5;
+}
+static bool pow2_scalar(Lower *L, const Value *v) {
+    Node *d = v->def;
+    if (v->ty.dt != DT_f32 || v->ty.shape.rank != 0) return false;
+    if (d->op == OP_constant) return pow2_value(ir_float(d, "value", 0));
+    if (d->op != OP_state || strcmp(ir_str(d, "init", ""), "constant") != 0 || !pow2_value(ir_float(d, "value", 0))) return false;
+    for (int o = 0; o < L->g->noutputs; o++) {
+        Output *out = &L->g->outputs[o];
+        if (out->kind == OUT_UPDATE && out->target == d) return out->value->def->op == OP_loss_scale_update && out->value == out->value->def->out[0];
+    }
+    return true;
+}
+
+/* linear_cross_entropy's gradient y (dx or dw, for dloss = 1) read only by
+ * its product with a scalar that is a power of two (the fp16 loss scale:
+ * dloss): the mul the kernel absorbs, multiplying the scale into its
+ * products' alpha (1/count), or NULL.  A power of two scales a binary
+ * float exactly, so the bits are the mul's. */
+static Node *lce_scale_mul(Lower *L, Value *y) {
+    Node *m = L->fuse && y->ty.dt == DT_f32 ? only_use(L, y, OP_mul) : NULL;
+    if (!m || L->done[m->id] || !type_eq(&m->out[0]->ty, &y->ty)) return NULL;
+    Value *s = m->in[m->in[0] == y ? 1 : 0];
+    return s != y && pow2_scalar(L, s) ? m : NULL;
+}
+
+/* linear_cross_entropy's dx (f32, or its absorbed scale's result) read
+ * only by its cast to x's half dtype (the gradient of the bf16/f16
+ * activation under mixed precision): the cast the kernel absorbs, writing
+ * dx as the half value (rounded once from the f32 one, as the cast rounds
+ * it: cuBLASLt's dx products store it in x's dtype), or NULL.  One f32
+ * [N, C] buffer and a cast kernel fewer. */
+static Node *lce_dx_cast(Lower *L, Node *n, Value *dx) {
     Node *c = L->fuse && dx->ty.dt == DT_f32 && dtype_is_half(n->in[0]->ty.dt) ? only_use(L, dx, OP_cast) : NULL;
     return c && !L->done[c->id] && c->out[0]->ty.dt == n->in[0]->ty.dt ? c : NULL;
 }
 
 /* linear_cross_entropy: a template with a workspace for one chunk of
  * logits [chunk, classes] f32 in the memory plan; a gradient result nothing
- * reads (the eval schedule) gets no buffer and is not computed.  Under
- * gradient accumulation the weight's gradient (an untied head's) is summed
- * into its accumulator (accumulating_add): every chunk's dw product adds
- * to it (beta 1 from the first chunk on), no [V, C] temporary, no add
- * kernel.  (A tied table's head gradient meets the embedding's first and
- * keeps its temporary: docs/codegen.md.) */
+ * reads (the eval schedule) gets no buffer and is not computed.  A mul of
+ * dx or dw by fp16's loss scale is absorbed (lce_scale_mul: Kernel.lce_mul;
+ * the kernel stores the mul's result instead), and so is dx's cast to
+ * half.  Under gradient accumulation the weight's gradient (an untied
+ * head's) is summed into its accumulator (accumulating_add): every chunk's
+ * dw product adds to it (beta 1 from the first chunk on), no [V, C]
+ * temporary, no add kernel.  (A tied table's head gradient meets the
+ * embedding's first and keeps its temporary: docs/codegen.md.) */
 static void lower_linear_ce(Lower *L, Node *n) {
     Kernel *k = new_kernel(L, KK_TMPL, n);
     kern_add_node(L, k, n);
     for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
-    Node *c = lce_dx_cast(L, n);
+    Value *res[3] = {n->out[0], n->out[1], n->out[2]}; /* what the kernel stores of each result */
+    for (int j = 1; j < 3; j++) {
+        Node *m = lce_scale_mul(L, n->out[j]);
+        if (!m) continue;
+        Value *s = m->in[m->in[0] == n->out[j] ? 1 : 0];
+        materialise(L, s);
+        kern_add_dep(k, producer(L, s));
+        kern_add_node(L, k, m);
+        L->done[m->id] = true;
+        k->lce_mul[j] = m;
+        VI(L, n->out[j])->kern = k;
+        res[j] = m->out[0];
+    }
+    Node *c = lce_dx_cast(L, n, res[1]);
     if (c) {
         absorb_cast_out(L, k, c);
         temp_result(L, c->out[0]);
         VI(L, c->out[0])->kern = k;
     }
     for (int j = 0; j < n->nout; j++) {
-        Value *y = n->out[j], *sv = NULL;
+        Value *y = res[j], *sv = NULL;
         ValInfo *yi = VI(L, y);
         yi->kern = k;
         if (j > 0 && L->uses->of[y->id].n == 0 && L->uses->nout_refs[y->id] == 0) continue;

@@ -1632,8 +1632,8 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, TrnAttL ldk, E *__restr
  * the fused and backward forms the gradient), tk_ce_mean (one block: the
  * mean of the row losses in a fixed order).  scratch: int64 count at 0,
  * the float pairs {1/count, 0} at byte 8 and {1/count, 1} at byte 16
- * (linear_cross_entropy's cuBLASLt scales), double row losses from byte
- * 256. */
+ * (linear_cross_entropy's cuBLASLt scales; tk_ce_count_scaled: those of
+ * dw, and dx's {s/count, 0} at byte 24), double row losses from byte 256. */
 #define TRN_CE_ROWS(scratch) ((double *)((unsigned char *)(scratch) + 256))
 
 TRN_DEV void tk_ce_count(void *scratch, const int32_t *__restrict__ tg, int64_t N, int64_t ignore) {
@@ -1644,6 +1644,20 @@ TRN_DEV void tk_ce_count(void *scratch, const int32_t *__restrict__ tg, int64_t 
         *(long long *)scratch = c;
         float *ab = (float *)((unsigned char *)scratch + 8), inv = c ? (float)(1.0 / (double)c) : 0.0f;
         ab[0] = inv, ab[1] = 0.0f, ab[2] = inv, ab[3] = 1.0f;
+    }
+}
+
+/* tk_ce_count for a linear_cross_entropy that absorbed the muls of dx and
+ * dw by scales (fp16's loss scale: lower.c lce_scale_mul), sdx[0] and
+ * sdw[0] (a null pointer: 1), each a power of two, so that the products'
+ * alpha, s/count, scales as exactly as the mul after them would. */
+TRN_DEV void tk_ce_count_scaled(void *scratch, const int32_t *__restrict__ tg, int64_t N, int64_t ignore, const float *sdx,
+                                const float *sdw) {
+    tk_ce_count(scratch, tg, N, ignore);
+    if (threadIdx.x == 0) { /* the thread that wrote the pairs */
+        float *ab = (float *)((unsigned char *)scratch + 8), inv = ab[0], sw = sdw ? sdw[0] : 1.0f;
+        ab[0] = inv * sw, ab[2] = inv * sw;
+        ab[4] = inv * (sdx ? sdx[0] : 1.0f), ab[5] = 0.0f;
     }
 }
 

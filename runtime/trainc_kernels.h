@@ -979,11 +979,17 @@ static inline void tk_cross_entropy_fused_f32(float *loss, float *lse, float *lo
  * padding: dw is 0 there.  acc: dw is the gradient accumulator, added to
  * (its padded rows left as they are, 0).  dxdt: dx's dtype, f32 or (a
  * cast to half absorbed: lower.c) dt, each element rounded to f32 and
- * then to dt, as the cast rounds it. */
-static inline void tk_linear_ce(float *loss, void *dx, int dxdt, float *dw, int acc, const void *x, const void *w, const int32_t *tg,
-                                int64_t N, int64_t C, int64_t V, int64_t nc, int64_t chunk, int64_t ignore, float *scratch, int dt) {
+ * then to dt, as the cast rounds it.
+ * tk_linear_ce_scaled: dx and dw times sdx[0] and sdw[0] (a null pointer:
+ * 1), each a power of two (fp16's loss scale: the mul by it absorbed,
+ * lower.c lce_scale_mul), multiplied into 1/count: a power of two scales
+ * exactly, so the bits are those of the product and then the mul. */
+static inline void tk_linear_ce_scaled(float *loss, void *dx, int dxdt, float *dw, int acc, const void *x, const void *w, const int32_t *tg,
+                                       int64_t N, int64_t C, int64_t V, int64_t nc, int64_t chunk, int64_t ignore, float *scratch, int dt,
+                                       const float *sdx, const float *sdw) {
     int64_t cnt = tk_ce_count(tg, N, ignore);
     double inv = cnt ? 1.0 / (double)cnt : 0.0, total = 0;
+    double invx = sdx ? inv * (double)sdx[0] : inv, invw = sdw ? inv * (double)sdw[0] : inv;
     int blas = 0;
 #ifdef TRN_HAVE_BLAS
     blas = dt == 0;
@@ -1024,10 +1030,10 @@ static inline void tk_linear_ce(float *loss, void *dx, int dxdt, float *dw, int 
         total += part;
 #ifdef TRN_HAVE_BLAS
         if (blas && dx) /* dt f32: so is dx */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)C, (int)nc, (float)inv, lg, (int)nc, (const float *)w,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)C, (int)nc, (float)invx, lg, (int)nc, (const float *)w,
                         (int)C, 0.0f, (float *)dx + r0 * C, (int)C);
         if (blas && dw)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nc, (int)C, (int)rows, (float)inv, lg, (int)nc,
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nc, (int)C, (int)rows, (float)invw, lg, (int)nc,
                         (const float *)x + r0 * C, (int)C, 1.0f, dw, (int)C);
 #endif
         if (!blas && dx) {
@@ -1036,7 +1042,7 @@ static inline void tk_linear_ce(float *loss, void *dx, int dxdt, float *dw, int 
                 for (int64_t k = 0; k < C; k++) {
                     double acc = 0;
                     for (int64_t c = 0; c < nc; c++) acc += (double)lg[i * nc + c] * tk_ld(w, dt, c * C + k);
-                    tk_st(dx, dxdt, (r0 + i) * C + k, (double)(float)(inv * acc));
+                    tk_st(dx, dxdt, (r0 + i) * C + k, (double)(float)(invx * acc));
                 }
         }
         if (dwa) {
@@ -1051,12 +1057,16 @@ static inline void tk_linear_ce(float *loss, void *dx, int dxdt, float *dw, int 
     }
     if (dwa) {
         if (acc) /* rounded, then added: as the add into the accumulator would */
-            for (int64_t e = 0; e < nc * C; e++) dw[e] += (float)(inv * dwa[e]);
+            for (int64_t e = 0; e < nc * C; e++) dw[e] += (float)(invw * dwa[e]);
         else
-            for (int64_t e = 0; e < V * C; e++) dw[e] = e < nc * C ? (float)(inv * dwa[e]) : 0.0f;
+            for (int64_t e = 0; e < V * C; e++) dw[e] = e < nc * C ? (float)(invw * dwa[e]) : 0.0f;
         free(dwa);
     }
     *loss = (float)(total * inv);
+}
+static inline void tk_linear_ce(float *loss, void *dx, int dxdt, float *dw, int acc, const void *x, const void *w, const int32_t *tg,
+                                int64_t N, int64_t C, int64_t V, int64_t nc, int64_t chunk, int64_t ignore, float *scratch, int dt) {
+    tk_linear_ce_scaled(loss, dx, dxdt, dw, acc, x, w, tg, N, C, V, nc, chunk, ignore, scratch, dt, (const float *)0, (const float *)0);
 }
 
 /* ---- optimizer ---- */

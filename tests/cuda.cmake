@@ -258,6 +258,10 @@ if(TRAINC_CXX)
   # into their accumulators by one launch (tk_add_multi, lower.c
   # merge_updates)
   trainc_fake_test(gelu_mlp_accum_bf16 tests/cuda/fake/gelu_mlp.model 3 2e-2 --set precision=bf16 --set grad_accum=2)
+  # fp16: the loss scale's states and update on the GPU, and the head's
+  # linear_cross_entropy multiplying the scale into its products (the
+  # count kernel's dx and dw alphas: lower.c lce_scale_mul)
+  trainc_fake_test(gpt2_small_fp16 examples/gpt2.model 3 2e-2 -D vocab=256 -D layers=1 -D heads=2 -D dim=32 -D seq=32 -D batch=4 --set precision=fp16)
   # 4096 rows of GPT-2 in fp32: the norms' weight gradients over row
   # groups, 4 columns a thread (cuda_emu_gpt2_rows_bf16 has the bf16 form)
   # (about 45 s: not in the sanitizer run)
