@@ -11,6 +11,12 @@ torch.compile.  Prints one JSON object: tokens/s, step time, MFU against
 
 --vocab 50304 pads the embedding table by hand, as nanoGPT does (what
 trainc's pad-tiles does by itself); the tokens stay below 50257.
+
+--device cpu (with --layers, --heads, --dim small) is the smoke test that
+runs where there is no GPU (tests/gpu/torch_smoke.sh: the script's shapes
+and its JSON line, eager; with Debian's PyTorch 1.13, which has neither
+torch.compile nor scaled_dot_product_attention, the attention is written
+out for it).  The benchmark is the default, --device cuda.
 """
 import argparse
 import json
@@ -21,6 +27,17 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+
+def sdpa(q, k, v):
+    """Causal attention: SDPA (the Flash or cuDNN kernels on the GPU)."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    # PyTorch < 2.0 (the CPU smoke test only)
+    T = q.shape[-2]
+    s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return s.softmax(-1).to(v.dtype) @ v
 
 
 class Block(nn.Module):
@@ -37,8 +54,10 @@ class Block(nn.Module):
     def forward(self, x):
         B, T, C = x.shape
         q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        y = sdpa(q, k, v)
         x = x + self.c_proj(y.transpose(1, 2).reshape(B, T, C))
         return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
 
@@ -63,7 +82,8 @@ class GPT2(nn.Module):
         for b in self.h:
             x = b(x)
         logits = F.linear(self.ln_f(x), self.wte.weight)          # tied lm_head
-        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
+        # (targets is a slice of the batch, not contiguous: reshape, not view)
+        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
 
 def main():
@@ -75,27 +95,39 @@ def main():
     ap.add_argument("--vocab", type=int, default=50257, help="embedding rows (50304: padded by hand)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--peak", type=float, default=989e12, help="peak FLOP/s for MFU")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: the smoke test (small sizes), not a benchmark")
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--dim", type=int, default=768)
     a = ap.parse_args()
     torch.manual_seed(1337)
-    dev = "cuda"
+    dev = a.device
+    gpu = dev == "cuda"
+    if a.mode == "compile" and not hasattr(torch, "compile"):
+        sys.exit(f"torch {torch.__version__} has no torch.compile")
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
-    model = GPT2(vocab=a.vocab, seq=a.seq).to(dev)
+    model = GPT2(vocab=a.vocab, layers=a.layers, heads=a.heads, dim=a.dim, seq=a.seq).to(dev)
     nparams = sum(p.numel() for p in model.parameters())
     decay = [p for p in model.parameters() if p.dim() >= 2]
     nodecay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
-                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
+                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8, **({"fused": True} if gpu else {}))
     step_fn = model
     if a.mode == "compile":
         step_fn = torch.compile(model)
     g = torch.Generator(device="cpu").manual_seed(0)
-    data = [torch.randint(0, 50257, (a.batch, a.seq + 1), generator=g) for _ in range(4)]
-    torch.cuda.reset_peak_memory_stats()
+    data = [torch.randint(0, min(a.vocab, 50257), (a.batch, a.seq + 1), generator=g) for _ in range(4)]
+    if gpu:
+        torch.cuda.reset_peak_memory_stats()
+
+    def sync():
+        if gpu:
+            torch.cuda.synchronize()
 
     def step(i):
         d = data[i % len(data)].to(dev, non_blocking=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast(dev, dtype=torch.bfloat16):
             loss = step_fn(d[:, :-1], d[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -106,27 +138,40 @@ def main():
     t0 = time.time()
     for i in range(a.warmup):
         step(i)
-    torch.cuda.synchronize()
+    sync()
     warm_s = time.time() - t0
-    ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times, losses = [], []
     for i in range(a.steps):
-        ev0.record()
+        if gpu:
+            ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            ev0.record()
+        t1 = time.perf_counter()
         loss = step(i)
-        ev1.record()
-        torch.cuda.synchronize()
-        times.append(ev0.elapsed_time(ev1) / 1e3)
+        if gpu:
+            ev1.record()
+        sync()
+        times.append(ev0.elapsed_time(ev1) / 1e3 if gpu else time.perf_counter() - t1)
         losses.append(loss.item())
     times.sort()
     med = times[len(times) // 2]
     tokens = a.batch * a.seq
-    # 6 N per token for the matrices, plus attention: 12 * layers * T * dim per token (causal: half of 2 x 2 x 3)
-    flops = 6 * nparams * tokens + 6 * 12 * a.seq * 768 * tokens
+    # 6 N per token for the matrices, plus attention: 6 * layers * T * dim per
+    # token (QK^T and PV, forward and backward, causal: half).  tests/gpu/run.sh
+    # recomputes the MFU of both sides from tokens/s with one N.
+    flops = 6 * nparams * tokens + 6 * a.layers * a.seq * a.dim * tokens
+    graph_breaks = None
+    if a.mode == "compile":
+        try:
+            graph_breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+        except Exception:
+            pass
     res = {
-        "impl": "pytorch-" + a.mode + ("" if a.vocab == 50257 else f"-v{a.vocab}"), "vocab": a.vocab, "torch": torch.__version__, "device": torch.cuda.get_device_name(),
-        "batch": a.batch, "seq": a.seq, "params": nparams, "precision": "bf16 autocast",
-        "step_ms": med * 1e3, "tokens_per_s": tokens / med, "mfu": flops / med / a.peak,
-        "peak_mem_bytes": torch.cuda.max_memory_allocated(), "warmup_s": warm_s, "last_loss": losses[-1],
+        "impl": "pytorch-" + a.mode + ("" if a.vocab == 50257 else f"-v{a.vocab}"), "vocab": a.vocab, "torch": torch.__version__,
+        "device": torch.cuda.get_device_name() if gpu else "cpu", "batch": a.batch, "seq": a.seq, "params": nparams,
+        "precision": "bf16 autocast", "step_ms": med * 1e3, "tokens_per_s": tokens / med, "mfu": flops / med / a.peak,
+        "peak_mem_bytes": torch.cuda.max_memory_allocated() if gpu else None,
+        "reserved_mem_bytes": torch.cuda.max_memory_reserved() if gpu else None, "graph_breaks": graph_breaks,
+        "warmup_s": warm_s, "last_loss": losses[-1],
     }
     print(json.dumps(res))
     return 0

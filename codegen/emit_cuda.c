@@ -2072,7 +2072,7 @@ bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *
           f);
     for (int i = 0; i < cb->n; i++) {
         const CudaImage *im = &cb->img[i];
-        fprintf(f, "/* %s: %zu bytes */\nstatic const unsigned char cuda_image_%d[] =\n", im->arch, im->size, i);
+        fprintf(f, "/* %s: %zu bytes */\nstatic const _Alignas(64) unsigned char cuda_image_%d[] =\n", im->arch, im->size, i);
         for (size_t o = 0; o < im->size; o += 40) {
             fputs("    \"", f);
             for (size_t j = o; j < o + 40 && j < im->size; j++) fprintf(f, "\\x%02x", im->data[j]);

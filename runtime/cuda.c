@@ -301,8 +301,8 @@ static int cu_fail(CUresult r, const char *call, const char *what, const char *w
     const char *name = "?", *text = "?";
     if (drv.GetErrorName) drv.GetErrorName(r, &name);
     if (drv.GetErrorString) drv.GetErrorString(r, &text);
-    return rt_fail(err, errn, "%s(%s) failed at %s:%d: %s: %s%s%s", call, what ? what : "", rt_srcname(__FILE__), line, name ? name : "?",
-                   text ? text : "?", where && *where ? " [" : "", where && *where ? where : "");
+    return rt_fail(err, errn, "%s(%s) failed at %s:%d: %s: %s%s%s%s", call, what ? what : "", rt_srcname(__FILE__), line, name ? name : "?",
+                   text ? text : "?", where && *where ? " [" : "", where && *where ? where : "", where && *where ? "]" : "");
 }
 #define CU(call, args, what, where)                                                                   \
     do {                                                                                              \
@@ -796,7 +796,21 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     if (select_image(g, major, minor, err, errn) != 0) return -1;
     CU(DevicePrimaryCtxRetain, (&g->ctx, g->dev), "", "");
     CU(CtxSetCurrent, (g->ctx), "", "");
-    CU(ModuleLoadData, (&g->mod, g->img->data), g->img->arch, "");
+    CUresult lr = drv.ModuleLoadData(&g->mod, g->img->data);
+    const TrnCudaImage *px = NULL;
+    for (int i = 0; i < cm->nimages && lr != 0 && !g->img->ptx && !px; i++)
+        if (cm->images[i].ptx && cm->images[i].sm <= major * 10 + minor) px = &cm->images[i];
+    if (px) {
+        /* the cubin refused (a driver that cannot take it, a damaged
+         * image): the PTX, compiled by the driver now (slower to start) */
+        const char *name = "?";
+        if (drv.GetErrorName) drv.GetErrorName(lr, &name);
+        fprintf(stderr, "trainc: warning: the %s cubin did not load (%s); compiling the %s PTX instead\n", g->img->arch, name ? name : "?",
+                px->arch);
+        g->img = px;
+        lr = drv.ModuleLoadData(&g->mod, g->img->data);
+    }
+    if (lr != 0) return cu_fail(lr, "cuModuleLoadData", g->img->arch, "", __LINE__, err, errn);
     g->fn = rt_calloc((size_t)(cm->nfns ? cm->nfns : 1), sizeof(CUfunction), err, errn);
     if (!g->fn) return -1;
     for (int i = 0; i < cm->nfns; i++) CU(ModuleGetFunction, (&g->fn[i], g->mod, cm->fns[i]), cm->fns[i], "");
@@ -944,29 +958,40 @@ int trn_cuda_run_kernel(TrnCudaDev *g, int which, int i, char *err, size_t errn)
     return 0;
 }
 
+/* The second run of a schedule: captured once as a graph (g->graph[which]).
+ * Nothing the capture enqueued runs; the stream is out of capture mode
+ * whatever failed. */
+static int capture(TrnCudaDev *g, int which, char *err, size_t errn) {
+    CUgraph gr = NULL;
+    CU(StreamBeginCapture, (g->st, TRN_CU_CAPTURE_RELAXED), "", "graph capture");
+    int rc = 0;
+    for (int i = 0; i < g->cm->nkern[which] && rc == 0; i++) rc = enqueue(g, which, i, err, errn);
+    CUresult r = drv.StreamEndCapture(g->st, &gr);
+    if (rc != 0) {
+        if (gr) drv.GraphDestroy(gr);
+        return -1;
+    }
+    if (r != 0) return cu_fail(r, "cuStreamEndCapture", "", "graph capture", __LINE__, err, errn);
+    r = drv.GraphInstantiate(&g->graph[which], gr, 0);
+    drv.GraphDestroy(gr);
+    if (r != 0) {
+        g->graph[which] = NULL;
+        return cu_fail(r, "cuGraphInstantiateWithFlags", "", "graph capture", __LINE__, err, errn);
+    }
+    return 0;
+}
+
 int trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn) {
     if ((unsigned)which >= TRN_RUN__COUNT) return rt_fail(err, errn, "unknown schedule %d", which);
     int n = g->cm->nkern[which];
     if (!n) return 0;
     CU(CtxSetCurrent, (g->ctx), "", "");
-    if (g->use_graphs && g->runs[which] >= 1 && !g->graph[which]) {
-        /* the second run: capture the schedule once as a graph */
-        CUgraph gr = NULL;
-        CU(StreamBeginCapture, (g->st, TRN_CU_CAPTURE_RELAXED), "", "graph capture");
-        int rc = 0;
-        for (int i = 0; i < n && rc == 0; i++) rc = enqueue(g, which, i, err, errn);
-        CUresult r = drv.StreamEndCapture(g->st, &gr);
-        if (rc != 0) {
-            if (gr) drv.GraphDestroy(gr);
-            return -1;
-        }
-        if (r != 0) return cu_fail(r, "cuStreamEndCapture", "", "graph capture", __LINE__, err, errn);
-        r = drv.GraphInstantiate(&g->graph[which], gr, 0);
-        drv.GraphDestroy(gr);
-        if (r != 0) {
-            g->graph[which] = NULL;
-            return cu_fail(r, "cuGraphInstantiateWithFlags", "", "graph capture", __LINE__, err, errn);
-        }
+    if (g->use_graphs && g->runs[which] >= 1 && !g->graph[which] && capture(g, which, err, errn) != 0) {
+        /* the schedule ran eagerly once, so its kernels and products work:
+         * go on without graphs (slower launches, the same results), said */
+        fprintf(stderr, "trainc: warning: CUDA graph capture failed (%s); running without graphs\n", err);
+        g->use_graphs = 0;
+        if (errn) err[0] = 0;
     }
     if (g->graph[which]) {
         CU(GraphLaunch, (g->graph[which], g->st), "", "schedule");

@@ -42,6 +42,14 @@ typedef long long          int64_t;
 #define TRN_FULL    0xffffffffu
 #define TRN_INF     __int_as_float(0x7f800000)
 #define TRN_DINF    __longlong_as_double(0x7ff0000000000000ll)
+/* A vector access of n bytes at p: on the GPU p must be n-byte aligned (a
+ * misaligned one faults); the CPU emulation, whose vector types are plain
+ * structs, checks it (emu_aligned) instead of letting it pass. */
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define TRN_ALIGNED(p, n) (p)
+#else
+#define TRN_ALIGNED(p, n) emu_aligned((p), (n))
+#endif
 
 /* ---- dtypes: bf16 and f16 are stored as distinct 16-bit types ---- */
 
@@ -224,16 +232,16 @@ template <int NY, int W, typename V> TRN_DEV void trn_col_sums(V (&v)[W]) {
 
 /* ---- 16-byte vector access ---- */
 
-TRN_DEV float4 trn_ld4(const float *p) { return *(const float4 *)p; }
-TRN_DEV void   trn_st4(float *p, float4 v) { *(float4 *)p = v; }
+TRN_DEV float4 trn_ld4(const float *p) { return *(const float4 *)TRN_ALIGNED(p, 16); }
+TRN_DEV void   trn_st4(float *p, float4 v) { *(float4 *)TRN_ALIGNED(p, 16) = v; }
 /* Four bf16 / f16 values (8 bytes, 8-aligned) widened to floats. */
 TRN_DEV float4 trn_ld4(const trn_bf16 *p) {
-    uint2 u = *(const uint2 *)p;
+    uint2 u = *(const uint2 *)TRN_ALIGNED(p, 8);
     return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
                        __uint_as_float(u.y & 0xffff0000u));
 }
 TRN_DEV float4 trn_ld4(const trn_f16 *p) {
-    uint2 u = *(const uint2 *)p;
+    uint2 u = *(const uint2 *)TRN_ALIGNED(p, 8);
     trn_f16 h[4] = {{(uint16_t)u.x}, {(uint16_t)(u.x >> 16)}, {(uint16_t)u.y}, {(uint16_t)(u.y >> 16)}};
     return make_float4(trn_f32(h[0]), trn_f32(h[1]), trn_f32(h[2]), trn_f32(h[3]));
 }
@@ -245,20 +253,20 @@ TRN_DEV float  trn_get(const float4 &v, int i) { return i == 0 ? v.x : i == 1 ? 
 template <int W> TRN_DEV void trn_ldv(const float *p, float (&a)[W]) {
 #pragma unroll
     for (int i = 0; i < W; i += 4) {
-        const float4 w = *(const float4 *)(p + i);
+        const float4 w = *(const float4 *)TRN_ALIGNED(p + i, 16);
         a[i] = w.x, a[i + 1] = w.y, a[i + 2] = w.z, a[i + 3] = w.w;
     }
 }
 template <int W> TRN_DEV void trn_stv(float *p, const float (&s)[W]) {
 #pragma unroll
-    for (int i = 0; i < W; i += 4) *(float4 *)(p + i) = make_float4(s[i], s[i + 1], s[i + 2], s[i + 3]);
+    for (int i = 0; i < W; i += 4) *(float4 *)TRN_ALIGNED(p + i, 16) = make_float4(s[i], s[i + 1], s[i + 2], s[i + 3]);
 }
 template <int W> TRN_DEV void trn_ldw(const void *p, uint32_t (&u)[W / 2]) {
     if constexpr (W == 8) {
-        const uint4 v = *(const uint4 *)p;
+        const uint4 v = *(const uint4 *)TRN_ALIGNED(p, 16);
         u[0] = v.x, u[1] = v.y, u[2] = v.z, u[3] = v.w;
     } else {
-        const uint2 v = *(const uint2 *)p;
+        const uint2 v = *(const uint2 *)TRN_ALIGNED(p, 8);
         u[0] = v.x, u[1] = v.y;
     }
 }
@@ -267,12 +275,14 @@ template <int W> TRN_DEV void trn_ldw(const void *p, uint32_t (&u)[W / 2]) {
  * in a columns kernel's row loop.) */
 template <int W> TRN_DEV void trn_stw(void *p, const uint32_t (&u)[W / 2]) {
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+    /* (st.global takes a global-window address: p converted from generic) */
+    const unsigned long long g = (unsigned long long)__cvta_generic_to_global(p);
     if constexpr (W == 8)
-        asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(u[0]), "r"(u[1]), "r"(u[2]), "r"(u[3]) : "memory");
-    else asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(u[0]), "r"(u[1]) : "memory");
+        asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(g), "r"(u[0]), "r"(u[1]), "r"(u[2]), "r"(u[3]) : "memory");
+    else asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(g), "r"(u[0]), "r"(u[1]) : "memory");
 #else
-    if constexpr (W == 8) *(uint4 *)p = make_uint4(u[0], u[1], u[2], u[3]);
-    else *(uint2 *)p = make_uint2(u[0], u[1]);
+    if constexpr (W == 8) *(uint4 *)TRN_ALIGNED(p, 16) = make_uint4(u[0], u[1], u[2], u[3]);
+    else *(uint2 *)TRN_ALIGNED(p, 8) = make_uint2(u[0], u[1]);
 #endif
 }
 template <int W> TRN_DEV void trn_ldv(const trn_bf16 *p, float (&a)[W]) {
@@ -1158,8 +1168,9 @@ TRN_DEV void trn_cp16(void *dst, const void *src, bool valid) {
     unsigned s = (unsigned)__cvta_generic_to_shared(dst);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(valid ? 16 : 0));
 }
-TRN_DEV void trn_cp_commit(void) { asm volatile("cp.async.commit_group;"); }
-template <int N> TRN_DEV void trn_cp_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+TRN_DEV void trn_cp_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+/* ("memory": no read of a tile the copies fill moves above the wait) */
+template <int N> TRN_DEV void trn_cp_wait(void) { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 /* lo and hi rounded (nearest even) and packed: lo in the lower 16 bits */
 TRN_DEV uint32_t trn_pack2(float lo, float hi, trn_bf16) {
     uint32_t r;
@@ -1233,8 +1244,8 @@ TRN_DEV void trn_load_tile16(E *__restrict__ tile, int ld, const E *__restrict__
         for (int e = threadIdx.x; e < nr * V; e += blockDim.x) {
             int r = e / V, c = (e - r * V) * 8;
             uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (r0 + r < lim) v = *(const uint4 *)(src + (r0 + r) * lds + c);
-            *(uint4 *)(tile + r * ld + c) = v;
+            if (r0 + r < lim) v = *(const uint4 *)TRN_ALIGNED(src + (r0 + r) * lds + c, 16);
+            *(uint4 *)TRN_ALIGNED(tile + r * ld + c, 16) = v;
         }
     } else {
         for (int e = threadIdx.x; e < nr * D; e += blockDim.x) {
@@ -1777,7 +1788,7 @@ TRN_DEV void tk_lce_rows(L *g, double *__restrict__ rowloss, const L *lg, const 
 #pragma unroll
         for (int k = 0; k < NV; k++) {
             int q = k * NT + tid;
-            r[k] = q < nvec ? *(const uint4 *)(lg + q * VW) : make_uint4(0u, 0u, 0u, 0u);
+            r[k] = q < nvec ? *(const uint4 *)TRN_ALIGNED(lg + q * VW, 16) : make_uint4(0u, 0u, 0u, 0u);
         }
         float m = -TRN_INF;
 #pragma unroll

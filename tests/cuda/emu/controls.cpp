@@ -14,7 +14,7 @@
 #include EMU_DISPATCH
 
 /* the memory of a launch: x, a table, y, a sum */
-struct Mem {
+struct alignas(16) Mem {
     float x[CTL_N], tab[256], y[CTL_N], out[1];
 };
 static Mem m, want; /* at file scope: function-local statics are taken for __shared__ and filled */
@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
     /* the arguments, the grid, and the intended result */
     void *args[3];
     unsigned grid[3] = {CTL_N / 256, 1, 1}, block[3] = {256, 1, 1};
-    if (strcmp(name, "ctl_scale") == 0) {
+    if (strcmp(name, "ctl_scale") == 0 || strcmp(name, "ctl_vec") == 0 || strcmp(name, "ctl_vec_misaligned") == 0) {
         args[0] = m.x;
         for (int i = 0; i < CTL_N; i++) want.x[i] = 2.0f * m.x[i];
     } else if (strcmp(name, "ctl_next_block") == 0) {

@@ -1,10 +1,13 @@
 /* tests/cuda/emu/controls.cu — kernels written with one race each, beside
  * their correct forms, in the generated kernels' style (dispatch.awk reads
- * them the same way): the positive controls of the emulation's three
- * checks (tests/cuda/emu/controls.sh).  Each bug is one the emulation hid
- * before the check that finds it existed, and each passes with that check
- * off.  A launch is 4 blocks of 256 threads over CTL_N elements. */
+ * them the same way): the positive controls of the emulation's checks
+ * (tests/cuda/emu/controls.sh).  Each bug is one the emulation hid before
+ * the check that finds it existed, and each but the misaligned access
+ * passes with that check off.  A launch is 4 blocks of 256 threads over
+ * CTL_N elements. */
 #define CTL_N 1024
+
+#include "trainc_cuda.cuh" /* trn_ld4, trn_st4 */
 
 /* in place, each thread its own element: no race */
 extern "C" __global__ void __launch_bounds__(256) ctl_scale(float *x)
@@ -78,3 +81,21 @@ extern "C" __global__ void __launch_bounds__(32) ctl_warp(const float *x, float 
 { ctl_warp_<true>(x, y); }
 extern "C" __global__ void __launch_bounds__(32) ctl_warp_nosync(const float *x, float *y)
 { ctl_warp_<false>(x, y); }
+
+/* 16-byte vector loads and stores (trainc_cuda.cuh's trn_ld4, trn_st4),
+ * 4 floats a thread in place, at x (aligned) or, the bug, at x + 1: a GPU
+ * faults on the misaligned access, while the emulation's vector types are
+ * plain structs that would let it pass: TRN_ALIGNED (emu_aligned) reports
+ * it. */
+template <int OFF> static __device__ void ctl_vec_(float *x)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (4 * i + OFF + 4 <= CTL_N) {
+        float4 v = trn_ld4(x + 4 * i + OFF);
+        trn_st4(x + 4 * i + OFF, make_float4(2.0f * v.x, 2.0f * v.y, 2.0f * v.z, 2.0f * v.w));
+    }
+}
+extern "C" __global__ void __launch_bounds__(256) ctl_vec(float *x)
+{ ctl_vec_<0>(x); }
+extern "C" __global__ void __launch_bounds__(256) ctl_vec_misaligned(float *x)
+{ ctl_vec_<1>(x); }

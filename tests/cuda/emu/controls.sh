@@ -1,24 +1,26 @@
 #!/bin/bash
 # tests/cuda/emu/controls.sh — the positive controls of the CUDA
-# emulation's three checks: kernels with one race each (controls.cu), each
+# emulation's checks: kernels with one race each (controls.cu), each
 # reported by the check meant for it and passing with that check off, and
 # their correct forms passing with every check on:
 #   controls.sh WORKDIR TSAN
 # TSAN=1: ThreadSanitizer's rows too (where g++ links -fsanitize=thread).
 # The checks: the two orders (off: TRAINC_EMU_ONE_ORDER=1), shared memory
 # filled with 0xFF before each block (off: TRAINC_EMU_NO_FILL=1), and
-# ThreadSanitizer (EMU_TSAN=1 in run.sh).  Exits 1 when a row does not
-# come out as it says.
+# ThreadSanitizer (EMU_TSAN=1 in run.sh); and, always on, the alignment of
+# 16-byte vector accesses (a kernel with a misaligned one).  Exits 1 when a
+# row does not come out as it says.
 set -u
 dir=$1 tsan=$2
 here=$(cd "$(dirname "$0")" && pwd)
 cxx=${CXX:-g++}
 mkdir -p "$dir" && cd "$dir" || exit 2
+rt=$(cd "$here/../../../runtime" && pwd)
 awk -f "$here/dispatch.awk" "$here/controls.cu" > controls.emu.h || exit 1
-$cxx -std=c++17 -O1 -w -I"$here" -I. -DEMU_DISPATCH='"controls.emu.h"' "$here/controls.cpp" -o controls -ldl ||
+$cxx -std=c++17 -O1 -w -I"$here" -I"$rt" -I. -DEMU_DISPATCH='"controls.emu.h"' "$here/controls.cpp" -o controls -ldl ||
     { echo "FAIL: g++ on controls.cpp"; exit 1; }
 if [ "$tsan" = 1 ]; then
-    $cxx -std=c++17 -O1 -w -fsanitize=thread -g -I"$here" -I. -DEMU_DISPATCH='"controls.emu.h"' "$here/controls.cpp" -o controls-tsan -ldl ||
+    $cxx -std=c++17 -O1 -w -fsanitize=thread -g -I"$here" -I"$rt" -I. -DEMU_DISPATCH='"controls.emu.h"' "$here/controls.cpp" -o controls-tsan -ldl ||
         { echo "FAIL: g++ -fsanitize=thread on controls.cpp"; exit 1; }
 fi
 
@@ -49,6 +51,9 @@ row controls "$all" ctl_next_block 1 "$orders"
 # table the first order's block 0 left)
 row controls TRAINC_EMU_NO_FILL=1 ctl_table_once 0 ": ok$"
 row controls "$all" ctl_table_once 1 "FAIL: float [0-9]+ of the memory is -?nan"
+# a misaligned 16-byte vector access: the alignment check
+row controls "$all" ctl_vec 0 ": ok$"
+row controls "$all" ctl_vec_misaligned 2 "16-byte vector access at .* not 16-byte aligned"
 # a barrier left out: ThreadSanitizer
 row controls "TRAINC_EMU_ONE_ORDER=1 TRAINC_EMU_NO_FILL=1" ctl_sum_nobarrier 0 ": ok$"
 row controls "$all" ctl_sum_nobarrier 1 "$orders"

@@ -314,6 +314,17 @@ EMU_ACCESS static void emu_copy16(void *dst, const void *src) {
     d[1] = s ? s[1] : 0;
 }
 
+/* p, checked for the alignment a GPU's vector access of n bytes needs
+ * (trainc_cuda.cuh TRN_ALIGNED: it faults there; here the vector types are
+ * plain structs and a misaligned access would pass). */
+template <typename T> static T *emu_aligned(T *p, int n) {
+    if (((uintptr_t)p & (uintptr_t)(n - 1)) != 0) {
+        fprintf(stderr, "emu: %d-byte vector access at %p, not %d-byte aligned\n", n, (const void *)p, n);
+        exit(2);
+    }
+    return p;
+}
+
 /* r[i] = this lane's part of matrix i (8 x 8, 16-bit), whose rows lanes
  * 8i .. 8i+7 address; trans: the matrix transposed */
 EMU_INTERNAL static void emu_ldsm4(uint32_t *r, const void *p, int trans) {

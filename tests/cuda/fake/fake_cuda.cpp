@@ -255,6 +255,8 @@ CUresult cuGetErrorName(CUresult r, const char **s) {
     case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: *s = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; break;
     case CUDA_ERROR_ILLEGAL_ADDRESS: *s = "CUDA_ERROR_ILLEGAL_ADDRESS"; break;
     case CUDA_ERROR_NOT_READY: *s = "CUDA_ERROR_NOT_READY"; break;
+    case CUDA_ERROR_NO_BINARY_FOR_GPU: *s = "CUDA_ERROR_NO_BINARY_FOR_GPU"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: *s = "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"; break;
     default: *s = "CUDA_ERROR_UNKNOWN"; return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
@@ -347,6 +349,8 @@ CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     const unsigned char *p = (const unsigned char *)image;
     size_t n;
     if (p && memcmp(p, "\177ELF", 4) == 0) {
+        if (getenv("FAKE_CUDA_CUBIN_FAIL")) return REFUSE(CUDA_ERROR_NO_BINARY_FOR_GPU, "cuModuleLoadData: no cubin taken (FAKE_CUDA_CUBIN_FAIL)");
+        if ((uintptr_t)p % 8) return REFUSE(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: the cubin at %p is not 8-byte aligned", image);
         if (p[4] != 2) return REFUSE(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: not a 64-bit ELF");
         uint16_t machine;
         memcpy(&machine, p + 18, 2);
@@ -622,6 +626,12 @@ CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
 CUresult cuStreamEndCapture(CUstream s, CUgraph *g) {
     CUstream_st *st = stream_of(s);
     if (!st->capture) return REFUSE(CUDA_ERROR_ILLEGAL_STATE, "cuStreamEndCapture: not capturing");
+    if (getenv("FAKE_CUDA_CAPTURE_FAIL")) { /* as when something captured is not capturable: the capture is dropped */
+        delete st->capture;
+        st->capture = NULL;
+        *g = NULL;
+        return REFUSE(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "cuStreamEndCapture: the capture was invalidated (FAKE_CUDA_CAPTURE_FAIL)");
+    }
     CUgraph_st *gr = new CUgraph_st;
     gr->g = *st->capture;
     delete st->capture;

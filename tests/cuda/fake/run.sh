@@ -11,7 +11,10 @@
 #    --device cpu, --device cuda, and --device cuda with TRAINC_CUDA_GRAPH=0
 #    (on the project's docs, evaluating every 2 steps): the losses on the
 #    fake GPU are within LIMIT (relative) of the CPU's, and the same with
-#    and without graphs, bit for bit (and before that, the step-0
+#    and without graphs, bit for bit, and so when the graph capture fails
+#    (FAKE_CUDA_CAPTURE_FAIL: the run warns and goes on without graphs);
+#    a cubin the driver refuses (FAKE_CUDA_CUBIN_FAIL): the PTX is loaded
+#    (and before that, the step-0
 #    checkpoints of the CPU and of the fake GPU, which initialises the
 #    parameters itself, are the same bytes); a run on the fake GPU resumed from
 #    the step-2 checkpoint of the graph run continues it bit for bit; with
@@ -72,11 +75,23 @@ args="--data tok_train.bin --val tok_val.bin --eval-every 2 --eval-steps 2 --ste
     { cat init_fake.log; echo "FAIL: --steps 0 --device cuda"; exit 1; }
 grep -q "initialised on the device" init_fake.log || { cat init_fake.log; echo "FAIL: nothing initialised on the fake GPU"; exit 1; }
 cmp init_cpu.safetensors init_fake.safetensors || { echo "FAIL: the step-0 checkpoints of the CPU and the fake GPU differ"; exit 1; }
+# a cubin the driver refuses: the runtime says so and loads the PTX
+FAKE_CUDA_CUBIN_FAIL=1 ./train --steps 0 --seed 7 --device cuda --save init_ptx.safetensors > init_ptx.log 2>&1 ||
+    { cat init_ptx.log; echo "FAIL: --device cuda, the cubin refused"; exit 1; }
+grep -q "warning: the sm_90 cubin did not load (CUDA_ERROR_NO_BINARY_FOR_GPU); compiling the compute_[0-9]* PTX instead" init_ptx.log ||
+    { cat init_ptx.log; echo "FAIL: no fallback to the PTX reported"; exit 1; }
+cmp init_cpu.safetensors init_ptx.safetensors || { echo "FAIL: the step-0 checkpoint from the PTX module differs"; exit 1; }
 echo "initialisation: the step-0 checkpoints of the CPU and the fake GPU are the same $(wc -c < init_cpu.safetensors) bytes"
 ./train $args --device cpu --metrics cpu.jsonl > cpu.log 2>&1 || { cat cpu.log; echo "FAIL: --device cpu"; exit 1; }
 ./train $args --device cuda --metrics fake.jsonl --save 'ck_{step}.safetensors' --save-every 2 > fake.log 2>&1 ||
     { cat fake.log; echo "FAIL: --device cuda"; exit 1; }
 TRAINC_CUDA_GRAPH=0 ./train $args --device cuda --metrics nograph.jsonl > nograph.log 2>&1 || { cat nograph.log; echo "FAIL: --device cuda, no graphs"; exit 1; }
+# a graph capture that fails (the fake drops it, as a GPU drops one that
+# captured something it cannot): the run says so and goes on without graphs
+FAKE_CUDA_CAPTURE_FAIL=1 ./train $args --device cuda --metrics capfail.jsonl > capfail.log 2>&1 ||
+    { cat capfail.log; echo "FAIL: --device cuda, the graph capture failing"; exit 1; }
+grep -q "warning: CUDA graph capture failed (.*CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.*); running without graphs" capfail.log ||
+    { cat capfail.log; echo "FAIL: a failed graph capture not reported"; exit 1; }
 ./train $args --device cuda --metrics resumed.jsonl --resume ck_2.safetensors > resumed.log 2>&1 ||
     { cat resumed.log; echo "FAIL: --device cuda --resume"; exit 1; }
 # --poison: the arena starts as NaN bytes and every temporary is filled with
@@ -107,6 +122,7 @@ echo "losses, cpu:                $c"
 echo "losses, fake GPU:           $f"
 echo "losses, fake GPU, no graph: $n"
 [ "$f" = "$n" ] || { echo "FAIL: the graph and the eager schedule differ"; rc=1; }
+[ "$n" = "$(losses capfail.jsonl)" ] || { echo "FAIL: after a failed graph capture, other losses: $(losses capfail.jsonl)"; rc=1; }
 [ "$f" = "$(losses poison.jsonl)" ] || { echo "FAIL: poisoning dead temporaries on the fake GPU changed the losses: $(losses poison.jsonl)"; rc=1; }
 awk -v c="$c" -v e="$f" -v lim="$limit" 'BEGIN {
     n = split(c, a, " "); m = split(e, b, " "); w = 0

@@ -1,0 +1,51 @@
+#!/bin/bash
+# tests/gpu/torch_smoke.sh TRAINC — the benchmark's PyTorch reference
+# (bench/gpt2_torch.py) run where there is no GPU (CTest: gpu_torch_smoke):
+# on the CPU, eager, at a tiny size, with the vocabulary as it is and padded
+# by hand (--vocab 50304), and under torch.compile where the PyTorch has it.
+# Checks its JSON line (what tests/gpu/run.sh parses), that its model has
+# trainc's parameter count for the same sizes (`trainc ir --stats` of
+# examples/gpt2.model), and that the first losses are those of an untrained
+# model (near ln(vocab)).  The benchmark itself runs only on the device;
+# this catches a script that cannot run at all before a GPU session is
+# spent on it.  Skips (77) when no python3 can import torch (Debian's
+# python3-torch: scripts/setup.sh installs it when it can).
+set -u
+trainc=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+py=
+for p in python3 /usr/bin/python3; do
+    command -v "$p" > /dev/null && "$p" -c 'import torch' 2> /dev/null && { py=$p; break; }
+done
+[ -n "$py" ] || { echo "skip: no python3 here imports torch"; exit 77; }
+sizes="--layers 1 --heads 2 --dim 64 --seq 32 --batch 2"
+modes=eager
+"$py" -c 'import sys, torch; sys.exit(0 if hasattr(torch, "compile") else 1)' && modes="eager compile"
+fail=0
+for mode in $modes; do
+    for v in 50257 50304; do
+        out=$("$py" "$root/bench/gpt2_torch.py" --device cpu --mode $mode --vocab $v $sizes --steps 2 --warmup 1 2> /tmp/torch_smoke.$$.err)
+        rc=$?
+        [ $rc -eq 0 ] || { echo "FAIL: $mode, vocab $v: rc $rc"; tail -5 /tmp/torch_smoke.$$.err; fail=1; continue; }
+        want=$("$trainc" ir --stats "$root/examples/gpt2.model" -D vocab=$v -D layers=1 -D heads=2 -D dim=64 -D seq=32 -D batch=2 2>&1 > /dev/null |
+               awk '/^params:/ {gsub(",", "", $2); print $2}')
+        echo "$mode, vocab $v: $out"
+        "$py" - "$out" "$mode" "$v" "$want" <<'PY' || fail=1
+import json, math, sys
+r = json.loads(sys.argv[1])
+mode, v, want = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+errs = []
+impl = "pytorch-" + mode + ("" if v == 50257 else f"-v{v}")
+if r.get("impl") != impl: errs.append(f"impl {r.get('impl')}, not {impl}")
+if r.get("params") != want: errs.append(f"{r.get('params')} parameters, trainc's model has {want}")
+for k in ("step_ms", "tokens_per_s", "mfu", "last_loss"):
+    if not isinstance(r.get(k), (int, float)) or not math.isfinite(r[k]) or r[k] <= 0: errs.append(f"{k} = {r.get(k)}")
+if isinstance(r.get("last_loss"), float) and abs(r["last_loss"] - math.log(min(v, 50257))) > 1: errs.append(f"loss {r['last_loss']} far from ln(vocab)")
+for e in errs: print("FAIL:", e)
+sys.exit(1 if errs else 0)
+PY
+    done
+done
+rm -f /tmp/torch_smoke.$$.err
+[ $fail -eq 0 ] && echo "ok: bench/gpt2_torch.py runs ($modes) and builds trainc's GPT-2"
+exit $fail
