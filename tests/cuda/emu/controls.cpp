@@ -48,6 +48,12 @@ int main(int argc, char **argv) {
     } else if (strcmp(name, "ctl_table") == 0 || strcmp(name, "ctl_table_once") == 0) {
         args[0] = m.tab, args[1] = m.x, args[2] = m.y;
         for (int i = 0; i < CTL_N; i++) want.y[i] = m.x[i] * m.tab[i % 256];
+    } else if (strcmp(name, "ctl_shfl") == 0 || strcmp(name, "ctl_shfl_exited") == 0) {
+        args[0] = m.x, args[1] = m.y;
+        grid[0] = 1, block[0] = 32;
+        float a = 0.0f;
+        for (int l = 0; l < 32; l++) a += m.x[l];
+        for (int l = 0; l < 32; l++) want.y[l] = a;
     } else if (strcmp(name, "ctl_warp") == 0 || strcmp(name, "ctl_warp_nosync") == 0) {
         args[0] = m.x, args[1] = m.y;
         grid[0] = 1, block[0] = 32;

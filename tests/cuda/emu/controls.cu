@@ -99,3 +99,19 @@ extern "C" __global__ void __launch_bounds__(256) ctl_vec(float *x)
 { ctl_vec_<0>(x); }
 extern "C" __global__ void __launch_bounds__(256) ctl_vec_misaligned(float *x)
 { ctl_vec_<1>(x); }
+
+/* a warp's sum by shuffles (trainc_cuda.cuh's trn_warp_sum form), every
+ * lane taking part or, the bug, lanes 16-31 returning first: a full-mask
+ * shuffle without them is undefined on a GPU; the emulation lets the
+ * lanes that remain exchange, so it checks for this itself. */
+template <bool ALL> static __device__ void ctl_shfl_(const float *x, float *y)
+{
+    if (!ALL && threadIdx.x >= 16) return;
+    float v = x[threadIdx.x];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    y[threadIdx.x] = v;
+}
+extern "C" __global__ void __launch_bounds__(32) ctl_shfl(const float *x, float *y)
+{ ctl_shfl_<true>(x, y); }
+extern "C" __global__ void __launch_bounds__(32) ctl_shfl_exited(const float *x, float *y)
+{ ctl_shfl_<false>(x, y); }

@@ -8,8 +8,9 @@
 # The checks: the two orders (off: TRAINC_EMU_ONE_ORDER=1), shared memory
 # filled with 0xFF before each block (off: TRAINC_EMU_NO_FILL=1), and
 # ThreadSanitizer (EMU_TSAN=1 in run.sh); and, always on, the alignment of
-# 16-byte vector accesses (a kernel with a misaligned one).  Exits 1 when a
-# row does not come out as it says.
+# 16-byte vector accesses (a kernel with a misaligned one) and full-warp
+# collectives with every lane there (a shuffle after half the lanes
+# returned).  Exits 1 when a row does not come out as it says.
 set -u
 dir=$1 tsan=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -54,6 +55,9 @@ row controls "$all" ctl_table_once 1 "FAIL: float [0-9]+ of the memory is -?nan"
 # a misaligned 16-byte vector access: the alignment check
 row controls "$all" ctl_vec 0 ": ok$"
 row controls "$all" ctl_vec_misaligned 2 "16-byte vector access at .* not 16-byte aligned"
+# lanes returning before a full-warp shuffle: the collectives' check
+row controls "$all" ctl_shfl 0 ": ok$"
+row controls "$all" ctl_shfl_exited 2 "full-warp collective .* with lane 16 of its warp returned before it"
 # a barrier left out: ThreadSanitizer
 row controls "TRAINC_EMU_ONE_ORDER=1 TRAINC_EMU_NO_FILL=1" ctl_sum_nobarrier 0 ": ok$"
 row controls "$all" ctl_sum_nobarrier 1 "$orders"

@@ -232,6 +232,15 @@ EMU_INTERNAL static void emu_warp_wait(int g) {
         if (all) break;
         emu_yield();
     }
+    /* every collective here names the full warp (mask 0xffffffff): a lane
+     * that returned before it, or a warp of fewer than 32 threads, is
+     * undefined on a GPU (it may hang or read garbage); stop the run */
+    for (int j = w0; j < w0 + 32; j++)
+        if (j >= emu_nt || (emu_done[j] && emu_wgen[j] <= g)) {
+            fprintf(stderr, "emu: a full-warp collective (shuffle, __syncwarp, ldmatrix, mma) with lane %d of its warp %s\n", j - w0,
+                    j >= emu_nt ? "missing (a block of fewer threads)" : "returned before it");
+            exit(2);
+        }
 }
 
 /* Every lane of the warp that has not returned gives v; each gets lane ^ o's. */
