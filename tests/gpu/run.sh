@@ -41,8 +41,10 @@
 # logs in $OUT/logs.tar.gz.  About 6 minutes on an H200.
 #
 # From a session with a device (see docs/cuda.md):
-#   here:   bash tests/gpu/build.sh
+#   here:   bash tests/gpu/build.sh      (right before: run.sh checks build-gpu's sources)
 #   device: run(command="bash tests/gpu/run.sh", carry=["build-gpu"], timeout_s=540)
+#   again, at once, for what failed: TRAINC_GPU_STAGES=bench (or kernels, e2e,
+#   profile, comma-separated) with a smaller TRAINC_GPU_BUDGET; then give_back
 # Its parsing, tables and budget are checked here, with stand-ins for the
 # GPU's programs, by tests/gpu/selftest.sh (CTest: gpu_script).
 set -u
@@ -51,11 +53,18 @@ B=${TRAINC_GPU_BUILD:-$root/build-gpu}
 # the PyTorch reference (tests/gpu/selftest.sh puts a stand-in here)
 TORCH_BENCH=${TRAINC_GPU_TORCH:-python3 bench/gpt2_torch.py}
 OUT=${OUT:-$root/gpu-out}
-mkdir -p "$OUT" "$OUT/logs"
-L=$OUT/logs
+# the logs are kept outside $OUT (only 8 files come back from it) and
+# published with the results after every stage (publish, below): a call cut
+# short still brings back what its finished stages found
+L=$(mktemp -d /tmp/trainc-gpu.XXXXXX)/logs
+mkdir -p "$OUT" "$L"
 R=$L/results.jsonl
 : > "$R"
 cd "$root"
+# TRAINC_GPU_STAGES: the stages to run (a second call may rerun only the one
+# that failed), comma-separated from kernels, e2e, bench, profile
+stages=",${TRAINC_GPU_STAGES:-kernels,e2e,bench,profile},"
+want() { case $stages in *",$1,"*) return 0 ;; esac; return 1; }
 start=$(date +%s)
 rec() { echo "$1" >> "$R"; }
 budget=${TRAINC_GPU_BUDGET:-480}
@@ -78,218 +87,45 @@ why() {
     tail -n 1 "$1" 2>/dev/null | tr -d '"\\' | tr -cd '[:print:]' | cut -c1-200
 }
 
+chmod +x "$B"/* 2>/dev/null # (in case the transfer dropped the modes)
 [ -x "$B/gpt2_tiny" ] || { echo "build-gpu/ is missing: run tests/gpu/build.sh here and carry build-gpu"; exit 1; }
-chmod +x "$B"/* 2>/dev/null
+# built from this tree? (build.sh's checksums of the sources)
+stale=null
+if [ -f "$B/sources.sha256" ]; then
+    stale=$(sha256sum --quiet -c "$B/sources.sha256" 2>/dev/null | grep -c ': FAILED' || true)
+    [ "$stale" -gt 0 ] && echo "WARNING: build-gpu was built from other sources ($stale files differ): rerun tests/gpu/build.sh" && sed -n 's/: FAILED.*//p' <(sha256sum -c "$B/sources.sha256" 2>/dev/null) | head -5
+fi
+# what the executables need at load time and this machine lacks
+missing=$(ldd "$B/gpt2_tiny" "$B/kcheck_gpt2_tiny" 2>&1 | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
+[ -n "$missing" ] && echo "WARNING: build-gpu's executables need what is not here: $missing"
 
 # cuBLASLt: the toolkit's, else the one PyTorch's wheels carry
 if [ -z "${TRAINC_CUBLASLT:-}" ]; then
     for c in $(ldconfig -p 2>/dev/null | awk '/libcublasLt.so.13 /{print $NF}') /usr/local/cuda/lib64/libcublasLt.so.13 \
              /usr/local/cuda/targets/x86_64-linux/lib/libcublasLt.so.13 \
-             $(python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, d, "lib/libcublasLt.so.13") for p in nvidia.__path__ for d in ("cu13", "cublas")))' 2>/dev/null); do
+             $(timeout 60 python3 -c 'import nvidia, os; print(" ".join(os.path.join(p, d, "lib/libcublasLt.so.13") for p in nvidia.__path__ for d in ("cu13", "cublas")))' 2>/dev/null); do
         [ -f "$c" ] && { export TRAINC_CUBLASLT=$c; break; }
     done
 fi
 echo "cuBLASLt: ${TRAINC_CUBLASLT:-(default search)}"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader > "$L/gpu.txt" 2>&1
+# the card as found (nothing here changes its settings): persistence and
+# MIG modes, the clocks now and at most
+timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,persistence_mode,mig.mode.current \
+    --format=csv,noheader > "$L/gpu.txt" 2>&1
 cat "$L/gpu.txt"
+# one monitor for the whole call (memory, clocks, temperature each second):
+# it also keeps the driver's state loaded between the ~50 processes below,
+# where persistence mode is off
+nvidia-smi --query-gpu=timestamp,memory.used,clocks.sm,temperature.gpu,power.draw --format=csv,noheader -lms 1000 > "$L/monitor.txt" 2>&1 &
+monitor=$!
 # (torch.compile's Triton builds a C launcher against Python.h: without it
 # the compile rows fail where eager runs)
-pyh=$(python3 -c 'import os, sysconfig; print(str(os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))).lower())' 2>/dev/null || echo null)
-rec "{\"stage\":\"env\",\"budget_s\":$budget,\"gpu\":\"$(head -1 "$L/gpu.txt" | tr -d '"')\",\"cublaslt\":\"${TRAINC_CUBLASLT:-}\",\"python_h\":$pyh}"
+pyh=$(timeout 60 python3 -c 'import os, sysconfig; print(str(os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))).lower())' 2>/dev/null || echo null)
+rec "{\"stage\":\"env\",\"budget_s\":$budget,\"gpu\":\"$(head -1 "$L/gpu.txt" | tr -d '"')\",\"cublaslt\":\"${TRAINC_CUBLASLT:-}\",\"python_h\":$pyh,\"build_stale_files\":$stale,\"build_commit\":\"$(head -1 "$B/COMMIT" 2>/dev/null)\",\"missing_libs\":\"$missing\",\"stages\":\"${stages:1:-1}\"}"
 
-# ---- 1. kernels ----
-# (gpt2_tiny_plain: GPT-2's products with GELU and bias-gradient epilogues
-# run without them, the module's kernels after; every other one with
-# cuBLASLt's where its heuristic has them, which kcheck's first line counts)
-for m in gpt2_tiny gpt2_tiny_plain llama_tiny mlp mlp_rows gpt2_d64 llama_d128 gpt2_tiny_bf16 llama_tiny_bf16 gpt2_tiny_fp16 gpt2_d64_bf16 gpt2_d64_bf16_notc \
-         llama_d64_bf16 llama_d128_bf16; do
-    lim=$(cap 75 300)
-    [ "$lim" -lt 10 ] && { skipped kernels model $m; continue; }
-    t0=$(date +%s%N)
-    exe=$m plain=
-    [ "$m" = gpt2_tiny_plain ] && exe=gpt2_tiny plain=0
-    TRAINC_CUDA_GELU_EPILOGUE=$plain TRAINC_CUDA_BGRAD_EPILOGUE=$plain timeout -k 5 $lim "$B/kcheck_$exe" "$L/kcheck_$m.jsonl" 1234 > "$L/kcheck_$m.log" 2>&1
-    rc=$?
-    t1=$(date +%s%N)
-    tail -3 "$L/kcheck_$m.log"
-    summ=$(grep '"summary"' "$L/kcheck_$m.jsonl" 2>/dev/null | tail -1)
-    msg=$(why "$L/kcheck_$m.log" $rc)
-    dev=$(head -1 "$L/kcheck_$m.log" | tr -d '"\\' | cut -c1-300)
-    rec "{\"stage\":\"kernels\",\"model\":\"$m\",\"rc\":$rc,\"ms\":$(( (t1 - t0) / 1000000 )),\"summary\":${summ:-null},\"first_line\":\"$dev\",\"last_line\":\"$msg\"}"
-done
-
-# ---- 2. end to end ----
-steps=20
-for m in gpt2_tiny llama_tiny gpt2_tiny_bf16 gpt2_tiny_bf16_lora llama_tiny_bf16 llama_tiny_bf16_ckpt gpt2_tiny_fp16; do
-    # five runs: the CPU, the GPU with and without graphs, two step-0 saves
-    t=$(cap 120 240)
-    [ "$t" -lt 40 ] && { skipped e2e model $m; continue; }
-    case $m in *_bf16*|*_fp16*) lim=2e-2 ;; *) lim=1e-4 ;; esac
-    args="--data $B/data/ts_train.bin --steps $steps --lr 1e-3 --warmup 0 --schedule constant --seed 7 --quiet"
-    timeout -k 5 $(cap 120 240) "$B/$m" $args --device cpu --metrics "$L/e2e_${m}_cpu.jsonl" > "$L/e2e_${m}_cpu.log" 2>&1
-    rc1=$?
-    timeout -k 5 $(cap 120 240) "$B/$m" $args --device cuda --metrics "$L/e2e_${m}_cuda.jsonl" > "$L/e2e_${m}_cuda.log" 2>&1
-    rc2=$?
-    TRAINC_CUDA_GRAPH=0 timeout -k 5 $(cap 120 240) "$B/$m" $args --device cuda --metrics "$L/e2e_${m}_eager.jsonl" > "$L/e2e_${m}_eager.log" 2>&1
-    rc3=$?
-    cmp=$(python3 - "$L/e2e_${m}_cpu.jsonl" "$L/e2e_${m}_cuda.jsonl" "$L/e2e_${m}_eager.jsonl" $steps $lim <<'EOF'
-import json, sys
-def losses(p):
-    try:
-        return [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
-    except Exception:
-        return []
-c, g, e = (losses(p) for p in sys.argv[1:4])
-n = min(len(c), len(g))
-rel = max((abs(a - b) / max(abs(a), 1e-12) for a, b in zip(c, g)), default=None)
-same = len(g) > 0 and g == e
-lim = float(sys.argv[5])
-print(json.dumps({"steps": n, "max_rel": rel, "limit": lim, "graph_equals_eager": same, "cpu_first": c[0] if c else None,
-                  "cpu_last": c[-1] if c else None, "gpu_last": g[-1] if g else None,
-                  "ok": bool(n == int(sys.argv[4]) and rel is not None and rel <= lim)}))
-EOF
-)
-    # the parameters the GPU initialised itself (trn_init_f32) are the host's
-    # bit for bit: the step-0 checkpoints are the same bytes
-    timeout -k 5 $(cap 60 240) "$B/$m" --steps 0 --seed 7 --device cpu --save "$L/init_${m}_cpu.safetensors" > "$L/init_${m}.log" 2>&1
-    timeout -k 5 $(cap 60 240) "$B/$m" --steps 0 --seed 7 --device cuda --save "$L/init_${m}_cuda.safetensors" >> "$L/init_${m}.log" 2>&1
-    init_same=false init_dev=false
-    cmp -s "$L/init_${m}_cpu.safetensors" "$L/init_${m}_cuda.safetensors" && init_same=true
-    grep -q "initialised on the device" "$L/init_${m}.log" && init_dev=true
-    rm -f "$L/init_${m}_cpu.safetensors" "$L/init_${m}_cuda.safetensors"
-    echo "e2e $m: $cmp; step-0 checkpoints equal: $init_same (initialised on the device: $init_dev)"
-    w=
-    [ $rc2 -ne 0 ] && w=$(why "$L/e2e_${m}_cuda.log" $rc2)
-    [ $rc1 -ne 0 ] && w="cpu: $(why "$L/e2e_${m}_cpu.log" $rc1)"
-    rec "{\"stage\":\"e2e\",\"model\":\"$m\",\"rc_cpu\":$rc1,\"rc_cuda\":$rc2,\"rc_eager\":$rc3,\"init_same\":$init_same,\"init_on_device\":$init_dev,\"why\":\"$w\",\"result\":${cmp:-null}}"
-done
-
-# ---- 3. benchmark ----
-# (each run's limit capped by the budget, 30 s kept for the profile; in
-# order of what the Goal needs: trainc bf16, torch.compile, eager, fp32)
-bench_trainc() {   # NAME STEPS LIMIT
-    local name=$1 n=$2 lim
-    lim=$(cap $3 30)
-    [ "$lim" -lt 10 ] && { skipped bench impl trainc-$name; return; }
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$L/mem_$name.txt" 2>/dev/null &
-    local smi=$!
-    timeout -k 5 "$lim" "$B/$name" --data "$B/data/ts_train.bin" --steps "$n" --lr 6e-4 --warmup 0 --device cuda \
-        --metrics "$L/bench_$name.jsonl" > "$L/bench_$name.log" 2>&1
-    local rc=$?
-    kill $smi 2>/dev/null
-    local res
-    res=$(python3 - "$L/bench_$name.jsonl" "$L/mem_$name.txt" <<'EOF'
-import json, sys
-try:
-    rows = [json.loads(l) for l in open(sys.argv[1]) if '"ms"' in l]
-except Exception:
-    rows = []
-try:
-    mem = [int(x) for x in open(sys.argv[2]).read().split() if x.isdigit()]
-except Exception:
-    mem = []
-# model FLOPs (one count for both sides: run.sh's torch rows too): 6 N a
-# token for N = GPT-2 small's 123,653,376 weights that multiply (the
-# vocabulary unpadded, no wpe: a lookup), and 6 L T C for attention (QK^T
-# and PV, forward and backward, causal: half)
-N, tok, T, C, L = 123653376, 16 * 1024, 1024, 768, 12
-flops = 6 * N * tok + 6 * L * T * C * tok
-ms = sorted(r["ms"] for r in rows[2:]) or sorted(r["ms"] for r in rows)
-med = ms[len(ms) // 2] if ms else None
-print(json.dumps({"steps": len(rows), "step_ms": med, "tokens_per_s": tok / med * 1e3 if med else None,
-                  "mfu": flops / (med / 1e3) / 989e12 if med else None, "device_used_bytes": max(mem) * 2**20 if mem else None,
-                  "start_s": rows[0].get("start_s") if rows else None, "last_loss": rows[-1]["loss"] if rows else None}))
-EOF
-)
-    echo "bench $name: $res"
-    local w=
-    [ $rc -ne 0 ] && w=$(why "$L/bench_$name.log" $rc)
-    rec "{\"stage\":\"bench\",\"impl\":\"trainc-$name\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
-}
-bench_torch() {   # MODE LIMIT [VOCAB]
-    local mode=$1${3:+-v$3} lim smi rc res w
-    lim=$(cap $2 30)
-    [ "$lim" -lt 10 ] && { skipped bench impl pytorch-$mode; return; }
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$L/mem_torch_$mode.txt" 2>/dev/null &
-    smi=$!
-    PYTHONUNBUFFERED=1 timeout -k 5 $lim $TORCH_BENCH --mode $1 ${3:+--vocab $3} --batch 16 --steps 15 > "$L/torch_$mode.out" 2> "$L/torch_$mode.err"
-    rc=$?
-    kill $smi 2>/dev/null
-    # the device memory in use, sampled as for trainc (the context and
-    # PyTorch's cache included), beside its max_memory_allocated
-    res=$(python3 - "$L/torch_$mode.out" "$L/mem_torch_$mode.txt" <<'EOF'
-import json, sys
-try:
-    r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
-except Exception:
-    print("null"); sys.exit()
-try:
-    mem = [int(x) for x in open(sys.argv[2]).read().split() if x.isdigit()]
-except Exception:
-    mem = []
-r["device_used_bytes"] = max(mem) * 2**20 if mem else None
-# the MFU from its tokens/s with trainc's FLOP count (its own, from its
-# parameter count, kept as mfu_script)
-r["mfu_script"] = r.get("mfu")
-r["mfu"] = r["tokens_per_s"] * (6 * 123653376 + 6 * 12 * 1024 * 768) / 989e12 if r.get("tokens_per_s") else None
-print(json.dumps(r))
-EOF
-)
-    echo "bench torch $mode: $res"
-    w=
-    [ $rc -ne 0 ] && w=$(why "$L/torch_$mode.err" $rc)
-    rec "{\"stage\":\"bench\",\"impl\":\"pytorch-$mode\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
-}
-bench_trainc gpt2_124m_bf16 14 150
-bench_torch compile 200
-# torch.compile with the vocabulary padded by hand (as nanoGPT does; trainc
-# pads it by itself): the Goal's reference is the faster of the two
-bench_torch compile 200 50304
-bench_torch eager 120
-bench_trainc gpt2_124m_fp32 6 120
-
-# ---- 4. where the time goes: GPT-2 small bf16, every kernel timed with events ----
-lim=$(cap 120 0)
-if [ "$lim" -lt 10 ]; then
-    skipped profile model gpt2_124m_bf16
-else
-TRAINC_CUDA_PROFILE=$L/profile.jsonl timeout -k 5 $lim "$B/gpt2_124m_bf16" --data "$B/data/ts_train.bin" --steps 3 --lr 6e-4 --warmup 0 \
-    --device cuda --quiet > "$L/profile.log" 2>&1
-rc=$?
-res=$(python3 - "$L/profile.jsonl" <<'EOF'
-import json, re, sys
-try:
-    rows = [json.loads(l) for l in open(sys.argv[1])]
-except Exception:
-    print("null"); sys.exit()
-rows = [r for r in rows if r["schedule"] == "micro"]
-tot = sum(r["ms"] for r in rows) or 1.0
-def op(r):   # k12_layer_norm_gpt2_model_L25 -> layer_norm
-    n = re.sub(r"^[a-z]+[0-9]+_", "", r["kernel"])
-    if r["where"]:
-        f, line = r["where"].rsplit(":", 1)
-        suf = "_" + re.sub(r"[^A-Za-z0-9]", "_", f) + "_L" + line
-        n = n[: -len(suf)] if n.endswith(suf) else n
-    return r["kind"] if r["kind"] in ("gemm", "memset") else n
-ops = {}
-for r in rows:
-    o = ops.setdefault(op(r), [0.0, 0, 0.0])
-    o[0] += r["ms"] / r["calls"]; o[1] += 1; o[2] += r["flops"]
-step = tot / rows[0]["calls"] if rows else None
-top = [{"kernel": r["kernel"], "where": r["where"], "ms": r["ms"] / r["calls"], "share": r["ms"] / tot,
-        "tflops": r["flops"] / (r["ms"] / r["calls"]) / 1e9 if r["flops"] and r["ms"] else None} for r in rows[:15]]
-by_op = sorted(({"op": k, "ms": v[0], "kernels": v[1], "share": v[0] / step if step else None,
-                 "tflops": v[2] / v[0] / 1e9 if v[2] and v[0] else None} for k, v in ops.items()), key=lambda x: -x["ms"])
-print(json.dumps({"kernels": len(rows), "step_ms_sum": step, "by_op": by_op[:12], "top": top}))
-EOF
-)
-echo "profile: $res" | cut -c1-400
-w=
-[ $rc -ne 0 ] && w=$(why "$L/profile.log" $rc)
-rec "{\"stage\":\"profile\",\"model\":\"gpt2_124m_bf16\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
-fi
-
-# ---- results ----
+# publish: results.json, table.txt and logs.tar.gz in $OUT from what the
+# stages recorded so far (after each stage and at the end)
+publish() {
 python3 - "$R" "$OUT/results.json" "$OUT/table.txt" $(( $(date +%s) - start )) <<'EOF'
 import json, re, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -355,6 +191,232 @@ t.append(f"goal     trainc bf16 against {goal['reference'] or 'torch.compile (no
 t.append(f"total {sys.argv[4]} s")
 open(sys.argv[3], "w").write("\n".join(t) + "\n")
 EOF
-tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$OUT/logs"
+tar czf "$OUT/logs.tar.gz" -C "$(dirname "$L")" logs
+}
+
+# the time each stage keeps for the selected stages after it
+r_prof=0 r_bench=0 r_e2e=0
+want profile && r_prof=30
+r_bench=$r_prof
+want bench && r_bench=$(( r_prof + 210 ))
+r_e2e=$r_bench
+want e2e && r_e2e=$(( r_bench + 60 ))
+# tl WANT RESERVE LOG CMD...: CMD with the budget's limit (cap), its output
+# to LOG; not run (rc 125, said in LOG) when under 10 s are left
+tl() {
+    local w=$1 r=$2 log=$3 lim
+    shift 3
+    lim=$(cap "$w" "$r")
+    [ "$lim" -lt 10 ] && { echo "not run: out of time (TRAINC_GPU_BUDGET)" > "$log"; return 125; }
+    timeout -k 5 "$lim" "$@" > "$log" 2>&1
+}
+
+# ---- 1. kernels ----
+# (gpt2_tiny_plain: GPT-2's products with GELU and bias-gradient epilogues
+# run without them, the module's kernels after; every other one with
+# cuBLASLt's where its heuristic has them, which kcheck's first line counts)
+kmodels="gpt2_tiny gpt2_tiny_plain llama_tiny mlp mlp_rows gpt2_d64 llama_d128 gpt2_tiny_bf16 llama_tiny_bf16 gpt2_tiny_fp16 gpt2_d64_bf16
+         gpt2_d64_bf16_notc llama_d64_bf16 llama_d128_bf16"
+want kernels || kmodels=
+for m in $kmodels; do
+    lim=$(cap 75 $r_e2e)
+    [ "$lim" -lt 10 ] && { skipped kernels model $m; continue; }
+    t0=$(date +%s%N)
+    exe=$m plain=
+    [ "$m" = gpt2_tiny_plain ] && exe=gpt2_tiny plain=0
+    TRAINC_CUDA_GELU_EPILOGUE=$plain TRAINC_CUDA_BGRAD_EPILOGUE=$plain timeout -k 5 $lim "$B/kcheck_$exe" "$L/kcheck_$m.jsonl" 1234 > "$L/kcheck_$m.log" 2>&1
+    rc=$?
+    t1=$(date +%s%N)
+    tail -3 "$L/kcheck_$m.log"
+    summ=$(grep '"summary"' "$L/kcheck_$m.jsonl" 2>/dev/null | tail -1)
+    msg=$(why "$L/kcheck_$m.log" $rc)
+    dev=$(head -1 "$L/kcheck_$m.log" | tr -d '"\\' | cut -c1-300)
+    rec "{\"stage\":\"kernels\",\"model\":\"$m\",\"rc\":$rc,\"ms\":$(( (t1 - t0) / 1000000 )),\"summary\":${summ:-null},\"first_line\":\"$dev\",\"last_line\":\"$msg\"}"
+done
+want kernels && publish
+
+# ---- 2. end to end ----
+steps=20
+emodels="gpt2_tiny llama_tiny gpt2_tiny_bf16 gpt2_tiny_bf16_lora llama_tiny_bf16 llama_tiny_bf16_ckpt gpt2_tiny_fp16"
+want e2e || emodels=
+for m in $emodels; do
+    # five runs: the CPU, the GPU with and without graphs, two step-0 saves
+    # (each run not started when under 10 s are left: rc 125)
+    t=$(cap 120 $r_bench)
+    [ "$t" -lt 40 ] && { skipped e2e model $m; continue; }
+    case $m in *_bf16*|*_fp16*) lim=2e-2 ;; *) lim=1e-4 ;; esac
+    args="--data $B/data/ts_train.bin --steps $steps --lr 1e-3 --warmup 0 --schedule constant --seed 7 --quiet"
+    tl 120 $r_bench "$L/e2e_${m}_cpu.log" "$B/$m" $args --device cpu --metrics "$L/e2e_${m}_cpu.jsonl"
+    rc1=$?
+    tl 120 $r_bench "$L/e2e_${m}_cuda.log" "$B/$m" $args --device cuda --metrics "$L/e2e_${m}_cuda.jsonl"
+    rc2=$?
+    tl 120 $r_bench "$L/e2e_${m}_eager.log" env TRAINC_CUDA_GRAPH=0 "$B/$m" $args --device cuda --metrics "$L/e2e_${m}_eager.jsonl"
+    rc3=$?
+    cmp=$(python3 - "$L/e2e_${m}_cpu.jsonl" "$L/e2e_${m}_cuda.jsonl" "$L/e2e_${m}_eager.jsonl" $steps $lim <<'EOF'
+import json, sys
+def losses(p):
+    try:
+        return [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
+    except Exception:
+        return []
+c, g, e = (losses(p) for p in sys.argv[1:4])
+n = min(len(c), len(g))
+rel = max((abs(a - b) / max(abs(a), 1e-12) for a, b in zip(c, g)), default=None)
+same = len(g) > 0 and g == e
+lim = float(sys.argv[5])
+print(json.dumps({"steps": n, "max_rel": rel, "limit": lim, "graph_equals_eager": same, "cpu_first": c[0] if c else None,
+                  "cpu_last": c[-1] if c else None, "gpu_last": g[-1] if g else None,
+                  "ok": bool(n == int(sys.argv[4]) and rel is not None and rel <= lim)}))
+EOF
+)
+    # the parameters the GPU initialised itself (trn_init_f32) are the host's
+    # bit for bit: the step-0 checkpoints are the same bytes
+    tl 60 $r_bench "$L/init_${m}_cpu.log" "$B/$m" --steps 0 --seed 7 --device cpu --save "$L/init_${m}_cpu.safetensors"
+    tl 60 $r_bench "$L/init_${m}_cuda.log" "$B/$m" --steps 0 --seed 7 --device cuda --save "$L/init_${m}_cuda.safetensors"
+    init_same=false init_dev=false
+    cmp -s "$L/init_${m}_cpu.safetensors" "$L/init_${m}_cuda.safetensors" && init_same=true
+    grep -q "initialised on the device" "$L/init_${m}_cuda.log" && init_dev=true
+    rm -f "$L/init_${m}_cpu.safetensors" "$L/init_${m}_cuda.safetensors"
+    echo "e2e $m: $cmp; step-0 checkpoints equal: $init_same (initialised on the device: $init_dev)"
+    w=
+    [ $rc2 -ne 0 ] && w=$(why "$L/e2e_${m}_cuda.log" $rc2)
+    [ $rc1 -ne 0 ] && w="cpu: $(why "$L/e2e_${m}_cpu.log" $rc1)"
+    rec "{\"stage\":\"e2e\",\"model\":\"$m\",\"rc_cpu\":$rc1,\"rc_cuda\":$rc2,\"rc_eager\":$rc3,\"init_same\":$init_same,\"init_on_device\":$init_dev,\"why\":\"$w\",\"result\":${cmp:-null}}"
+done
+want e2e && publish
+
+# ---- 3. benchmark ----
+# (each run's limit capped by the budget, 30 s kept for the profile; in
+# order of what the Goal needs: trainc bf16, torch.compile, eager, fp32)
+bench_trainc() {   # NAME STEPS LIMIT
+    local name=$1 n=$2 lim
+    lim=$(cap $3 $r_prof)
+    [ "$lim" -lt 10 ] && { skipped bench impl trainc-$name; return; }
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$L/mem_$name.txt" 2>/dev/null &
+    local smi=$!
+    timeout -k 5 "$lim" "$B/$name" --data "$B/data/ts_train.bin" --steps "$n" --lr 6e-4 --warmup 0 --device cuda \
+        --metrics "$L/bench_$name.jsonl" > "$L/bench_$name.log" 2>&1
+    local rc=$?
+    kill $smi 2>/dev/null
+    local res
+    res=$(python3 - "$L/bench_$name.jsonl" "$L/mem_$name.txt" <<'EOF'
+import json, sys
+try:
+    rows = [json.loads(l) for l in open(sys.argv[1]) if '"ms"' in l]
+except Exception:
+    rows = []
+try:
+    mem = [int(x) for x in open(sys.argv[2]).read().split() if x.isdigit()]
+except Exception:
+    mem = []
+# model FLOPs (one count for both sides: run.sh's torch rows too): 6 N a
+# token for N = GPT-2 small's 123,653,376 weights that multiply (the
+# vocabulary unpadded, no wpe: a lookup), and 6 L T C for attention (QK^T
+# and PV, forward and backward, causal: half)
+N, tok, T, C, L = 123653376, 16 * 1024, 1024, 768, 12
+flops = 6 * N * tok + 6 * L * T * C * tok
+ms = sorted(r["ms"] for r in rows[2:]) or sorted(r["ms"] for r in rows)
+med = ms[len(ms) // 2] if ms else None
+print(json.dumps({"steps": len(rows), "step_ms": med, "tokens_per_s": tok / med * 1e3 if med else None,
+                  "mfu": flops / (med / 1e3) / 989e12 if med else None, "device_used_bytes": max(mem) * 2**20 if mem else None,
+                  "start_s": rows[0].get("start_s") if rows else None, "last_loss": rows[-1]["loss"] if rows else None}))
+EOF
+)
+    echo "bench $name: $res"
+    local w=
+    [ $rc -ne 0 ] && w=$(why "$L/bench_$name.log" $rc)
+    rec "{\"stage\":\"bench\",\"impl\":\"trainc-$name\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
+}
+bench_torch() {   # MODE LIMIT [VOCAB]
+    local mode=$1${3:+-v$3} lim smi rc res w
+    lim=$(cap $2 $r_prof)
+    [ "$lim" -lt 10 ] && { skipped bench impl pytorch-$mode; return; }
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$L/mem_torch_$mode.txt" 2>/dev/null &
+    smi=$!
+    PYTHONUNBUFFERED=1 timeout -k 5 $lim $TORCH_BENCH --mode $1 ${3:+--vocab $3} --batch 16 --steps 15 > "$L/torch_$mode.out" 2> "$L/torch_$mode.err"
+    rc=$?
+    kill $smi 2>/dev/null
+    # the device memory in use, sampled as for trainc (the context and
+    # PyTorch's cache included), beside its max_memory_allocated
+    res=$(python3 - "$L/torch_$mode.out" "$L/mem_torch_$mode.txt" <<'EOF'
+import json, sys
+try:
+    r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+except Exception:
+    print("null"); sys.exit()
+try:
+    mem = [int(x) for x in open(sys.argv[2]).read().split() if x.isdigit()]
+except Exception:
+    mem = []
+r["device_used_bytes"] = max(mem) * 2**20 if mem else None
+# the MFU from its tokens/s with trainc's FLOP count (its own, from its
+# parameter count, kept as mfu_script)
+r["mfu_script"] = r.get("mfu")
+r["mfu"] = r["tokens_per_s"] * (6 * 123653376 + 6 * 12 * 1024 * 768) / 989e12 if r.get("tokens_per_s") else None
+print(json.dumps(r))
+EOF
+)
+    echo "bench torch $mode: $res"
+    w=
+    [ $rc -ne 0 ] && w=$(why "$L/torch_$mode.err" $rc)
+    rec "{\"stage\":\"bench\",\"impl\":\"pytorch-$mode\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
+}
+if want bench; then
+    bench_trainc gpt2_124m_bf16 14 150
+    bench_torch compile 200
+    # torch.compile with the vocabulary padded by hand (as nanoGPT does;
+    # trainc pads it by itself): the Goal's reference is the faster of the two
+    bench_torch compile 200 50304
+    bench_torch eager 120
+    bench_trainc gpt2_124m_fp32 6 120
+    publish
+fi
+
+# ---- 4. where the time goes: GPT-2 small bf16, every kernel timed with events ----
+lim=$(cap 120 0)
+if ! want profile; then
+    :
+elif [ "$lim" -lt 10 ]; then
+    skipped profile model gpt2_124m_bf16
+else
+TRAINC_CUDA_PROFILE=$L/profile.jsonl timeout -k 5 $lim "$B/gpt2_124m_bf16" --data "$B/data/ts_train.bin" --steps 3 --lr 6e-4 --warmup 0 \
+    --device cuda --quiet > "$L/profile.log" 2>&1
+rc=$?
+res=$(python3 - "$L/profile.jsonl" <<'EOF'
+import json, re, sys
+try:
+    rows = [json.loads(l) for l in open(sys.argv[1])]
+except Exception:
+    print("null"); sys.exit()
+rows = [r for r in rows if r["schedule"] == "micro"]
+tot = sum(r["ms"] for r in rows) or 1.0
+def op(r):   # k12_layer_norm_gpt2_model_L25 -> layer_norm
+    n = re.sub(r"^[a-z]+[0-9]+_", "", r["kernel"])
+    if r["where"]:
+        f, line = r["where"].rsplit(":", 1)
+        suf = "_" + re.sub(r"[^A-Za-z0-9]", "_", f) + "_L" + line
+        n = n[: -len(suf)] if n.endswith(suf) else n
+    return r["kind"] if r["kind"] in ("gemm", "memset") else n
+ops = {}
+for r in rows:
+    o = ops.setdefault(op(r), [0.0, 0, 0.0])
+    o[0] += r["ms"] / r["calls"]; o[1] += 1; o[2] += r["flops"]
+step = tot / rows[0]["calls"] if rows else None
+top = [{"kernel": r["kernel"], "where": r["where"], "ms": r["ms"] / r["calls"], "share": r["ms"] / tot,
+        "tflops": r["flops"] / (r["ms"] / r["calls"]) / 1e9 if r["flops"] and r["ms"] else None} for r in rows[:15]]
+by_op = sorted(({"op": k, "ms": v[0], "kernels": v[1], "share": v[0] / step if step else None,
+                 "tflops": v[2] / v[0] / 1e9 if v[2] and v[0] else None} for k, v in ops.items()), key=lambda x: -x["ms"])
+print(json.dumps({"kernels": len(rows), "step_ms_sum": step, "by_op": by_op[:12], "top": top}))
+EOF
+)
+echo "profile: $res" | cut -c1-400
+w=
+[ $rc -ne 0 ] && w=$(why "$L/profile.log" $rc)
+rec "{\"stage\":\"profile\",\"model\":\"gpt2_124m_bf16\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
+fi
+
+# ---- the end ----
+kill $monitor 2>/dev/null
+publish
 echo "================ results ($OUT/results.json) ================"
 cat "$OUT/table.txt"

@@ -12,7 +12,9 @@
 #     at the budget's cap and the kernel checks after it are skipped;
 #   - the e2e runs agree but for gpt2_tiny_fp16, whose GPU losses are 5%
 #     off (a failed row); llama_tiny's step-0 checkpoints differ;
-#   - the benchmark's step times give a known median, tokens/s and MFU.
+#   - the benchmark's step times give a known median, tokens/s and MFU;
+#   - build-gpu's checksums name one source changed since it was built;
+#   - a second call with TRAINC_GPU_STAGES=bench runs the benchmark alone.
 # The real programs' formats are tested where they are made (runtime:
 # e2e tests; kcheck: cuda_fake_*); this checks the script's side.
 # usage: selftest.sh [WORKDIR]
@@ -98,6 +100,8 @@ for n in gpt2_tiny llama_tiny gpt2_tiny_bf16 gpt2_tiny_bf16_lora llama_tiny_bf16
 done
 ln -s "$w/stub" "$w/bin/nvidia-smi"
 ln -s "$w/stub" "$w/bin/torch_bench"
+# build.sh's checksums of the sources: one file as built, one since changed
+{ (cd "$root" && sha256sum README.md); echo "0000000000000000000000000000000000000000000000000000000000000000  CMakeLists.txt"; } > "$w/build-gpu/sources.sha256"
 
 # budget 315 s: the kernel checks keep 300 for what follows, so the hanging
 # check gets 15 s and the ones after it none
@@ -122,6 +126,7 @@ def one(stage, key, name):
     return r[0] if r else {}
 env = st[0]
 check("env first, with the budget and the GPU", env["stage"] == "env" and env["budget_s"] == 315 and env["gpu"].startswith("Stand-in H200"))
+check("a build-gpu older than the sources found", env.get("build_stale_files") == 1 and env.get("stages") == "kernels,e2e,bench,profile")
 k = one("kernels", "model", "gpt2_tiny")
 check("kcheck summary parsed", k.get("rc") == 0 and (k.get("summary") or {}).get("kernels") == 40)
 check("epilogue counts in the table", "GELU epilogues: 2 in cuBLASLt, 0 as kernels" in table)
@@ -161,4 +166,20 @@ if bad:
     print("selftest: FAILED:\n  " + "\n  ".join(bad))
     sys.exit(1)
 print(f"selftest: {len(st)} records, all as expected")
+EOF
+grep -q "WARNING: build-gpu was built from other sources (1 files differ)" "$w/run.log" || { echo "selftest: FAILED: no warning of the stale build-gpu"; exit 1; }
+
+# a second call that reruns one stage: only its records, and the time the
+# others would have kept is not kept
+PATH=$w/bin:$PATH OUT=$w/out2 TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_BUDGET=60 \
+    TRAINC_GPU_STAGES=bench TRAINC_CUBLASLT=/nonexistent bash "$root/tests/gpu/run.sh" > "$w/run2.log" 2>&1 || { cat "$w/run2.log"; echo "run.sh (bench only) failed"; exit 1; }
+python3 - "$w/out2/results.json" <<'EOF'
+import json, sys
+st = json.load(open(sys.argv[1]))["stages"]
+got = [(x["stage"], x.get("impl"), bool(x.get("skipped"))) for x in st]
+want = [("env", None, False)] + [("bench", i, False) for i in ("trainc-gpt2_124m_bf16", "pytorch-compile", "pytorch-compile-v50304", "pytorch-eager", "trainc-gpt2_124m_fp32")]
+if got != want:
+    print(f"selftest: FAILED: TRAINC_GPU_STAGES=bench gave {got}")
+    sys.exit(1)
+print("selftest: TRAINC_GPU_STAGES=bench ran the benchmark alone")
 EOF
