@@ -894,13 +894,14 @@ static void absorb_cast_out(Lower *L, Kernel *k, Node *c) {
     L->done[c->id] = true;
 }
 
-/* v a scalar that is a power of two at every step: a constant, or a
- * state that starts as one (init "constant") and that nothing updates but
- * loss_scale_update, which doubles and halves it (fp16's amp.scale). */
 static bool pow2_value(double v) {
     int e;
     return isfinite(v) && v > 0 && frexp(v, &e) == 0.5;
 }
+
+/* v a scalar that is a power of two at every step: a constant, or a
+ * state that starts as one (init "constant") and that nothing updates but
+ * loss_scale_update, which doubles and halves it (fp16's amp.scale). */
 static bool pow2_scalar(Lower *L, const Value *v) {
     Node *d = v->def;
     if (v->ty.dt != DT_f32 || v->ty.shape.rank != 0) return false;
@@ -915,14 +916,14 @@ static bool pow2_scalar(Lower *L, const Value *v) {
 
 /* linear_cross_entropy's gradient y (dx or dw, for dloss = 1) read only by
  * its product with a scalar that is a power of two (the fp16 loss scale:
- * dloss): the mul the kernel absorbs, multiplying the scale into its
- * products' alpha (1/count), or NULL.  A power of two scales a binary
+ * dloss, in *scale): the mul the kernel absorbs, multiplying the scale into
+ * its products' alpha (1/count), or NULL.  A power of two scales a binary
  * float exactly, so the bits are the mul's. */
-static Node *lce_scale_mul(Lower *L, Value *y) {
+static Node *lce_scale_mul(Lower *L, Value *y, Value **scale) {
     Node *m = L->fuse && y->ty.dt == DT_f32 ? only_use(L, y, OP_mul) : NULL;
     if (!m || L->done[m->id] || !type_eq(&m->out[0]->ty, &y->ty)) return NULL;
-    Value *s = m->in[m->in[0] == y ? 1 : 0];
-    return s != y && pow2_scalar(L, s) ? m : NULL;
+    *scale = m->in[m->in[0] == y ? 1 : 0];
+    return *scale != y && pow2_scalar(L, *scale) ? m : NULL;
 }
 
 /* linear_cross_entropy's dx (f32, or its absorbed scale's result) read
@@ -952,9 +953,9 @@ static void lower_linear_ce(Lower *L, Node *n) {
     for (int i = 0; i < n->nin; i++) contiguous(L, n->in[i], k);
     Value *res[3] = {n->out[0], n->out[1], n->out[2]}; /* what the kernel stores of each result */
     for (int j = 1; j < 3; j++) {
-        Node *m = lce_scale_mul(L, n->out[j]);
+        Value *s;
+        Node *m = lce_scale_mul(L, n->out[j], &s);
         if (!m) continue;
-        Value *s = m->in[m->in[0] == n->out[j] ? 1 : 0];
         materialise(L, s);
         kern_add_dep(k, producer(L, s));
         kern_add_node(L, k, m);
