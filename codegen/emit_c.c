@@ -847,17 +847,20 @@ static void emit_template(Emit *e, Kernel *k) {
         Value *sdx, *sdw, *dx = cg_lce_result(k, 1, &sdx), *dw = cg_lce_result(k, 2, &sdw);
         opt_ptr_decl(e, "dx", dx, true);
         opt_ptr_decl(e, "dw", dw, true);
-        if (sdx) ptr_decl(e, "sdx", sdx, false);
-        if (sdw) ptr_decl(e, "sdw", sdw, false);
+        if (sdx || sdw) { /* tk_linear_ce_scaled: a null scale is 1 */
+            if (sdx) ptr_decl(e, "sdx", sdx, false);
+            else fputs("    const float *sdx = NULL;\n", f);
+            if (sdw) ptr_decl(e, "sdw", sdw, false);
+            else fputs("    const float *sdw = NULL;\n", f);
+        }
         if (!k->scratch) die("linear_cross_entropy kernel %s without scratch", k->name);
         buf_ptr(e, k->scratch - 1, "scratch", true);
         fprintf(f, "    /* x [%lld,%lld] w [%lld,%lld]: %lld rows at a time, the logits never exist */\n", (long long)N, (long long)C, (long long)V,
                 (long long)C, (long long)ir_int(n, "chunk", N));
-        fprintf(f, "    tk_linear_ce%s(loss, dx, %d, dw, %d, x, w, targets, %lld, %lld, %lld, %lld, %lld, %lld, scratch, %d%s%s%s);%s\n",
+        fprintf(f, "    tk_linear_ce%s(loss, dx, %d, dw, %d, x, w, targets, %lld, %lld, %lld, %lld, %lld, %lld, scratch, %d%s);%s\n",
                 sdx || sdw ? "_scaled" : "", dt_code(dx->ty.dt), k->acc_grads, (long long)N, (long long)C, (long long)V,
                 (long long)ir_int(n, "classes", V), (long long)ir_int(n, "chunk", N), (long long)ir_int(n, "ignore_index", -100),
-                dt_code(n->in[0]->ty.dt), sdx || sdw ? ", " : "", sdx ? "sdx" : sdw ? "(const float *)0" : "",
-                sdw ? ", sdw" : sdx ? ", (const float *)0" : "", k->acc_grads ? " /* dw += (the accumulator) */" : "");
+                dt_code(n->in[0]->ty.dt), sdx || sdw ? ", sdx, sdw" : "", k->acc_grads ? " /* dw += (the accumulator) */" : "");
         break;
     }
     case OP_add_layer_norm:

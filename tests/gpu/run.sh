@@ -92,8 +92,9 @@ chmod +x "$B"/* 2>/dev/null # (in case the transfer dropped the modes)
 # built from this tree? (build.sh's checksums of the sources)
 stale=null
 if [ -f "$B/sources.sha256" ]; then
-    stale=$(sha256sum --quiet -c "$B/sources.sha256" 2>/dev/null | grep -c ': FAILED' || true)
-    [ "$stale" -gt 0 ] && echo "WARNING: build-gpu was built from other sources ($stale files differ): rerun tests/gpu/build.sh" && sed -n 's/: FAILED.*//p' <(sha256sum -c "$B/sources.sha256" 2>/dev/null) | head -5
+    sha256sum --quiet -c "$B/sources.sha256" > "$L/stale.txt" 2>/dev/null
+    stale=$(grep -c ': FAILED' "$L/stale.txt" || true)
+    [ "$stale" -gt 0 ] && echo "WARNING: build-gpu was built from other sources ($stale files differ): rerun tests/gpu/build.sh" && sed -n 's/: FAILED.*//p' "$L/stale.txt" | head -5
 fi
 # what the executables need at load time and this machine lacks
 missing=$(ldd "$B/gpt2_tiny" "$B/kcheck_gpt2_tiny" 2>&1 | awk '/not found/ {print $1}' | sort -u | tr '\n' ' ')
