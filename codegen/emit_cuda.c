@@ -326,6 +326,9 @@ static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char
     if (r->kind == TRN_CK_STEPS) add_step(r, 0, r->nl);
     CuLaunch *l = &r->l[r->nl++];
     memset(l, 0, sizeof *l);
+    /* the launch limits of every GPU since sm_30: a grid past them is refused at run time */
+    if (gx > 0x7fffffffu || gy > 65535u)
+        die("cuda: kernel %s: a grid of %u x %u blocks is past the GPU's limits (2^31-1 x 65535)", r->k->name, gx, gy);
     l->fn = add_fn(e, r->k, suffix, text, tmpl);
     l->grid[0] = gx ? gx : 1;
     l->grid[1] = gy ? gy : 1;

@@ -1,0 +1,10 @@
+# trainc's training against PyTorch's on the CPU (tests/torch/parity.sh):
+# tiny GPT-2 and Llama in fp32, AdamW, SGD and gradient accumulation, every
+# step's loss and gradient norm and the final parameters; with negative
+# controls.  Skips where no python3 imports torch (label torch).
+if(TARGET trainc AND TARGET trainc-tokenize)
+  add_test(NAME torch_parity
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/torch/parity.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
+                   ${CMAKE_CURRENT_BINARY_DIR}/torch-parity)
+  set_tests_properties(torch_parity PROPERTIES LABELS torch TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""tests/torch/parity.py — trainc's training against PyTorch's, step by step.
+
+An outside reference for what the compiler's own references (the
+interpreter, finite differences) cannot show: that examples/gpt2.model and
+examples/llama.model, trained by trainc, are the models PyTorch users know
+(nanoGPT's GPT-2; Hugging Face's Llama: rotate-half RoPE, grouped-query
+attention with key/value head j serving query heads j*g .. j*g+g-1, RMSNorm,
+SwiGLU) under the optimizer they know (torch.optim.AdamW, decay on the
+matrices, torch.nn.utils.clip_grad_norm_).
+
+    parity.py gpt2|llama DIR --batch B --seq T --heads H [--kv-heads K] [--accum A]
+              [--beta2 B2] [--eps E] [--wd W] [--clip C] [--sgd --momentum M --nesterov]
+              [--control gqa-tiled|rope-interleaved|no-decay|clip-per-tensor]
+
+DIR holds what parity.sh left there: init.safetensors (trainc's step-0
+parameters), tok_train.bin (the token file trainc trained on, sequential
+batches), metrics.jsonl (trainc's loss, gradient norm and learning rate of
+each step) and end.safetensors (its parameters after the last step).
+PyTorch starts from init.safetensors, trains on the same micro-batches with
+the learning rate trainc logged for each step, in float64, and the script
+prints each step's loss and gradient norm side by side, then the largest
+difference of the final parameters.  Exits 1 when a loss or a norm differs
+by more than --tol (relative) or a final parameter by more than --ptol
+times the sum of the learning rates (how far AdamW can move a weight).
+"""
+import argparse
+import json
+import math
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+DT = torch.float64
+
+# --control NAME: the reference made wrong on purpose, in a way a model or
+# an optimizer could plausibly be wrong; parity.sh expects each to fail.
+CONTROL = None
+
+
+def load_safetensors(path):
+    """The F32 parameters of a trainc checkpoint (the states, named adamw.*,
+    sgd.*, amp.* and grad_acc.*, left out)."""
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    head = json.loads(b[8:8 + n])
+    out = {}
+    for k, v in head.items():
+        if k == "__metadata__" or k.startswith(("adamw.", "sgd.", "amp.", "grad_acc.")):
+            continue
+        if v["dtype"] != "F32":
+            sys.exit(f"{path}: {k} is {v['dtype']}, not F32")
+        lo, hi = v["data_offsets"]
+        a = np.frombuffer(b[8 + n + lo:8 + n + hi], dtype="<f4").reshape(v["shape"])
+        out[k] = torch.tensor(a.astype(np.float64))
+    return out
+
+
+def load_tokens(path):
+    """llm.c's .bin: a header of 256 int32 (magic 20240520, version, count), then uint16 tokens."""
+    h = np.fromfile(path, dtype="<i4", count=256)
+    if h[0] != 20240520:
+        sys.exit(f"{path}: not an llm.c token file")
+    return np.fromfile(path, dtype="<u2", offset=1024, count=int(h[2])).astype(np.int64)
+
+
+def batch(tok, B, T, k):
+    """Micro-batch k in sequential order (runtime/data.c, rt_data_batch): row r
+    of it starts at ((k B + r) mod rows) T, rows = (n - 1) / T."""
+    rows = (len(tok) - 1) // T
+    x = np.empty((B, T), np.int64)
+    y = np.empty((B, T), np.int64)
+    for r in range(B):
+        s = ((k * B + r) % rows) * T
+        x[r], y[r] = tok[s:s + T], tok[s + 1:s + T + 1]
+    return torch.tensor(x), torch.tensor(y)
+
+
+def causal_attention(q, k, v):
+    """softmax(q k^T / sqrt(D) + causal mask) v, q [B,H,T,D], k and v [B,Hkv,T,D]:
+    key/value head j serves query heads j*g .. j*g+g-1 (Hugging Face's repeat_kv)."""
+    g = q.shape[1] // k.shape[1]
+    if CONTROL == "gqa-tiled":   # key/value head j serving query heads j, j+Hkv, ...
+        k, v = k.repeat(1, g, 1, 1), v.repeat(1, g, 1, 1)
+    else:
+        k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+    T = q.shape[2]
+    s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    return s.softmax(-1) @ v
+
+
+def gpt2(p, tokens, targets, H):
+    """nanoGPT's GPT-2: pre-LN blocks, tanh GELU, the lm_head tied to wte."""
+    B, T = tokens.shape
+    x = p["wte"][tokens] + p["wpe"][:T]
+    C = x.shape[-1]
+    L = sum(1 for k in p if k.endswith(".ln_1.weight"))
+    for i in range(L):
+        w = lambda n: p[f"h.{i}.{n}"]
+        h = F.layer_norm(x, (C,), w("ln_1.weight"), w("ln_1.bias"), 1e-5)
+        q, k, v = F.linear(h, w("attn.c_attn.weight"), w("attn.c_attn.bias")).split(C, dim=2)
+        heads = lambda t: t.view(B, T, H, C // H).transpose(1, 2)
+        y = causal_attention(heads(q), heads(k), heads(v)).transpose(1, 2).reshape(B, T, C)
+        x = x + F.linear(y, w("attn.c_proj.weight"), w("attn.c_proj.bias"))
+        h = F.layer_norm(x, (C,), w("ln_2.weight"), w("ln_2.bias"), 1e-5)
+        h = F.gelu(F.linear(h, w("mlp.c_fc.weight"), w("mlp.c_fc.bias")), approximate="tanh")
+        x = x + F.linear(h, w("mlp.c_proj.weight"), w("mlp.c_proj.bias"))
+    x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], 1e-5)
+    logits = F.linear(x, p["wte"])
+    return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def rms_norm(x, w, eps=1e-5):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def rope(x, theta=10000.0):
+    """Hugging Face's rotate-half RoPE over x [B, H, T, D], positions 0 .. T-1."""
+    T, D = x.shape[-2], x.shape[-1]
+    inv = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=DT) / D))
+    f = torch.outer(torch.arange(T, dtype=DT), inv)
+    if CONTROL == "rope-interleaved":   # pairs (2i, 2i+1) rotated, as Meta's original code
+        c, s = f.cos(), f.sin()
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((x1 * c - x2 * s, x1 * s + x2 * c), dim=-1).flatten(-2)
+    emb = torch.cat((f, f), dim=-1)
+    x1, x2 = x[..., :D // 2], x[..., D // 2:]
+    return x * emb.cos() + torch.cat((-x2, x1), dim=-1) * emb.sin()
+
+
+def llama(p, tokens, targets, H, Hkv):
+    """Hugging Face's LlamaForCausalLM: RMSNorm, RoPE, GQA, SwiGLU, no biases, untied head."""
+    B, T = tokens.shape
+    x = p["embed_tokens"][tokens]
+    C = x.shape[-1]
+    D = C // H
+    L = sum(1 for k in p if k.endswith(".input_layernorm.weight"))
+    for i in range(L):
+        w = lambda n: p[f"layers.{i}.{n}"]
+        h = rms_norm(x, w("input_layernorm.weight"))
+        heads = lambda t, n: t.view(B, T, n, D).transpose(1, 2)
+        q = rope(heads(F.linear(h, w("self_attn.q_proj.weight")), H))
+        k = rope(heads(F.linear(h, w("self_attn.k_proj.weight")), Hkv))
+        v = heads(F.linear(h, w("self_attn.v_proj.weight")), Hkv)
+        y = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, C)
+        x = x + F.linear(y, w("self_attn.o_proj.weight"))
+        h = rms_norm(x, w("post_attention_layernorm.weight"))
+        h = F.silu(F.linear(h, w("mlp.gate_proj.weight"))) * F.linear(h, w("mlp.up_proj.weight"))
+        x = x + F.linear(h, w("mlp.down_proj.weight"))
+    logits = F.linear(rms_norm(x, p["norm.weight"]), p["lm_head.weight"])
+    return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-12)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", choices=["gpt2", "llama"])
+    ap.add_argument("dir")
+    ap.add_argument("--batch", type=int, required=True)
+    ap.add_argument("--seq", type=int, required=True)
+    ap.add_argument("--heads", type=int, required=True)
+    ap.add_argument("--kv-heads", type=int, default=0)
+    ap.add_argument("--accum", type=int, default=1)
+    ap.add_argument("--beta2", type=float, default=0.95)
+    ap.add_argument("--eps", type=float, default=1e-8)
+    ap.add_argument("--wd", type=float, default=0.1)
+    ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--sgd", action="store_true", help="torch.optim.SGD (--momentum, --nesterov) instead of AdamW")
+    ap.add_argument("--momentum", type=float, default=0.0)
+    ap.add_argument("--nesterov", action="store_true")
+    ap.add_argument("--tol", type=float, default=1e-5)
+    ap.add_argument("--control", choices=["gqa-tiled", "rope-interleaved", "no-decay", "clip-per-tensor"],
+                    help="make the reference wrong on purpose (the test's negative controls)")
+    ap.add_argument("--ptol", type=float, default=1e-2)
+    a = ap.parse_args()
+    global CONTROL
+    CONTROL = a.control
+    if CONTROL == "no-decay":
+        a.wd = 0.0
+    torch.set_num_threads(1)
+    d = a.dir
+    p = load_safetensors(f"{d}/init.safetensors")
+    end = load_safetensors(f"{d}/end.safetensors")
+    tok = load_tokens(f"{d}/tok_train.bin")
+    rows = [json.loads(l) for l in open(f"{d}/metrics.jsonl") if '"step"' in l and '"loss"' in l]
+    if not rows:
+        sys.exit("metrics.jsonl: no steps")
+    names = sorted(p)
+    params = {k: p[k].clone().requires_grad_(True) for k in names}
+    decay = [params[k] for k in names if params[k].dim() >= 2]
+    nodecay = [params[k] for k in names if params[k].dim() < 2]
+    groups = [{"params": decay, "weight_decay": a.wd}, {"params": nodecay, "weight_decay": 0.0}]
+    if a.sgd:
+        opt = torch.optim.SGD(groups, lr=rows[0]["lr"], momentum=a.momentum, nesterov=a.nesterov)
+    else:
+        opt = torch.optim.AdamW(groups, lr=rows[0]["lr"], betas=(0.9, a.beta2), eps=a.eps)
+    fwd = (lambda x, y: gpt2(params, x, y, a.heads)) if a.model == "gpt2" else \
+          (lambda x, y: llama(params, x, y, a.heads, a.kv_heads or a.heads))
+    fail = 0
+    print(f"{'step':>4} {'trainc loss':>14} {'torch loss':>14} {'rel':>8}   {'trainc norm':>12} {'torch norm':>12} {'rel':>8}")
+    for i, r in enumerate(rows):
+        loss = 0.0
+        for m in range(a.accum):
+            x, y = batch(tok, a.batch, a.seq, i * a.accum + m)
+            l = fwd(x, y) / a.accum
+            l.backward()
+            loss += l.item()
+        if CONTROL == "clip-per-tensor":   # each gradient clipped by its own norm
+            norm = math.sqrt(sum(float(t.grad.pow(2).sum()) for t in params.values()))
+            for t in params.values():
+                torch.nn.utils.clip_grad_norm_([t], a.clip)
+        else:
+            norm = torch.nn.utils.clip_grad_norm_(list(params.values()), a.clip).item()
+        for g in opt.param_groups:
+            g["lr"] = r["lr"]
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        el, en = rel(r["loss"], loss), rel(r["grad_norm"], norm)
+        bad = el > a.tol or en > a.tol
+        fail |= bad
+        print(f"{r['step']:>4} {r['loss']:>14.8f} {loss:>14.8f} {el:>8.1e}   {r['grad_norm']:>12.8f} {norm:>12.8f} {en:>8.1e}{'  <-- over ' + str(a.tol) if bad else ''}")
+    # each step of AdamW moves a weight by about lr at most (its update is
+    # m^/(sqrt(v^)+eps), within +-1, and the decay): the difference is
+    # measured against the sum of the learning rates, how far the optimizer
+    # could have moved any weight (SGD's steps are lr times a clipped
+    # gradient, smaller).  (Weights whose gradient is zero but for
+    # rounding, as the key projection's bias under softmax, get updates
+    # from that rounding, different on each side.)
+    moved = sum(r["lr"] for r in rows)
+    worst, wname = 0.0, None
+    for k in names:
+        if k not in end:
+            print(f"end.safetensors has no '{k}'")
+            fail = 1
+            continue
+        e = (end[k] - params[k].detach()).abs().max().item() / moved
+        if e > worst:
+            worst, wname = e, k
+    bad = worst > a.ptol
+    fail |= bad
+    print(f"parameters after step {rows[-1]['step']}: worst difference {worst:.1e} of the learning rates' sum {moved:.3g} ({wname}){'  <-- over ' + str(a.ptol) if bad else ''}")
+    sys.exit(1 if fail else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+#!/bin/bash
+# tests/torch/parity.sh TRAINC TOKENIZE OUT — trainc's training against
+# PyTorch's (CTest: torch_parity).  For each case, a tiny examples/gpt2.model
+# or examples/llama.model is compiled for the CPU in fp32, saves its step-0
+# parameters, trains a few steps on tiny Shakespeare (sequential batches,
+# warm-up then cosine decay) and saves the result; tests/torch/parity.py
+# trains PyTorch's model from the same parameters on the same batches and
+# compares every step's loss and gradient norm, and the final parameters.
+# Then the negative controls: the reference made wrong on purpose (weight
+# decay left out, clipping per tensor, GQA's key/value heads tiled instead
+# of repeated, RoPE's pairs interleaved) must each fail.  Skips (77) when no
+# python3 here imports torch (Debian's python3-torch: scripts/setup.sh
+# installs it when it can).
+set -u
+trainc=$1 tokenize=$2 out=$3
+root=$(cd "$(dirname "$0")/../.." && pwd)
+py=
+for p in python3 /usr/bin/python3; do
+    command -v "$p" > /dev/null && "$p" -c 'import torch, numpy' 2> /dev/null && { py=$p; break; }
+done
+[ -n "$py" ] || { echo "skip: no python3 here imports torch and numpy"; exit 77; }
+rm -rf "$out" && mkdir -p "$out" && cd "$out" || exit 2
+head -c 200000 "$root/../shared/data/tinyshakespeare.txt" > text.txt 2> /dev/null || head -c 200000 "$root/README.md" > text.txt
+"$tokenize" text.txt tok > /dev/null || { echo "FAIL: trainc-tokenize"; exit 1; }
+gpt2="-D vocab=256 -D layers=2 -D heads=4 -D dim=64 -D seq=64 -D batch=4"
+llama="-D vocab=256 -D layers=2 -D heads=4 -D kv_heads=2 -D dim=64 -D ffn=128 -D seq=64 -D batch=4"
+fail=0
+
+# NAME MODEL STEPS "COMPILE ARGS" "RUN ARGS": DIR NAME with init, metrics, end
+train() {
+    local name=$1 model=$2 steps=$3
+    mkdir -p "$name" && cp tok_train.bin "$name/"
+    "$trainc" compile "$root/examples/$model.model" $4 -o "$name/train" > "$name/compile.log" 2>&1 &&
+    "$name/train" --data tok_train.bin --steps 0 --save "$name/init.safetensors" --quiet &&
+    "$name/train" --data tok_train.bin --steps "$steps" --warmup 2 --batches sequential --quiet $5 \
+        --metrics "$name/metrics.jsonl" --save "$name/end.safetensors" > "$name/train.log" 2>&1 ||
+        { echo "FAIL: $name: trainc failed"; cat "$name/compile.log" "$name/train.log" | tail -5; fail=1; return 1; }
+}
+# NAME MODEL ARGS...: the comparison, which must pass
+same() {
+    local name=$1 model=$2
+    shift 2
+    echo "== $name"
+    "$py" "$root/tests/torch/parity.py" "$model" "$name" "$@" || { echo "FAIL: $name differs from PyTorch"; fail=1; }
+}
+# NAME MODEL CONTROL ARGS...: the comparison with the reference made wrong, which must fail
+control() {
+    local name=$1 model=$2 c=$3
+    shift 3
+    "$py" "$root/tests/torch/parity.py" "$model" "$name" --control "$c" "$@" > "$name/control_$c.txt" 2>&1
+    local rc=$?
+    if [ $rc -eq 1 ]; then
+        echo "control $c on $name: differs, as it must ($(grep -c '<--' "$name/control_$c.txt") lines over the tolerance)"
+    else
+        echo "FAIL: control $c on $name: exit $rc, not 1"; tail -3 "$name/control_$c.txt"; fail=1
+    fi
+}
+
+if train gpt2 gpt2 8 "$gpt2" "--lr 1e-3"; then
+    same gpt2 gpt2 --batch 4 --seq 64 --heads 4
+    control gpt2 gpt2 no-decay --batch 4 --seq 64 --heads 4
+    control gpt2 gpt2 clip-per-tensor --batch 4 --seq 64 --heads 4
+fi
+# two micro-batches a step: batches 2s and 2s+1, gradients averaged
+train gpt2_accum gpt2 6 "$gpt2 --set grad_accum=2" "--lr 1e-3" &&
+    same gpt2_accum gpt2 --batch 4 --seq 64 --heads 4 --accum 2
+# SGD with Nesterov momentum (and the train section's weight decay 0.1)
+train gpt2_sgd gpt2 6 "$gpt2 --set optimizer=sgd --set momentum=0.9 --set nesterov=1" "--lr 0.1" &&
+    same gpt2_sgd gpt2 --batch 4 --seq 64 --heads 4 --sgd --momentum 0.9 --nesterov
+if train llama llama 8 "$llama" "--lr 1e-3"; then
+    same llama llama --batch 4 --seq 64 --heads 4 --kv-heads 2 --eps 1e-5
+    control llama llama gqa-tiled --batch 4 --seq 64 --heads 4 --kv-heads 2 --eps 1e-5
+    control llama llama rope-interleaved --batch 4 --seq 64 --heads 4 --kv-heads 2 --eps 1e-5
+fi
+[ $fail -eq 0 ] && echo "PASS"
+exit $fail
