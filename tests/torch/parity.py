@@ -155,6 +155,35 @@ def llama(p, tokens, targets, H, Hkv):
     return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def bench_loss(p, tokens, targets, H):
+    """The loss of bench/gpt2_torch.py's GPT2 (the benchmark's PyTorch
+    reference, in eager mode) with these parameters on one micro-batch: the
+    benchmark times the model trainc trains."""
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "gpt2_torch.py")
+    spec = importlib.util.spec_from_file_location("gpt2_torch", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    V, C = p["wte"].shape
+    L = sum(1 for k in p if k.endswith(".ln_1.weight"))
+    m = mod.GPT2(vocab=V, layers=L, heads=H, dim=C, seq=p["wpe"].shape[0]).to(DT)
+    names = {"c_attn": "attn.c_attn", "c_proj": "attn.c_proj", "c_fc": "mlp.c_fc", "mlp_proj": "mlp.c_proj"}
+    sd = {}
+    for k in m.state_dict():
+        parts = k.split(".")
+        if parts[0] in ("wte", "wpe"):
+            src = parts[0]
+        elif parts[0] == "h":
+            src = f"h.{parts[1]}.{names.get(parts[2], parts[2])}.{parts[3]}"
+        else:
+            src = k
+        sd[k] = p[src]
+    m.load_state_dict(sd)
+    with torch.no_grad():
+        return m(tokens, targets).item()
+
+
 def rel(a, b):
     return abs(a - b) / max(abs(b), 1e-12)
 
@@ -175,6 +204,7 @@ def main():
     ap.add_argument("--sgd", action="store_true", help="torch.optim.SGD (--momentum, --nesterov) instead of AdamW")
     ap.add_argument("--momentum", type=float, default=0.0)
     ap.add_argument("--nesterov", action="store_true")
+    ap.add_argument("--bench", action="store_true", help="gpt2: also bench/gpt2_torch.py's model's first loss")
     ap.add_argument("--tol", type=float, default=1e-5)
     ap.add_argument("--control", choices=["gqa-tiled", "rope-interleaved", "no-decay", "clip-per-tensor"],
                     help="make the reference wrong on purpose (the test's negative controls)")
@@ -204,6 +234,13 @@ def main():
     fwd = (lambda x, y: gpt2(params, x, y, a.heads)) if a.model == "gpt2" else \
           (lambda x, y: llama(params, x, y, a.heads, a.kv_heads or a.heads))
     fail = 0
+    if a.bench:
+        x, y = batch(tok, a.batch, a.seq, 0)
+        lb = bench_loss(p, x, y, a.heads)
+        e = rel(rows[0]["loss"], lb)
+        bad = e > a.tol
+        fail |= bad
+        print(f"bench/gpt2_torch.py's GPT2, first loss: {lb:.8f} (trainc {rows[0]['loss']:.8f}, {e:.1e}){'  <-- over ' + str(a.tol) if bad else ''}")
     print(f"{'step':>4} {'trainc loss':>14} {'torch loss':>14} {'rel':>8}   {'trainc norm':>12} {'torch norm':>12} {'rel':>8}")
     for i, r in enumerate(rows):
         loss = 0.0

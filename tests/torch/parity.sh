@@ -5,7 +5,9 @@
 # parameters, trains a few steps on tiny Shakespeare (sequential batches,
 # warm-up then cosine decay) and saves the result; tests/torch/parity.py
 # trains PyTorch's model from the same parameters on the same batches and
-# compares every step's loss and gradient norm, and the final parameters.
+# compares every step's loss and gradient norm, and the final parameters
+# (and, for GPT-2, that bench/gpt2_torch.py's model, the GPU benchmark's
+# PyTorch side, gives the same first loss).
 # Then the negative controls: the reference made wrong on purpose (weight
 # decay left out, clipping per tensor, GQA's key/value heads tiled instead
 # of repeated, RoPE's pairs interleaved) must each fail.  Skips (77) when no
@@ -57,7 +59,7 @@ control() {
 }
 
 if train gpt2 gpt2 8 "$gpt2" "--lr 1e-3"; then
-    same gpt2 gpt2 --batch 4 --seq 64 --heads 4
+    same gpt2 gpt2 --batch 4 --seq 64 --heads 4 --bench   # and the benchmark's PyTorch model computes the same loss
     control gpt2 gpt2 no-decay --batch 4 --seq 64 --heads 4
     control gpt2 gpt2 clip-per-tensor --batch 4 --seq 64 --heads 4
 fi
