@@ -93,6 +93,18 @@ def causal_attention(q, k, v):
     return s.softmax(-1) @ v
 
 
+LORA_SCALE = 1.0
+
+
+def lin(p, x, name):
+    """linear(x, NAME.weight[, NAME.bias]), plus LoRA's (alpha/r) B(A x) where
+    the checkpoint has NAME.lora_A.weight and NAME.lora_B.weight (PEFT's names)."""
+    y = F.linear(x, p[name + ".weight"], p.get(name + ".bias"))
+    if name + ".lora_A.weight" in p:
+        y = y + LORA_SCALE * F.linear(F.linear(x, p[name + ".lora_A.weight"]), p[name + ".lora_B.weight"])
+    return y
+
+
 def gpt2(p, tokens, targets, H):
     """nanoGPT's GPT-2: pre-LN blocks, tanh GELU, the lm_head tied to wte."""
     B, T = tokens.shape
@@ -102,13 +114,13 @@ def gpt2(p, tokens, targets, H):
     for i in range(L):
         w = lambda n: p[f"h.{i}.{n}"]
         h = F.layer_norm(x, (C,), w("ln_1.weight"), w("ln_1.bias"), 1e-5)
-        q, k, v = F.linear(h, w("attn.c_attn.weight"), w("attn.c_attn.bias")).split(C, dim=2)
+        q, k, v = lin(p, h, f"h.{i}.attn.c_attn").split(C, dim=2)
         heads = lambda t: t.view(B, T, H, C // H).transpose(1, 2)
         y = causal_attention(heads(q), heads(k), heads(v)).transpose(1, 2).reshape(B, T, C)
-        x = x + F.linear(y, w("attn.c_proj.weight"), w("attn.c_proj.bias"))
+        x = x + lin(p, y, f"h.{i}.attn.c_proj")
         h = F.layer_norm(x, (C,), w("ln_2.weight"), w("ln_2.bias"), 1e-5)
-        h = F.gelu(F.linear(h, w("mlp.c_fc.weight"), w("mlp.c_fc.bias")), approximate="tanh")
-        x = x + F.linear(h, w("mlp.c_proj.weight"), w("mlp.c_proj.bias"))
+        h = F.gelu(lin(p, h, f"h.{i}.mlp.c_fc"), approximate="tanh")
+        x = x + lin(p, h, f"h.{i}.mlp.c_proj")
     x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], 1e-5)
     logits = F.linear(x, p["wte"])
     return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
@@ -143,14 +155,14 @@ def llama(p, tokens, targets, H, Hkv):
         w = lambda n: p[f"layers.{i}.{n}"]
         h = rms_norm(x, w("input_layernorm.weight"))
         heads = lambda t, n: t.view(B, T, n, D).transpose(1, 2)
-        q = rope(heads(F.linear(h, w("self_attn.q_proj.weight")), H))
-        k = rope(heads(F.linear(h, w("self_attn.k_proj.weight")), Hkv))
-        v = heads(F.linear(h, w("self_attn.v_proj.weight")), Hkv)
+        q = rope(heads(lin(p, h, f"layers.{i}.self_attn.q_proj"), H))
+        k = rope(heads(lin(p, h, f"layers.{i}.self_attn.k_proj"), Hkv))
+        v = heads(lin(p, h, f"layers.{i}.self_attn.v_proj"), Hkv)
         y = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, C)
-        x = x + F.linear(y, w("self_attn.o_proj.weight"))
+        x = x + lin(p, y, f"layers.{i}.self_attn.o_proj")
         h = rms_norm(x, w("post_attention_layernorm.weight"))
-        h = F.silu(F.linear(h, w("mlp.gate_proj.weight"))) * F.linear(h, w("mlp.up_proj.weight"))
-        x = x + F.linear(h, w("mlp.down_proj.weight"))
+        h = F.silu(lin(p, h, f"layers.{i}.mlp.gate_proj")) * lin(p, h, f"layers.{i}.mlp.up_proj")
+        x = x + lin(p, h, f"layers.{i}.mlp.down_proj")
     logits = F.linear(rms_norm(x, p["norm.weight"]), p["lm_head.weight"])
     return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))
 
@@ -204,14 +216,17 @@ def main():
     ap.add_argument("--sgd", action="store_true", help="torch.optim.SGD (--momentum, --nesterov) instead of AdamW")
     ap.add_argument("--momentum", type=float, default=0.0)
     ap.add_argument("--nesterov", action="store_true")
+    ap.add_argument("--lora-scale", type=float, default=0.0,
+                    help="LoRA: alpha/r; only the adapters (*.lora_A/B.weight) train, the rest frozen")
     ap.add_argument("--bench", action="store_true", help="gpt2: also bench/gpt2_torch.py's model's first loss")
     ap.add_argument("--tol", type=float, default=1e-5)
     ap.add_argument("--control", choices=["gqa-tiled", "rope-interleaved", "no-decay", "clip-per-tensor"],
                     help="make the reference wrong on purpose (the test's negative controls)")
     ap.add_argument("--ptol", type=float, default=1e-2)
     a = ap.parse_args()
-    global CONTROL
+    global CONTROL, LORA_SCALE
     CONTROL = a.control
+    LORA_SCALE = a.lora_scale
     if CONTROL == "no-decay":
         a.wd = 0.0
     torch.set_num_threads(1)
@@ -223,9 +238,11 @@ def main():
     if not rows:
         sys.exit("metrics.jsonl: no steps")
     names = sorted(p)
-    params = {k: p[k].clone().requires_grad_(True) for k in names}
-    decay = [params[k] for k in names if params[k].dim() >= 2]
-    nodecay = [params[k] for k in names if params[k].dim() < 2]
+    trains = lambda k: not a.lora_scale or ".lora_" in k
+    params = {k: p[k].clone().requires_grad_(trains(k)) for k in names}
+    train = [k for k in names if trains(k)]
+    decay = [params[k] for k in train if params[k].dim() >= 2]
+    nodecay = [params[k] for k in train if params[k].dim() < 2]
     groups = [{"params": decay, "weight_decay": a.wd}, {"params": nodecay, "weight_decay": 0.0}]
     if a.sgd:
         opt = torch.optim.SGD(groups, lr=rows[0]["lr"], momentum=a.momentum, nesterov=a.nesterov)
@@ -250,11 +267,11 @@ def main():
             l.backward()
             loss += l.item()
         if CONTROL == "clip-per-tensor":   # each gradient clipped by its own norm
-            norm = math.sqrt(sum(float(t.grad.pow(2).sum()) for t in params.values()))
-            for t in params.values():
-                torch.nn.utils.clip_grad_norm_([t], a.clip)
+            norm = math.sqrt(sum(float(params[k].grad.pow(2).sum()) for k in train))
+            for k in train:
+                torch.nn.utils.clip_grad_norm_([params[k]], a.clip)
         else:
-            norm = torch.nn.utils.clip_grad_norm_(list(params.values()), a.clip).item()
+            norm = torch.nn.utils.clip_grad_norm_([params[k] for k in train], a.clip).item()
         for g in opt.param_groups:
             g["lr"] = r["lr"]
         opt.step()

@@ -8,9 +8,12 @@
 # compares every step's loss and gradient norm, and the final parameters
 # (and, for GPT-2, that bench/gpt2_torch.py's model, the GPU benchmark's
 # PyTorch side, gives the same first loss).
-# Then the negative controls: the reference made wrong on purpose (weight
-# decay left out, clipping per tensor, GQA's key/value heads tiled instead
-# of repeated, RoPE's pairs interleaved) must each fail.  Skips (77) when no
+# Cases: AdamW, two micro-batches a step, SGD with Nesterov momentum, LoRA
+# (PEFT's adapters), Llama with grouped-query attention.  Then the negative
+# controls: the reference made wrong on purpose (weight decay left out,
+# clipping per tensor, LoRA scaled by alpha rather than alpha/r, GQA's
+# key/value heads tiled instead of repeated, RoPE's pairs interleaved) must
+# each fail.  Skips (77) when no
 # python3 here imports torch (Debian's python3-torch: scripts/setup.sh
 # installs it when it can).
 set -u
@@ -45,23 +48,23 @@ same() {
     echo "== $name"
     "$py" "$root/tests/torch/parity.py" "$model" "$name" "$@" || { echo "FAIL: $name differs from PyTorch"; fail=1; }
 }
-# NAME MODEL CONTROL ARGS...: the comparison with the reference made wrong, which must fail
+# NAME MODEL WHAT ARGS...: the comparison with the reference made wrong (WHAT), which must fail
 control() {
-    local name=$1 model=$2 c=$3
+    local name=$1 model=$2 what=$3
     shift 3
-    "$py" "$root/tests/torch/parity.py" "$model" "$name" --control "$c" "$@" > "$name/control_$c.txt" 2>&1
+    "$py" "$root/tests/torch/parity.py" "$model" "$name" "$@" > "$name/control_$what.txt" 2>&1
     local rc=$?
     if [ $rc -eq 1 ]; then
-        echo "control $c on $name: differs, as it must ($(grep -c '<--' "$name/control_$c.txt") lines over the tolerance)"
+        echo "control $what on $name: differs, as it must ($(grep -c '<--' "$name/control_$what.txt") lines over the tolerance)"
     else
-        echo "FAIL: control $c on $name: exit $rc, not 1"; tail -3 "$name/control_$c.txt"; fail=1
+        echo "FAIL: control $what on $name: exit $rc, not 1"; tail -3 "$name/control_$what.txt"; fail=1
     fi
 }
 
 if train gpt2 gpt2 8 "$gpt2" "--lr 1e-3"; then
     same gpt2 gpt2 --batch 4 --seq 64 --heads 4 --bench   # and the benchmark's PyTorch model computes the same loss
-    control gpt2 gpt2 no-decay --batch 4 --seq 64 --heads 4
-    control gpt2 gpt2 clip-per-tensor --batch 4 --seq 64 --heads 4
+    control gpt2 gpt2 no-decay --batch 4 --seq 64 --heads 4 --control no-decay
+    control gpt2 gpt2 clip-per-tensor --batch 4 --seq 64 --heads 4 --control clip-per-tensor
 fi
 # two micro-batches a step: batches 2s and 2s+1, gradients averaged
 train gpt2_accum gpt2 6 "$gpt2 --set grad_accum=2" "--lr 1e-3" &&
@@ -69,10 +72,16 @@ train gpt2_accum gpt2 6 "$gpt2 --set grad_accum=2" "--lr 1e-3" &&
 # SGD with Nesterov momentum (and the train section's weight decay 0.1)
 train gpt2_sgd gpt2 6 "$gpt2 --set optimizer=sgd --set momentum=0.9 --set nesterov=1" "--lr 0.1" &&
     same gpt2_sgd gpt2 --batch 4 --seq 64 --heads 4 --sgd --momentum 0.9 --nesterov
+# LoRA (rank 4, alpha 8) on c_attn and c_fc, everything else frozen: PEFT's
+# W x + (alpha/r) B A x, B from zero; scaling by alpha instead must fail
+if train gpt2_lora gpt2 6 "$gpt2 --set lora_rank=4 --set lora_alpha=8 --set lora_targets=*.c_attn.weight,*.mlp.c_fc.weight" "--lr 1e-2"; then
+    same gpt2_lora gpt2 --batch 4 --seq 64 --heads 4 --lora-scale 2
+    control gpt2_lora gpt2 lora-scale-alpha --batch 4 --seq 64 --heads 4 --lora-scale 8
+fi
 if train llama llama 8 "$llama" "--lr 1e-3"; then
     same llama llama --batch 4 --seq 64 --heads 4 --kv-heads 2 --eps 1e-5
-    control llama llama gqa-tiled --batch 4 --seq 64 --heads 4 --kv-heads 2 --eps 1e-5
-    control llama llama rope-interleaved --batch 4 --seq 64 --heads 4 --kv-heads 2 --eps 1e-5
+    control llama llama gqa-tiled --batch 4 --seq 64 --heads 4 --kv-heads 2 --eps 1e-5 --control gqa-tiled
+    control llama llama rope-interleaved --batch 4 --seq 64 --heads 4 --kv-heads 2 --eps 1e-5 --control rope-interleaved
 fi
 [ $fail -eq 0 ] && echo "PASS"
 exit $fail
