@@ -855,11 +855,21 @@ static void emit_template(Emit *e, Kernel *k) {
         }
         if (!k->scratch) die("linear_cross_entropy kernel %s without scratch", k->name);
         buf_ptr(e, k->scratch - 1, "scratch", true);
+        /* the op's chunk of rows, halved until its f32 logits fit in the
+         * scratch (the cuda target sizes it for its own kernels, whose
+         * logits are in x's dtype: its C form takes half the rows in bf16,
+         * each of the kernels' chunks two of its own) */
+        const Buf *sb = &e->p->bufs[k->scratch - 1];
+        int64_t nc = ir_int(n, "classes", V), chunk = ir_int(n, "chunk", N);
+        int64_t fit = shape_numel(&sb->shape) * dtype_size[sb->dt] / 4 / nc;
+        if (fit < 1) die("linear_cross_entropy kernel %s: scratch holds no row", k->name);
+        while (chunk > fit && chunk > 1) chunk = (chunk + 1) / 2;
+        if (chunk > fit) chunk = fit;
         fprintf(f, "    /* x [%lld,%lld] w [%lld,%lld]: %lld rows at a time, the logits never exist */\n", (long long)N, (long long)C, (long long)V,
-                (long long)C, (long long)ir_int(n, "chunk", N));
+                (long long)C, (long long)chunk);
         fprintf(f, "    tk_linear_ce%s(loss, dx, %d, dw, %d, x, w, targets, %lld, %lld, %lld, %lld, %lld, %lld, scratch, %d%s);%s\n",
                 sdx || sdw ? "_scaled" : "", dt_code(dx->ty.dt), k->acc_grads, (long long)N, (long long)C, (long long)V,
-                (long long)ir_int(n, "classes", V), (long long)ir_int(n, "chunk", N), (long long)ir_int(n, "ignore_index", -100),
+                (long long)nc, (long long)chunk, (long long)ir_int(n, "ignore_index", -100),
                 dt_code(n->in[0]->ty.dt), sdx || sdw ? ", sdx, sdw" : "", k->acc_grads ? " /* dw += (the accumulator) */" : "");
         break;
     }

@@ -985,8 +985,14 @@ static void lower_linear_ce(Lower *L, Node *n) {
     }
     int64_t rows = ir_int(n, "chunk", 1), nc = ir_int(n, "classes", n->in[1]->ty.shape.d[0]);
     int64_t d = rows * nc;
-    /* the cuda target keeps more there: row losses, and the chunk's gradient for the products */
-    if (strcmp(L->p->target, "cuda") == 0 && (cg_cuda_linear_ce_scratch(n) + 3) / 4 > d) d = (cg_cuda_linear_ce_scratch(n) + 3) / 4;
+    /* the cuda target's kernels keep their own layout there (row losses,
+     * then the chunk's logits and gradient in x's dtype: half the bytes of
+     * f32 logits in bf16); the program's C form takes as many rows of f32
+     * logits as that holds (emit_c), at least one */
+    if (strcmp(L->p->target, "cuda") == 0) {
+        d = (cg_cuda_linear_ce_scratch(n) + 3) / 4;
+        if (d < nc) d = nc;
+    }
     k->scratch = new_buf(L->p, BK_TEMP, (Type){DT_f32, shape_make(1, &d)}, "linear_ce.logits_chunk", NULL, (int)L->s->which) + 1;
 }
 
