@@ -55,6 +55,7 @@ int trn_save(TrnSession *s, const char *path, int with_state) {
     char *hdr = NULL;
     unsigned char *full = NULL, *blk = NULL;
     FILE *f = NULL;
+    RtBuf pnames = {0};
     if (!items || !st || !tmp) goto fail;
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
@@ -86,7 +87,7 @@ int trn_save(TrnSession *s, const char *path, int with_state) {
 
     /* the metadata: every value a string */
     char v[16][64];
-    RtStMeta meta[16];
+    RtStMeta meta[18];
     int nm = 0;
 #define META(k, ...) (snprintf(v[nm], sizeof v[nm], __VA_ARGS__), meta[nm].key = (char *)(k), meta[nm].value = v[nm], nm++)
     META("format", "trainc");
@@ -112,6 +113,17 @@ int trn_save(TrnSession *s, const char *path, int with_state) {
     meta[nm].key = "model";   /* not from v[]: names may be long */
     meta[nm].value = (char *)(m->name ? m->name : "");
     nm++;
+    if (with_state) { /* which tensors are parameters: --init loads those and skips the rest */
+        for (int i = 0; i < n; i++)
+            if (m->tensors[items[i].ti].kind == TRN_PARAM) rt_buf_printf(&pnames, "%s%s", pnames.len ? "," : "", items[i].st.name);
+        if (pnames.oom) {
+            rt_fail(err, errn, "out of memory listing the parameters");
+            goto fail;
+        }
+        meta[nm].key = "params";
+        meta[nm].value = pnames.p ? pnames.p : "";
+        nm++;
+    }
     qsort(meta, (size_t)nm, sizeof *meta, meta_by_key);
 
     size_t hlen;
@@ -151,6 +163,7 @@ int trn_save(TrnSession *s, const char *path, int with_state) {
     free(hdr);
     free(full);
     free(blk);
+    rt_buf_free(&pnames);
     return 0;
 fail:
     if (f) fclose(f);   /* already failing: the first error is the one reported */
@@ -166,10 +179,24 @@ fail:
     free(hdr);
     free(full);
     free(blk);
+    rt_buf_free(&pnames);
     return -1;
 }
 
 /* ---- loading ---- */
+
+/* Is name one of list's comma-separated names? */
+static int in_list(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t k = e ? (size_t)(e - p) : strlen(p);
+        if (k == n && memcmp(p, name, n) == 0) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
 
 static int parse_i64(const char *str, int64_t *out) {
     if (!str || !*str || (*str != '-' && (*str < '0' || *str > '9'))) return -1;
@@ -347,9 +374,14 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
         if (b > maxb) maxb = b;
         if ((int64_t)(x->end - x->begin) > maxb) maxb = (int64_t)(x->end - x->begin);
     }
+    /* a checkpoint with state names its parameters (metadata "params"):
+     * for --init the others are states, skipped whether or not this model
+     * has them (another optimizer's, precision's or accumulation's) */
+    const char *pnames = params_only ? rt_st_meta(&st, "params") : NULL;
     for (int j = 0; j < st.ntensors; j++) {
         int i = trn_find(s, st.t[j].name);
         TrnKind kind = i >= 0 ? m->tensors[i].kind : TRN_INPUT;
+        if (pnames && !in_list(pnames, st.t[j].name)) continue;
         int needed = i >= 0 && (kind == TRN_PARAM || (!params_only && kind == TRN_STATE));
         if (needed) continue;                                   /* loaded, or its problem listed above */
         if (i >= 0 && rt_copy_of(&m->tensors[i])) continue;     /* a copy saved by someone else: derived anyway */

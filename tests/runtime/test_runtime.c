@@ -599,7 +599,7 @@ static void test_ckpt_format(void) {
     const char *want2 =
         "{\"__metadata__\":{\"abi\":\"" ABI_TEXT "\",\"contents\":\"params+state\",\"data.batches\":\"random\",\"data.pos\":\"0\",\"format\":\"trainc\","
         "\"grad_accum\":\"1\",\"lr.max\":\"0.05\",\"lr.min\":\"0.001\",\"lr.schedule\":\"cosine\",\"lr.steps\":\"30\",\"lr.warmup\":\"2\","
-        "\"model\":\"bigram\",\"seed\":\"1337\",\"step\":\"1\",\"version\":\"1\"},"
+        "\"model\":\"bigram\",\"params\":\"b,w\",\"seed\":\"1337\",\"step\":\"1\",\"version\":\"1\"},"
         "\"adamw.m.b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[0,1024]},"
         "\"adamw.m.w\":{\"dtype\":\"F32\",\"shape\":[256,256],\"data_offsets\":[1024,263168]},"
         "\"adamw.v.b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[263168,264192]},"
@@ -726,6 +726,28 @@ static void test_init_errors(void) {
     CHECK(trn_load(s, path, 1) == 0, "%s", trn_error(s));
     CHECK(trn_step_count(s) == 0, "--init changed the step");
     trn_destroy(o);
+    /* ... and states this model does not have (another model's: gradient
+     * accumulators acc.w, acc.b; the file's "params" metadata names the
+     * parameters) are skipped too; the params load */
+    TrnSession *ac = cpu_session(&bigram_accum, 5);
+    trn_step(ac, feed_fixed, NULL, -1);
+    static float wa[256 * 256], wl[256 * 264];
+    trn_get(ac, "w", wa, sizeof wa);
+    CHECK(trn_save(ac, path, 1) == 0, "%s", trn_error(ac));
+    trn_destroy(ac);
+    CHECK(trn_load(s, path, 1) == 0, "states of another model: %s", trn_error(s));
+    trn_get(s, "w", wl, sizeof wl);
+    CHECK(wl[264 + 7] == wa[256 + 7] && wl[255 * 264 + 255] == wa[255 * 256 + 255], "--init did not load w from the accumulating model's checkpoint");
+    /* a tensor the metadata lists as a parameter, which this model lacks, is extra */
+    write_st(path, "{\"__metadata__\":{\"contents\":\"params+state\",\"params\":\"b,w,zzz\"},"
+                   "\"b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[0,1024]},"
+                   "\"opt.q\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[1024,1032]},"
+                   "\"w\":{\"dtype\":\"F32\",\"shape\":[256,256],\"data_offsets\":[1032,263176]},"
+                   "\"zzz\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[263176,263184]}}",
+             data, 263184);
+    CHECK(trn_load(s, path, 1) == -1 && strstr(trn_error(s), "extra tensor 'zzz'") && !strstr(trn_error(s), "opt.q") &&
+              strstr(trn_error(s), "1 problem"),
+          "%s", trn_error(s));
     /* another model's checkpoint: the tiny model's tensors are mis-shaped */
     TrnSession *t = cpu_session(&bigram_tiny, -1);
     CHECK(trn_save(t, path, 0) == 0, "%s", trn_error(t));
