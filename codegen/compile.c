@@ -176,7 +176,7 @@ static int run_cmd(char *const argv[], bool verbose) {
     if (pid < 0) return -1;
     if (pid == 0) {
         execvp(argv[0], argv);
-        fprintf(stderr, "trainc: cannot run %s: %s\n", argv[0], strerror(errno));
+        fprintf(stderr, "trainc: error: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
     int st;

@@ -9,6 +9,7 @@
  * (--help, --report, --sample). */
 #include "rt.h"
 
+#include "trainc_flags.h"
 #include "philox.h"
 
 #include <errno.h>
@@ -42,32 +43,12 @@ typedef struct Flag {
 } Flag;
 
 #define S(f) offsetof(Args, f)
+#define X(name, arg, type, field, given, help) {name, arg, F_##type, S(field), given, help},
 static const Flag flags[] = {
-    {"data", "FILE", F_STR, S(data), 0, "training tokens (llm.c .bin)"},
-    {"val", "FILE", F_STR, S(val), 0, "validation tokens (llm.c .bin)"},
-    {"steps", "N", F_INT, S(steps), S(given_steps), "optimizer steps of the run (the schedule's length)"},
-    {"lr", "X", F_F64, S(lr), S(given_lr), "peak learning rate"},
-    {"min-lr", "X", F_F64, S(min_lr), S(given_min_lr), "final learning rate of cosine / linear decay"},
-    {"schedule", "S", F_STR, S(schedule), S(given_schedule), "constant | cosine | linear"},
-    {"warmup", "N", F_INT, S(warmup), S(given_warmup), "linear warm-up steps"},
-    {"seed", "N", F_INT, S(seed), S(given_seed), "seed of init, batch order, dropout and sampling"},
-    {"batches", "ORDER", F_STR, S(batches), S(given_batches), "random | sequential (training; validation is sequential)"},
-    {"eval-every", "N", F_INT, S(eval_every), 0, "evaluate on --val every N steps (0: at the end only)"},
-    {"eval-steps", "N", F_INT, S(eval_steps), 0, "validation micro-batches per evaluation"},
-    {"save", "FILE", F_STR, S(save), 0, "checkpoint with state at the end ({step} in FILE: the step)"},
-    {"save-every", "N", F_INT, S(save_every), 0, "also save to --save every N steps (0: never)"},
-    {"resume", "FILE", F_STR, S(resume), 0, "continue a run from a checkpoint with state"},
-    {"init", "FILE", F_STR, S(init), 0, "initialise the parameters from a checkpoint"},
-    {"metrics", "FILE", F_STR, S(metrics), 0, "JSON-lines log: one object per step and per evaluation"},
-    {"sample", "N", F_INT, S(sample), 0, "after training, generate N tokens and print them"},
-    {"device", "D", F_STR, S(device), 0, "auto | cpu | cuda"},
-    {"threads", "N", F_INT, S(threads), 0, "host threads: OpenMP and initialisation (0: default)"},
-    {"print-every", "N", F_INT, S(print_every), 0, "progress line every N steps when stderr is not a terminal (0: auto)"},
-    {"report", NULL, F_BOOL, S(report), 0, "print the memory plan and exit"},
-    {"poison", NULL, F_BOOL, S(poison), 0, "fill dead buffers with NaN (checks the memory plan)"},
-    {"quiet", NULL, F_BOOL, S(quiet), 0, "no progress or information lines"},
+    TRN_RUNTIME_FLAGS(X)
     {"help", NULL, F_BOOL, S(help), 0, "this text"},
 };
+#undef X
 #undef S
 #define NFLAGS (int)(sizeof flags / sizeof flags[0])
 

@@ -4,17 +4,22 @@
  *
  * A command is one row of `commands` and one function; the options are one
  * table (`flags`) shared by every command, each row naming the commands it
- * applies to (NULL: all).  Exit status: 0 success, 1 a user error (bad
- * input, failed verification or pass), 2 a usage error (bad command line).
+ * applies to (NULL: all); `trainc run` also takes the runtime's flags
+ * (`rt_flags`) and hands them to trn_main.  Exit status: 0 success, 1 a
+ * user error (bad input, failed verification or pass), 2 a usage error
+ * (bad command line).
  */
 #include "ir.h"
 #include "compile.h"
 #include "interp_backend.h"
+#include "trainc_flags.h"
 #include "trainc_rt.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define TRAINC_VERSION "0.1.0"
 
@@ -91,6 +96,23 @@ static const Flag flags[] = {
 };
 #define NFLAGS ((int)(sizeof flags / sizeof flags[0]))
 
+/* The runtime's flags, which `trainc run` checks and hands to trn_main:
+ * the list runtime/main.c parses (runtime/trainc_flags.h; --help is
+ * trainc's own).  tests/ir/driver/run.ir compares the two --help texts. */
+typedef enum { RTF_STR, RTF_INT, RTF_F64, RTF_BOOL } RtFlagType;
+
+typedef struct RtFlag {
+    const char *name;             /* "--steps" */
+    const char *arg;              /* NULL: takes no value (RTF_BOOL) */
+    RtFlagType  type;
+    const char *help;
+} RtFlag;
+
+#define X(name, arg, type, field, given, help) {"--" name, arg, RTF_##type, help},
+static const RtFlag rt_flags[] = {TRN_RUNTIME_FLAGS(X)};
+#undef X
+#define NRT_FLAGS ((int)(sizeof rt_flags / sizeof rt_flags[0]))
+
 /* ---- commands ---- */
 
 static int cmd_check(Opts *o);
@@ -149,6 +171,14 @@ static void usage_cmd(FILE *f, const Command *c) {
         fprintf(f, "  %-26s %s\n", lhs, fl->help);
     }
     fprintf(f, "  %-26s %s\n", "-h, --help", "print this help");
+    if (strcmp(c->name, "run") == 0) {
+        fprintf(f, "\nruntime options (a compiled executable's flags, docs/runtime.md; defaults from the model's train section):\n");
+        for (int i = 0; i < NRT_FLAGS; i++) {
+            char lhs[64];
+            snprintf(lhs, sizeof lhs, "%s%s%s", rt_flags[i].name, rt_flags[i].arg ? " " : "", rt_flags[i].arg ? rt_flags[i].arg : "");
+            fprintf(f, "  %-26s %s\n", lhs, rt_flags[i].help);
+        }
+    }
     fprintf(f, "\npasses:\n");
     for (int i = 0; i < npass_list; i++) fprintf(f, "  %-26s %s\n", pass_list[i].name, pass_list[i].help);
 }
@@ -275,6 +305,37 @@ static int set_flag(Opts *o, const Flag *f, const char *val) {
     return EXIT_OK;
 }
 
+/* trainc run: argv[*i] as a runtime flag, with its value (the next
+ * argument unless --flag=VALUE), checked as runtime/main.c's parse_args
+ * checks the value's type and appended to o->rt_argv.  Returns an exit
+ * status, or -1 when it is not a runtime flag. */
+static int runtime_flag(Opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *eq = strchr(a, '=');
+    size_t n = eq ? (size_t)(eq - a) : strlen(a);
+    const RtFlag *f = NULL;
+    for (int k = 0; k < NRT_FLAGS && !f; k++)
+        if (strlen(rt_flags[k].name) == n && strncmp(rt_flags[k].name, a, n) == 0) f = &rt_flags[k];
+    if (!f) return -1;
+    const char *val = eq ? eq + 1 : NULL;
+    if (!f->arg && val) return usage_error(o->cmd, "option '%s' takes no value", f->name);
+    o->rt_argv[o->rt_argc++] = argv[*i];
+    if (f->arg && !val) {
+        if (*i + 1 >= argc) return usage_error(o->cmd, "option '%s' needs a value (%s)", f->name, f->arg);
+        val = argv[++*i];
+        o->rt_argv[o->rt_argc++] = argv[*i];
+    }
+    char *end;
+    errno = 0;
+    if (f->type == RTF_INT) {
+        long long v = strtoll(val, &end, 10);
+        if (!*val || errno || *end || v < 0) return usage_error(o->cmd, "%s takes a non-negative integer, not '%s'", f->name, val);
+    } else if (f->type == RTF_F64) {
+        double v = strtod(val, &end);
+        if (!*val || errno || *end || !(v >= 0) || isinf(v)) return usage_error(o->cmd, "%s takes a non-negative number, not '%s'", f->name, val);
+    }
+    return EXIT_OK;
+}
+
 /* Parses argv[from..] into o; returns an exit status, or -1 to go on. */
 static int parse_args(Opts *o, const Command *c, int argc, char **argv, int from) {
     o->rt_argv = xcalloc((size_t)argc + 2, sizeof(char *));
@@ -287,10 +348,6 @@ static int parse_args(Opts *o, const Command *c, int argc, char **argv, int from
         }
         bool run = strcmp(o->cmd, "run") == 0;
         if (a[0] != '-' || strcmp(a, "-") == 0) {
-            if (o->input && run) {
-                o->rt_argv[o->rt_argc++] = argv[i];
-                continue;
-            }
             if (o->input) return usage_error(o->cmd, "more than one input file ('%s' and '%s')", o->input, a);
             o->input = a;
             continue;
@@ -302,13 +359,14 @@ static int parse_args(Opts *o, const Command *c, int argc, char **argv, int from
             size_t n = strlen(fl->name);
             if (strncmp(a, fl->name, n) != 0) continue;
             if (a[n] == 0) f = fl;
-            else if (fl->arg && fl->name[1] == '-' && a[n] == '=') f = fl, val = a + n + 1;
+            else if (fl->name[1] == '-' && a[n] == '=') f = fl, val = a + n + 1; /* a flag without a value says so below */
             else if (fl->arg && fl->name[1] != '-') f = fl, val = a + n; /* -DNAME=VALUE, -oFILE */
         }
-        if (!f && run) {
-            /* a runtime option: handed to the training loop, which checks it */
-            o->rt_argv[o->rt_argc++] = argv[i];
-            continue;
+        if (run && (!f || !applies(f, o->cmd))) {
+            /* a runtime option (--steps N, --report): handed to the training loop */
+            int st = runtime_flag(o, argc, argv, &i);
+            if (st == EXIT_OK) continue;
+            if (st > 0) return st;
         }
         if (!f) return usage_error(o->cmd, "unknown option '%s'", a);
         if (!applies(f, o->cmd)) return usage_error(o->cmd, "option '%s' does not apply to 'trainc %s'", f->name, o->cmd);
@@ -458,6 +516,21 @@ static int emit(Opts *o, Graph *g, Diag *d) {
     return EXIT_OK;
 }
 
+/* --stats for compile and run: the statistics of the model's graph, as
+ * `trainc ir --stats` prints them, on stderr before anything else.  The
+ * graph is loaded quietly: the command loads it again and reports its
+ * warnings and errors once. */
+static void print_stats(Opts *o) {
+    FILE *null = fopen("/dev/null", "w"); /* (without it, the messages come twice) */
+    Diag d;
+    diag_init(&d, null ? null : stderr);
+    Graph *g = load(o, &d);
+    if (g && cg_apply_sets(g, o->sets, &d)) ir_print_stats(stderr, g);
+    ir_graph_free(g);
+    diag_free(&d);
+    if (null) fclose(null);
+}
+
 /* ---- the commands ---- */
 
 static int cmd_check(Opts *o) {
@@ -515,6 +588,7 @@ static int cmd_compile(Opts *o) {
     if (o->emit && strcmp(o->emit, "cuda") == 0 && (!o->target || strcmp(o->target, "cuda") != 0))
         return usage_error(o->cmd, "--emit=cuda needs --target=cuda");
     if (o->archs && (!o->target || strcmp(o->target, "cuda") != 0)) return usage_error(o->cmd, "--arch needs --target=cuda");
+    if (o->stats) print_stats(o);
     Diag d;
     diag_init(&d, stderr);
     CompileOptions c = compile_options(o);
@@ -524,6 +598,7 @@ static int cmd_compile(Opts *o) {
 }
 
 static int cmd_run(Opts *o) {
+    if (o->stats) print_stats(o);
     Diag d;
     diag_init(&d, stderr);
     CompileOptions c = compile_options(o);
@@ -548,6 +623,18 @@ static int cmd_run(Opts *o) {
 }
 
 /* ---- main ---- */
+
+/* A folder given as the input: reading one fails with EISDIR, or EIO
+ * through stdio ("Input/output error"), which does not say what is wrong. */
+static int check_input(const Opts *o) {
+    struct stat sb;
+    if (stat(o->input, &sb) != 0 || !S_ISDIR(sb.st_mode)) return -1;
+    Diag d;
+    diag_init(&d, stderr);
+    error_at(&d, NOLOC, "cannot read '%s': %s", o->input, strerror(EISDIR));
+    diag_free(&d);
+    return EXIT_USER;
+}
 
 static void free_opts(Opts *o) {
     for (int i = 0; i < o->ndefs; i++) free((char *)o->defs[i].name);
@@ -583,6 +670,7 @@ int main(int argc, char **argv) {
     Opts o = {0};
     o.cmd = cmd->name;
     int st = parse_args(&o, cmd, argc, argv, 2);
+    if (st < 0) st = check_input(&o);
     if (st < 0) st = cmd->run(&o);
     free_opts(&o);
     return st;
