@@ -8,3 +8,12 @@ if(TARGET trainc AND TARGET trainc-tokenize)
                    ${CMAKE_CURRENT_BINARY_DIR}/torch-parity)
   set_tests_properties(torch_parity PROPERTIES LABELS torch TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
+# tools/hf_to_trainc.py: Hugging Face GPT-2 and Llama checkpoints (their
+# names, Conv1D layouts, bf16, buffers) converted and loaded with --init
+# give Hugging Face's loss (tests/torch/hf_import.sh)
+if(TARGET trainc AND TARGET trainc-tokenize)
+  add_test(NAME torch_hf_import
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/torch/hf_import.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
+                   ${CMAKE_CURRENT_BINARY_DIR}/torch-hf-import)
+  set_tests_properties(torch_hf_import PROPERTIES LABELS torch TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()
