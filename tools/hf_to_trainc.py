@@ -2,6 +2,7 @@
 """tools/hf_to_trainc.py — a Hugging Face checkpoint as trainc's parameters.
 
     hf_to_trainc.py --arch gpt2|llama IN.safetensors [IN2.safetensors ...] -o OUT.safetensors
+    hf_to_trainc.py --arch gpt2|llama --to-hf CKPT.safetensors -o model.safetensors
 
 Reads the safetensors file(s) of a Hugging Face GPT2LMHeadModel / GPT2Model
 or LlamaForCausalLM (a sharded checkpoint: every shard) and writes one
@@ -19,6 +20,13 @@ examples/gpt2.model or examples/llama.model, for
   `lm_head.weight` in the files) the head starts as a copy of the table.
   Hugging Face's q_proj and k_proj are already in the rotate-half order
   trainc's rope uses (tests/torch/parity.sh checks that convention).
+
+--to-hf goes the other way: the parameters of a trainc checkpoint (its
+states, named by the checkpoint's "params" metadata or by their adamw.,
+sgd., amp. and grad_acc. prefixes, left out) with Hugging Face's names and
+layouts (GPT2LMHeadModel: "transformer." names, Conv1D weights [in, out],
+lm_head.weight the tied wte; LlamaForCausalLM: "model." names), so a model
+trained by trainc loads with from_pretrained (with its config.json).
 
 Data keep their dtype (F32, F16, BF16: --init converts).  A tensor the
 mapping does not know is an error, listed with the others, and nothing is
@@ -99,6 +107,44 @@ def llama(src):
     return out, bad
 
 
+def gpt2_to_hf(src):
+    out = {}
+    for n, t in src.items():
+        if n in ("wte", "wpe"):
+            out[f"transformer.{n}.weight"] = t
+        elif n.startswith("h.") and n.endswith(CONV1D):
+            out["transformer." + n] = transpose(t)
+        else:
+            out["transformer." + n] = t
+    if "transformer.wte.weight" in out:
+        out["lm_head.weight"] = out["transformer.wte.weight"]
+    return out
+
+
+def llama_to_hf(src):
+    out = {}
+    for n, t in src.items():
+        if n == "embed_tokens":
+            out["model.embed_tokens.weight"] = t
+        elif n == "lm_head.weight":
+            out[n] = t
+        else:
+            out["model." + n] = t
+    return out
+
+
+def trainc_params(path):
+    """The parameters of a trainc checkpoint: the tensors its "params"
+    metadata names, else those without a state's prefix."""
+    with open(path, "rb") as f:
+        b = f.read(8)
+        head = json.loads(f.read(struct.unpack("<Q", b)[0]))
+    names = head.get("__metadata__", {}).get("params")
+    keep = set(names.split(",")) if names else None
+    states = ("adamw.", "sgd.", "amp.", "grad_acc.")
+    return {k: t for k, t in read(path).items() if (k in keep if keep is not None else not k.startswith(states))}
+
+
 def write(path, tensors):
     names = sorted(tensors)
     head, off = {"__metadata__": {"format": "pt", "source": "tools/hf_to_trainc.py"}}, 0
@@ -122,9 +168,20 @@ def write(path, tensors):
 def main():
     ap = argparse.ArgumentParser(description="a Hugging Face GPT-2 or Llama checkpoint as trainc's parameters (for --init)")
     ap.add_argument("--arch", choices=["gpt2", "llama"], required=True)
+    ap.add_argument("--to-hf", action="store_true", help="from a trainc checkpoint to Hugging Face's names and layouts")
     ap.add_argument("inputs", nargs="+", help="the model's safetensors file(s)")
     ap.add_argument("-o", dest="out", required=True)
     a = ap.parse_args()
+    if a.to_hf:
+        if len(a.inputs) != 1:
+            sys.exit("hf_to_trainc: error: --to-hf takes one trainc checkpoint")
+        try:
+            out = (gpt2_to_hf if a.arch == "gpt2" else llama_to_hf)(trainc_params(a.inputs[0]))
+        except ValueError as e:
+            sys.exit(f"hf_to_trainc: error: {e}")
+        write(a.out, out)
+        print(f"hf_to_trainc: {len(out)} tensors written to {a.out}", file=sys.stderr)
+        return
     src = {}
     for p in a.inputs:
         for k, t in read(p).items():

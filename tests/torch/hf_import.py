@@ -13,6 +13,10 @@
         Conv1D is x W + b) against the first loss trainc logged
         (DIR/metrics.jsonl) after `--init` of the converted file; exits 1
         beyond 1e-5 relative
+    hf_import.py back DIR
+        DIR/back.safetensors (tools/hf_to_trainc.py --to-hf of a checkpoint
+        trainc saved) against DIR/hf.safetensors: the same tensors, bit for
+        bit, but for the mask buffers (GPT-2)
     hf_import.py control DIR
         DIR/control.safetensors: the converted file with one square Conv1D
         weight (h.0.attn.c_proj) left as Hugging Face stores it, which must
@@ -159,7 +163,7 @@ def hf_llama_loss(t, tokens, targets, H, Hkv):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["make", "check", "control"])
+    ap.add_argument("what", choices=["make", "check", "control", "back"])
     ap.add_argument("model", nargs="?", choices=["gpt2", "llama"])
     ap.add_argument("dir")
     for k in ("heads", "kv-heads", "vocab", "layers", "dim", "ffn", "seq", "batch"):
@@ -169,6 +173,13 @@ def main():
     if a.what == "make":
         make(a)
         return
+    if a.what == "back":
+        a_, b_ = read_st(os.path.join(a.dir, "hf.safetensors")), read_st(os.path.join(a.dir, "back.safetensors"))
+        want = {k: v[3] for k, v in a_.items() if not k.endswith(".attn.bias")}
+        got = {k: v[3] for k, v in b_.items()}
+        bad = sorted(set(want) ^ set(got)) + [k for k in want if k in got and want[k] != got[k]]
+        print(f"--to-hf: {len(got)} tensors, " + ("the same bytes" if not bad else "differ: " + ", ".join(bad[:5])))
+        sys.exit(1 if bad else 0)
     if a.what == "control":
         conv = read_st(os.path.join(a.dir, "trainc.safetensors"))
         out = {k: (v[0], v[1], v[3]) for k, v in conv.items()}

@@ -5,7 +5,8 @@
 # make), converted, loaded by a compiled examples/*.model with --init, and
 # the first loss compared with the loss of Hugging Face's own layout on the
 # same micro-batch (PyTorch, float64).  Controls: one square Conv1D weight
-# left untransposed gives another loss; an unknown tensor is refused.
+# left untransposed gives another loss; an unknown tensor is refused.  And
+# back: --to-hf of the checkpoint trainc saves gives the same tensors.
 # Skips (77) without a python3 that imports torch and numpy.
 set -u
 trainc=$1 tokenize=$2 out=$3
@@ -45,6 +46,13 @@ if [ -f gpt2/trainc.safetensors ]; then
         --metrics gpt2/metrics.jsonl && ! $hf check gpt2 gpt2 --heads 4 --batch 4 --seq 64 > gpt2/control.txt &&
         echo "control: an untransposed Conv1D weight: $(cat gpt2/control.txt)" ||
         { echo "FAIL: control: an untransposed Conv1D weight gave the same loss"; fail=1; }
+fi
+# back: a checkpoint trainc saved (with its optimizer states) as Hugging
+# Face's GPT-2 again: the tensors it was made from, bit for bit
+if [ -f gpt2/trainc.safetensors ]; then
+    gpt2/train --data tok_train.bin --init gpt2/trainc.safetensors --steps 0 --save gpt2/saved.safetensors --quiet &&
+        $conv --arch gpt2 --to-hf gpt2/saved.safetensors -o gpt2/back.safetensors 2> /dev/null && $hf back gpt2 ||
+        { echo "FAIL: --to-hf did not give back Hugging Face's tensors"; fail=1; }
 fi
 # a tensor the mapping does not know: an error naming it, no file written
 "$py" - "$out/odd.safetensors" <<'EOF'
