@@ -310,7 +310,7 @@ static bool share_padding(Graph *train, Graph *g, Diag *d) {
  * built (then the build is repeated with d, to show why). */
 static int64_t trial_arena(const CompileOptions *o, int keep, int *nblocks, int64_t *state, Diag *d) {
     CompileOptions t = *o;
-    t.report = false;
+    t.report = t.stats = false;
     t.po.quiet = t.po.ckpt_chosen = true;
     t.po.ckpt_keep = keep;
     t.po.ckpt_nblocks = nblocks;
@@ -402,6 +402,7 @@ bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Gr
         ir_graph_free(fwd);
         return false;
     }
+    if (o->stats) ir_print_stats(stderr, fwd);
     CompileOptions chosen;
     if (fwd->train.checkpoint && strcmp(fwd->train.checkpoint, "budget") == 0 && !o->po.ckpt_chosen) {
         chosen = *o;

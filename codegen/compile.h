@@ -16,6 +16,7 @@ typedef struct CompileOptions {
     const char   *archs;        /* --arch (cuda target): "sm_80,sm_90" (the default) */
     bool          keep;         /* keep the generated C next to the executable */
     bool          report;       /* print the memory plan */
+    bool          stats;        /* print the model graph's statistics (trainc ir --stats) on stderr, before the passes */
     bool          fuse;         /* generic fusion (--no-fuse turns it off) */
     bool          no_tc_attention; /* cuda target: half attention on the CUDA cores (--no-tc-attention) */
     bool          blas;         /* GEMMs through OpenBLAS (default on) */

@@ -1149,8 +1149,9 @@ static void att_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const 
  * (the kept-row count and the products' device scales) and the row losses
  * from byte 256, then the chunk's logits [chunk, V] in x's dtype (cuBLASLt
  * accumulates in f32 and rounds once), over which tk_lce_rows writes the
- * chunk's gradient, what the dx and dw products read.  The C backend uses
- * the buffer's first chunk x classes floats on the CPU. */
+ * chunk's gradient, what the dx and dw products read.  The program's C
+ * form (the CPU fallback, the kernel checks' reference) uses the buffer's
+ * first rows x classes floats, its chunk halved until they fit (emit_c). */
 static int64_t align_up(int64_t x) { return (x + CG_ALIGN - 1) / CG_ALIGN * CG_ALIGN; }
 
 /* the logits' byte offset in the scratch buffer */

@@ -230,6 +230,10 @@ static void check_source_names(Verifier *V) {
             node_error(V, n, "%s has an empty name", op_name(n->op));
             continue;
         }
+        if (n->op != OP_input && strchr(s, ',')) { /* a checkpoint lists its params' names comma-separated (docs/runtime.md) */
+            node_error(V, n, "%s name '%s' has a comma", op_name(n->op), s);
+            continue;
+        }
         v[k++] = (NamedNode){n->op, s, i, n};
     }
     qsort(v, (size_t)k, sizeof *v, cmp_named);

@@ -182,6 +182,11 @@ static void save_path(char *out, size_t n, const char *pattern, int64_t step) {
 static int report(const TrnModel *m) {
     char b[64];
     int64_t total = 0;
+    if (m->nmem == 0 && m->arena_bytes == 0) { /* the reference interpreter's model (trainc run) */
+        printf("model '%s' has no memory plan: the reference interpreter allocates its values as it goes "
+               "(trainc compile --report prints the compiled program's)\n", m->name ? m->name : "?");
+        return 0;
+    }
     printf("memory plan of model '%s'%s%s:\n", m->name ? m->name : "?", m->source ? " from " : "", m->source ? m->source : "");
     for (int i = 0; i < m->nmem; i++) {
         human_bytes(b, sizeof b, m->mem[i].bytes);

@@ -475,6 +475,7 @@ static CompileOptions compile_options(Opts *o) {
     c.target = o->target;
     c.keep = o->keep;
     c.report = o->report;
+    c.stats = o->stats;
     c.fuse = !o->no_fuse;
     c.no_tc_attention = o->no_tc;
     c.blas = !o->no_blas;
@@ -514,21 +515,6 @@ static int emit(Opts *o, Graph *g, Diag *d) {
     }
     if (o->stats) ir_print_stats(stderr, g);
     return EXIT_OK;
-}
-
-/* --stats for compile and run: the statistics of the model's graph, as
- * `trainc ir --stats` prints them, on stderr before anything else.  The
- * graph is loaded quietly: the command loads it again and reports its
- * warnings and errors once. */
-static void print_stats(Opts *o) {
-    FILE *null = fopen("/dev/null", "w"); /* (without it, the messages come twice) */
-    Diag d;
-    diag_init(&d, null ? null : stderr);
-    Graph *g = load(o, &d);
-    if (g && cg_apply_sets(g, o->sets, &d)) ir_print_stats(stderr, g);
-    ir_graph_free(g);
-    diag_free(&d);
-    if (null) fclose(null);
 }
 
 /* ---- the commands ---- */
@@ -588,7 +574,6 @@ static int cmd_compile(Opts *o) {
     if (o->emit && strcmp(o->emit, "cuda") == 0 && (!o->target || strcmp(o->target, "cuda") != 0))
         return usage_error(o->cmd, "--emit=cuda needs --target=cuda");
     if (o->archs && (!o->target || strcmp(o->target, "cuda") != 0)) return usage_error(o->cmd, "--arch needs --target=cuda");
-    if (o->stats) print_stats(o);
     Diag d;
     diag_init(&d, stderr);
     CompileOptions c = compile_options(o);
@@ -598,7 +583,6 @@ static int cmd_compile(Opts *o) {
 }
 
 static int cmd_run(Opts *o) {
-    if (o->stats) print_stats(o);
     Diag d;
     diag_init(&d, stderr);
     CompileOptions c = compile_options(o);
