@@ -13,11 +13,8 @@
 set -u
 trainc=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
-py=
-for p in python3 /usr/bin/python3; do
-    command -v "$p" > /dev/null && "$p" -c 'import torch' 2> /dev/null && { py=$p; break; }
-done
-[ -n "$py" ] || { echo "skip: no python3 here imports torch"; exit 77; }
+. "$root/tests/torch/common.sh"
+torch_python torch
 sizes="--layers 1 --heads 2 --dim 64 --seq 32 --batch 2"
 modes=eager
 "$py" -c 'import sys, torch; sys.exit(0 if hasattr(torch, "compile") else 1)' && modes="eager compile"

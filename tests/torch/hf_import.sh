@@ -11,14 +11,10 @@
 set -u
 trainc=$1 tokenize=$2 out=$3
 root=$(cd "$(dirname "$0")/../.." && pwd)
-py=
-for p in python3 /usr/bin/python3; do
-    command -v "$p" > /dev/null && "$p" -c 'import torch, numpy' 2> /dev/null && { py=$p; break; }
-done
-[ -n "$py" ] || { echo "skip: no python3 here imports torch and numpy"; exit 77; }
+. "$root/tests/torch/common.sh"
+torch_python torch numpy
 rm -rf "$out" && mkdir -p "$out" && cd "$out" || exit 2
-head -c 200000 "$root/../shared/data/tinyshakespeare.txt" > text.txt 2> /dev/null || head -c 200000 "$root/README.md" > text.txt
-"$tokenize" text.txt tok > /dev/null || { echo "FAIL: trainc-tokenize"; exit 1; }
+tiny_tokens "$tokenize"
 conv="$py $root/tools/hf_to_trainc.py"
 hf="$py $root/tests/torch/hf_import.py"
 fail=0
