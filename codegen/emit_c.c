@@ -863,8 +863,7 @@ static void emit_template(Emit *e, Kernel *k) {
         int64_t nc = ir_int(n, "classes", V), chunk = ir_int(n, "chunk", N);
         int64_t fit = shape_numel(&sb->shape) * dtype_size[sb->dt] / 4 / nc;
         if (fit < 1) die("linear_cross_entropy kernel %s: scratch holds no row", k->name);
-        while (chunk > fit && chunk > 1) chunk = (chunk + 1) / 2;
-        if (chunk > fit) chunk = fit;
+        while (chunk > fit) chunk = (chunk + 1) / 2; /* ends: fit >= 1 */
         fprintf(f, "    /* x [%lld,%lld] w [%lld,%lld]: %lld rows at a time, the logits never exist */\n", (long long)N, (long long)C, (long long)V,
                 (long long)C, (long long)chunk);
         fprintf(f, "    tk_linear_ce%s(loss, dx, %d, dw, %d, x, w, targets, %lld, %lld, %lld, %lld, %lld, %lld, scratch, %d%s);%s\n",

@@ -83,16 +83,6 @@ static void usage(FILE *out, const char *prog, const TrnModel *m) {
     fprintf(out, "See docs/runtime.md for the checkpoint, data and metrics formats.\n");
 }
 
-static int parse_int(const char *s, int64_t *out) {
-    if (!s || !*s) return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || *end) return -1;
-    *out = v;
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, Args *a, char *err, size_t errn) {
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -115,14 +105,10 @@ static int parse_args(int argc, char **argv, Args *a, char *err, size_t errn) {
         if (f->type == F_STR) {
             *(const char **)(void *)field = val;
         } else if (f->type == F_INT) {
-            if (parse_int(val, (int64_t *)(void *)field) != 0 || *(int64_t *)(void *)field < 0)
+            if (trn_flag_int(val, (int64_t *)(void *)field) != 0)
                 return rt_fail(err, errn, "--%s: '%s' is not a non-negative integer", f->name, val);
-        } else {
-            char *end;
-            errno = 0;
-            double v = strtod(val, &end);
-            if (errno || *end || !*val || !(v >= 0) || isinf(v)) return rt_fail(err, errn, "--%s: '%s' is not a non-negative number", f->name, val);
-            *(double *)(void *)field = v;
+        } else if (trn_flag_f64(val, (double *)(void *)field) != 0) {
+            return rt_fail(err, errn, "--%s: '%s' is not a non-negative number", f->name, val);
         }
         if (f->given) *(int *)(void *)((char *)a + f->given) = 1;
     }

@@ -11,6 +11,32 @@
 #ifndef TRAINC_RUNTIME_FLAGS_H
 #define TRAINC_RUNTIME_FLAGS_H
 
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* The values the flags take, checked alike by both programs: an INT is a
+ * non-negative integer, an F64 a finite non-negative number.  0 and *out
+ * set, or -1. */
+static inline int trn_flag_int(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = s && *s ? strtoll(s, &end, 10) : -1;
+    if (!s || !*s || errno || *end || v < 0) return -1;
+    *out = v;
+    return 0;
+}
+
+static inline int trn_flag_f64(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = s && *s ? strtod(s, &end) : -1;
+    if (!s || !*s || errno || *end || !(v >= 0) || isinf(v)) return -1;
+    *out = v;
+    return 0;
+}
+
 #define TRN_RUNTIME_FLAGS(X) \
     X("data", "FILE", STR, data, 0, "training tokens (llm.c .bin)") \
     X("val", "FILE", STR, val, 0, "validation tokens (llm.c .bin)") \

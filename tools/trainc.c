@@ -16,7 +16,6 @@
 #include "trainc_rt.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -306,8 +305,8 @@ static int set_flag(Opts *o, const Flag *f, const char *val) {
 }
 
 /* trainc run: argv[*i] as a runtime flag, with its value (the next
- * argument unless --flag=VALUE), checked as runtime/main.c's parse_args
- * checks the value's type and appended to o->rt_argv.  Returns an exit
+ * argument unless --flag=VALUE), its value checked as runtime/main.c
+ * checks it (trn_flag_int, trn_flag_f64), and appended to o->rt_argv.  Returns an exit
  * status, or -1 when it is not a runtime flag. */
 static int runtime_flag(Opts *o, int argc, char **argv, int *i) {
     const char *a = argv[*i], *eq = strchr(a, '=');
@@ -324,15 +323,10 @@ static int runtime_flag(Opts *o, int argc, char **argv, int *i) {
         val = argv[++*i];
         o->rt_argv[o->rt_argc++] = argv[*i];
     }
-    char *end;
-    errno = 0;
-    if (f->type == RTF_INT) {
-        long long v = strtoll(val, &end, 10);
-        if (!*val || errno || *end || v < 0) return usage_error(o->cmd, "%s takes a non-negative integer, not '%s'", f->name, val);
-    } else if (f->type == RTF_F64) {
-        double v = strtod(val, &end);
-        if (!*val || errno || *end || !(v >= 0) || isinf(v)) return usage_error(o->cmd, "%s takes a non-negative number, not '%s'", f->name, val);
-    }
+    int64_t iv;
+    double dv;
+    if (f->type == RTF_INT && trn_flag_int(val, &iv) != 0) return usage_error(o->cmd, "%s takes a non-negative integer, not '%s'", f->name, val);
+    if (f->type == RTF_F64 && trn_flag_f64(val, &dv) != 0) return usage_error(o->cmd, "%s takes a non-negative number, not '%s'", f->name, val);
     return EXIT_OK;
 }
 

@@ -5,9 +5,11 @@
 #                           (PATH's, else Debian's /usr/bin/python3), or
 #                           exits 77, the tests' skip (scripts/setup.sh
 #                           installs python3-torch when it can)
-#   tiny_tokens TOKENIZE    tok_train.bin (and tok_val.bin) in the current
-#                           folder: the first 200 KB of tiny Shakespeare,
-#                           or of the README where ../shared is not there
+#   torch_setup OUT TOKENIZE  torch_python torch numpy, then OUT made
+#                           afresh and entered, with tok_train.bin (and
+#                           tok_val.bin) in it: the first 200 KB of tiny
+#                           Shakespeare, or of the README where ../shared
+#                           is not there
 torch_python() {
     local p mods
     mods=$(IFS=,; echo "$*")
@@ -18,7 +20,9 @@ torch_python() {
     echo "skip: no python3 here imports $*"
     exit 77
 }
-tiny_tokens() {
+torch_setup() {
+    torch_python torch numpy
+    rm -rf "$1" && mkdir -p "$1" && cd "$1" || exit 2
     head -c 200000 "$root/../shared/data/tinyshakespeare.txt" > text.txt 2> /dev/null || head -c 200000 "$root/README.md" > text.txt
-    "$1" text.txt tok > /dev/null || { echo "FAIL: trainc-tokenize"; exit 1; }
+    "$2" text.txt tok > /dev/null || { echo "FAIL: trainc-tokenize"; exit 1; }
 }

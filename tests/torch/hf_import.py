@@ -26,7 +26,6 @@ import argparse
 import json
 import math
 import os
-import struct
 import sys
 
 import numpy as np
@@ -34,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import parity  # noqa: E402  (the loaders, batches, attention, rms_norm, rope)
+import parity  # noqa: E402  (the loaders, batches, attention, rms_norm, rope; parity.st: the safetensors reader and writer)
 
 DT = torch.float64
 
@@ -45,38 +44,16 @@ def bf16_bits(a):
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 
 
-def write_st(path, tensors):
-    """tensors: {name: (dtype, shape, bytes)}."""
-    head, off = {}, 0
-    for k in sorted(tensors):
-        dt, shape, raw = tensors[k]
-        head[k] = {"dtype": dt, "shape": list(shape), "data_offsets": [off, off + len(raw)]}
-        off += len(raw)
-    h = json.dumps(head).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h)
-        for k in sorted(tensors):
-            f.write(tensors[k][2])
-
-
 def read_st(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    head = json.loads(b[8:8 + n])
+    """{name: (dtype, shape, float64 tensor or None, raw bytes)} (tools/hf_to_trainc.py's reader)."""
     out = {}
-    for k, v in head.items():
-        if k == "__metadata__":
-            continue
-        lo, hi = v["data_offsets"]
-        a = b[8 + n + lo:8 + n + hi]
-        if v["dtype"] == "F32":
-            t = np.frombuffer(a, "<f4").astype(np.float64)
-        elif v["dtype"] == "BF16":
-            t = (np.frombuffer(a, "<u2").astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-        else:
-            t = np.frombuffer(a, "u1")
-        out[k] = (v["dtype"], v["shape"], torch.tensor(t.reshape(v["shape"])) if v["dtype"] in ("F32", "BF16") else None, a)
+    for k, (dt, shape, raw) in parity.st.read(path).items():
+        t = None
+        if dt == "F32":
+            t = torch.tensor(np.frombuffer(raw, "<f4").astype(np.float64).reshape(shape))
+        elif dt == "BF16":
+            t = torch.tensor((np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32).astype(np.float64).reshape(shape))
+        out[k] = (dt, shape, t, raw)
     return out
 
 
@@ -125,7 +102,7 @@ def make(a):
             put(p + "self_attn.rotary_emb.inv_freq", inv)   # a buffer older checkpoints carry
         for k, x in bf.items():   # Llama checkpoints are bf16
             T[k] = ("BF16", x.shape, bf16_bits(x).tobytes())
-    write_st(os.path.join(a.dir, "hf.safetensors"), T)
+    parity.st.write(os.path.join(a.dir, "hf.safetensors"), T)
 
 
 def hf_gpt2_loss(t, tokens, targets, H):
@@ -186,7 +163,7 @@ def main():
         dt, shape, _, raw = conv["h.0.attn.c_proj.weight"]
         m = np.frombuffer(raw, "<f4").reshape(shape).T.copy()
         out["h.0.attn.c_proj.weight"] = (dt, shape, m.tobytes())
-        write_st(os.path.join(a.dir, "control.safetensors"), out)
+        parity.st.write(os.path.join(a.dir, "control.safetensors"), out)
         return
     t = read_st(os.path.join(a.dir, "hf.safetensors"))
     tok = parity.load_tokens(os.path.join(a.dir, "tok_train.bin"))

@@ -12,9 +12,7 @@ set -u
 trainc=$1 tokenize=$2 out=$3
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/tests/torch/common.sh"
-torch_python torch numpy
-rm -rf "$out" && mkdir -p "$out" && cd "$out" || exit 2
-tiny_tokens "$tokenize"
+torch_setup "$out" "$tokenize"
 conv="$py $root/tools/hf_to_trainc.py"
 hf="$py $root/tests/torch/hf_import.py"
 fail=0

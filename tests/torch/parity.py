@@ -27,12 +27,15 @@ times the sum of the learning rates (how far AdamW can move a weight).
 import argparse
 import json
 import math
-import struct
+import os
 import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import hf_to_trainc as st  # noqa: E402  (the safetensors reader and writer of the Python tools and tests)
 
 DT = torch.float64
 
@@ -42,20 +45,13 @@ CONTROL = None
 
 
 def load_safetensors(path):
-    """The F32 parameters of a trainc checkpoint (the states, named adamw.*,
-    sgd.*, amp.* and grad_acc.*, left out)."""
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    head = json.loads(b[8:8 + n])
+    """The parameters of a trainc checkpoint (those its "params" metadata
+    names: tools/hf_to_trainc.py's trainc_params), as float64 tensors."""
     out = {}
-    for k, v in head.items():
-        if k == "__metadata__" or k.startswith(("adamw.", "sgd.", "amp.", "grad_acc.")):
-            continue
-        if v["dtype"] != "F32":
-            sys.exit(f"{path}: {k} is {v['dtype']}, not F32")
-        lo, hi = v["data_offsets"]
-        a = np.frombuffer(b[8 + n + lo:8 + n + hi], dtype="<f4").reshape(v["shape"])
-        out[k] = torch.tensor(a.astype(np.float64))
+    for k, (dt, shape, raw) in st.trainc_params(path).items():
+        if dt != "F32":
+            sys.exit(f"{path}: {k} is {dt}, not F32")
+        out[k] = torch.tensor(np.frombuffer(raw, dtype="<f4").astype(np.float64).reshape(shape))
     return out
 
 
@@ -172,7 +168,6 @@ def bench_loss(p, tokens, targets, H):
     reference, in eager mode) with these parameters on one micro-batch: the
     benchmark times the model trainc trains."""
     import importlib.util
-    import os
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "gpt2_torch.py")
     spec = importlib.util.spec_from_file_location("gpt2_torch", path)
     mod = importlib.util.module_from_spec(spec)

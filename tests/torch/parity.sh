@@ -20,9 +20,7 @@ set -u
 trainc=$1 tokenize=$2 out=$3
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/tests/torch/common.sh"
-torch_python torch numpy
-rm -rf "$out" && mkdir -p "$out" && cd "$out" || exit 2
-tiny_tokens "$tokenize"
+torch_setup "$out" "$tokenize"
 gpt2="-D vocab=256 -D layers=2 -D heads=4 -D dim=64 -D seq=64 -D batch=4"
 llama="-D vocab=256 -D layers=2 -D heads=4 -D kv_heads=2 -D dim=64 -D ffn=128 -D seq=64 -D batch=4"
 fail=0
