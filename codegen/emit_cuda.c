@@ -1272,7 +1272,7 @@ static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
             d.dtype = (int)dt, d.cdtype = (int)dx->ty.dt, d.ta = 0, d.tb = 0;
             d.M = rows, d.N = C, d.K = V;
             d.a = go, d.b = wo, d.c = p->bufs[dxb].offset + r0 * C * dtype_size[dx->ty.dt];
-            d.lda = V, d.ldb = C, d.ldc = C, d.bias = -1, d.scale = base + (sdx || sdw ? 24 : 8);
+            d.lda = V, d.ldb = C, d.ldc = C, d.bias = -1, d.scale = base + (sdx || sdw ? 24 : 8), d.zero_c = 1;
             add_gemm_step(r, &d);
         }
         /* dw [V, C] = alpha g^T . x_c (+ dw: after the first chunk, and
@@ -1283,6 +1283,7 @@ static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
             d.M = V, d.N = C, d.K = rows;
             d.a = go, d.b = xo + r0 * C * es, d.c = p->bufs[dwb].offset;
             d.lda = V, d.ldb = C, d.ldc = C, d.bias = -1, d.scale = base + (r0 || k->acc_grads ? 16 : 8);
+            d.zero_c = !(r0 || k->acc_grads);
             add_gemm_step(r, &d);
         }
     }
@@ -2062,7 +2063,7 @@ static void emit_gemm_init(FILE *f, const TrnCudaGemm *g) {
     for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->sb[b]);
     fputs("}, {", f);
     for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->sc[b]);
-    fprintf(f, "}, %d, %d, %lld, %d, %lld}", g->accumulate, g->epi, (long long)g->aux, g->bgrad, (long long)g->dbias);
+    fprintf(f, "}, %d, %d, %lld, %d, %lld, %d}", g->accumulate, g->epi, (long long)g->aux, g->bgrad, (long long)g->dbias, g->zero_c);
 }
 
 bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *d) {

@@ -373,6 +373,7 @@ struct TrnCudaDev {
     int                  nbg, nbg_plain;    /* the same for bias-gradient epilogues */
     int                  plain_gelu;        /* TRAINC_CUDA_GELU_EPILOGUE=0: every GELU one so */
     int                  plain_bgrad;       /* TRAINC_CUDA_BGRAD_EPILOGUE=0: every bias-gradient one so */
+    int                  no_beta0_fill;     /* TRAINC_CUDA_BETA0_FILL=0: a product whose beta on the device is 0 leaves C as it was (TrnCudaGemm.zero_c) */
 };
 
 static int select_image(TrnCudaDev *g, int major, int minor, char *err, size_t errn) {
@@ -471,6 +472,8 @@ static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm
             return rt_fail(err, errn, "module: kernel %s has a bias gradient %d it cannot have", k->name, m->bgrad);
         g->nbg++;
     }
+    if (m->zero_c && (m->scale < 0 || m->ldc != m->N || m->nbatch || m->epi != TRN_GEMM_PLAIN || m->bgrad != TRN_BGRAD_NONE))
+        return rt_fail(err, errn, "module: kernel %s zeroes a product's C that is not one range, or whose beta is not on the device", k->name);
     if (m->epi != TRN_GEMM_PLAIN) {
         if (m->epi != TRN_GEMM_GELU && m->epi != TRN_GEMM_DGELU) return rt_fail(err, errn, "module: kernel %s has epilogue %d", k->name, m->epi);
         if (m->epi == TRN_GEMM_DGELU && m->aux < 0) return rt_fail(err, errn, "module: kernel %s has a GELU gradient without its input", k->name);
@@ -615,6 +618,11 @@ static int run_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *err,
         const void *A = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)(m->a + ea * r->esize));
         const void *B = (const void *)(uintptr_t)(g->arena + (CUdeviceptr)(m->b + eb * r->esize));
         void *C = (void *)(uintptr_t)(g->arena + (CUdeviceptr)(product_dst(m, r) + ec * r->cesize));
+        /* beta, read on the device, is 0: C zeroed first, so that the
+         * result does not depend on what the arena held there (emit_cuda.c
+         * sets zero_c only where ldc = N: one range) */
+        if (m->zero_c && !g->no_beta0_fill)
+            CU(MemsetD8Async, ((CUdeviceptr)(uintptr_t)C, 0, (size_t)(m->M * m->N * r->cesize), g->st), k->name, w);
         LT(Matmul, (g->lt, r->desc, alpha, B, r->la, A, r->lb, beta, C, r->lc, C, r->lc, &r->algo, ws, (size_t)g->cm->workspace_bytes, g->st), w);
     }
     return 0;
@@ -848,6 +856,8 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     g->plain_gelu = xe && strcmp(xe, "0") == 0;
     const char *be = getenv("TRAINC_CUDA_BGRAD_EPILOGUE");
     g->plain_bgrad = be && strcmp(be, "0") == 0;
+    const char *fe = getenv("TRAINC_CUDA_BETA0_FILL");
+    g->no_beta0_fill = fe && strcmp(fe, "0") == 0;
     const char *pe = getenv("TRAINC_CUDA_PROFILE");
     if (pe && *pe) {
         if (!drv.EventElapsedTime) return rt_fail(err, errn, "TRAINC_CUDA_PROFILE: the driver lacks cuEventElapsedTime");

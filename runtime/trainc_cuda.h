@@ -23,7 +23,7 @@
 extern "C" {
 #endif
 
-#define TRN_CUDA_ABI 5
+#define TRN_CUDA_ABI 6
 #define TRN_CUDA_MAXARGS 16
 
 /* A compiled image: cubin for one architecture, or PTX (JIT-compiled by the driver). */
@@ -66,6 +66,9 @@ typedef struct TrnCudaGemm {
     int64_t aux;                /* byte offset of the pre-activation [M,N] (ldc): gelu writes it there too (-1: not kept), dgelu reads it */
     int     bgrad;              /* TRN_BGRAD_A: dbias[M] = sum_k op(A)[m,k]; TRN_BGRAD_B: dbias[N] = sum_k op(B)[k,n] (epi is plain) */
     int64_t dbias;              /* byte offset of that bias gradient (C's dtype), -1: none */
+    int     zero_c;             /* 1: C's M rows (ldc = N) are zeroed before the product: scale >= 0 and the beta
+                                   there is 0, and cuBLASLt does not document that it leaves C unread when beta,
+                                   read on the device, is 0 (0 times a NaN that C held is a NaN) */
 } TrnCudaGemm;
 
 /* A product's epilogue (cuBLASLt's GELU[_AUX][_BIAS] and DGELU).  Where

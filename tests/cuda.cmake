@@ -262,6 +262,10 @@ if(TRAINC_CXX)
   # linear_cross_entropy multiplying the scale into its products (the
   # count kernel's dx and dw alphas: lower.c lce_scale_mul)
   trainc_fake_test(gpt2_small_fp16 examples/gpt2.model 3 2e-2 -D vocab=256 -D layers=1 -D heads=2 -D dim=32 -D seq=32 -D batch=4 --set precision=fp16)
+  # ... with a cuBLASLt that reads C where beta, from the device, is 0 (the
+  # products above with the count kernel's alphas): the runtime zeroes C
+  # first, and the control without that fails the kernel check
+  set_property(TEST cuda_fake_gpt2_small_fp16 APPEND PROPERTY ENVIRONMENT "FAKE_CUBLASLT_BETA0_READS_C=1")
   # 4096 rows of GPT-2 in fp32: the norms' weight gradients over row
   # groups, 4 columns a thread (cuda_emu_gpt2_rows_bf16 has the bf16 form)
   # (about 45 s: not in the sanitizer run)

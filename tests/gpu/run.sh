@@ -12,7 +12,9 @@
 #      random inputs, poisoned outputs (build-gpu/kcheck_*, tests/gpu/kcheck.c);
 #      tiny GPT-2 fp32 twice: with cuBLASLt's GELU and bias-gradient
 #      epilogues and with the kernels the runtime runs in their place
-#      (TRAINC_CUDA_GELU_EPILOGUE=0 TRAINC_CUDA_BGRAD_EPILOGUE=0);
+#      (TRAINC_CUDA_GELU_EPILOGUE=0 TRAINC_CUDA_BGRAD_EPILOGUE=0); and a
+#      finding: whether cuBLASLt reads C where beta, from the device, is 0
+#      (fp16 GPT-2's linear_cross_entropy with TRAINC_CUDA_BETA0_FILL=0);
 #   2. end to end: 20 steps of the tiny models on the GPU against the same
 #      executable on the CPU: fp32 losses within 1e-4 relative, bf16 and
 #      fp16 within 2e-2 (both round to the half dtype at the same places,
@@ -148,13 +150,21 @@ met = {"speedup_vs_compile": lambda x: x >= 1.3, "device_memory_vs_compile": lam
 goal["met"] = {k: (met[k](v) if v is not None else None) for k, v in goal.items() if k in met}
 goal["reference"] = ref if pc.get("tokens_per_s") else None
 res["goal"] = goal
+# the finding of gpt2_tiny_fp16_nofill (above kmodels): None when it did not run
+nf = next((r.get("summary") or {} for r in rows if r["stage"] == "kernels" and r.get("model") == "gpt2_tiny_fp16_nofill"), {})
+res["cublaslt_reads_c_beta0"] = nf.get("failed", 0) > 0 if nf.get("kernels") else None
 json.dump(res, open(sys.argv[2], "w"), indent=1)
 t = []
 for r in rows:
     if r.get("skipped"):
         t.append(f"{r['stage']:<8} {r.get('model') or r.get('impl')} skipped: out of time (TRAINC_GPU_BUDGET)")
         continue
-    if r["stage"] == "kernels":
+    if r["stage"] == "kernels" and r["model"] == "gpt2_tiny_fp16_nofill":
+        s = r.get("summary") or {}
+        reads = res["cublaslt_reads_c_beta0"]
+        t.append(f"finding  cuBLASLt reads C where beta, from the device, is 0: {'-' if reads is None else 'yes' if reads else 'no'}"
+                 f" ({s.get('kernels', '?')} kernels checked without zeroing C, {s.get('failed', '?')} failed; rc {r['rc']})")
+    elif r["stage"] == "kernels":
         s = r.get("summary") or {}
         t.append(f"kernels  {r['model']:<15} {'ok ' if r['rc'] == 0 else 'FAIL'} {s.get('kernels', '?')} kernels, {s.get('failed', '?')} failed, worst {s.get('worst', float('nan')):.2e} ({s.get('worst_kernel', '')})")
         epi = re.findall(r"(?:GELU epilogues|bias gradients): \d+ in cuBLASLt, \d+ as kernels", r.get("first_line", ""))
@@ -215,17 +225,24 @@ tl() {
 # ---- 1. kernels ----
 # (gpt2_tiny_plain: GPT-2's products with GELU and bias-gradient epilogues
 # run without them, the module's kernels after; every other one with
-# cuBLASLt's where its heuristic has them, which kcheck's first line counts)
-kmodels="gpt2_tiny gpt2_tiny_plain llama_tiny mlp mlp_rows gpt2_d64 llama_d128 gpt2_tiny_bf16 llama_tiny_bf16 gpt2_tiny_fp16 gpt2_d64_bf16
+# cuBLASLt's where its heuristic has them, which kcheck's first line counts.
+# gpt2_tiny_fp16_nofill is a finding, not a check: fp16 GPT-2's
+# linear_cross_entropy alone, its products whose beta, read from the
+# device, is 0 run without the runtime zeroing C first
+# (TRAINC_CUDA_BETA0_FILL=0): poisoned C coming through means that
+# cuBLASLt reads C there, and the zeroing is needed)
+kmodels="gpt2_tiny gpt2_tiny_plain gpt2_tiny_fp16_nofill llama_tiny mlp mlp_rows gpt2_d64 llama_d128 gpt2_tiny_bf16 llama_tiny_bf16 gpt2_tiny_fp16 gpt2_d64_bf16
          gpt2_d64_bf16_notc llama_d64_bf16 llama_d128_bf16"
 want kernels || kmodels=
 for m in $kmodels; do
     lim=$(cap 75 $r_e2e)
     [ "$lim" -lt 10 ] && { skipped kernels model $m; continue; }
     t0=$(date +%s%N)
-    exe=$m plain=
+    exe=$m plain= fill= only=
     [ "$m" = gpt2_tiny_plain ] && exe=gpt2_tiny plain=0
-    TRAINC_CUDA_GELU_EPILOGUE=$plain TRAINC_CUDA_BGRAD_EPILOGUE=$plain timeout -k 5 $lim "$B/kcheck_$exe" "$L/kcheck_$m.jsonl" 1234 > "$L/kcheck_$m.log" 2>&1
+    [ "$m" = gpt2_tiny_fp16_nofill ] && exe=gpt2_tiny_fp16 fill=0 only=linear_cross_entropy
+    TRAINC_CUDA_GELU_EPILOGUE=$plain TRAINC_CUDA_BGRAD_EPILOGUE=$plain TRAINC_CUDA_BETA0_FILL=$fill TRAINC_KCHECK_ONLY=$only \
+        timeout -k 5 $lim "$B/kcheck_$exe" "$L/kcheck_$m.jsonl" 1234 > "$L/kcheck_$m.log" 2>&1
     rc=$?
     t1=$(date +%s%N)
     tail -3 "$L/kcheck_$m.log"

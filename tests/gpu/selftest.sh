@@ -8,7 +8,8 @@
 # "initialised on the device", TRAINC_CUDA_PROFILE's lines, the torch
 # script's JSON) with numbers chosen here, so that every figure the table
 # shows is known:
-#   - kcheck_gpt2_tiny passes; kcheck_llama_tiny hangs: its run times out
+#   - kcheck_gpt2_tiny passes; the finding's check (gpt2_tiny_fp16
+#     without zeroing C) fails: cuBLASLt "reads C"; kcheck_llama_tiny hangs: its run times out
 #     at the budget's cap and the kernel checks after it are skipped;
 #   - the e2e runs agree but for gpt2_tiny_fp16, whose GPU losses are 5%
 #     off (a failed row); llama_tiny's step-0 checkpoints differ;
@@ -50,6 +51,15 @@ torch_bench)
 kcheck_llama_tiny)
     echo "kcheck llama_tiny on Stand-in: arena 1 bytes"
     sleep 1000 ;;
+kcheck_gpt2_tiny_fp16)
+    # the finding row (TRAINC_CUDA_BETA0_FILL=0, one kernel): C read
+    if [ "${TRAINC_CUDA_BETA0_FILL:-}" = 0 ] && [ "${TRAINC_KCHECK_ONLY:-}" = linear_cross_entropy ]; then
+        echo "kcheck gpt2_tiny_fp16: 1 kernels, 1 failed, worst relative error 0.000e+00 (k10_linear_cross_entropy)"
+        echo '{"model":"gpt2_tiny_fp16","summary":true,"kernels":1,"failed":1,"worst":0,"worst_kernel":"k10_linear_cross_entropy"}' > "$1"
+        exit 1
+    fi
+    echo '{"model":"gpt2_tiny_fp16","summary":true,"kernels":40,"failed":0,"worst":0,"worst_kernel":""}' > "$1"
+    exit 0 ;;
 kcheck_*)
     m=${me#kcheck_}
     echo "kcheck $m on Stand-in H200 (sm_90), GELU epilogues: 2 in cuBLASLt, 0 as kernels: arena 4096 bytes"
@@ -132,6 +142,9 @@ check("kcheck summary parsed", k.get("rc") == 0 and (k.get("summary") or {}).get
 check("epilogue counts in the table", "GELU epilogues: 2 in cuBLASLt, 0 as kernels" in table)
 h = one("kernels", "model", "llama_tiny")
 check("the hanging check timed out at the cap", h.get("rc") in (124, 137) and h.get("last_line", "").startswith("timed out") and 9000 <= h.get("ms", 0) <= 25000)
+nf = one("kernels", "model", "gpt2_tiny_fp16_nofill")
+check("the finding: cuBLASLt reads C where beta from the device is 0", nf.get("rc") == 1 and res.get("cublaslt_reads_c_beta0") is True
+      and "finding  cuBLASLt reads C where beta, from the device, is 0: yes (1 kernels checked without zeroing C, 1 failed; rc 1)" in table)
 check("the checks after it skipped", all(one("kernels", "model", m).get("skipped") for m in ("mlp", "llama_d128_bf16")))
 e = one("e2e", "model", "gpt2_tiny")["result"] or {}
 check("e2e agreement", e.get("ok") is True and e.get("steps") == 20 and e.get("max_rel") == 0 and e.get("graph_equals_eager") is True)

@@ -25,7 +25,10 @@
  *   - cublasLtMatmul computes D = alpha op(A) op(B) + beta C (+ bias over
  *     D's rows), column-major with leading dimensions and strided batches,
  *     in double, rounded once to D's type (TF32 inputs rounded to 10
- *     mantissa bits); C is not read when beta is 0; the pointers must be as
+ *     mantissa bits); C is not read when beta is 0 (with
+ *     FAKE_CUBLASLT_BETA0_READS_C set, it is when beta comes from the device:
+ *     0 times a NaN that C held is a NaN, the worst that cuBLASLt's
+ *     documentation allows there); the pointers must be as
  *     aligned as the preference told the heuristic.  The GELU epilogues
  *     (tanh form): GELU[_BIAS] D = gelu(v), GELU_AUX[_BIAS] also storing v
  *     in the aux matrix (EPILOGUE_AUX_POINTER, _LD: a multiple of 8, at
@@ -924,6 +927,7 @@ static void run_gemm(const Gemm *g) {
         alpha = d->scale == CUDA_R_64F ? *(const double *)g->palpha : *(const float *)g->palpha;
         beta = d->scale == CUDA_R_64F ? *(const double *)g->pbeta : *(const float *)g->pbeta;
     }
+    bool reads_c = d->pmode == CUBLASLT_POINTER_MODE_DEVICE && getenv("FAKE_CUBLASLT_BETA0_READS_C");
     bool ta = d->transa == CUBLAS_OP_T, tb = d->transb == CUBLAS_OP_T, t32 = d->ct == CUBLAS_COMPUTE_32F_FAST_TF32;
     uint64_t m = g->dl.rows, n = g->dl.cols, k = ta ? g->a.rows : g->a.cols;
     int ea = type_size(g->a.t), ec = type_size(g->c.t);
@@ -949,7 +953,7 @@ static void run_gemm(const Gemm *g) {
                 double acc = 0;
                 for (uint64_t p = 0; p < k; p++) acc += x[p] * y[p];
                 double v = alpha * acc;
-                if (beta != 0) v += beta * load(C, g->c.t, i + j * (uint64_t)g->c.ld);
+                if (beta != 0 || reads_c) v += beta * load(C, g->c.t, i + j * (uint64_t)g->c.ld);
                 if (d->epilogue & CUBLASLT_EPILOGUE_BIAS) v += load(d->bias, g->dl.t, i);
                 uint64_t ax = i + j * (uint64_t)d->aux_ld;
                 if (d->epilogue == CUBLASLT_EPILOGUE_DGELU) v *= gelu_deriv(load(d->aux, g->dl.t, ax));

@@ -45,6 +45,17 @@ export TRAINC_LIBCUDA=$PWD/libfakecuda.so TRAINC_CUBLASLT=$PWD/libfakecuda.so
 rc=$?
 cat kcheck.log
 grep '"ok":false' "$name.jsonl" | head -20
+# FAKE_CUBLASLT_BETA0_READS_C: the fake cuBLASLt reads C where beta, read
+# on the device, is 0 (linear_cross_entropy's dx and first dw products);
+# the runtime zeroes C first (TrnCudaGemm.zero_c), and without that
+# (TRAINC_CUDA_BETA0_FILL=0) the kernel check's poison comes through: the
+# control that shows the check would see it
+if [ -n "${FAKE_CUBLASLT_BETA0_READS_C:-}" ] && grep -q linear_cross_entropy "$name.c"; then
+    TRAINC_CUDA_BETA0_FILL=0 TRAINC_KCHECK_ONLY=linear_cross_entropy ./kcheck nofill.jsonl 1234 > nofill.log 2>&1
+    if grep -q '"kernel":"[^"]*linear_cross_entropy[^"]*".*"ok":false' nofill.jsonl; then
+        echo "control: without zeroing C, $(grep -c '"ok":false' nofill.jsonl) linear_cross_entropy kernel(s) fail the check, as they should"
+    else cat nofill.log; echo "FAIL: the control (TRAINC_CUDA_BETA0_FILL=0 under FAKE_CUBLASLT_BETA0_READS_C) passed the check"; rc=1; fi
+fi
 # products with a GELU epilogue (their fallback kernels, k.._epi, are in the
 # .cu): all in cuBLASLt, or with FAKE_CUBLASLT_NO_GELU (or
 # TRAINC_CUDA_GELU_EPILOGUE=0) all run plain with the kernel after
