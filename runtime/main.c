@@ -311,12 +311,18 @@ static void progress(Run *r, int64_t step, double loss, double lr, double gn, do
     fflush(stderr);
 }
 
+/* fp16: this many steps in a row skipped for an overflow draw a warning.
+ * Each halves the loss scale, which from its default of 65536 is below 1
+ * after 17: an overflow that a smaller scale cures is over by then. */
+#define TRN_SKIP_WARN 20
+
 static int train(Run *r) {
     TrnSession *s = r->s;
     int64_t tokens_per_step = r->B * r->T * s->grad_accum;
     double ema = -1, t_start = now_s(), last_draw = 0;
-    int warned_nan = 0;
-    int64_t first = s->step + 1;
+    int warned_nan = 0, warned_skip = 0;
+    int64_t first = s->step + 1, skip_run = 0; /* fp16: steps in a row that an overflow skipped */
+    double skipped_before = -1;
     for (int64_t step = first; step <= s->total; step++) {
         double t0 = now_s();
         if (trn_step(s, feed_fn, &r->feed, -1) != 0) return fail(r, "step %" PRId64 ": %s", step, trn_error(s));
@@ -350,6 +356,18 @@ static int train(Run *r) {
             char a[64];
             json_num(a, sizeof a, sc);
             snprintf(amp, sizeof amp, ",\"loss_scale\":%s,\"skipped\":%.0f", a, sk);
+            /* a run of skipped steps that halving the scale does not end:
+             * the gradients hold infinities or NaNs whatever the scale */
+            skip_run = skipped_before >= 0 && sk > skipped_before ? skip_run + 1 : 0;
+            skipped_before = sk;
+            if (skip_run == TRN_SKIP_WARN && !warned_skip && !r->a.quiet) {
+                end_line(r);
+                fprintf(stderr,
+                        "%s: warning: step %" PRId64 ": fp16 loss scaling skipped the last %d steps (every one overflowed; the loss scale "
+                        "is now %s): the gradients hold infinities or NaNs that no scale removes\n",
+                        r->prog, step, TRN_SKIP_WARN, a);
+                warned_skip = 1;
+            }
         }
         if (metric(r, "{\"step\":%" PRId64 ",\"loss\":%s,\"lr\":%s,\"grad_norm\":%s%s,\"tokens_per_s\":%.1f,\"ms\":%.3f%s}\n", step, l, lrs, g,
                    amp, tok_s, dt * 1e3, start) != 0)
