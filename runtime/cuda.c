@@ -581,15 +581,19 @@ static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m
     LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_ALIGN_B, &al[1], sizeof al[1]), w);
     LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_ALIGN_C, &al[2], sizeof al[2]), w);
     LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_ALIGN_D, &al[2], sizeof al[2]), w);
-    cublasLtMatmulHeuristicResult_t res;
-    int nres = 0;
-    memset(&res, 0, sizeof res);
-    cublasStatus_t s = lt.MatmulAlgoGetHeuristic(g->lt, r->desc, r->la, r->lb, r->lc, r->lc, pref, 1, &res, &nres);
+    /* the fastest of its results whose state is success (the others'
+     * fields are not valid) and whose workspace fits */
+    cublasLtMatmulHeuristicResult_t res[8];
+    int nres = 0, pick = -1;
+    memset(res, 0, sizeof res);
+    cublasStatus_t s = lt.MatmulAlgoGetHeuristic(g->lt, r->desc, r->la, r->lb, r->lc, r->lc, pref, 8, res, &nres);
     lt.MatmulPreferenceDestroy(pref);
     int fused = (m->epi != TRN_GEMM_PLAIN || m->bgrad != TRN_BGRAD_NONE) && !r->plain;
     if (s != 0 && !fused) return lt_fail(s, "cublasLtMatmulAlgoGetHeuristic", w, __LINE__, err, errn);
-    if (s != 0 || nres < 1) return 1;
-    r->algo = res.algo;
+    for (int i = 0; s == 0 && i < nres && i < 8 && pick < 0; i++)
+        if (res[i].state == 0 && res[i].workspaceSize <= wsb) pick = i;
+    if (pick < 0) return 1;
+    r->algo = res[pick].algo;
     return 0;
 }
 

@@ -258,6 +258,9 @@ if(TRAINC_CXX)
   # into their accumulators by one launch (tk_add_multi, lower.c
   # merge_updates)
   trainc_fake_test(gelu_mlp_accum_bf16 tests/cuda/fake/gelu_mlp.model 3 2e-2 --set precision=bf16 --set grad_accum=2)
+  # ... with a heuristic whose first two results are unusable (a state that
+  # is not success; more workspace than asked for): the runtime takes the third
+  set_property(TEST cuda_fake_gelu_mlp_accum_bf16 APPEND PROPERTY ENVIRONMENT "FAKE_CUBLASLT_BAD_FIRST=1")
   # fp16: the loss scale's states and update on the GPU, and the head's
   # linear_cross_entropy multiplying the scale into its products (the
   # count kernel's dx and dw alphas: lower.c lce_scale_mul)

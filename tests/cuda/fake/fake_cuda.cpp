@@ -34,7 +34,9 @@
  *     in the aux matrix (EPILOGUE_AUX_POINTER, _LD: a multiple of 8, at
  *     least D's rows), DGELU D = v gelu'(aux); with FAKE_CUBLASLT_NO_GELU
  *     set, they are refused (NOT_SUPPORTED), as a cuBLASLt without them
- *     would.
+ *     would.  The heuristic gives one algorithm; with
+ *     FAKE_CUBLASLT_BAD_FIRST, two unusable results before it (a state
+ *     that is not success, a workspace larger than the preference's).
  * The device answers as an sm_90 with 132 SMs (FAKE_CUDA_SM=80 for sm_80).
  * Every refusal is also printed to stderr, "fake-cuda: ...".
  *
@@ -869,13 +871,22 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     for (int i = 0; i < 4; i++)
         if (!p->align[i] || (p->align[i] & (p->align[i] - 1)))
             return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "heuristic: alignment %u is not a power of two", p->align[i]);
-    memset(&res[0], 0, sizeof res[0]);
+    /* FAKE_CUBLASLT_BAD_FIRST: two results before the good one, whose
+     * fields are garbage that cublasLtMatmul refuses: one whose state says
+     * so, one that asks for more workspace than the preference allows */
+    int bad = getenv("FAKE_CUBLASLT_BAD_FIRST") && req >= 3 ? 2 : 0;
+    for (int i = 0; i < bad; i++) {
+        memset(&res[i], 0xA5, sizeof res[i]);
+        if (i == 0) res[i].state = CUBLAS_STATUS_NOT_SUPPORTED;
+        else res[i].state = CUBLAS_STATUS_SUCCESS, res[i].workspaceSize = p->max_ws + 1;
+    }
+    memset(&res[bad], 0, sizeof res[bad]);
     uint64_t tag[6] = {ALGO_MAGIC, p->align[0], p->align[1], p->align[2], p->align[3], p->max_ws < 4096 ? p->max_ws : 4096};
-    memcpy(res[0].algo.data, tag, sizeof tag);
-    res[0].workspaceSize = (size_t)tag[5];
-    res[0].state = CUBLAS_STATUS_SUCCESS;
-    res[0].wavesCount = 1.0f;
-    *nres = 1;
+    memcpy(res[bad].algo.data, tag, sizeof tag);
+    res[bad].workspaceSize = (size_t)tag[5];
+    res[bad].state = CUBLAS_STATUS_SUCCESS;
+    res[bad].wavesCount = 1.0f;
+    *nres = bad + 1;
     return CUBLAS_STATUS_SUCCESS;
 }
 
