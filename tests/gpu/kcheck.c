@@ -12,7 +12,8 @@
  * neither writes (a copy of one part of a pad or concat) is no result;
  * both run; the outputs are
  * compared: max |gpu - cpu| / max |cpu| per buffer within the tolerance
- * (fp32: 2e-4; TF32 products 5e-3; a kernel with a bf16 or f16 buffer 2e-2:
+ * (fp32: 2e-4; TF32 products 5e-3; a product with cuBLASLt's GELU
+ * epilogue 2e-3, below; a kernel with a bf16 or f16 buffer 2e-2:
  * a unit in the last place of bf16 is up to 7.8e-3 of the value, and the
  * GPU and the CPU may round two steps of a chain differently),
  * integers exactly, NaN where the CPU has one.  One JSON object per kernel
@@ -209,7 +210,18 @@ int main(int argc, char **argv) {
             int half = 0;
             for (int r = 0; r < k->nreads; r++) half |= k->reads[r].dtype == TRN_BF16 || k->reads[r].dtype == TRN_F16;
             for (int w = 0; w < k->nwrites; w++) half |= k->writes[w].dtype == TRN_BF16 || k->writes[w].dtype == TRN_F16;
-            double tol = half ? 2e-2 : k->ngemm > 0 && cm->tf32 ? 5e-3 : 2e-4;
+            /* a product with a GELU epilogue in cuBLASLt: its documentation
+             * does not say which GELU (the tanh form the C kernel computes,
+             * erf's, or the tanh form with an approximate tanh); at these
+             * inputs erf's differs from the C kernel's by up to 4e-5 of the
+             * largest value in the forward and 4e-4 in the backward (DGELU),
+             * a tanh with 2^-11 relative error by up to 2.4e-4 (docs/cuda.md),
+             * so they get 2e-3 (an operand or layout gone wrong is far
+             * above it), and their error is recorded apart (gelu_epilogue in
+             * the JSON, run.sh's finding line) */
+            const char *pe = getenv("TRAINC_CUDA_GELU_EPILOGUE");
+            int gelu = k->kind == TRN_CK_GEMM && k->ngemm > 0 && k->gemm[0].epi != TRN_GEMM_PLAIN && !(pe && strcmp(pe, "0") == 0);
+            double tol = half ? 2e-2 : k->ngemm > 0 && cm->tf32 ? 5e-3 : gelu ? 2e-3 : 2e-4;
             int ok = rc == 0 && unwritten == 0 && nanmis == 0 && intmis == 0 && kworst <= tol;
             total++;
             if (!ok) failed++;
@@ -219,9 +231,9 @@ int main(int argc, char **argv) {
             }
             fprintf(out,
                     "{\"model\":\"%s\",\"schedule\":\"%s\",\"kernel\":\"%s\",\"where\":\"%s\",\"kind\":%d,\"rel_err\":%.3e,\"tol\":%.1e,"
-                    "\"unwritten\":%lld,\"nan_mismatch\":%lld,\"int_mismatch\":%lld,\"ok\":%s%s%s%s}\n",
+                    "\"unwritten\":%lld,\"nan_mismatch\":%lld,\"int_mismatch\":%lld,\"ok\":%s%s%s%s%s}\n",
                     m->name, sname[s], k->name, k->where, k->kind, kworst, tol, (long long)unwritten, (long long)nanmis, (long long)intmis,
-                    ok ? "true" : "false", rc ? ",\"error\":\"" : "", rc ? "see stderr" : "", rc ? "\"" : "");
+                    ok ? "true" : "false", gelu ? ",\"gelu_epilogue\":true" : "", rc ? ",\"error\":\"" : "", rc ? "see stderr" : "", rc ? "\"" : "");
             if (!ok)
                 printf("FAIL %-56s rel %.3e (tol %.0e) unwritten %lld nan %lld int %lld%s%s\n", k->name, kworst, tol, (long long)unwritten,
                        (long long)nanmis, (long long)intmis, rc ? " error: " : "", rc ? err : "");
