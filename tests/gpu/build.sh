@@ -53,6 +53,10 @@ tiny_gpt2="-D layers=2 -D heads=4 -D dim=64 -D seq=64 -D batch=4"
 tiny_llama="-D layers=2 -D heads=4 -D kv_heads=2 -D dim=64 -D ffn=128 -D seq=64 -D batch=4"
 build gpt2_tiny gpt2 trn_model_gpt2 $fp32 -D vocab=256 $tiny_gpt2
 build llama_tiny llama trn_model_llama $fp32 -D vocab=256 $tiny_llama
+# 2 micro-batches a step: the weight gradients' products summed into their
+# accumulators (beta 1) with the bias-gradient epilogue writing the bias's
+# (cuBLASLt does not document how the two go together)
+CHECKONLY=1 build gpt2_tiny_accum gpt2 trn_model_gpt2 $fp32 -D vocab=256 $tiny_gpt2 --set grad_accum=2
 CHECKONLY=1 build mlp mlp trn_model_mlp $fp32
 # 8192 rows: column reductions split over row groups (partials, then their sum)
 CHECKONLY=1 build mlp_rows mlp trn_model_mlp $fp32 -D batch=8192

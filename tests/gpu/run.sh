@@ -3,8 +3,8 @@
 # device machine (an H200 with CUDA 13, gcc, PyTorch; no network, no
 # OpenBLAS).  Uses what tests/gpu/build.sh built here into build-gpu/:
 #
-#   1. kernels: every kernel of thirteen models (tiny GPT-2 and Llama, the
-#      MLP at 8 and 8192 rows, GPT-2 with head dim 64, Llama with head dim
+#   1. kernels: every kernel of fourteen models (tiny GPT-2 (and with 2
+#      micro-batches a step) and Llama, the MLP at 8 and 8192 rows, GPT-2 with head dim 64, Llama with head dim
 #      128 and GQA, all fp32; tiny GPT-2 and Llama (vocabulary padded) in
 #      bf16, tiny GPT-2 in fp16; the tensor-core attention in bf16 at head
 #      dims 64 (GPT-2, and the same with --no-tc-attention; Llama with GQA)
@@ -239,7 +239,7 @@ tl() {
 # device, is 0 run without the runtime zeroing C first
 # (TRAINC_CUDA_BETA0_FILL=0): poisoned C coming through means that
 # cuBLASLt reads C there, and the zeroing is needed)
-kmodels="gpt2_tiny gpt2_tiny_plain gpt2_tiny_fp16_nofill llama_tiny mlp mlp_rows gpt2_d64 llama_d128 gpt2_tiny_bf16 llama_tiny_bf16 gpt2_tiny_fp16 gpt2_d64_bf16
+kmodels="gpt2_tiny gpt2_tiny_plain gpt2_tiny_fp16_nofill gpt2_tiny_accum llama_tiny mlp mlp_rows gpt2_d64 llama_d128 gpt2_tiny_bf16 llama_tiny_bf16 gpt2_tiny_fp16 gpt2_d64_bf16
          gpt2_d64_bf16_notc llama_d64_bf16 llama_d128_bf16"
 want kernels || kmodels=
 for m in $kmodels; do

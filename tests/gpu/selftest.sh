@@ -107,7 +107,7 @@ EOF
 chmod +x "$w/stub"
 for n in gpt2_tiny llama_tiny gpt2_tiny_bf16 gpt2_tiny_bf16_lora llama_tiny_bf16 llama_tiny_bf16_ckpt gpt2_tiny_fp16 \
          gpt2_124m_bf16 gpt2_124m_fp32 \
-         kcheck_gpt2_tiny kcheck_llama_tiny kcheck_mlp kcheck_mlp_rows kcheck_gpt2_d64 kcheck_llama_d128 kcheck_gpt2_tiny_bf16 \
+         kcheck_gpt2_tiny kcheck_gpt2_tiny_accum kcheck_llama_tiny kcheck_mlp kcheck_mlp_rows kcheck_gpt2_d64 kcheck_llama_d128 kcheck_gpt2_tiny_bf16 \
          kcheck_llama_tiny_bf16 kcheck_gpt2_tiny_fp16 kcheck_gpt2_d64_bf16 kcheck_gpt2_d64_bf16_notc kcheck_llama_d64_bf16 kcheck_llama_d128_bf16; do
     ln -s "$w/stub" "$w/build-gpu/$n"
 done
