@@ -61,6 +61,8 @@ enum {
     TRN_CU_STREAM_NON_BLOCKING = 1,       /* CU_STREAM_NON_BLOCKING */
     TRN_CU_EVENT_DISABLE_TIMING = 2,      /* CU_EVENT_DISABLE_TIMING */
     TRN_CU_CAPTURE_RELAXED = 2,           /* CU_STREAM_CAPTURE_MODE_RELAXED */
+    TRN_CUDA_ERROR_OUT_OF_MEMORY = 2,     /* CUDA_ERROR_OUT_OF_MEMORY */
+    TRN_CUDA_ERROR_NO_DEVICE = 100,       /* CUDA_ERROR_NO_DEVICE */
 };
 
 typedef int cublasStatus_t;
@@ -162,6 +164,7 @@ static Drv drv;
 static Lt lt;
 static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
 static char drv_err[1024], lt_err[1024];
+static int  drv_absent;  /* libcuda did not load (not: too old) */
 static int drv_tried, lt_tried;
 
 static void *open_first(const char *const *names, int n, char *tried, size_t tn) {
@@ -199,6 +202,7 @@ static int open_driver(void) {
     drv.so = open_first(names, 3, tried, sizeof tried);
     if (!drv.so) {
         snprintf(drv_err, sizeof drv_err, "no CUDA driver on this machine (dlopen of %s failed: %s)", tried, dlerror());
+        drv_absent = 1;
         pthread_mutex_unlock(&lib_lock);
         return -1;
     }
@@ -350,6 +354,7 @@ struct TrnCudaDev {
     CUcontext            ctx;
     CUmodule             mod;
     CUfunction          *fn;
+    unsigned            *fn_dyn;         /* per function: the dynamic shared memory it has been allowed (0: the default) */
     CUdeviceptr          arena;
     CUstream             st, up;
     CUevent              upev, done;
@@ -732,8 +737,14 @@ static int prepare(TrnCudaDev *g, char *err, size_t errn) {
                         kr->argv[l * TRN_CUDA_MAXARGS + a] = g->arena + (CUdeviceptr)L->arg[a];
                         kr->argp[l * TRN_CUDA_MAXARGS + a] = &kr->argv[l * TRN_CUDA_MAXARGS + a];
                     }
-                    if (L->smem > 48 * 1024)
+                    /* dynamic shared memory past the default (48 KiB less the
+                     * static): allowed up to the largest of the function's
+                     * launches (the driver checks static + dynamic against the
+                     * device's opt-in limit) */
+                    if (L->smem > g->fn_dyn[L->fn]) {
                         CU(FuncSetAttribute, (g->fn[L->fn], TRN_CU_FUNC_MAX_DYN_SMEM, (int)L->smem), cm->fns[L->fn], k->where);
+                        g->fn_dyn[L->fn] = L->smem;
+                    }
                 }
             }
         }
@@ -783,6 +794,7 @@ void trn_cuda_close(TrnCudaDev *g) {
         drv.DevicePrimaryCtxRelease(g->dev);
     }
     free(g->fn);
+    free(g->fn_dyn);
     free(g->slot);
     free(g->initw);
     free(g);
@@ -791,10 +803,13 @@ void trn_cuda_close(TrnCudaDev *g) {
 static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     const TrnModel *m = g->m;
     const TrnCudaModule *cm = g->cm;
-    CU(Init, (0), "0", "");
+    /* no device at all: -2 (--device auto then takes the CPU without a word) */
+    CUresult ir = drv.Init(0);
+    if (ir == TRN_CUDA_ERROR_NO_DEVICE) return rt_fail(err, errn, "no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE)"), -2;
+    if (ir != 0) return cu_fail(ir, "cuInit", "0", "", __LINE__, err, errn);
     int n = 0;
     CU(DeviceGetCount, (&n), "", "");
-    if (n < 1) return rt_fail(err, errn, "no CUDA device (the driver sees none)");
+    if (n < 1) return rt_fail(err, errn, "no CUDA device (the driver sees none)"), -2;
     const char *e = getenv("TRAINC_CUDA_DEVICE");
     int idx = e && *e ? atoi(e) : 0;
     if (idx < 0 || idx >= n) return rt_fail(err, errn, "TRAINC_CUDA_DEVICE=%d: there are %d device(s)", idx, n);
@@ -824,11 +839,26 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     }
     if (lr != 0) return cu_fail(lr, "cuModuleLoadData", g->img->arch, "", __LINE__, err, errn);
     g->fn = rt_calloc((size_t)(cm->nfns ? cm->nfns : 1), sizeof(CUfunction), err, errn);
-    if (!g->fn) return -1;
+    g->fn_dyn = rt_calloc((size_t)(cm->nfns ? cm->nfns : 1), sizeof(unsigned), err, errn);
+    if (!g->fn || !g->fn_dyn) return -1;
     for (int i = 0; i < cm->nfns; i++) CU(ModuleGetFunction, (&g->fn[i], g->mod, cm->fns[i]), cm->fns[i], "");
     if (drv.ModuleGetFunction(&g->init_fn, g->mod, "trn_init_f32") != 0) g->init_fn = NULL; /* a module made before it */
     size_t bytes = (size_t)(m->arena_bytes > 0 ? m->arena_bytes : 1);
-    CU(MemAlloc, (&g->arena, bytes), "the arena", "");
+    CUresult ar = drv.MemAlloc(&g->arena, bytes);
+    if (ar == TRN_CUDA_ERROR_OUT_OF_MEMORY) { /* what the plan needs, and what the device has */
+        size_t fr = 0, tot = 0;
+        char hb[32], hf[32], ht[32];
+        if (drv.MemGetInfo(&fr, &tot) != 0) fr = tot = 0;
+        rt_human_bytes(hb, sizeof hb, (int64_t)bytes);
+        rt_human_bytes(hf, sizeof hf, (int64_t)fr);
+        rt_human_bytes(ht, sizeof ht, (int64_t)tot);
+        return rt_fail(err, errn,
+                       "the memory plan does not fit on %s: its arena is %zu bytes (%s), the device has %s free of %s; a smaller "
+                       "batch with grad_accum, checkpoint = blocks or memory_budget make the arena smaller (docs/passes.md; "
+                       "`trainc compile --report` gives it)",
+                       name, bytes, hb, hf, ht);
+    }
+    if (ar != 0) return cu_fail(ar, "cuMemAlloc", "the arena", "", __LINE__, err, errn);
     if (g->init_fn) {
         g->initw = rt_calloc((size_t)(m->ntensors ? m->ntensors : 1) * 8, sizeof *g->initw, err, errn);
         if (!g->initw) return -1;
@@ -891,39 +921,44 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     return 0;
 }
 
-TrnCudaDev *trn_cuda_open(const TrnModel *m, int flags, char *err, size_t errn) {
+/* trn_cuda_open; *absent = 1 when it failed because there is nothing to
+ * run on: no CUDA module, no driver, no device (not a device that failed) */
+static TrnCudaDev *cuda_open(const TrnModel *m, int flags, int *absent, char *err, size_t errn) {
+    *absent = 1;
     if (!m || !m->cuda) {
         rt_fail(err, errn, "this executable was built without a CUDA module (compile it with --target=cuda)");
         return NULL;
     }
     const TrnCudaModule *cm = m->cuda;
-    if (cm->abi != TRN_CUDA_ABI) {
-        rt_fail(err, errn, "the CUDA module has ABI %d, this runtime %d: recompile the model", cm->abi, TRN_CUDA_ABI);
+    if (open_driver() != 0) {
+        *absent = drv_absent;
+        rt_fail(err, errn, "%s", drv_err);
         return NULL;
     }
-    if (open_driver() != 0) {
-        rt_fail(err, errn, "%s", drv_err);
+    *absent = 0;
+    if (cm->abi != TRN_CUDA_ABI) {
+        rt_fail(err, errn, "the CUDA module has ABI %d, this runtime %d: recompile the model", cm->abi, TRN_CUDA_ABI);
         return NULL;
     }
     TrnCudaDev *g = rt_calloc(1, sizeof *g, err, errn);
     if (!g) return NULL;
     g->m = m;
     g->cm = cm;
-    if (open_dev(g, flags, err, errn) != 0) {
+    int rc = open_dev(g, flags, err, errn);
+    if (rc != 0) {
+        *absent = rc == -2;
         trn_cuda_close(g);
         return NULL;
     }
     return g;
 }
 
-const char *trn_cuda_describe(TrnCudaDev *g) { return g->desc; }
-
-int64_t trn_cuda_mem_used(TrnCudaDev *g) {
-    size_t fr = 0, tot = 0;
-    drv.CtxSetCurrent(g->ctx);
-    if (drv.MemGetInfo(&fr, &tot) != 0) return -1;
-    return (int64_t)(tot - fr);
+TrnCudaDev *trn_cuda_open(const TrnModel *m, int flags, char *err, size_t errn) {
+    int absent;
+    return cuda_open(m, flags, &absent, err, errn);
 }
+
+const char *trn_cuda_describe(TrnCudaDev *g) { return g->desc; }
 
 static int check_range(TrnCudaDev *g, int64_t off, size_t n, char *err, size_t errn) {
     if (off < 0 || (uint64_t)off + n > (uint64_t)g->m->arena_bytes)
@@ -1133,8 +1168,9 @@ int trn_cuda_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn)
 
 int rt_cuda_backend(const TrnModel *m, int flags, TrnBackend *out, char *err, size_t errn) {
     if (rt_check_model(m, err, errn) != 0) return -1;
-    TrnCudaDev *g = trn_cuda_open(m, flags, err, errn);
-    if (!g) return -1;
+    int absent;
+    TrnCudaDev *g = cuda_open(m, flags, &absent, err, errn);
+    if (!g) return absent ? -2 : -1;
     memset(out, 0, sizeof *out);
     out->name = "cuda";
     out->self = g;

@@ -133,15 +133,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void human_bytes(char *out, size_t n, int64_t b) {
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)b;
-    int k = 0;
-    while (v >= 1024 && k < 4) v /= 1024, k++;
-    if (k == 0) snprintf(out, n, "%" PRId64 " B", b);
-    else snprintf(out, n, "%.2f %s", v, u[k]);
-}
-
 static void hms(char *out, size_t n, double sec) {
     if (!(sec >= 0) || sec > 1e8) {
         snprintf(out, n, "--:--");
@@ -175,13 +166,13 @@ static int report(const TrnModel *m) {
     }
     printf("memory plan of model '%s'%s%s:\n", m->name ? m->name : "?", m->source ? " from " : "", m->source ? m->source : "");
     for (int i = 0; i < m->nmem; i++) {
-        human_bytes(b, sizeof b, m->mem[i].bytes);
+        rt_human_bytes(b, sizeof b, m->mem[i].bytes);
         printf("  %-42s %16" PRId64 " bytes  %12s\n", m->mem[i].what, m->mem[i].bytes, b);
         total += m->mem[i].bytes;
     }
-    human_bytes(b, sizeof b, total);
+    rt_human_bytes(b, sizeof b, total);
     printf("  %-42s %16" PRId64 " bytes  %12s\n", "total", total, b);
-    human_bytes(b, sizeof b, m->arena_bytes);
+    rt_human_bytes(b, sizeof b, m->arena_bytes);
     printf("  %-42s %16" PRId64 " bytes  %12s\n", "arena (one allocation)", m->arena_bytes, b);
     return 0;
 }
@@ -538,7 +529,7 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
         for (int i = 0; i < m->ntensors; i++)
             if (m->tensors[i].kind == TRN_PARAM) np += rt_ckpt_numel(&m->tensors[i]), nt++;
         char ab[64];
-        human_bytes(ab, sizeof ab, s->be.device_bytes);
+        rt_human_bytes(ab, sizeof ab, s->be.device_bytes);
         fprintf(stderr, "model '%s': %" PRId64 " parameters in %" PRId64 " tensors | device %s (%s) | seed %" PRIu64 "%s\n", m->name, np, nt,
                 s->be.name ? s->be.name : "?", ab, s->seed, s->init_on_device ? ", initialised on the device" : "");
         if (a->init) fprintf(stderr, "initialised from %s\n", a->init);

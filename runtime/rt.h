@@ -69,6 +69,7 @@ int   rt_rename_at(const char *from, const char *to, const char *file, int line,
 /* The shortest decimal form of x that reads back as the same double
  * (NaN and infinities as printf writes them). */
 void rt_fmt_double(char *out, size_t n, double x);
+void rt_human_bytes(char *out, size_t n, int64_t b);   /* "4.21 GiB", "512 B" */
 
 /* A growing string (header JSON, error lists). */
 typedef struct RtBuf { char *p; size_t len, cap; int oom; } RtBuf;
@@ -189,7 +190,7 @@ int rt_set_sample_rows(TrnSession *s, const int64_t *pos);
  * all-ones bytes, NaN in every float type, and the schedules poison dead
  * buffers). */
 int rt_cpu_backend(const TrnModel *m, int flags, TrnBackend *out, char *err, size_t errn);
-int rt_cuda_backend(const TrnModel *m, int flags, TrnBackend *out, char *err, size_t errn); /* trn_cuda_backend with TRN_FLAG_* */
+int rt_cuda_backend(const TrnModel *m, int flags, TrnBackend *out, char *err, size_t errn); /* trn_cuda_backend with TRN_FLAG_*; -2: no GPU here (no CUDA module, driver or device), -1: one failed */
 
 /* ===================================================================== */
 /* data.c — micro-batches from llm.c token files                          */

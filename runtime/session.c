@@ -318,10 +318,17 @@ TrnSession *trn_create(const TrnModel *m, const TrnOptions *opt, char *err, size
             return NULL;
         }
     } else if (strcmp(dev, "auto") == 0) {
+        /* the GPU, else the CPU: without a word where there is no GPU to
+         * run on (no CUDA module, driver or device), with one where a GPU
+         * is there and failed (a memory plan too large for it, say) */
         char ecuda[512], ecpu[512];
-        if (rt_cuda_backend(m, flags, &be, ecuda, sizeof ecuda) != 0 && rt_cpu_backend(m, flags, &be, ecpu, sizeof ecpu) != 0) {
-            rt_fail(err, errn, "no device can run this model: cuda: %s; cpu: %s", ecuda, ecpu);
-            return NULL;
+        int rc = rt_cuda_backend(m, flags, &be, ecuda, sizeof ecuda);
+        if (rc != 0) {
+            if (rt_cpu_backend(m, flags, &be, ecpu, sizeof ecpu) != 0) {
+                rt_fail(err, errn, "no device can run this model: cuda: %s; cpu: %s", ecuda, ecpu);
+                return NULL;
+            }
+            if (rc != -2) fprintf(stderr, "trainc: warning: --device auto: the GPU failed (%s); running on the CPU\n", ecuda);
         }
     } else {
         rt_fail(err, errn, "unknown device '%s' (expected auto, cpu or cuda)", dev);

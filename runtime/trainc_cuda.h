@@ -147,9 +147,8 @@ int         trn_cuda_run_kernel(TrnCudaDev *g, int which, int i, char *err, size
 /* Runs a whole schedule (graph-captured after its first run unless TRAINC_CUDA_GRAPH=0). */
 int         trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn);
 int         trn_cuda_sync(TrnCudaDev *g, char *err, size_t errn);
-/* Device name, compute capability, image used, peak device memory of the process so far (bytes). */
+/* Device name, compute capability, driver, image used, and how many products' epilogues run in cuBLASLt. */
 const char *trn_cuda_describe(TrnCudaDev *g);
-int64_t     trn_cuda_mem_used(TrnCudaDev *g);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
 #include "rt.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -105,6 +106,15 @@ int rt_fflush_fsync_at(FILE *f, const char *path, const char *file, int line, ch
 int rt_rename_at(const char *from, const char *to, const char *file, int line, char *err, size_t errn) {
     if (rename(from, to) == 0) return 0;
     return rt_fail(err, errn, "rename(\"%s\", \"%s\") failed at %s:%d: %s", from, to, AT, strerror(errno));
+}
+
+void rt_human_bytes(char *out, size_t n, int64_t b) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int k = 0;
+    while (v >= 1024 && k < 4) v /= 1024, k++;
+    if (k == 0) snprintf(out, n, "%" PRId64 " B", b);
+    else snprintf(out, n, "%.2f %s", v, u[k]);
 }
 
 void rt_fmt_double(char *out, size_t n, double x) {

@@ -11,4 +11,3 @@
 #define trn_cuda_run        emu_cuda_run
 #define trn_cuda_sync       emu_cuda_sync
 #define trn_cuda_describe   emu_cuda_describe
-#define trn_cuda_mem_used   emu_cuda_mem_used

@@ -81,7 +81,12 @@ struct Alloc {
 };
 static std::map<uintptr_t, Alloc> allocs;   /* by start address */
 static size_t dev_used;
-static const size_t DEV_TOTAL = (size_t)141 << 30;
+/* the device's memory: 141 GiB, or FAKE_CUDA_MEM_MIB */
+static size_t dev_total(void) {
+    const char *e = getenv("FAKE_CUDA_MEM_MIB");
+    return e && *e ? (size_t)atoll(e) << 20 : (size_t)141 << 30;
+}
+#define DEV_TOTAL dev_total()
 
 /* The allocation [p, p+n) lies in, or NULL. */
 static const Alloc *find(const void *p, size_t n, bool pinned) {

@@ -86,6 +86,15 @@ args="--data tok_train.bin --val tok_val.bin --eval-every 2 --eval-steps 2 --ste
     { cat init_fake.log; echo "FAIL: --steps 0 --device cuda"; exit 1; }
 grep -q "initialised on the device" init_fake.log || { cat init_fake.log; echo "FAIL: nothing initialised on the fake GPU"; exit 1; }
 cmp init_cpu.safetensors init_fake.safetensors || { echo "FAIL: the step-0 checkpoints of the CPU and the fake GPU differ"; exit 1; }
+# a device too small for the memory plan: the runtime says what the arena
+# needs and what the device has
+FAKE_CUDA_MEM_MIB=0 ./train --steps 1 --device cuda > oom.log 2>&1 && { cat oom.log; echo "FAIL: --device cuda on a device with no memory ran"; exit 1; }
+grep -q "the memory plan does not fit on Fake GPU.*: its arena is [0-9]* bytes ([0-9.]* MiB), the device has 0 B free of 0 B; .*grad_accum, checkpoint = blocks or memory_budget" oom.log ||
+    { cat oom.log; echo "FAIL: no clear message for a memory plan that does not fit"; exit 1; }
+# ... and --device auto runs on the CPU, saying why (a GPU that is there and fails)
+FAKE_CUDA_MEM_MIB=0 ./train --steps 0 --device auto > oom_auto.log 2>&1 || { cat oom_auto.log; echo "FAIL: --device auto, the GPU too small"; exit 1; }
+grep -q "warning: --device auto: the GPU failed (the memory plan does not fit on Fake GPU.*); running on the CPU" oom_auto.log && grep -q "device cpu" oom_auto.log ||
+    { cat oom_auto.log; echo "FAIL: --device auto did not say why it took the CPU"; exit 1; }
 # a cubin the driver refuses: the runtime says so and loads the PTX
 FAKE_CUDA_CUBIN_FAIL=1 ./train --steps 0 --seed 7 --device cuda --save init_ptx.safetensors > init_ptx.log 2>&1 ||
     { cat init_ptx.log; echo "FAIL: --device cuda, the cubin refused"; exit 1; }
