@@ -63,6 +63,7 @@ typedef struct CuKern {
     int          nstep, capstep;
     bool         terse;         /* document only the first launch of each function */
     int64_t      ms_off, ms_bytes;
+    double       flops;         /* TrnCudaKernel.flops */
 } CuKern;
 
 typedef struct CuFn {
@@ -1519,6 +1520,12 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         char sc[48];
         fmt_double(sc, ir_float(n, "scale", 1.0));
         int causal = (int)ir_int(n, "causal", 1);
+        /* the useful work, for the profile: 4 D a (query, key) pair (q.k
+         * and p.v), the pairs causal attention computes (query i sees keys
+         * up to i + S - T), 2.5 times that for the backward */
+        double pairs = 0;
+        for (int64_t i = 0; i < T; i++) pairs += causal ? (double)(i + 1 + S - T < 0 ? 0 : i + 1 + S - T < S ? i + 1 + S - T : S) : (double)S;
+        r->flops = 4.0 * (double)B * (double)H * (double)D * pairs * (n->op == OP_attention ? 1.0 : 2.5);
         /* half q, k, v with D a multiple of 16 up to 128: the tensor-core
          * kernels (tk_attention_tc*: 4 warps, mma.sync; an --arch below
          * sm_80 sets no_tc_attention); otherwise the CUDA-core ones,
@@ -2151,10 +2158,11 @@ bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *
             cg_c_string(f, where);
             static const char *const kinds[] = {"TRN_CK_LAUNCH", "TRN_CK_GEMM", "TRN_CK_MEMSET", "TRN_CK_STEPS"};
             int ng = r->kind == TRN_CK_GEMM ? 1 : r->ng;
-            fprintf(f, ", %s, %d, %s%s, %d, %s%s, %d, %s%s, %lld, %lld, %s, %d, %d, %s%s, %s%s, %d, %s%s},\n", kinds[r->kind], r->nl,
+            fprintf(f, ", %s, %d, %s%s, %d, %s%s, %d, %s%s, %lld, %lld, %s, %d, %d, %s%s, %s%s, %d, %s%s, %.17g},\n", kinds[r->kind], r->nl,
                     r->nl ? "cl_" : "NULL", r->nl ? k->name : "", ng, ng ? "cg_" : "NULL", ng ? k->name : "", r->nstep, r->nstep ? "cs_" : "NULL",
                     r->nstep ? k->name : "", (long long)r->ms_off, (long long)r->ms_bytes, k->name, nr[i], nw[i], nr[i] ? "cr_" : "NULL",
-                    nr[i] ? k->name : "", nw[i] ? "cw_" : "NULL", nw[i] ? k->name : "", nd[i], nd[i] ? "cd_" : "NULL", nd[i] ? k->name : "");
+                    nr[i] ? k->name : "", nw[i] ? "cw_" : "NULL", nw[i] ? k->name : "", nd[i], nd[i] ? "cd_" : "NULL", nd[i] ? k->name : "",
+                    r->flops);
         }
         fputs("};\n", f);
     }

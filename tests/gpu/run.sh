@@ -30,7 +30,8 @@
 #      faster torch.compile row;
 #   4. profile: 3 steps of the bf16 GPT-2 small with TRAINC_CUDA_PROFILE
 #      (every kernel timed with events, no graphs): time per op, the 15
-#      longest kernels, TFLOP/s of the products.
+#      longest kernels, TFLOP/s of the products and attention, GB/s of the
+#      others (the bytes of the buffers each reads and writes).
 #
 # Every run in a stage has a time limit, and the whole script a budget
 # (TRAINC_GPU_BUDGET, 480 s: the device call's 540 s less the table and the
@@ -189,7 +190,8 @@ for r in rows:
         t.append(f"profile  {r['model']}: {x.get('kernels')} kernels, {x.get('step_ms_sum') or 0:.2f} ms a micro-batch summed over kernels (eager, rc {r['rc']})")
         for o in x.get("by_op", []):
             tf = f"  {o['tflops']:.0f} TFLOP/s" if o.get("tflops") else ""
-            t.append(f"  {o['op']:<40} {o['ms']:8.3f} ms {100 * (o['share'] or 0):5.1f}%  ({o['kernels']} kernels){tf}")
+            gb = f"  {o['gbps']:.0f} GB/s" if o.get("gbps") and o["op"] != "gemm" else ""
+            t.append(f"  {o['op']:<40} {o['ms']:8.3f} ms {100 * (o['share'] or 0):5.1f}%  ({o['kernels']} kernels){tf}{gb}")
     # under a failed row, why (the last line of its log)
     if r.get("why"):
         t.append("           why: " + r["why"])
@@ -425,15 +427,19 @@ def op(r):   # k12_layer_norm_gpt2_model_L25 -> layer_norm
         suf = "_" + re.sub(r"[^A-Za-z0-9]", "_", f) + "_L" + line
         n = n[: -len(suf)] if n.endswith(suf) else n
     return r["kind"] if r["kind"] in ("gemm", "memset") else n
+# per call: flops (products, attention) and the bytes of the buffers read
+# and written (a lower bound of the traffic: GB/s for the memory-bound)
 ops = {}
 for r in rows:
-    o = ops.setdefault(op(r), [0.0, 0, 0.0])
-    o[0] += r["ms"] / r["calls"]; o[1] += 1; o[2] += r["flops"]
+    o = ops.setdefault(op(r), [0.0, 0, 0.0, 0.0])
+    o[0] += r["ms"] / r["calls"]; o[1] += 1; o[2] += r["flops"]; o[3] += r.get("bytes") or 0
 step = tot / rows[0]["calls"] if rows else None
 top = [{"kernel": r["kernel"], "where": r["where"], "ms": r["ms"] / r["calls"], "share": r["ms"] / tot,
-        "tflops": r["flops"] / (r["ms"] / r["calls"]) / 1e9 if r["flops"] and r["ms"] else None} for r in rows[:15]]
+        "tflops": r["flops"] / (r["ms"] / r["calls"]) / 1e9 if r["flops"] and r["ms"] else None,
+        "gbps": r["bytes"] / (r["ms"] / r["calls"]) / 1e6 if r.get("bytes") and r["ms"] else None} for r in rows[:15]]
 by_op = sorted(({"op": k, "ms": v[0], "kernels": v[1], "share": v[0] / step if step else None,
-                 "tflops": v[2] / v[0] / 1e9 if v[2] and v[0] else None} for k, v in ops.items()), key=lambda x: -x["ms"])
+                 "tflops": v[2] / v[0] / 1e9 if v[2] and v[0] else None,
+                 "gbps": v[3] / v[0] / 1e6 if v[3] and v[0] else None} for k, v in ops.items()), key=lambda x: -x["ms"])
 print(json.dumps({"kernels": len(rows), "step_ms_sum": step, "by_op": by_op[:12], "top": top}))
 EOF
 )

@@ -88,8 +88,8 @@ fi
 if [ -n "${TRAINC_CUDA_PROFILE:-}" ]; then
     {
         echo '{"schedule":"micro","kernel":"k9_matmul_add_gelu_gpt2_model_L33","where":"gpt2.model:33","kind":"gemm","calls":3,"ms":6.0,"flops":3000000000000}'
-        echo '{"schedule":"micro","kernel":"k6_attention_gpt2_model_L47","where":"gpt2.model:47","kind":"template","calls":3,"ms":3.0,"flops":0}'
-        echo '{"schedule":"micro","kernel":"k13_attention_gpt2_model_L47","where":"gpt2.model:47","kind":"template","calls":3,"ms":3.0,"flops":0}'
+        echo '{"schedule":"micro","kernel":"k6_attention_gpt2_model_L47","where":"gpt2.model:47","kind":"template","calls":3,"ms":3.0,"flops":600000000000,"bytes":3000000000}'
+        echo '{"schedule":"micro","kernel":"k13_attention_gpt2_model_L47","where":"gpt2.model:47","kind":"template","calls":3,"ms":3.0,"flops":600000000000,"bytes":1000000000}'
         echo '{"schedule":"update","kernel":"k229_adamw_cast_x148","where":"","kind":"template","calls":3,"ms":1.0,"flops":0}'
     } > "$TRAINC_CUDA_PROFILE"
 fi
@@ -175,6 +175,8 @@ ops = {o["op"]: o for o in p.get("by_op", [])}
 check("profile: micro-batch kernels only, summed per call", p.get("kernels") == 3 and abs(p.get("step_ms_sum", 0) - 4.0) < 1e-9)
 check("profile: per op", abs(ops.get("gemm", {}).get("ms", 0) - 2.0) < 1e-9 and ops.get("attention", {}).get("kernels") == 2
       and abs(ops["gemm"].get("tflops", 0) - 1500.0) < 1e-6)
+check("profile: attention's TFLOP/s and GB/s", abs(ops.get("attention", {}).get("tflops", 0) - 600.0) < 1e-6
+      and abs(ops["attention"].get("gbps", 0) - 2000.0) < 1e-6 and "600 TFLOP/s  2000 GB/s" in table)
 gl = res.get("goal", {})
 check("goal: ratios of this run, against the faster torch.compile row", gl.get("reference") == "pytorch-compile-v50304"
       and abs(gl.get("speedup_vs_compile", 0) - (16384 / 0.043) / 341333) < 1e-9 and gl.get("device_memory_vs_compile") == 1.0

@@ -130,6 +130,12 @@ echo "profile: $(wc -l < profile.jsonl) kernels ($np of the micro-batch, $nu of 
 [ "$np" -gt 0 ] && [ "$ne" -gt 0 ] && { [ "$accum" -eq 1 ] || [ "$nu" -gt 0 ]; } && [ "$(wc -l < profile.jsonl)" -eq $((np + nu + ne + nr)) ] ||
     { echo "FAIL: the profile"; rc=1; }
 case " $* " in *precision=bf16*|*precision=fp16*) [ "$nr" -gt 0 ] || { echo "FAIL: no refresh of the half copies on the GPU"; rc=1; } ;; esac
+# every line with the bytes its kernel reads and writes; attention (forward
+# and backward) with its FLOP count, the products with theirs
+[ "$(grep -c '"bytes":[1-9]' profile.jsonl)" -eq "$(wc -l < profile.jsonl)" ] || { echo "FAIL: a profile line without its bytes"; rc=1; }
+if grep -q '_attention' profile.jsonl; then
+    ! grep '_attention' profile.jsonl | grep -q '"flops":0,' || { echo "FAIL: an attention kernel without its FLOPs in the profile"; rc=1; }
+fi
 [ "$(grep -o '"[a-z_]*loss":[^,}]*' prof.jsonl)" = "$(grep -v '"step":[3-9]' fake.jsonl | grep -o '"[a-z_]*loss":[^,}]*' | head -n $(grep -c loss prof.jsonl))" ] ||
     { echo "FAIL: profiling changed the losses"; rc=1; }
 losses() { grep -o '"[a-z_]*loss":[^,}]*' "$1" | tr '\n' ' '; }
