@@ -138,7 +138,7 @@ typedef struct TrnBackend {
 
 /* Backends the runtime provides. */
 int trn_cpu_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn);   /* needs m->cpu_run */
-int trn_cuda_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn);  /* -1 with a clear message when there is no GPU, no driver, or no CUDA module */
+int trn_cuda_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn);  /* -2 with a clear message when there is no GPU, no driver, or no CUDA module; -1 when a GPU is there and fails */
 
 /* ---- sessions: the embedding API ---- */
 
