@@ -1520,12 +1520,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         char sc[48];
         fmt_double(sc, ir_float(n, "scale", 1.0));
         int causal = (int)ir_int(n, "causal", 1);
-        /* the useful work, for the profile: 4 D a (query, key) pair (q.k
-         * and p.v), the pairs causal attention computes (query i sees keys
-         * up to i + S - T), 2.5 times that for the backward */
-        double pairs = 0;
-        for (int64_t i = 0; i < T; i++) pairs += causal ? (double)(i + 1 + S - T < 0 ? 0 : i + 1 + S - T < S ? i + 1 + S - T : S) : (double)S;
-        r->flops = 4.0 * (double)B * (double)H * (double)D * pairs * (n->op == OP_attention ? 1.0 : 2.5);
+        r->flops = (double)ir_node_flops(e->s->g, n); /* for the profile: the graph's count (ir/stats.c) */
         /* half q, k, v with D a multiple of 16 up to 128: the tensor-core
          * kernels (tk_attention_tc*: 4 warps, mma.sync; an --arch below
          * sm_80 sets no_tc_attention); otherwise the CUDA-core ones,

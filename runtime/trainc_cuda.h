@@ -118,9 +118,9 @@ typedef struct TrnCudaKernel {
     const TrnCudaBuf    *reads, *writes;    /* writes: the results (a template's scratch is not listed) */
     int                  ndie;
     const TrnCudaBuf    *die;       /* temporaries read for the last time here: filled with 0xFF after it under TRN_FLAG_POISON */
-    double               flops;     /* of one call, beyond its products' 2MNK: attention's 4 B H D per (query, key) pair it
-                                       computes (causal: the pairs at or below the diagonal), its backward 2.5 times that
-                                       (FlashAttention's count of the useful work); 0 elsewhere (TRAINC_CUDA_PROFILE) */
+    double               flops;     /* of one call, beyond its products' 2MNK: attention's 4 B H D per (query, key) pair
+                                       (causal: the pairs at or below the diagonal), its backward twice that (what it
+                                       recomputes not counted: the graph's count, ir/stats.c); 0 elsewhere (TRAINC_CUDA_PROFILE) */
 } TrnCudaKernel;
 
 typedef struct TrnCudaModule {
