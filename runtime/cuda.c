@@ -63,6 +63,7 @@ enum {
     TRN_CU_CAPTURE_RELAXED = 2,           /* CU_STREAM_CAPTURE_MODE_RELAXED */
     TRN_CUDA_ERROR_OUT_OF_MEMORY = 2,     /* CUDA_ERROR_OUT_OF_MEMORY */
     TRN_CUDA_ERROR_NO_DEVICE = 100,       /* CUDA_ERROR_NO_DEVICE */
+    TRN_CUDA_ERROR_STUB_LIBRARY = 34,     /* CUDA_ERROR_STUB_LIBRARY */
 };
 
 typedef int cublasStatus_t;
@@ -737,10 +738,10 @@ static int prepare(TrnCudaDev *g, char *err, size_t errn) {
                         kr->argv[l * TRN_CUDA_MAXARGS + a] = g->arena + (CUdeviceptr)L->arg[a];
                         kr->argp[l * TRN_CUDA_MAXARGS + a] = &kr->argv[l * TRN_CUDA_MAXARGS + a];
                     }
-                    /* dynamic shared memory past the default (48 KiB less the
-                     * static): allowed up to the largest of the function's
-                     * launches (the driver checks static + dynamic against the
-                     * device's opt-in limit) */
+                    /* dynamic shared memory: the function allowed the most
+                     * that any of its launches asks for (past the default, 48
+                     * KiB less its static, that needs the attribute; the
+                     * driver checks static + dynamic against the opt-in limit) */
                     if (L->smem > g->fn_dyn[L->fn]) {
                         CU(FuncSetAttribute, (g->fn[L->fn], TRN_CU_FUNC_MAX_DYN_SMEM, (int)L->smem), cm->fns[L->fn], k->where);
                         g->fn_dyn[L->fn] = L->smem;
@@ -806,6 +807,8 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     /* no device at all: -2 (--device auto then takes the CPU without a word) */
     CUresult ir = drv.Init(0);
     if (ir == TRN_CUDA_ERROR_NO_DEVICE) return rt_fail(err, errn, "no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE)"), -2;
+    if (ir == TRN_CUDA_ERROR_STUB_LIBRARY) /* the toolkit's stubs/libcuda.so: no driver */
+        return rt_fail(err, errn, "no CUDA driver on this machine (cuInit: CUDA_ERROR_STUB_LIBRARY: the libcuda found is the toolkit's stub)"), -2;
     if (ir != 0) return cu_fail(ir, "cuInit", "0", "", __LINE__, err, errn);
     int n = 0;
     CU(DeviceGetCount, (&n), "", "");

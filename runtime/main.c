@@ -313,7 +313,9 @@ static int train(Run *r) {
     double ema = -1, t_start = now_s(), last_draw = 0;
     int warned_nan = 0, warned_skip = 0;
     int64_t first = s->step + 1, skip_run = 0; /* fp16: steps in a row that an overflow skipped */
-    double skipped_before = -1;
+    double skipped_before = -1;                 /* amp.skipped before the step (from the checkpoint on --resume) */
+    int tsk0 = trn_find(s, "amp.skipped");
+    if (tsk0 >= 0 && rt_get_scalar(s, tsk0, &skipped_before) != 0) skipped_before = -1;
     for (int64_t step = first; step <= s->total; step++) {
         double t0 = now_s();
         if (trn_step(s, feed_fn, &r->feed, -1) != 0) return fail(r, "step %" PRId64 ": %s", step, trn_error(s));

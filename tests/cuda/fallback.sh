@@ -3,7 +3,8 @@
 # machine (no GPU, no driver):
 #   - has no load-time dependency on libcuda or cuBLASLt (readelf -d);
 #   - trains on the CPU with --device=auto, exactly as the CPU-target build;
-#   - fails cleanly with --device=cuda (exit 1, a message saying why).
+#   - fails cleanly with --device=cuda (exit 1, a message saying why), and
+#     so with the toolkit's stub libcuda in the driver's place.
 # usage: fallback.sh CUDA_EMIT TOKENIZE WORKDIR
 set -u
 emit=$1 tokenize=$2 dir=$3
@@ -32,6 +33,15 @@ check "[ $rc -eq 1 ]" "--device=cuda exits with status 1 (got $rc)"
 check "grep -q 'device cuda: ' cuda.err" "--device=cuda says why"
 TRAINC_LIBCUDA=/nonexistent/libcuda.so.1 ./gpt2_cuda --data tok_train.bin --steps 1 --device cuda > /dev/null 2> cuda2.err
 check "[ $? -eq 1 ] && grep -q 'no CUDA driver\|no CUDA device' cuda2.err" "a missing driver is reported, not a crash"
+# the toolkit's stub libcuda (what a machine without a driver may find on
+# its library path): no driver, said so; --device auto silent
+stub=${CUDA_HOME:-/usr/local/cuda}/lib64/stubs/libcuda.so
+if [ -f "$stub" ]; then
+    TRAINC_LIBCUDA=$stub ./gpt2_cuda --steps 0 --device cuda > /dev/null 2> stub.err
+    check "[ $? -eq 1 ] && grep -q 'no CUDA driver on this machine (cuInit: CUDA_ERROR_STUB_LIBRARY' stub.err" "the toolkit's stub libcuda is no driver"
+    TRAINC_LIBCUDA=$stub ./gpt2_cuda --steps 0 --device auto > /dev/null 2> stub_auto.err
+    check "[ $? -eq 0 ] && grep -q 'device cpu' stub_auto.err && ! grep -q warning stub_auto.err" "--device=auto with the stub: the CPU, without a warning"
+fi
 ./gpt2_cpu --data tok_train.bin --steps 1 --device cuda > /dev/null 2> cpu.err
 check "[ $? -eq 1 ] && grep -q 'without a CUDA module' cpu.err" "a CPU-target executable says it has no CUDA module"
 [ $fail -eq 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
