@@ -23,18 +23,10 @@ int main(int argc, char **argv) {
         double prod = 0, att = 0, bytes = 0, bound = 0;
         for (int i = 0; i < cm->nkern[s]; i++) {
             const TrnCudaKernel *k = &cm->kern[s][i];
-            double f = 0, b = 0;
-            for (int j = 0; (k->kind == TRN_CK_GEMM || k->kind == TRN_CK_STEPS) && j < (k->kind == TRN_CK_GEMM ? 1 : k->ngemm); j++) {
-                const TrnCudaGemm *m = &k->gemm[j];
-                double nb = 1;
-                for (int q = 0; q < m->nbatch; q++) nb *= (double)m->batch[q];
-                f += 2.0 * (double)m->M * (double)m->N * (double)m->K * nb;
-            }
-            for (int r = 0; r < k->nreads; r++) b += (double)k->reads[r].bytes;
-            for (int w = 0; w < k->nwrites; w++) b += (double)k->writes[w].bytes;
-            if (k->kind == TRN_CK_MEMSET) b = (double)k->ms_bytes;
-            prod += f, att += k->flops, bytes += b;
-            bound += f + k->flops > b * pf / pb ? (f + k->flops) / pf : b / pb;
+            double f, b;
+            trn_cuda_kernel_work(k, &f, &b);
+            prod += f - k->flops, att += k->flops, bytes += b;
+            bound += f / pf > b / pb ? f / pf : b / pb;
         }
         printf("{\"schedule\":\"%s\",\"kernels\":%d,\"product_flops\":%.0f,\"attention_flops\":%.0f,\"bytes\":%.0f,\"bound_ms\":%.3f}\n", sname[s],
                cm->nkern[s], prod, att, bytes, bound * 1e3);

@@ -1072,6 +1072,20 @@ int trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn) {
 /* TRAINC_CUDA_PROFILE: a JSON line per kernel that ran, the longest total
  * first: schedule, kernel, where, kind, calls (runs of its schedule), ms
  * (summed), flops (of one call: its products' 2 M N K, 0 for the others). */
+void trn_cuda_kernel_work(const TrnCudaKernel *k, double *flops, double *bytes) {
+    double fl = k->flops, by = 0;
+    for (int j = 0; (k->kind == TRN_CK_GEMM || k->kind == TRN_CK_STEPS) && j < (k->kind == TRN_CK_GEMM ? 1 : k->ngemm); j++) {
+        const TrnCudaGemm *m = &k->gemm[j];
+        double nb = 1;
+        for (int b = 0; b < m->nbatch; b++) nb *= (double)m->batch[b];
+        fl += 2.0 * (double)m->M * (double)m->N * (double)m->K * nb;
+    }
+    for (int r = 0; r < k->nreads; r++) by += (double)k->reads[r].bytes;
+    for (int w = 0; w < k->nwrites; w++) by += (double)k->writes[w].bytes;
+    if (k->kind == TRN_CK_MEMSET) by = (double)k->ms_bytes;
+    *flops = fl, *bytes = by;
+}
+
 static void write_profile(TrnCudaDev *g) {
     static const char *sched[TRN_RUN__COUNT] = {"micro", "update", "eval", "sample", "refresh"}, *kind[] = {"launch", "gemm", "memset", "steps"};
     FILE *f = fopen(g->prof_path, "w");
@@ -1086,16 +1100,8 @@ static void write_profile(TrnCudaDev *g) {
                 if (g->pms[s][i] >= 0 && (bs < 0 || g->pms[s][i] > g->pms[bs][bi])) bs = s, bi = i;
         if (bs < 0) break;
         const TrnCudaKernel *k = &g->cm->kern[bs][bi];
-        double fl = k->flops, by = 0; /* a call's: its products' 2MNK and what the module counts; the bytes of what it reads and writes */
-        for (int j = 0; (k->kind == TRN_CK_GEMM || k->kind == TRN_CK_STEPS) && j < (k->kind == TRN_CK_GEMM ? 1 : k->ngemm); j++) {
-            const TrnCudaGemm *m = &k->gemm[j];
-            double nb = 1;
-            for (int b = 0; b < m->nbatch; b++) nb *= (double)m->batch[b];
-            fl += 2.0 * (double)m->M * (double)m->N * (double)m->K * nb;
-        }
-        for (int r = 0; r < k->nreads; r++) by += (double)k->reads[r].bytes;
-        for (int w = 0; w < k->nwrites; w++) by += (double)k->writes[w].bytes;
-        if (k->kind == TRN_CK_MEMSET) by = (double)k->ms_bytes;
+        double fl, by;
+        trn_cuda_kernel_work(k, &fl, &by);
         fprintf(f, "{\"schedule\":\"%s\",\"kernel\":\"%s\",\"where\":\"%s\",\"kind\":\"%s\",\"calls\":%d,\"ms\":%.6f,\"flops\":%.0f,\"bytes\":%.0f}\n",
                 sched[bs], k->name, k->where ? k->where : "", (unsigned)k->kind < 4 ? kind[k->kind] : "?", g->runs[bs], g->pms[bs][bi], fl, by);
         g->pms[bs][bi] = -1;

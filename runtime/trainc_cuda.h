@@ -150,6 +150,10 @@ int         trn_cuda_run_kernel(TrnCudaDev *g, int which, int i, char *err, size
 /* Runs a whole schedule (graph-captured after its first run unless TRAINC_CUDA_GRAPH=0). */
 int         trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn);
 int         trn_cuda_sync(TrnCudaDev *g, char *err, size_t errn);
+/* A call of kernel k: its FLOPs (its products' 2MNK and TrnCudaKernel.flops)
+ * and the bytes of the buffers it reads and writes (TRAINC_CUDA_PROFILE,
+ * bench/roofline.c). */
+void        trn_cuda_kernel_work(const TrnCudaKernel *k, double *flops, double *bytes);
 /* Device name, compute capability, driver, image used, and how many products' epilogues run in cuBLASLt. */
 const char *trn_cuda_describe(TrnCudaDev *g);
 
