@@ -252,6 +252,9 @@ tl() {
 kmodels="gpt2_tiny gpt2_tiny_plain gpt2_tiny_fp16_nofill gpt2_tiny_accum llama_tiny mlp mlp_rows gpt2_d64 llama_d128 gpt2_tiny_bf16 llama_tiny_bf16 gpt2_tiny_fp16 gpt2_d64_bf16
          gpt2_d64_bf16_notc llama_d64_bf16 llama_d128_bf16"
 want kernels || kmodels=
+# worst EPILOGUE JSONL: the largest rel_err of kcheck's lines marked
+# "gelu_epilogue":EPILOGUE (gelu or dgelu), or nothing
+worst() { grep "\"gelu_epilogue\":\"$1\"" "$2" 2>/dev/null | sed -n 's/.*"rel_err":\([^,]*\),.*/\1/p' | sort -g | tail -1; }
 for m in $kmodels; do
     lim=$(cap 75 $r_e2e)
     [ "$lim" -lt 10 ] && { skipped kernels model $m; continue; }
@@ -269,8 +272,7 @@ for m in $kmodels; do
     dev=$(head -1 "$L/kcheck_$m.log" | tr -d '"\\' | cut -c1-300)
     # the worst errors of the products with cuBLASLt's GELU and DGELU
     # epilogues (kcheck.c), and the kernels whose poison came through
-    worst() { grep "\"gelu_epilogue\":\"$1\"" "$L/kcheck_$m.jsonl" 2>/dev/null | sed -n 's/.*"rel_err":\([^,]*\),.*/\1/p' | sort -g | tail -1; }
-    gw=$(worst gelu) dw=$(worst dgelu) nm=$(grep -c '"nan_mismatch":[1-9]' "$L/kcheck_$m.jsonl" 2>/dev/null)
+    gw=$(worst gelu "$L/kcheck_$m.jsonl") dw=$(worst dgelu "$L/kcheck_$m.jsonl") nm=$(grep -c '"nan_mismatch":[1-9]' "$L/kcheck_$m.jsonl" 2>/dev/null)
     rec "{\"stage\":\"kernels\",\"model\":\"$m\",\"rc\":$rc,\"ms\":$(( (t1 - t0) / 1000000 )),\"summary\":${summ:-null},\"gelu_worst\":${gw:-null},\"dgelu_worst\":${dw:-null},\"nan_kernels\":${nm:-0},\"first_line\":\"$dev\",\"last_line\":\"$msg\"}"
 done
 want kernels && publish
