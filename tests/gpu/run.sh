@@ -132,7 +132,19 @@ rec "{\"stage\":\"env\",\"budget_s\":$budget,\"gpu\":\"$(head -1 "$L/gpu.txt" | 
 publish() {
 python3 - "$R" "$OUT/results.json" "$OUT/table.txt" $(( $(date +%s) - start )) <<'EOF'
 import json, re, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+# a record is one line of JSON; a number C's printf wrote as inf or nan
+# (not JSON) is read as null, and a line that still does not parse is kept
+# as an "unparsed" record: one bad line loses no other figure
+def record(l):
+    for text in (l, re.sub(r"(?<=[:,\[])\s*[-+]?(?:inf(?:inity)?|nan)\b", "null", l, flags=re.I)):
+        try:
+            r = json.loads(text)
+            if isinstance(r, dict) and "stage" in r:
+                return r
+        except ValueError:
+            pass
+    return {"stage": "unparsed", "line": l.strip()[:300]}
+rows = [record(l) for l in open(sys.argv[1]) if l.strip()]
 res = {"seconds": int(sys.argv[4]), "stages": rows}
 # the issue's Goal, from this run's own figures: trainc bf16 against
 # torch.compile, the faster of its two rows (the vocabulary as it is, and
@@ -167,6 +179,7 @@ def worst(key):
 res["gelu_epilogue_rel_err_fp32"] = {"gelu": worst("gelu_worst"), "dgelu": worst("dgelu_worst")}
 json.dump(res, open(sys.argv[2], "w"), indent=1)
 t = []
+e2 = lambda v: "-" if v is None else f"{v:.2e}"
 for r in rows:
     if r.get("skipped"):
         t.append(f"{r['stage']:<8} {r.get('model') or r.get('impl')} skipped: out of time (TRAINC_GPU_BUDGET)")
@@ -178,7 +191,7 @@ for r in rows:
                  f" ({s.get('kernels', '?')} kernels checked without zeroing C, {s.get('failed', '?')} failed, {r.get('nan_kernels', 0)} with NaNs; rc {r['rc']})")
     elif r["stage"] == "kernels":
         s = r.get("summary") or {}
-        t.append(f"kernels  {r['model']:<15} {'ok ' if r['rc'] == 0 else 'FAIL'} {s.get('kernels', '?')} kernels, {s.get('failed', '?')} failed, worst {s.get('worst', float('nan')):.2e} ({s.get('worst_kernel', '')})")
+        t.append(f"kernels  {r['model']:<15} {'ok ' if r['rc'] == 0 else 'FAIL'} {s.get('kernels', '?')} kernels, {s.get('failed', '?')} failed, worst {e2(s.get('worst'))} ({s.get('worst_kernel', '')})")
         epi = re.findall(r"(?:GELU epilogues|bias gradients): \d+ in cuBLASLt, \d+ as kernels", r.get("first_line", ""))
         if epi:
             t.append("           " + "; ".join(epi))
@@ -191,6 +204,8 @@ for r in rows:
         f = lambda k, s=1, d=1: f"{x[k] / s:.{d}f}" if x.get(k) is not None else "-"
         t.append(f"bench    {r['impl']:<22} step {f('step_ms')} ms  {f('tokens_per_s', 1, 0)} tok/s  MFU {f('mfu', 0.01, 1)}%  device {f('device_used_bytes', 2**30, 1)} GiB"
                  f"  allocated {f('peak_mem_bytes', 2**30, 1)} GiB  first step at {f('start_s', 1, 2)} s  rc {r['rc']}")
+    elif r["stage"] == "unparsed":
+        t.append(f"unparsed {r['line']}")
     elif r["stage"] == "profile":
         x = r.get("result") or {}
         t.append(f"profile  {r['model']}: {x.get('kernels')} kernels, {x.get('step_ms_sum') or 0:.2f} ms a micro-batch summed over kernels (eager, rc {r['rc']})")
@@ -205,8 +220,7 @@ for r in rows:
         t.append("           why: " + r.get("last_line", ""))
 ge = res["gelu_epilogue_rel_err_fp32"]
 if ge["gelu"] is not None or ge["dgelu"] is not None:
-    h = lambda v: "-" if v is None else f"{v:.2e}"
-    t.append(f"finding  cuBLASLt's GELU epilogues, fp32, worst relative error against the C kernel's tanh form: GELU {h(ge['gelu'])}, DGELU {h(ge['dgelu'])}"
+    t.append(f"finding  cuBLASLt's GELU epilogues, fp32, worst relative error against the C kernel's tanh form: GELU {e2(ge['gelu'])}, DGELU {e2(ge['dgelu'])}"
              " (the tanh form in f32: about 1e-6 both; erf's: up to 4e-5, 4e-4; a tanh with 2^-11 error: up to 2.4e-4, 6.5e-5; tol 2e-3)")
 def g(k, fmt, want):
     v = goal[k]

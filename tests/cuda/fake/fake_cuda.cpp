@@ -37,6 +37,7 @@
  *     would.  The heuristic gives one algorithm; with
  *     FAKE_CUBLASLT_BAD_FIRST, two unusable results before it (a state
  *     that is not success, a workspace larger than the preference's).
+ *     FAKE_CUBLASLT_INF: D(0, 0) of every product is +inf.
  * The device answers as an sm_90 with 132 SMs (FAKE_CUDA_SM=80 for sm_80).
  * Every refusal is also printed to stderr, "fake-cuda: ...".
  *
@@ -977,6 +978,9 @@ static void run_gemm(const Gemm *g) {
                     if (has_aux(d)) store(d->aux, g->dl.t, ax, v);
                     v = gelu(v);
                 }
+                /* FAKE_CUBLASLT_INF: every product's D(0, 0) infinite (an
+                 * overflow that the CPU does not have: kcheck's control) */
+                if (i == 0 && j == 0 && bt == 0 && getenv("FAKE_CUBLASLT_INF")) v = INFINITY;
                 store(D, g->dl.t, i + j * (uint64_t)g->dl.ld, v);
             }
     }

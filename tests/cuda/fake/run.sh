@@ -6,7 +6,8 @@
 # 1. every kernel through trn_cuda_run_kernel against the C backend's
 #    (tests/gpu/kcheck.c, the GPU check's program and tolerances), so the
 #    launches and the cuBLASLt descriptors runtime/cuda.c makes are checked
-#    against what the libraries do with them;
+#    against what the libraries do with them (with FAKE_KCHECK_INF_CONTROL,
+#    also the control that an infinity on the GPU alone fails a kernel);
 # 2. with STEPS > 0: the model's executable trains STEPS steps with
 #    --device cpu, --device cuda, and --device cuda with TRAINC_CUDA_GRAPH=0
 #    (on the project's docs, evaluating every 2 steps): the losses on the
@@ -55,6 +56,18 @@ if [ -n "${FAKE_CUBLASLT_BETA0_READS_C:-}" ] && grep -q linear_cross_entropy "$n
     if grep -q '"kernel":"[^"]*linear_cross_entropy[^"]*".*"ok":false' nofill.jsonl; then
         echo "control: without zeroing C, $(grep -c '"ok":false' nofill.jsonl) linear_cross_entropy kernel(s) fail the check, as they should"
     else cat nofill.log; echo "FAIL: the control (TRAINC_CUDA_BETA0_FILL=0 under FAKE_CUBLASLT_BETA0_READS_C) passed the check"; rc=1; fi
+fi
+# FAKE_KCHECK_INF_CONTROL: with FAKE_CUBLASLT_INF, every product's first
+# element infinite on the GPU alone: kcheck must fail those kernels
+# (nan_mismatch) and still write JSON (no "inf" in its numbers)
+if [ -n "${FAKE_KCHECK_INF_CONTROL:-}" ]; then
+    FAKE_CUBLASLT_INF=1 TRAINC_KCHECK_ONLY=matmul ./kcheck inf.jsonl 1234 > inf.log 2>&1
+    if grep -q '"nan_mismatch":[1-9][0-9]*,.*"ok":false' inf.jsonl && python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+sys.exit(0 if rows and rows[-1].get("summary") and rows[-1]["failed"] > 0 else 1)' inf.jsonl; then
+        echo "control: an infinity from cuBLASLt alone fails $(grep -c '"ok":false' inf.jsonl) product kernel(s); the JSON parses"
+    else cat inf.log inf.jsonl; echo "FAIL: the control (FAKE_CUBLASLT_INF) did not fail as JSON"; rc=1; fi
 fi
 # products with a GELU epilogue (their fallback kernels, k.._epi, are in the
 # .cu): all in cuBLASLt, or with FAKE_CUBLASLT_NO_GELU (or
