@@ -208,11 +208,14 @@ for r in rows:
         t.append(f"unparsed {r['line']}")
     elif r["stage"] == "profile":
         x = r.get("result") or {}
-        t.append(f"profile  {r['model']}: {x.get('kernels')} kernels, {x.get('step_ms_sum') or 0:.2f} ms a micro-batch summed over kernels (eager, rc {r['rc']})")
+        near = lambda b, ms: f", the roofline's bound {b:.2f} ms ({100 * b / ms:.0f}% of it)" if b and ms else ""
+        t.append(f"profile  {r['model']}: {x.get('kernels')} kernels, {x.get('step_ms_sum') or 0:.2f} ms a micro-batch summed over kernels"
+                 f"{near(x.get('bound_ms'), x.get('step_ms_sum'))} (eager, rc {r['rc']})")
         for o in x.get("by_op", []):
             tf = f"  {o['tflops']:.0f} TFLOP/s" if o.get("tflops") else ""
             gb = f"  {o['gbps']:.0f} GB/s" if o.get("gbps") and o["op"] != "gemm" else ""
-            t.append(f"  {o['op']:<40} {o['ms']:8.3f} ms {100 * (o['share'] or 0):5.1f}%  ({o['kernels']} kernels){tf}{gb}")
+            bd = f"  bound {o['bound_ms']:.3f} ms ({100 * o['bound_ms'] / o['ms']:.0f}%)" if o.get("bound_ms") and o["ms"] else ""
+            t.append(f"  {o['op']:<40} {o['ms']:8.3f} ms {100 * (o['share'] or 0):5.1f}%  ({o['kernels']} kernels){tf}{gb}{bd}")
     # under a failed row, why (the last line of its log)
     if r.get("why"):
         t.append("           why: " + r["why"])
@@ -454,19 +457,23 @@ def op(r):   # k12_layer_norm_gpt2_model_L25 -> layer_norm
         n = n[: -len(suf)] if n.endswith(suf) else n
     return r["kind"] if r["kind"] in ("gemm", "memset") else n
 # per call: flops (products, attention) and the bytes of the buffers read
-# and written (a lower bound of the traffic: GB/s for the memory-bound)
+# and written (a lower bound of the traffic: GB/s for the memory-bound),
+# and the roofline's bound, as bench/roofline.sh sums it: each kernel at
+# least max(flops / 989 TFLOP/s, bytes / 4.8 TB/s), an H200's dense bf16
+# and HBM3e peaks (bound / ms: how near the kernels of an op come to it)
+bound = lambda r: max(r["flops"] / 989e12, (r.get("bytes") or 0) / 4.8e12) * 1e3
 ops = {}
 for r in rows:
-    o = ops.setdefault(op(r), [0.0, 0, 0.0, 0.0])
-    o[0] += r["ms"] / r["calls"]; o[1] += 1; o[2] += r["flops"]; o[3] += r.get("bytes") or 0
+    o = ops.setdefault(op(r), [0.0, 0, 0.0, 0.0, 0.0])
+    o[0] += r["ms"] / r["calls"]; o[1] += 1; o[2] += r["flops"]; o[3] += r.get("bytes") or 0; o[4] += bound(r)
 step = tot / rows[0]["calls"] if rows else None
 top = [{"kernel": r["kernel"], "where": r["where"], "ms": r["ms"] / r["calls"], "share": r["ms"] / tot,
         "tflops": r["flops"] / (r["ms"] / r["calls"]) / 1e9 if r["flops"] and r["ms"] else None,
         "gbps": r["bytes"] / (r["ms"] / r["calls"]) / 1e6 if r.get("bytes") and r["ms"] else None} for r in rows[:15]]
 by_op = sorted(({"op": k, "ms": v[0], "kernels": v[1], "share": v[0] / step if step else None,
                  "tflops": v[2] / v[0] / 1e9 if v[2] and v[0] else None,
-                 "gbps": v[3] / v[0] / 1e6 if v[3] and v[0] else None} for k, v in ops.items()), key=lambda x: -x["ms"])
-print(json.dumps({"kernels": len(rows), "step_ms_sum": step, "by_op": by_op[:12], "top": top}))
+                 "gbps": v[3] / v[0] / 1e6 if v[3] and v[0] else None, "bound_ms": v[4]} for k, v in ops.items()), key=lambda x: -x["ms"])
+print(json.dumps({"kernels": len(rows), "step_ms_sum": step, "bound_ms": sum(bound(r) for r in rows) if rows else None, "by_op": by_op[:12], "top": top}))
 EOF
 )
 echo "profile: $res" | cut -c1-400

@@ -192,6 +192,11 @@ check("profile: per op", abs(ops.get("gemm", {}).get("ms", 0) - 2.0) < 1e-9 and 
       and abs(ops["gemm"].get("tflops", 0) - 1500.0) < 1e-6)
 check("profile: attention's TFLOP/s and GB/s", abs(ops.get("attention", {}).get("tflops", 0) - 600.0) < 1e-6
       and abs(ops["attention"].get("gbps", 0) - 2000.0) < 1e-6 and "600 TFLOP/s  2000 GB/s" in table)
+# the roofline's bound per call: attention max(6e11 / 989e12, 3e9 / 4.8e12)
+# + max(6e11 / 989e12, 1e9 / 4.8e12) s, the products 3e12 / 989e12 s
+ab = 1e3 * (3e9 / 4.8e12 + 6e11 / 989e12)
+check("profile: the roofline's bound per op and for the micro-batch", abs(ops.get("attention", {}).get("bound_ms", 0) - ab) < 1e-9
+      and abs(p.get("bound_ms", 0) - ab - 3e15 / 989e12) < 1e-9 and f"bound {ab:.3f} ms ({100 * ab / 2:.0f}%)" in table)
 gl = res.get("goal", {})
 check("goal: ratios of this run, against the faster torch.compile row", gl.get("reference") == "pytorch-compile-v50304"
       and abs(gl.get("speedup_vs_compile", 0) - (16384 / 0.043) / 341333) < 1e-9 and gl.get("device_memory_vs_compile") == 1.0
