@@ -28,16 +28,19 @@
 #      step time, MFU vs 989 TFLOP/s (one FLOP count for every row),
 #      device memory in use, time to the first step; the Goal against the
 #      faster torch.compile row;
-#   4. profile: 3 steps of the bf16 GPT-2 small with TRAINC_CUDA_PROFILE
-#      (every kernel timed with events, no graphs): time per op, the 15
-#      longest kernels, TFLOP/s of the products and attention, GB/s of the
-#      others (the bytes of the buffers each reads and writes).
+#   4. profile: the device's ceilings measured (tests/gpu/ceilings.py: a
+#      device-to-device copy's TB/s, a large bf16 product's TFLOP/s), then
+#      3 steps of the bf16 GPT-2 small with TRAINC_CUDA_PROFILE (every
+#      kernel timed with events, no graphs): time per op, the 15 longest
+#      kernels, TFLOP/s of the products and attention, GB/s of the others
+#      (the bytes of the buffers each reads and writes), and the roofline's
+#      bound per op at the datasheet's peaks and at the measured ceilings.
 #
 # Every run in a stage has a time limit, and the whole script a budget
 # (TRAINC_GPU_BUDGET, 480 s: the device call's 540 s less the table and the
 # tar): the kernel and end-to-end checks stop starting runs while less than
-# the later stages' reserve is left (240 s for the benchmark and the
-# profile; the profile's 30 s in the benchmark), so a check that hangs costs
+# the later stages' reserve is left (255 s for the benchmark and the
+# profile; the profile's 45 s in the benchmark), so a check that hangs costs
 # its own limit and not the measurements; a run that no longer fits is
 # recorded as skipped.  A failure is recorded in the JSON and the next run
 # starts.  Results: $OUT/results.json, $OUT/table.txt (also printed last),
@@ -53,8 +56,10 @@
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 B=${TRAINC_GPU_BUILD:-$root/build-gpu}
-# the PyTorch reference (tests/gpu/selftest.sh puts a stand-in here)
+# the PyTorch reference and the ceilings' measurement (tests/gpu/selftest.sh
+# puts stand-ins here)
 TORCH_BENCH=${TRAINC_GPU_TORCH:-python3 bench/gpt2_torch.py}
+CEILINGS=${TRAINC_GPU_CEILINGS:-python3 tests/gpu/ceilings.py}
 OUT=${OUT:-$root/gpu-out}
 # the logs are kept outside $OUT (only 8 files come back from it) and
 # published with the results after every stage (publish, below): a call cut
@@ -182,7 +187,7 @@ t = []
 e2 = lambda v: "-" if v is None else f"{v:.2e}"
 for r in rows:
     if r.get("skipped"):
-        t.append(f"{r['stage']:<8} {r.get('model') or r.get('impl')} skipped: out of time (TRAINC_GPU_BUDGET)")
+        t.append(f"{r['stage']:<8} {r.get('model') or r.get('impl') or r.get('name')} skipped: out of time (TRAINC_GPU_BUDGET)")
         continue
     if r["stage"] == "kernels" and r["model"] == "gpt2_tiny_fp16_nofill":
         s = r.get("summary") or {}
@@ -208,14 +213,22 @@ for r in rows:
         t.append(f"unparsed {r['line']}")
     elif r["stage"] == "profile":
         x = r.get("result") or {}
-        near = lambda b, ms: f", the roofline's bound {b:.2f} ms ({100 * b / ms:.0f}% of it)" if b and ms else ""
-        t.append(f"profile  {r['model']}: {x.get('kernels')} kernels, {x.get('step_ms_sum') or 0:.2f} ms a micro-batch summed over kernels"
-                 f"{near(x.get('bound_ms'), x.get('step_ms_sum'))} (eager, rc {r['rc']})")
+        ms, c = x.get("step_ms_sum"), x.get("ceilings")
+        near = lambda b, ms: f"{b:.2f} ms ({100 * b / ms:.0f}% of it)" if b and ms else "-"
+        t.append(f"profile  {r['model']}: {x.get('kernels')} kernels, {ms or 0:.2f} ms a micro-batch summed over kernels (eager, rc {r['rc']});"
+                 f" the roofline's bound at 989 TFLOP/s and 4.8 TB/s {near(x.get('bound_ms'), ms)}"
+                 + (f", at the measured {c['tflops']:.0f} TFLOP/s and {c['tb_per_s']:.2f} TB/s {near(x.get('bound_measured_ms'), ms)}" if c else ""))
         for o in x.get("by_op", []):
             tf = f"  {o['tflops']:.0f} TFLOP/s" if o.get("tflops") else ""
             gb = f"  {o['gbps']:.0f} GB/s" if o.get("gbps") and o["op"] != "gemm" else ""
             bd = f"  bound {o['bound_ms']:.3f} ms ({100 * o['bound_ms'] / o['ms']:.0f}%)" if o.get("bound_ms") and o["ms"] else ""
+            if bd and o.get("bound_measured_ms"):
+                bd += f", measured {o['bound_measured_ms']:.3f} ms ({100 * o['bound_measured_ms'] / o['ms']:.0f}%)"
             t.append(f"  {o['op']:<40} {o['ms']:8.3f} ms {100 * (o['share'] or 0):5.1f}%  ({o['kernels']} kernels){tf}{gb}{bd}")
+    elif r["stage"] == "ceilings":
+        x = r.get("result") or {}
+        t.append(f"ceilings a device-to-device copy {x['copy_tb_per_s']:.2f} TB/s (read + written), a {x['matmul_n']}^3 bf16 product {x['bf16_tflops']:.0f} TFLOP/s"
+                 f" (PyTorch {x.get('torch')}; datasheet 4.8 and 989)" if x else f"ceilings not measured (rc {r['rc']})")
     # under a failed row, why (the last line of its log)
     if r.get("why"):
         t.append("           why: " + r["why"])
@@ -242,7 +255,7 @@ tar czf "$OUT/logs.tar.gz" -C "$(dirname "$L")" logs
 
 # the time each stage keeps for the selected stages after it
 r_prof=0 r_bench=0 r_e2e=0
-want profile && r_prof=30
+want profile && r_prof=45
 r_bench=$r_prof
 want bench && r_bench=$(( r_prof + 210 ))
 r_e2e=$r_bench
@@ -432,6 +445,34 @@ if want bench; then
 fi
 
 # ---- 4. where the time goes: GPT-2 small bf16, every kernel timed with events ----
+# first the device's two ceilings, measured (tests/gpu/ceilings.py: a
+# device-to-device copy's TB/s, an 8192^3 bf16 product's TFLOP/s through
+# PyTorch; METHOD.md's "measure the two ceilings"), for the roofline's bound
+# at what the device does beside the one at its datasheet's peaks
+if want profile; then
+    lim=$(cap 30 20)
+    if [ "$lim" -lt 10 ]; then
+        skipped ceilings name device
+    else
+        PYTHONUNBUFFERED=1 timeout -k 5 $lim $CEILINGS > "$L/ceilings.out" 2> "$L/ceilings.err"
+        rc=$?
+        ceil=$(python3 - "$L/ceilings.out" <<'EOF'
+import json, sys
+try:
+    r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+    print(json.dumps(r) if r.get("copy_tb_per_s") and r.get("bf16_tflops") else "null")
+except Exception:
+    print("null")
+EOF
+)
+        echo "ceilings: $ceil" | cut -c1-300
+        w=
+        [ "$ceil" = null ] && w=$(why "$L/ceilings.err" $rc)
+        [ "$ceil" = null ] && [ -z "$w" ] && w=$(why "$L/ceilings.out" $rc)
+        rec "{\"stage\":\"ceilings\",\"name\":\"device\",\"rc\":$rc,\"why\":\"$w\",\"result\":$ceil}"
+        [ "$ceil" != null ] && echo "$ceil" > "$L/ceilings.json"
+    fi
+fi
 lim=$(cap 120 0)
 if ! want profile; then
     :
@@ -441,12 +482,16 @@ else
 TRAINC_CUDA_PROFILE=$L/profile.jsonl timeout -k 5 $lim "$B/gpt2_124m_bf16" --data "$B/data/ts_train.bin" --steps 3 --lr 6e-4 --warmup 0 \
     --device cuda --quiet > "$L/profile.log" 2>&1
 rc=$?
-res=$(python3 - "$L/profile.jsonl" <<'EOF'
+res=$(python3 - "$L/profile.jsonl" "$L/ceilings.json" <<'EOF'
 import json, re, sys
 try:
     rows = [json.loads(l) for l in open(sys.argv[1])]
 except Exception:
     print("null"); sys.exit()
+try:
+    ceil = json.load(open(sys.argv[2]))
+except Exception:
+    ceil = None
 rows = [r for r in rows if r["schedule"] == "micro"]
 tot = sum(r["ms"] for r in rows) or 1.0
 def op(r):   # k12_layer_norm_gpt2_model_L25 -> layer_norm
@@ -460,20 +505,28 @@ def op(r):   # k12_layer_norm_gpt2_model_L25 -> layer_norm
 # and written (a lower bound of the traffic: GB/s for the memory-bound),
 # and the roofline's bound, as bench/roofline.sh sums it: each kernel at
 # least max(flops / 989 TFLOP/s, bytes / 4.8 TB/s), an H200's dense bf16
-# and HBM3e peaks (bound / ms: how near the kernels of an op come to it)
-bound = lambda r: max(r["flops"] / 989e12, (r.get("bytes") or 0) / 4.8e12) * 1e3
+# and HBM3e peaks (bound / ms: how near the kernels of an op come to it);
+# and the same at the ceilings measured above, where they were
+def bound(r, pf=989e12, pb=4.8e12):
+    return max(r["flops"] / pf, (r.get("bytes") or 0) / pb) * 1e3
+mbound = (lambda r: bound(r, ceil["bf16_tflops"] * 1e12, ceil["copy_tb_per_s"] * 1e12)) if ceil else None
 ops = {}
 for r in rows:
-    o = ops.setdefault(op(r), [0.0, 0, 0.0, 0.0, 0.0])
+    o = ops.setdefault(op(r), [0.0, 0, 0.0, 0.0, 0.0, 0.0])
     o[0] += r["ms"] / r["calls"]; o[1] += 1; o[2] += r["flops"]; o[3] += r.get("bytes") or 0; o[4] += bound(r)
+    o[5] += mbound(r) if mbound else 0
 step = tot / rows[0]["calls"] if rows else None
 top = [{"kernel": r["kernel"], "where": r["where"], "ms": r["ms"] / r["calls"], "share": r["ms"] / tot,
         "tflops": r["flops"] / (r["ms"] / r["calls"]) / 1e9 if r["flops"] and r["ms"] else None,
         "gbps": r["bytes"] / (r["ms"] / r["calls"]) / 1e6 if r.get("bytes") and r["ms"] else None} for r in rows[:15]]
 by_op = sorted(({"op": k, "ms": v[0], "kernels": v[1], "share": v[0] / step if step else None,
                  "tflops": v[2] / v[0] / 1e9 if v[2] and v[0] else None,
-                 "gbps": v[3] / v[0] / 1e6 if v[3] and v[0] else None, "bound_ms": v[4]} for k, v in ops.items()), key=lambda x: -x["ms"])
-print(json.dumps({"kernels": len(rows), "step_ms_sum": step, "bound_ms": sum(bound(r) for r in rows) if rows else None, "by_op": by_op[:12], "top": top}))
+                 "gbps": v[3] / v[0] / 1e6 if v[3] and v[0] else None, "bound_ms": v[4],
+                 "bound_measured_ms": v[5] if mbound else None} for k, v in ops.items()), key=lambda x: -x["ms"])
+print(json.dumps({"kernels": len(rows), "step_ms_sum": step, "bound_ms": sum(bound(r) for r in rows) if rows else None,
+                  "bound_measured_ms": sum(mbound(r) for r in rows) if rows and mbound else None,
+                  "ceilings": {"tflops": ceil["bf16_tflops"], "tb_per_s": ceil["copy_tb_per_s"]} if ceil else None,
+                  "by_op": by_op[:12], "top": top}))
 EOF
 )
 echo "profile: $res" | cut -c1-400

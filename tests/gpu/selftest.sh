@@ -36,6 +36,9 @@ nvidia-smi)
     *) echo "Stand-in H200, 999.0, 143771 MiB, 1980 MHz" ;;
     esac
     exit 0 ;;
+ceilings)
+    echo '{"gpu":"Stand-in H200","torch":"0.0-stand-in","copy_bytes":4294967296,"copy_ms":1.0,"copy_tb_per_s":4.0,"matmul_n":8192,"matmul_ms":1.4,"bf16_tflops":800.0,"matmul_finite":true,"reps":20}'
+    exit 0 ;;
 torch_bench)
     mode=eager suf= ms=80.0
     while [ $# -gt 0 ]; do
@@ -122,13 +125,14 @@ for n in gpt2_tiny llama_tiny gpt2_tiny_bf16 gpt2_tiny_bf16_lora llama_tiny_bf16
 done
 ln -s "$w/stub" "$w/bin/nvidia-smi"
 ln -s "$w/stub" "$w/bin/torch_bench"
+ln -s "$w/stub" "$w/bin/ceilings"
 # build.sh's checksums of the sources: one file as built, one since changed
 { (cd "$root" && sha256sum README.md); echo "0000000000000000000000000000000000000000000000000000000000000000  CMakeLists.txt"; } > "$w/build-gpu/sources.sha256"
 
-# budget 315 s: the kernel checks keep 300 for what follows, so the hanging
+# budget 330 s: the kernel checks keep 315 for what follows, so the hanging
 # check gets 15 s and the ones after it none
 t0=$(date +%s)
-PATH=$w/bin:$PATH OUT=$w/out TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_BUDGET=315 \
+PATH=$w/bin:$PATH OUT=$w/out TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_CEILINGS=$w/bin/ceilings TRAINC_GPU_BUDGET=330 \
     TRAINC_CUBLASLT=/nonexistent bash "$root/tests/gpu/run.sh" > "$w/run.log" 2>&1 || { cat "$w/run.log"; echo "run.sh failed"; exit 1; }
 echo "run.sh: $(( $(date +%s) - t0 )) s"
 cat "$w/out/table.txt"
@@ -147,7 +151,7 @@ def one(stage, key, name):
     check(f"one {stage} record for {name}", len(r) == 1)
     return r[0] if r else {}
 env = st[0]
-check("env first, with the budget and the GPU", env["stage"] == "env" and env["budget_s"] == 315 and env["gpu"].startswith("Stand-in H200"))
+check("env first, with the budget and the GPU", env["stage"] == "env" and env["budget_s"] == 330 and env["gpu"].startswith("Stand-in H200"))
 check("a build-gpu older than the sources found", env.get("build_stale_files") == 1 and env.get("stages") == "kernels,e2e,bench,profile")
 k = one("kernels", "model", "gpt2_tiny")
 check("kcheck summary parsed", k.get("rc") == 0 and (k.get("summary") or {}).get("kernels") == 40)
@@ -197,6 +201,12 @@ check("profile: attention's TFLOP/s and GB/s", abs(ops.get("attention", {}).get(
 ab = 1e3 * (3e9 / 4.8e12 + 6e11 / 989e12)
 check("profile: the roofline's bound per op and for the micro-batch", abs(ops.get("attention", {}).get("bound_ms", 0) - ab) < 1e-9
       and abs(p.get("bound_ms", 0) - ab - 3e15 / 989e12) < 1e-9 and f"bound {ab:.3f} ms ({100 * ab / 2:.0f}%)" in table)
+# and at the stand-in's measured ceilings, 800 TFLOP/s and 4.0 TB/s
+ce = one("ceilings", "name", "device").get("result") or {}
+am = 1e3 * (3e9 / 4e12 + 6e11 / 800e12)
+check("ceilings recorded, the bound at them", ce.get("bf16_tflops") == 800.0 and p.get("ceilings") == {"tflops": 800.0, "tb_per_s": 4.0}
+      and abs(ops.get("attention", {}).get("bound_measured_ms", 0) - am) < 1e-9 and abs(p.get("bound_measured_ms", 0) - am - 3e15 / 800e12) < 1e-9
+      and f"measured {am:.3f} ms ({100 * am / 2:.0f}%)" in table and "a 8192^3 bf16 product 800 TFLOP/s" in table)
 gl = res.get("goal", {})
 check("goal: ratios of this run, against the faster torch.compile row", gl.get("reference") == "pytorch-compile-v50304"
       and abs(gl.get("speedup_vs_compile", 0) - (16384 / 0.043) / 341333) < 1e-9 and gl.get("device_memory_vs_compile") == 1.0
@@ -212,7 +222,7 @@ grep -q "WARNING: build-gpu was built from other sources (1 files differ)" "$w/r
 
 # a second call that reruns one stage: only its records, and the time the
 # others would have kept is not kept
-PATH=$w/bin:$PATH OUT=$w/out2 TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_BUDGET=60 \
+PATH=$w/bin:$PATH OUT=$w/out2 TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_CEILINGS=$w/bin/ceilings TRAINC_GPU_BUDGET=60 \
     TRAINC_GPU_STAGES=bench TRAINC_CUBLASLT=/nonexistent bash "$root/tests/gpu/run.sh" > "$w/run2.log" 2>&1 || { cat "$w/run2.log"; echo "run.sh (bench only) failed"; exit 1; }
 python3 - "$w/out2/results.json" <<'EOF'
 import json, sys

@@ -6,7 +6,8 @@
 # Checks its JSON line (what tests/gpu/run.sh parses), that its model has
 # trainc's parameter count for the same sizes (`trainc ir --stats` of
 # examples/gpt2.model), and that the first losses are those of an untrained
-# model (near ln(vocab)).  The benchmark itself runs only on the device;
+# model (near ln(vocab)); and tests/gpu/ceilings.py on the CPU at a small
+# size.  The benchmark itself runs only on the device;
 # this catches a script that cannot run at all before a GPU session is
 # spent on it.  Skips (77) when no python3 can import torch (Debian's
 # python3-torch: scripts/setup.sh installs it when it can).
@@ -43,6 +44,23 @@ sys.exit(1 if errs else 0)
 PY
     done
 done
+# tests/gpu/ceilings.py (run.sh's ceilings): on the CPU at a small size its
+# JSON line has positive figures; without --device, where there is no GPU,
+# it says so in an "error" field (run.sh then records no ceilings)
+out=$("$py" "$root/tests/gpu/ceilings.py" --device cpu --copy-gib 0.01 --n 128 --reps 3) || { echo "FAIL: ceilings.py --device cpu"; fail=1; }
+echo "ceilings, cpu: $out"
+"$py" -c '
+import json, math, sys
+r = json.loads(sys.argv[1])
+bad = [k for k in ("copy_tb_per_s", "bf16_tflops", "copy_ms", "matmul_ms") if not isinstance(r.get(k), float) or not math.isfinite(r[k]) or r[k] <= 0]
+bad += [] if r.get("matmul_finite") is True and r.get("copy_bytes") == 2 * (int(0.01 * 2**30) // 16 * 16) else ["matmul_finite/copy_bytes"]
+print("FAIL: ceilings.py:", bad) if bad else None
+sys.exit(1 if bad else 0)' "$out" || fail=1
+if ! "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+    out=$("$py" "$root/tests/gpu/ceilings.py")
+    echo "ceilings, no GPU: $out"
+    case $out in *'"error": "no CUDA device"'*) ;; *) echo "FAIL: ceilings.py without a GPU"; fail=1 ;; esac
+fi
 rm -f /tmp/torch_smoke.$$.err
-[ $fail -eq 0 ] && echo "ok: bench/gpt2_torch.py runs ($modes) and builds trainc's GPT-2"
+[ $fail -eq 0 ] && echo "ok: bench/gpt2_torch.py runs ($modes) and builds trainc's GPT-2; tests/gpu/ceilings.py runs"
 exit $fail
