@@ -9,13 +9,19 @@
 # script's JSON) with numbers chosen here, so that every figure the table
 # shows is known:
 #   - kcheck_gpt2_tiny passes; the finding's check (gpt2_tiny_fp16
-#     without zeroing C) fails: cuBLASLt "reads C"; kcheck_llama_tiny hangs: its run times out
+#     without zeroing C) fails: cuBLASLt "reads C"; gpt2_tiny_plain's
+#     worst error is C's "inf", gpt2_tiny_accum's summary is cut short and
+#     its DGELU error C's "-nan" (the record kept, those fields null);
+#     llama_tiny writes a number that is not one (its record kept as
+#     unparsed); kcheck_mlp hangs: its run times out
 #     at the budget's cap and the kernel checks after it are skipped;
 #   - the e2e runs agree but for gpt2_tiny_fp16, whose GPU losses are 5%
 #     off (a failed row); llama_tiny's step-0 checkpoints differ;
 #   - the benchmark's step times give a known median, tokens/s and MFU;
 #   - build-gpu's checksums name one source changed since it was built;
-#   - a second call with TRAINC_GPU_STAGES=bench runs the benchmark alone.
+#   - a second call with TRAINC_GPU_STAGES=bench runs the benchmark alone;
+#   - a third with TRAINC_GPU_STAGES=profile, where the ceilings cannot be
+#     measured, records why and bounds the profile at the datasheet's peaks.
 # The real programs' formats are tested where they are made (runtime:
 # e2e tests; kcheck: cuda_fake_*); this checks the script's side.
 # usage: selftest.sh [WORKDIR]
@@ -37,7 +43,7 @@ nvidia-smi)
     esac
     exit 0 ;;
 ceilings)
-    echo '{"gpu":"Stand-in H200","torch":"0.0-stand-in","copy_bytes":4294967296,"copy_ms":1.0,"copy_tb_per_s":4.0,"matmul_n":8192,"matmul_ms":1.4,"bf16_tflops":800.0,"matmul_finite":true,"reps":20}'
+    echo '{"gpu":"Stand-in H200","torch":"0.0-stand-in","copy_bytes":4294967296,"copy_ms":1.0,"copy_tb_per_s":4.0,"matmul_n":8192,"matmul_ms":1.4,"bf16_tflops":800.0,"layer_products_tflops":600.0,"matmul_finite":true,"reps":10,"inner":10}'
     exit 0 ;;
 torch_bench)
     mode=eager suf= ms=80.0
@@ -49,10 +55,13 @@ torch_bench)
     sleep 0.3
     [ $mode = compile ] && ms=50.0
     [ -n "$suf" ] && ms=48.0
-    echo "{\"impl\":\"pytorch-$mode$suf\",\"torch\":\"0.0-stand-in\",\"step_ms\":$ms,\"tokens_per_s\":$(( 16384000 / ${ms%.0} )),\"mfu\":0.3,\"peak_mem_bytes\":10737418240,\"last_loss\":7.0}"
+    # (eager's loss NaN, as Python's json writes it: results.json must say null)
+    loss=7.0
+    [ $mode = eager ] && loss=NaN
+    echo "{\"impl\":\"pytorch-$mode$suf\",\"torch\":\"0.0-stand-in\",\"step_ms\":$ms,\"tokens_per_s\":$(( 16384000 / ${ms%.0} )),\"mfu\":0.3,\"peak_mem_bytes\":10737418240,\"last_loss\":$loss}"
     exit 0 ;;
-kcheck_llama_tiny)
-    echo "kcheck llama_tiny on Stand-in: arena 1 bytes"
+kcheck_mlp)
+    echo "kcheck mlp on Stand-in: arena 1 bytes"
     sleep 1000 ;;
 kcheck_gpt2_tiny_fp16)
     # the finding row (TRAINC_CUDA_BETA0_FILL=0, one kernel): C read
@@ -65,10 +74,17 @@ kcheck_gpt2_tiny_fp16)
     echo '{"model":"gpt2_tiny_fp16","summary":true,"kernels":40,"failed":0,"worst":0,"worst_kernel":""}' > "$1"
     exit 0 ;;
 kcheck_gpt2_tiny_accum)
-    # a summary cut short: its record is not JSON
+    # a summary cut short (left out of the record), a NaN as C prints it
     echo "kcheck gpt2_tiny_accum on Stand-in H200 (sm_90): arena 4096 bytes"
-    echo '{"model":"gpt2_tiny_accum","summary":true,"kernels":40,"fai' > "$1"
+    printf '%s\n' '{"kernel":"k9_matmul_gelu_grad","rel_err":-nan,"tol":2.0e-03,"nan_mismatch":1,"ok":false,"gelu_epilogue":"dgelu"}' \
+        '{"model":"gpt2_tiny_accum","summary":true,"kernels":40,"fai' > "$1"
     exit 1 ;;
+kcheck_llama_tiny)
+    # a number that is not one: the record is not JSON
+    echo "kcheck llama_tiny on Stand-in H200 (sm_90): arena 4096 bytes"
+    printf '%s\n' '{"kernel":"k3_matmul_add_gelu","rel_err":1.2.3,"tol":2.0e-03,"nan_mismatch":0,"ok":true,"gelu_epilogue":"gelu"}' \
+        '{"model":"llama_tiny","summary":true,"kernels":40,"failed":0,"worst":1.500e-06,"worst_kernel":"k7_matmul"}' > "$1"
+    exit 0 ;;
 kcheck_*)
     m=${me#kcheck_}
     # gpt2_tiny_plain's worst error infinite, as C's printf writes it
@@ -139,7 +155,9 @@ cat "$w/out/table.txt"
 
 python3 - "$w/out/results.json" "$w/out/table.txt" <<'EOF'
 import json, sys
-res = json.load(open(sys.argv[1]))
+def strict(c):
+    raise ValueError(f"{c} in results.json")
+res = json.load(open(sys.argv[1]), parse_constant=strict)
 table = open(sys.argv[2]).read()
 st = res["stages"]
 bad = []
@@ -156,7 +174,7 @@ check("a build-gpu older than the sources found", env.get("build_stale_files") =
 k = one("kernels", "model", "gpt2_tiny")
 check("kcheck summary parsed", k.get("rc") == 0 and (k.get("summary") or {}).get("kernels") == 40)
 check("epilogue counts in the table", "GELU epilogues: 2 in cuBLASLt, 0 as kernels" in table)
-h = one("kernels", "model", "llama_tiny")
+h = one("kernels", "model", "mlp")
 check("the hanging check timed out at the cap", h.get("rc") in (124, 137) and h.get("last_line", "").startswith("timed out") and 9000 <= h.get("ms", 0) <= 25000)
 nf = one("kernels", "model", "gpt2_tiny_fp16_nofill")
 check("the finding: cuBLASLt reads C where beta from the device is 0", nf.get("rc") == 1 and res.get("cublaslt_reads_c_beta0") is True
@@ -168,9 +186,12 @@ pl = one("kernels", "model", "gpt2_tiny_plain")
 check("an infinite worst error read as null", (pl.get("summary") or {}).get("kernels") == 40 and (pl.get("summary") or {}).get("worst", 0) is None
       and "kernels  gpt2_tiny_plain ok  40 kernels, 0 failed, worst - (k7_matmul)" in table)
 un = [x for x in st if x["stage"] == "unparsed"]
-check("a record that is not JSON kept as unparsed, the others read", len(un) == 1 and '"model":"gpt2_tiny_accum"' in un[0].get("line", "")
+check("a record that is not JSON kept as unparsed, the others read", len(un) == 1 and '"model":"llama_tiny"' in un[0].get("line", "")
       and "unparsed {" in table)
-check("the checks after it skipped", all(one("kernels", "model", m).get("skipped") for m in ("mlp", "llama_d128_bf16")))
+ac = one("kernels", "model", "gpt2_tiny_accum")
+check("a summary cut short left out, C's -nan read as null, the record kept", ac.get("rc") == 1 and ac.get("summary") is None
+      and ac.get("dgelu_worst", 0) is None and ac.get("nan_kernels") == 1 and "kcheck gpt2_tiny_accum on Stand-in" in ac.get("first_line", ""))
+check("the checks after it skipped", all(one("kernels", "model", m).get("skipped") for m in ("mlp_rows", "llama_d128_bf16")))
 e = one("e2e", "model", "gpt2_tiny")["result"] or {}
 check("e2e agreement", e.get("ok") is True and e.get("steps") == 20 and e.get("max_rel") == 0 and e.get("graph_equals_eager") is True)
 g = one("e2e", "model", "gpt2_tiny")
@@ -188,6 +209,7 @@ check("torch.compile result", c.get("step_ms") == 50.0 and c.get("device_used_by
 order = [x.get("impl") for x in st if x["stage"] == "bench"]
 check("bench order", order == ["trainc-gpt2_124m_bf16", "pytorch-compile", "pytorch-compile-v50304", "pytorch-eager", "trainc-gpt2_124m_fp32"])
 check("torch rows' MFU from tokens/s with trainc's FLOP count", abs(c.get("mfu", 0) - 327680 * flops / 16384 / 989e12) < 1e-9 and c.get("mfu_script") == 0.3)
+check("eager's NaN loss written as null", (one("bench", "impl", "pytorch-eager")["result"] or {}).get("last_loss", 0) is None)
 check("torch.compile padded by hand", (one("bench", "impl", "pytorch-compile-v50304")["result"] or {}).get("step_ms") == 48.0)
 p = one("profile", "model", "gpt2_124m_bf16")["result"] or {}
 ops = {o["op"]: o for o in p.get("by_op", [])}
@@ -204,9 +226,10 @@ check("profile: the roofline's bound per op and for the micro-batch", abs(ops.ge
 # and at the stand-in's measured ceilings, 800 TFLOP/s and 4.0 TB/s
 ce = one("ceilings", "name", "device").get("result") or {}
 am = 1e3 * (3e9 / 4e12 + 6e11 / 800e12)
-check("ceilings recorded, the bound at them", ce.get("bf16_tflops") == 800.0 and p.get("ceilings") == {"tflops": 800.0, "tb_per_s": 4.0}
+check("ceilings recorded, the bound at them", ce.get("bf16_tflops") == 800.0 and p.get("ceilings") == {"tflops": 800.0, "tb_per_s": 4.0, "layer_products_tflops": 600.0}
+      and "(188%); PyTorch on a layer's products 600 TFLOP/s" in table
       and abs(ops.get("attention", {}).get("bound_measured_ms", 0) - am) < 1e-9 and abs(p.get("bound_measured_ms", 0) - am - 3e15 / 800e12) < 1e-9
-      and f"measured {am:.3f} ms ({100 * am / 2:.0f}%)" in table and "a 8192^3 bf16 product 800 TFLOP/s" in table)
+      and f"measured {am:.3f} ms ({100 * am / 2:.0f}%)" in table and "a 8192^3 bf16 product 800 TFLOP/s" in table and "GPT-2 small's 12 products of a layer 600 TFLOP/s" in table)
 gl = res.get("goal", {})
 check("goal: ratios of this run, against the faster torch.compile row", gl.get("reference") == "pytorch-compile-v50304"
       and abs(gl.get("speedup_vs_compile", 0) - (16384 / 0.043) / 341333) < 1e-9 and gl.get("device_memory_vs_compile") == 1.0
@@ -233,4 +256,32 @@ if got != want:
     print(f"selftest: FAILED: TRAINC_GPU_STAGES=bench gave {got}")
     sys.exit(1)
 print("selftest: TRAINC_GPU_STAGES=bench ran the benchmark alone")
+EOF
+
+# a third: the profile alone, where the ceilings cannot be measured (no GPU
+# for PyTorch): recorded with why, the profile's bounds at the datasheet's
+# peaks only
+cat > "$w/bin/ceilings_none" <<'EOF'
+#!/bin/bash
+echo '{"error": "no CUDA device", "torch": "0.0-stand-in"}'
+EOF
+chmod +x "$w/bin/ceilings_none"
+PATH=$w/bin:$PATH OUT=$w/out3 TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_CEILINGS=$w/bin/ceilings_none TRAINC_GPU_BUDGET=60 \
+    TRAINC_GPU_STAGES=profile TRAINC_CUBLASLT=/nonexistent bash "$root/tests/gpu/run.sh" > "$w/run3.log" 2>&1 || { cat "$w/run3.log"; echo "run.sh (profile only) failed"; exit 1; }
+python3 - "$w/out3/results.json" "$w/out3/table.txt" <<'EOF'
+import json, sys
+st = json.load(open(sys.argv[1]))["stages"]
+table = open(sys.argv[2]).read()
+c = [x for x in st if x["stage"] == "ceilings"]
+p = [x for x in st if x["stage"] == "profile"]
+bad = []
+if [x["stage"] for x in st] != ["env", "ceilings", "profile"]: bad.append(f"records {[x['stage'] for x in st]}")
+if not c or c[0].get("result") is not None or "no CUDA device" not in c[0].get("why", ""): bad.append(f"ceilings record {c}")
+r = (p[0].get("result") or {}) if p else {}
+if r.get("ceilings") is not None or r.get("bound_measured_ms") is not None or not r.get("bound_ms"): bad.append(f"profile without ceilings {r}")
+if "ceilings not measured (rc 0)" not in table or "why: {error: no CUDA device" not in table or "at the measured" in table: bad.append("table")
+if bad:
+    print("selftest: FAILED: TRAINC_GPU_STAGES=profile without ceilings:\n  " + "\n  ".join(bad))
+    sys.exit(1)
+print("selftest: TRAINC_GPU_STAGES=profile without ceilings: recorded, the bounds at the datasheet's peaks alone")
 EOF

@@ -59,10 +59,10 @@ if [ -n "${FAKE_CUBLASLT_BETA0_READS_C:-}" ] && grep -q linear_cross_entropy "$n
 fi
 # FAKE_KCHECK_INF_CONTROL: with FAKE_CUBLASLT_INF, every product's first
 # element infinite on the GPU alone: kcheck must fail those kernels
-# (nan_mismatch) and still write JSON (no "inf" in its numbers)
+# (inf_mismatch) and still write JSON (no "inf" in its numbers)
 if [ -n "${FAKE_KCHECK_INF_CONTROL:-}" ]; then
     FAKE_CUBLASLT_INF=1 TRAINC_KCHECK_ONLY=matmul ./kcheck inf.jsonl 1234 > inf.log 2>&1
-    if grep -q '"nan_mismatch":[1-9][0-9]*,.*"ok":false' inf.jsonl && python3 -c '
+    if grep -q '"nan_mismatch":0,"inf_mismatch":[1-9][0-9]*,.*"ok":false' inf.jsonl && python3 -c '
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 sys.exit(0 if rows and rows[-1].get("summary") and rows[-1]["failed"] > 0 else 1)' inf.jsonl; then
