@@ -5,7 +5,9 @@ the rate of a large bf16 matrix product through PyTorch (cuBLAS), on
 random data; and beside them the rate PyTorch gets on the twelve products
 of one GPT-2 small layer at the benchmark's 16 x 1024 tokens (forward, and
 both products of each backward: the shapes of trainc's `gemm` op in the
-profile).  Each figure is the median of REPS timings, each timing INNER
+profile) and on its causal attention (scaled_dot_product_attention, 16 x
+12 heads x 1024 x 64, forward, and forward with backward; FLOPs counted as
+trainc counts them: 2 B H T^2 D forward, twice that backward).  Each figure is the median of REPS timings, each timing INNER
 back-to-back runs between two CUDA events (so the host's launch latency
 is not in it), after 3 such warm-ups.  The roofline's bound at the
 ceilings is what the device allows in practice; at the datasheet's peaks
@@ -13,7 +15,8 @@ ceilings is what the device allows in practice; at the datasheet's peaks
 line, or {"error": ...} where PyTorch or the GPU is missing.
 
     python3 tests/gpu/ceilings.py [--copy-gib 2] [--n 8192] [--tokens 16384]
-        [--width 768] [--reps 10] [--inner 10] [--device cuda]
+        [--width 768] [--heads 12] [--seq 1024] [--reps 10] [--inner 10]
+        [--device cuda]
 """
 import argparse
 import json
@@ -53,6 +56,8 @@ def main():
     ap.add_argument("--n", type=int, default=8192)
     ap.add_argument("--tokens", type=int, default=16384)
     ap.add_argument("--width", type=int, default=768)
+    ap.add_argument("--heads", type=int, default=12)
+    ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--inner", type=int, default=10)
     ap.add_argument("--device", default="cuda", help="cuda; cpu only for the tests' smoke run, at small sizes")
@@ -97,6 +102,32 @@ def main():
     lmed, lmin, lmax = timed(layer, a.reps, a.inner, torch, dev)
     lflops = 3 * 2.0 * N * sum(m[0].shape[1] * m[1].shape[1] for m in mats)
     ok = ok and all(bool(torch.isfinite(m[5]).all()) for m in mats)
+    del mats
+    # causal attention at the same sizes: B = tokens / seq sequences
+    T, H = a.seq, a.heads
+    B, D = max(1, N // T), C // H
+    qkv = [rnd(B, H, T, D).requires_grad_() for _ in range(3)]
+    do = rnd(B, H, T, D)
+    F = torch.nn.functional
+    if hasattr(F, "scaled_dot_product_attention"):
+        sdpa, impl = F.scaled_dot_product_attention, "scaled_dot_product_attention"
+    else:  # PyTorch < 2.0 (the tests' smoke run on the CPU only)
+        def sdpa(q, k, v, is_causal):
+            s = (q @ k.transpose(-2, -1)) / D ** 0.5
+            s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+            return s.softmax(-1) @ v
+        impl = "written out (no scaled_dot_product_attention)"
+    def att_fwd():
+        with torch.no_grad():
+            sdpa(*qkv, is_causal=True)
+    def att_both():
+        for x in qkv:
+            x.grad = None
+        sdpa(*qkv, is_causal=True).backward(do)
+    fmed, _, _ = timed(att_fwd, a.reps, a.inner, torch, dev)
+    bmed, _, _ = timed(att_both, a.reps, a.inner, torch, dev)
+    aflops = 2.0 * B * H * T * T * D
+    ok = ok and all(bool(torch.isfinite(x.grad).all()) for x in qkv)
     print(json.dumps({
         "gpu": torch.cuda.get_device_name() if dev == "cuda" else dev,
         "torch": torch.__version__,
@@ -110,6 +141,10 @@ def main():
         "layer_tokens": N, "layer_width": C,
         "layer_products_ms": lmed, "layer_products_ms_range": [lmin, lmax],
         "layer_products_tflops": lflops / (lmed / 1e3) / 1e12,
+        "attention_shape": [B, H, T, D], "attention_impl": impl,
+        "attention_fwd_ms": fmed, "attention_fwd_bwd_ms": bmed,
+        "attention_fwd_tflops": aflops / (fmed / 1e3) / 1e12,
+        "attention_bwd_tflops": 2 * aflops / (max(bmed - fmed, 1e-6) / 1e3) / 1e12,
         "matmul_finite": ok,
         "reps": a.reps, "inner": a.inner,
     }))

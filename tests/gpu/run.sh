@@ -236,11 +236,14 @@ for r in rows:
                 bd += f", measured {o['bound_measured_ms']:.3f} ms ({100 * o['bound_measured_ms'] / o['ms']:.0f}%)"
             if o["op"] == "gemm" and c:
                 bd += f"; PyTorch on a layer's products {c['layer_products_tflops']:.0f} TFLOP/s"
+            elif o["op"] in ("attention", "attention_grad") and c:
+                bd += f"; PyTorch's SDPA {c['attention_' + ('fwd' if o['op'] == 'attention' else 'bwd') + '_tflops']:.0f} TFLOP/s"
             t.append(f"  {o['op']:<40} {o['ms']:8.3f} ms {100 * (o['share'] or 0):5.1f}%  ({o['kernels']} kernels){tf}{gb}{bd}")
     elif r["stage"] == "ceilings":
         x = r.get("result") or {}
         t.append(f"ceilings a device-to-device copy {x['copy_tb_per_s']:.2f} TB/s (read + written), a {x['matmul_n']}^3 bf16 product {x['bf16_tflops']:.0f} TFLOP/s"
-                 f" (datasheet 4.8 and 989); GPT-2 small's 12 products of a layer {x['layer_products_tflops']:.0f} TFLOP/s (PyTorch {x.get('torch')})"
+                 f" (datasheet 4.8 and 989); GPT-2 small's 12 products of a layer {x['layer_products_tflops']:.0f} TFLOP/s, its causal attention"
+                 f" {x['attention_fwd_tflops']:.0f} forward, {x['attention_bwd_tflops']:.0f} backward (PyTorch {x.get('torch')})"
                  if x else f"ceilings not measured (rc {r['rc']})")
     # under a failed row, why (the last line of its log)
     if r.get("why"):
@@ -487,7 +490,8 @@ import json, math, sys
 try:
     r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
     good = all(isinstance(r.get(k), (int, float)) and math.isfinite(r[k]) and r[k] > 0
-               for k in ("copy_tb_per_s", "bf16_tflops", "matmul_n", "layer_products_tflops")) and r.get("matmul_finite") is True
+               for k in ("copy_tb_per_s", "bf16_tflops", "matmul_n", "layer_products_tflops", "attention_fwd_tflops", "attention_bwd_tflops"))
+    good = good and r.get("matmul_finite") is True
     print(json.dumps(r) if good else "null")
 except Exception:
     print("null")
@@ -554,7 +558,8 @@ by_op = sorted(({"op": k, "ms": v[0], "kernels": v[1], "share": v[0] / step if s
 print(json.dumps({"kernels": len(rows), "step_ms_sum": step, "bound_ms": sum(bound(r) for r in rows) if rows else None,
                   "bound_measured_ms": sum(mbound(r) for r in rows) if rows and mbound else None,
                   "ceilings": {"tflops": ceil["bf16_tflops"], "tb_per_s": ceil["copy_tb_per_s"],
-                               "layer_products_tflops": ceil["layer_products_tflops"]} if ceil else None,
+                               "layer_products_tflops": ceil["layer_products_tflops"], "attention_fwd_tflops": ceil["attention_fwd_tflops"],
+                               "attention_bwd_tflops": ceil["attention_bwd_tflops"]} if ceil else None,
                   "by_op": by_op[:12], "top": top}))
 EOF
 )

@@ -43,7 +43,7 @@ nvidia-smi)
     esac
     exit 0 ;;
 ceilings)
-    echo '{"gpu":"Stand-in H200","torch":"0.0-stand-in","copy_bytes":4294967296,"copy_ms":1.0,"copy_tb_per_s":4.0,"matmul_n":8192,"matmul_ms":1.4,"bf16_tflops":800.0,"layer_products_tflops":600.0,"matmul_finite":true,"reps":10,"inner":10}'
+    echo '{"gpu":"Stand-in H200","torch":"0.0-stand-in","copy_bytes":4294967296,"copy_ms":1.0,"copy_tb_per_s":4.0,"matmul_n":8192,"matmul_ms":1.4,"bf16_tflops":800.0,"layer_products_tflops":600.0,"attention_fwd_tflops":400.0,"attention_bwd_tflops":300.0,"matmul_finite":true,"reps":10,"inner":10}'
     exit 0 ;;
 torch_bench)
     mode=eager suf= ms=80.0
@@ -226,7 +226,9 @@ check("profile: the roofline's bound per op and for the micro-batch", abs(ops.ge
 # and at the stand-in's measured ceilings, 800 TFLOP/s and 4.0 TB/s
 ce = one("ceilings", "name", "device").get("result") or {}
 am = 1e3 * (3e9 / 4e12 + 6e11 / 800e12)
-check("ceilings recorded, the bound at them", ce.get("bf16_tflops") == 800.0 and p.get("ceilings") == {"tflops": 800.0, "tb_per_s": 4.0, "layer_products_tflops": 600.0}
+check("ceilings recorded, the bound at them", ce.get("bf16_tflops") == 800.0 and p.get("ceilings") == {"tflops": 800.0, "tb_per_s": 4.0, "layer_products_tflops": 600.0,
+                                                                       "attention_fwd_tflops": 400.0, "attention_bwd_tflops": 300.0}
+      and "(75%); PyTorch's SDPA 400 TFLOP/s" in table and "its causal attention 400 forward, 300 backward" in table
       and "(188%); PyTorch on a layer's products 600 TFLOP/s" in table
       and abs(ops.get("attention", {}).get("bound_measured_ms", 0) - am) < 1e-9 and abs(p.get("bound_measured_ms", 0) - am - 3e15 / 800e12) < 1e-9
       and f"measured {am:.3f} ms ({100 * am / 2:.0f}%)" in table and "a 8192^3 bf16 product 800 TFLOP/s" in table and "GPT-2 small's 12 products of a layer 600 TFLOP/s" in table)

@@ -47,12 +47,12 @@ done
 # tests/gpu/ceilings.py (run.sh's ceilings): on the CPU at a small size its
 # JSON line has positive figures; without --device, where there is no GPU,
 # it says so in an "error" field (run.sh then records no ceilings)
-out=$("$py" "$root/tests/gpu/ceilings.py" --device cpu --copy-gib 0.01 --n 128 --tokens 64 --width 32 --reps 3 --inner 2) || { echo "FAIL: ceilings.py --device cpu"; fail=1; }
+out=$("$py" "$root/tests/gpu/ceilings.py" --device cpu --copy-gib 0.01 --n 128 --tokens 64 --width 32 --heads 2 --seq 32 --reps 3 --inner 2) || { echo "FAIL: ceilings.py --device cpu"; fail=1; }
 echo "ceilings, cpu: $out"
 "$py" -c '
 import json, math, sys
 r = json.loads(sys.argv[1])
-bad = [k for k in ("copy_tb_per_s", "bf16_tflops", "copy_ms", "matmul_ms", "layer_products_ms", "layer_products_tflops") if not isinstance(r.get(k), float) or not math.isfinite(r[k]) or r[k] <= 0]
+bad = [k for k in ("copy_tb_per_s", "bf16_tflops", "copy_ms", "matmul_ms", "layer_products_ms", "layer_products_tflops", "attention_fwd_tflops", "attention_bwd_tflops") if not isinstance(r.get(k), float) or not math.isfinite(r[k]) or r[k] <= 0]
 bad += [] if r.get("matmul_finite") is True and r.get("copy_equal") is True and r.get("copy_bytes") == 2 * (int(0.01 * 2**30) // 16 * 16) else ["matmul_finite/copy_equal/copy_bytes"]
 print("FAIL: ceilings.py:", bad) if bad else None
 sys.exit(1 if bad else 0)' "$out" || fail=1
