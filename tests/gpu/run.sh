@@ -474,10 +474,10 @@ fi
 # device-to-device copy's TB/s, an 8192^3 bf16 product's TFLOP/s through
 # PyTorch, and PyTorch's rate on one GPT-2 small layer's products), for the
 # roofline's bound at what the device does beside the one at its
-# datasheet's peaks (20 s at most: about 10 expected; 25 kept for the
+# datasheet's peaks (25 s at most: about 10 expected; 20 kept for the
 # profile)
 if want profile; then
-    lim=$(cap 20 25)
+    lim=$(cap 25 20)
     if [ "$lim" -lt 10 ]; then
         skipped ceilings name device
     else
