@@ -29,7 +29,8 @@
 #      device memory in use, time to the first step; the Goal against the
 #      faster torch.compile row;
 #   4. profile: the device's ceilings measured (tests/gpu/ceilings.py: a
-#      device-to-device copy's TB/s, a large bf16 product's TFLOP/s), then
+#      device-to-device copy's TB/s, a large bf16 product's TFLOP/s;
+#      PyTorch's on a GPT-2 layer's products and attention), then
 #      3 steps of the bf16 GPT-2 small with TRAINC_CUDA_PROFILE (every
 #      kernel timed with events, no graphs): time per op, the 15 longest
 #      kernels, TFLOP/s of the products and attention, GB/s of the others
@@ -472,8 +473,8 @@ fi
 # ---- 4. where the time goes: GPT-2 small bf16, every kernel timed with events ----
 # first the device's two ceilings, measured (tests/gpu/ceilings.py: a
 # device-to-device copy's TB/s, an 8192^3 bf16 product's TFLOP/s through
-# PyTorch, and PyTorch's rate on one GPT-2 small layer's products), for the
-# roofline's bound at what the device does beside the one at its
+# PyTorch, and PyTorch's rates on one GPT-2 small layer's products and on
+# its attention, forward and backward), for the roofline's bound at what the device does beside the one at its
 # datasheet's peaks (25 s at most: about 10 expected; 20 kept for the
 # profile)
 if want profile; then
