@@ -29,18 +29,13 @@ cc -O0 -w -I"$root/runtime" -Dmain=trn_generated_main -c g.c -o g.o
 cc -O1 -I"$root/runtime" -DTRN_MODULE=trn_cuda_module_gpt2 "$root/bench/roofline.c" g.o "$build/runtime/libtrainc_rt.a" -fopenmp -lm -ldl -lpthread -o roofline
 ./roofline "$pf" "$pb" kernels > all.jsonl
 grep -v '"kernel"' all.jsonl
-python3 - all.jsonl "$pf" "$pb" <<'PY'
-import json, re, sys
+python3 - all.jsonl "$pf" "$pb" "$root/tests/gpu" <<'PY'
+import json, sys
 allrows = [json.loads(l) for l in open(sys.argv[1])]
 rows = [r for r in allrows if "kernel" not in r]
 # per op, as tests/gpu/run.sh's profile names them (products together)
-def op(r):   # k12_layer_norm_gpt2_model_L25 -> layer_norm
-    n = re.sub(r"^[a-z]+[0-9]+_", "", r["kernel"])
-    if r["where"]:
-        f, line = r["where"].rsplit(":", 1)
-        suf = "_" + re.sub(r"[^A-Za-z0-9]", "_", f) + "_L" + line
-        n = n[: -len(suf)] if n.endswith(suf) else n
-    return r["kind"] if r["kind"] in ("gemm", "memset") else n
+sys.path.insert(0, sys.argv[4])
+from kernel_op import op
 ops = {}
 for r in allrows:
     if "kernel" in r:

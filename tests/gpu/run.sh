@@ -516,7 +516,7 @@ TRAINC_CUDA_PROFILE=$L/profile.jsonl timeout -k 5 $lim "$B/gpt2_124m_bf16" --dat
     --device cuda --quiet > "$L/profile.log" 2>&1
 rc=$?
 res=$(python3 - "$L/profile.jsonl" "$L/ceilings.json" <<'EOF'
-import json, re, sys
+import json, sys
 try:
     rows = [json.loads(l) for l in open(sys.argv[1])]
 except Exception:
@@ -527,13 +527,8 @@ except Exception:
     ceil = None
 rows = [r for r in rows if r["schedule"] == "micro"]
 tot = sum(r["ms"] for r in rows) or 1.0
-def op(r):   # k12_layer_norm_gpt2_model_L25 -> layer_norm
-    n = re.sub(r"^[a-z]+[0-9]+_", "", r["kernel"])
-    if r["where"]:
-        f, line = r["where"].rsplit(":", 1)
-        suf = "_" + re.sub(r"[^A-Za-z0-9]", "_", f) + "_L" + line
-        n = n[: -len(suf)] if n.endswith(suf) else n
-    return r["kind"] if r["kind"] in ("gemm", "memset") else n
+sys.path.insert(0, "tests/gpu")
+from kernel_op import op   # the ops as bench/roofline.sh names them
 # per call: flops (products, attention) and the bytes of the buffers read
 # and written (a lower bound of the traffic: GB/s for the memory-bound),
 # and the roofline's bound, as bench/roofline.sh sums it: each kernel at
