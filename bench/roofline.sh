@@ -35,7 +35,7 @@ allrows = [json.loads(l) for l in open(sys.argv[1])]
 rows = [r for r in allrows if "kernel" not in r]
 # per op, as tests/gpu/run.sh's profile names them (products together)
 sys.path.insert(0, sys.argv[4])
-from kernel_op import op
+from records import op
 ops = {}
 for r in allrows:
     if "kernel" in r:

@@ -1069,9 +1069,6 @@ int trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn) {
     return 0;
 }
 
-/* TRAINC_CUDA_PROFILE: a JSON line per kernel that ran, the longest total
- * first: schedule, kernel, where, kind, calls (runs of its schedule), ms
- * (summed), flops (of one call: its products' 2 M N K, 0 for the others). */
 void trn_cuda_kernel_work(const TrnCudaKernel *k, double *flops, double *bytes) {
     double fl = k->flops, by = 0;
     for (int j = 0; (k->kind == TRN_CK_GEMM || k->kind == TRN_CK_STEPS) && j < (k->kind == TRN_CK_GEMM ? 1 : k->ngemm); j++) {
@@ -1086,6 +1083,9 @@ void trn_cuda_kernel_work(const TrnCudaKernel *k, double *flops, double *bytes) 
     *flops = fl, *bytes = by;
 }
 
+/* TRAINC_CUDA_PROFILE: a JSON line per kernel that ran, the longest total
+ * first: schedule, kernel, where, kind, calls (runs of its schedule), ms
+ * (summed), flops and bytes (of one call: trn_cuda_kernel_work). */
 static void write_profile(TrnCudaDev *g) {
     static const char *sched[TRN_RUN__COUNT] = {"micro", "update", "eval", "sample", "refresh"}, *kind[] = {"launch", "gemm", "memset", "steps"};
     FILE *f = fopen(g->prof_path, "w");

@@ -141,14 +141,15 @@ import json, math, re, sys
 # a record is one line of JSON; a number C's printf wrote as inf or nan
 # (not JSON) is read as null, and a line that still does not parse is kept
 # as an "unparsed" record: one bad line loses no other figure
+sys.path.insert(0, "tests/gpu")
+from records import loads
 def record(l):
-    for text in (l, re.sub(r"(?<=[:,\[])\s*[-+]?(?:inf(?:inity)?|nan)\b", "null", l, flags=re.I)):
-        try:
-            r = json.loads(text, strict=False)
-            if isinstance(r, dict) and "stage" in r:
-                return r
-        except ValueError:
-            pass
+    try:
+        r = loads(l)
+        if isinstance(r, dict) and "stage" in r:
+            return r
+    except ValueError:
+        pass
     return {"stage": "unparsed", "line": l.strip()[:300]}
 rows = [record(l) for l in open(sys.argv[1]) if l.strip()]
 res = {"seconds": int(sys.argv[4]), "stages": rows}
@@ -318,9 +319,11 @@ for m in $kmodels; do
     # (C's inf and nan read as null; a summary that is still not JSON, one
     # cut short say, is left out: the record keeps its other fields)
     [ -n "$summ" ] && summ=$(python3 -c '
-import json, re, sys
+import json, sys
+sys.path.insert(0, "tests/gpu")
+from records import loads
 try:
-    print(json.dumps(json.loads(re.sub(r"(?<=[:,\[])\s*[-+]?(?:inf(?:inity)?|nan)\b", "null", sys.argv[1], flags=re.I))))
+    print(json.dumps(loads(sys.argv[1])))
 except ValueError:
     pass' "$summ" 2>/dev/null)
     msg=$(why "$L/kcheck_$m.log" $rc)
@@ -528,7 +531,7 @@ except Exception:
 rows = [r for r in rows if r["schedule"] == "micro"]
 tot = sum(r["ms"] for r in rows) or 1.0
 sys.path.insert(0, "tests/gpu")
-from kernel_op import op   # the ops as bench/roofline.sh names them
+from records import op   # the ops as bench/roofline.sh names them
 # per call: flops (products, attention) and the bytes of the buffers read
 # and written (a lower bound of the traffic: GB/s for the memory-bound),
 # and the roofline's bound, as bench/roofline.sh sums it: each kernel at
