@@ -123,6 +123,20 @@ static void test_malformed(void) {
     p = path_in_scratch("rt_magic.bin");
     write_raw(p, 20240521, 1, 4, TOK_HEADER_SIZE, 8);
     expect_error(p, "bad magic number 20240521");
+    {   /* a binary file gets no hint; text (the corpus itself, say) is told to tokenize */
+        TokFile t = {0};
+        char err[512] = "";
+        CHECK(tok_read(p, &t, err, sizeof err) == -1 && !strstr(err, "trainc-tokenize"));
+        const char *line = "First Citizen:\n\tBefore we proceed any further, hear me speak.\r\n\xc3\xa9t\xc3\xa9\n";
+        FILE *f = fopen(p = path_in_scratch("rt_text.txt"), "wb");
+        for (int i = 0; i < 40; i++) fputs(line, f);
+        fclose(f);
+        expect_error(p, "not a token file in llm.c's format; the file looks like text: make token files from it with `trainc-tokenize");
+        f = fopen(p = path_in_scratch("rt_short_text.txt"), "wb");
+        fputs(line, f);
+        fclose(f);
+        expect_error(p, "a 1024-byte header; the file looks like text");
+    }
     p = path_in_scratch("rt_version.bin");
     write_raw(p, TOK_MAGIC, 2, 4, TOK_HEADER_SIZE, 8);
     expect_error(p, "unsupported version 2");
