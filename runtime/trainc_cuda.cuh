@@ -1202,9 +1202,8 @@ TRN_DEV uint32_t trn_pack2(float lo, float hi, trn_f16) { return (uint32_t)trn_t
  * 16 rows (queries; keys in the dkv kernel), and lane l holds rows g and
  * g + 8 of its warp's score fragments, columns 2t, 2t+1 of every 8-column
  * tile: a row's maximum and sum are the 4 lanes of a quad (two shuffles).
- * Tiles are halved beyond D = 64 (registers, sm_80 / sm_90: 128 / 126
- * forward, 127 / 128 dq, 169 / 167 dkv at D = 64; 166 / 166, 167 / 167,
- * 247 / 244 at D = 128; no spills), and double-buffered: cp.async loads
+ * Tiles are halved beyond D = 64 (registers: --emit=cuda's report, as
+ * docs/cuda.md lists them; no spills), and double-buffered: cp.async loads
  * the next tiles while the warps compute on these.
  *   forward  one pass over key tiles of 64: S = Q K^T in registers, the
  *            online softmax per row, P = exp(s - m) rounded to the half type
