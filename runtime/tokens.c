@@ -25,15 +25,14 @@ static int32_t get_le32(const unsigned char *p) {
     return u <= INT32_MAX ? (int32_t)u : -(int32_t)~u - 1; /* two's complement, without implementation-defined casts */
 }
 
-/* Whether the n bytes at p (n > 0) read as text: printable ASCII, tabs,
- * newlines, or bytes of UTF-8 (>= 0x80).  A text file given where token
- * files go gets a hint to tokenize it first. */
-static int looks_text(const unsigned char *p, size_t n) {
+/* For a file whose first n bytes read as text (no control characters but
+ * tab, CR and newline; bytes >= 0x80 are UTF-8's), a hint to tokenize it
+ * first, to append to the error; "" otherwise. */
+static const char *text_hint(const unsigned char *p, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (p[i] < 0x20 && p[i] != '\n' && p[i] != '\r' && p[i] != '\t') return 0;
-    return n > 0;
+        if ((p[i] < 0x20 && p[i] != '\n' && p[i] != '\r' && p[i] != '\t') || p[i] == 0x7f) return "";
+    return n ? "; the file looks like text: make token files from it with `trainc-tokenize TEXT PREFIX`" : "";
 }
-#define TEXT_HINT(h, n) (looks_text(h, n) ? "; the file looks like text: make token files from it with `trainc-tokenize TEXT PREFIX`" : "")
 
 static void put_le32(unsigned char *p, int32_t v) {
     uint32_t u = (uint32_t)v;
@@ -55,7 +54,7 @@ int tok_read(const char *path, TokFile *out, char *err, size_t errn) {
         fclose(f);
         if (bad) return fail(err, errn, "%s: cannot read: %s", path, strerror(e));
         return fail(err, errn, "%s: truncated header: the file has %zu bytes, a token file starts with a %d-byte header%s", path, hgot,
-                    TOK_HEADER_SIZE, TEXT_HINT(h, hgot));
+                    TOK_HEADER_SIZE, text_hint(h, hgot));
     }
     long size = -1;
     if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
@@ -68,7 +67,7 @@ int tok_read(const char *path, TokFile *out, char *err, size_t errn) {
     if (magic != TOK_MAGIC) {
         fclose(f);
         return fail(err, errn, "%s: bad magic number %ld (expected %d): not a token file in llm.c's format%s", path, (long)magic,
-                    TOK_MAGIC, TEXT_HINT(h, sizeof h));
+                    TOK_MAGIC, text_hint(h, sizeof h));
     }
     if (version != TOK_VERSION) {
         fclose(f);

@@ -22,6 +22,9 @@
 # interpreter's f64 losses beside: mismatch, below).  A model that shows a bug, once
 # reduced and fixed, goes into tests/e2e/fuzz/.
 set -u
+# joined N W: the first N lines of stdin, each cut to W characters, as one
+# line (" | " between them): a finding stays one line of the log
+joined() { awk -v n="$1" -v w="$2" 'NR > n { exit } { printf "%s%s", (NR > 1 ? " | " : ""), substr($0, 1, w) }'; }
 build=$(cd "$1" && pwd) first=$2 last=$3 out=$4
 root=$(cd "$(dirname "$0")/../.." && pwd)
 T=$build/tools/trainc
@@ -61,7 +64,7 @@ for s in $(seq "$first" "$last"); do
   for P in fp32 bf16 fp16; do for tg in cpu cuda; do
     for o in "" "--set grad_accum=2 --set grad_clip=1" "--set fusion=0" "--set optimizer=sgd --set momentum=0.9" ${ck:+"$ck"} ${c1:+"$c1"} ${bk:+"$bk"}; do
       timeout 60 "$T" compile m.model --emit=kernels --precision=$P --target=$tg $o > k.txt 2> kerr.txt ||
-        grep -q "$expected" kerr.txt || echo "[$s] kernels $P $tg $o: $(grep -v '^ \|warning' kerr.txt | head -2 | cut -c1-300 | paste -sd'|' | sed 's/|/ | /g')" >> "$log"
+        grep -q "$expected" kerr.txt || echo "[$s] kernels $P $tg $o: $(grep -v '^ \|warning' kerr.txt | joined 2 300)" >> "$log"
     done
   done; done
   for P in fp32 bf16; do
@@ -87,6 +90,6 @@ PY
   tsan=$([ $((s % 3)) -eq 0 ] && echo 1 || echo 0)
   acc=$([ $((s % 4)) -ge 2 ] && echo 2 || echo 1)
   EMU_TSAN=$tsan TRAINC_EMU_ONE_ORDER=$tsan timeout 300 bash "$root/tests/cuda/emu/run.sh" "$build/tests/cuda_emit" "$build/runtime/libtrainc_rt.a" "$d/emu" "$d/m.model" fz trn_model_fz \
-    --set precision=$P --set grad_accum=$acc > emu.txt 2>&1 || echo "[$s] emulation $P accum $acc$([ $tsan = 1 ] && echo ' (tsan)'): $(grep -E 'FAIL|SUMMARY|kernels,|^emu:|error' emu.txt | head -4 | cut -c1-400 | paste -sd'|' | sed 's/|/ | /g')" >> "$log"
+    --set precision=$P --set grad_accum=$acc > emu.txt 2>&1 || echo "[$s] emulation $P accum $acc$([ $tsan = 1 ] && echo ' (tsan)'): $(grep -E 'FAIL|SUMMARY|kernels,|^emu:|error' emu.txt | joined 4 400)" >> "$log"
   echo "[$s] done" >> "$log"
 done

@@ -53,6 +53,17 @@ static void write_raw(const char *path, uint32_t magic, uint32_t version, uint32
     fclose(f);
 }
 
+/* A file of times copies of line. */
+static void write_text(const char *path, const char *line, int times) {
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    for (int i = 0; i < times; i++) fputs(line, f);
+    fclose(f);
+}
+
 /* tok_read fails with a message containing want (and naming the file). */
 static void expect_error(const char *path, const char *want) {
     TokFile t = {(uint16_t *)1, 5};
@@ -128,13 +139,9 @@ static void test_malformed(void) {
         char err[512] = "";
         CHECK(tok_read(p, &t, err, sizeof err) == -1 && !strstr(err, "trainc-tokenize"));
         const char *line = "First Citizen:\n\tBefore we proceed any further, hear me speak.\r\n\xc3\xa9t\xc3\xa9\n";
-        FILE *f = fopen(p = path_in_scratch("rt_text.txt"), "wb");
-        for (int i = 0; i < 40; i++) fputs(line, f);
-        fclose(f);
+        write_text(p = path_in_scratch("rt_text.txt"), line, 40);
         expect_error(p, "not a token file in llm.c's format; the file looks like text: make token files from it with `trainc-tokenize");
-        f = fopen(p = path_in_scratch("rt_short_text.txt"), "wb");
-        fputs(line, f);
-        fclose(f);
+        write_text(p = path_in_scratch("rt_short_text.txt"), line, 1);
         expect_error(p, "a 1024-byte header; the file looks like text");
     }
     p = path_in_scratch("rt_version.bin");
