@@ -260,8 +260,10 @@ static int parse_tensor(P *p, RtStTensor *t) {
             if (have_off++) rc = perr(p, "duplicate key \"data_offsets\"");
             else if ((rc = parse_uint_array(p, v, 2, &cnt)) == 0) {
                 if (cnt != 2) rc = perr(p, "data_offsets needs two entries");
-                t->begin = v[0];
-                t->end = v[1];
+                else {
+                    t->begin = v[0];
+                    t->end = v[1];
+                }
             }
         } else {
             rc = perr(p, "unknown key in a tensor entry (expected dtype, shape, data_offsets)");

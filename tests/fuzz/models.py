@@ -26,10 +26,18 @@ def gen(seed):
     def fresh(p='v'):
         cnt[0] += 1
         return f'{p}{cnt[0]}'
+    # every parameter's glob (a block's: '*.pN', each repeat's copy) and
+    # those of the weights read only as linear(x, w): LoRA's targets
+    globs, lins = [], []
+    where = ['']
     def param(shape, init='normal(0.1)'):
         n = fresh('p')
         cur[0].append(f'  param {n}: [{", ".join(map(str, shape))}] = {init}')
+        globs.append(where[0] + n)
         return n
+    def linw(w):
+        lins.append(where[0] + w)
+        return w
     pool = []  # (name, width)
     x = fresh()
     wte = param([V, C0], 'normal(0.1)')
@@ -73,9 +81,9 @@ def gen(seed):
               w = param([ca, cy] if inout else [cy, ca], f'normal({1.0 / ca ** 0.5:.3f})')
               if bias:
                   bb = param([cy], 'zeros')
-                  lin = f'{a} @ {w} + {bb}' if inout else f'linear({a}, {w}, {bb})'
+                  lin = f'{a} @ {w} + {bb}' if inout else f'linear({a}, {linw(w)}, {bb})'
               else:
-                  lin = f'linear({a}, {w})'
+                  lin = f'linear({a}, {linw(w)})'
               # (a tanh GELU of it: the product's GELU epilogue)
               lines.append(f'  {y} = gelu({lin}, approximate="tanh")' if R.random() < 0.3 else f'  {y} = {lin}')
           elif k == 6:
@@ -98,9 +106,9 @@ def gen(seed):
               wq = param([ca, ca], f'normal({1.0 / ca ** 0.5:.3f})')
               wk = param([Hk * D, ca], f'normal({1.0 / ca ** 0.5:.3f})')
               wv = param([Hk * D, ca], f'normal({1.0 / ca ** 0.5:.3f})')
-              lines.append(f'  {q} = transpose(reshape(linear({a}, {wq}), [{B}, {T}, {H}, {D}]), 1, 2)')
-              lines.append(f'  {kk} = transpose(reshape(linear({a}, {wk}), [{B}, {T}, {Hk}, {D}]), 1, 2)')
-              lines.append(f'  {vv} = transpose(reshape(linear({a}, {wv}), [{B}, {T}, {Hk}, {D}]), 1, 2)')
+              lines.append(f'  {q} = transpose(reshape(linear({a}, {linw(wq)}), [{B}, {T}, {H}, {D}]), 1, 2)')
+              lines.append(f'  {kk} = transpose(reshape(linear({a}, {linw(wk)}), [{B}, {T}, {Hk}, {D}]), 1, 2)')
+              lines.append(f'  {vv} = transpose(reshape(linear({a}, {linw(wv)}), [{B}, {T}, {Hk}, {D}]), 1, 2)')
               if R.random() < 0.5 and D % 2 == 0:
                   lines.append(f'  {q} = rope({q})')
                   lines.append(f'  {kk} = rope({kk})')
@@ -143,8 +151,8 @@ def gen(seed):
               w2 = param([hd, ca], f'normal({1.0 / ca ** 0.5:.3f})')
               w3 = param([ca, hd], f'normal({1.0 / hd ** 0.5:.3f})')
               g = fresh()
-              lines.append(f'  {g} = {R.choice(["silu", "gelu"])}(linear({a}, {w1})) * linear({a}, {w2})')
-              lines.append(f'  {y} = linear({g}, {w3})')
+              lines.append(f'  {g} = {R.choice(["silu", "gelu"])}(linear({a}, {linw(w1)})) * linear({a}, {linw(w2)})')
+              lines.append(f'  {y} = linear({g}, {linw(w3)})')
           elif k == 22:
               # a residual sum and its norm (liger's add + norm), the sum
               # read on
@@ -165,12 +173,13 @@ def gen(seed):
     if R.random() < 0.4:
         outer = cur[0]
         cur[0] = []
+        where[0] = '*.'
         bp = [('x', C0)]
         steps(bp, R.randint(1, 6))
         last, cl = bp[-1]
         if cl != C0:
             w = param([C0, cl], f'normal({1.0 / cl ** 0.5:.3f})')
-            cur[0].append(f'  y = linear({last}, {w})')
+            cur[0].append(f'  y = linear({last}, {linw(w)})')
             last = 'y'
         if not any(l.startswith('  param ') for l in cur[0]):  # a block with a parameter: checkpointing's unit
             g = param([C0], 'ones')
@@ -179,6 +188,7 @@ def gen(seed):
         ret = f'x + {last}' if R.random() < 0.5 else last
         blocks = ['block B(x) {'] + cur[0] + [f'  return {ret}', '}', '']
         cur[0] = outer
+        where[0] = ''
         h0 = pool[-1][0]
         cur[0] += [f'  repeat {R.choice([1, 2, 3])} as layers {{', f'    {h0} = B({h0}) as blk', '  }']
         pool = [(h0, C0)]
@@ -189,13 +199,22 @@ def gen(seed):
         lines.append(f'  logits = linear({h}, {wte})')
     else:
         wh = param([V, ch], f'normal({1.0 / ch ** 0.5:.3f})')
-        lines.append(f'  logits = linear({h}, {wh})')
+        lines.append(f'  logits = linear({h}, {linw(wh)})')
     if R.random() < 0.25:
         lines.append('  z = logits - max(logits, axis=-1, keepdim=true)')
         lines.append('  return cross_entropy(z - log(sum(exp(z), axis=-1, keepdim=true)), targets)')
     else:
         lines.append('  return cross_entropy(logits, targets)')
-    out = [f'# fuzz seed {seed}'] + blocks + [f'model fz(tokens: i32[{B}, {T}], targets: i32[{B}, {T}]) {{'] + lines + ['}', '',
+    # what models.sh gives `--set lora_targets` (some of the linear-only
+    # weights) and `--set freeze` (one parameter other than the embedding),
+    # from a generator of their own
+    R3 = random.Random(seed ^ 0x27d4eb2f)
+    head = [f'# fuzz seed {seed}']
+    if lins:
+        head.append('# lora_targets: ' + ','.join(R3.sample(lins, R3.randint(1, len(lins)))))
+    if len(globs) > 1:
+        head.append('# freeze: ' + R3.choice(globs[1:]))
+    out = head + blocks + [f'model fz(tokens: i32[{B}, {T}], targets: i32[{B}, {T}]) {{'] + lines + ['}', '',
            'train {', '  optimizer = adamw', '  lr = 1e-3', '  steps = 3', '}']
     return '\n'.join(out) + '\n'
 

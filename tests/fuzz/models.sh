@@ -8,10 +8,12 @@
 #     accumulation + clipping, without liger fusion, with SGD, with
 #     checkpointing (models with a repeated block: blocks, the first block
 #     alone, and budget with memory_budget half way between the arenas of
-#     none and blocks): no failure;
+#     none and blocks), with LoRA, with a frozen parameter: no failure;
 #   - the compiled executable against `trainc run` (the interpreter), 3
 #     steps, fp32 and bf16, fused, not fused, with 2 micro-batches a step
-#     and clipping, checkpointed (the three ways): the same losses (1e-4;
+#     and clipping, checkpointed (the three ways), with LoRA on some of the
+#     weights read only by linear (models.py's `# lora_targets:` line), with
+#     one parameter frozen (its `# freeze:` line): the same losses (1e-4;
 #     bf16 3e-2);
 #   - its CUDA C on the CPU emulation against the C backend, kernel by
 #     kernel (tests/cuda/emu/run.sh; fp32 for odd seeds, bf16 for even;
@@ -31,6 +33,7 @@ T=$build/tools/trainc
 mkdir -p "$out" && out=$(cd "$out" && pwd) && log=$out/log
 cat "$root/README.md" "$root"/docs/*.md > "$out/text.txt"
 "$build/tools/trainc-tokenize" "$out/text.txt" "$out/tok" > /dev/null
+set -f # the globs of --set freeze and lora_targets stay as they are
 A="--data $out/tok_train.bin --steps 3 --seed 7 --warmup 0 --quiet"
 # the errors expected: a repeated block all of whose parameters are dead
 # has nothing for checkpoint = blocks to recompute; a budget made for one
@@ -61,15 +64,18 @@ for s in $(seq "$first" "$last"); do
     [ -n "$a0" ] && [ -n "$a1" ] && echo "--set checkpoint=budget --set memory_budget=$(( (a0 + a1) / 2 ))"
   }
   bk=""; [ -n "$ck" ] && bk=$(budget)
+  # LoRA on the weights models.py lists (the rest frozen), and one frozen parameter
+  lo=$(sed -n 's/^# lora_targets: //p' m.model) fr=$(sed -n 's/^# freeze: //p' m.model)
+  lo=${lo:+"--set lora_rank=2 --set lora_targets=$lo"} fr=${fr:+"--set freeze=$fr"}
   for P in fp32 bf16 fp16; do for tg in cpu cuda; do
-    for o in "" "--set grad_accum=2 --set grad_clip=1" "--set fusion=0" "--set optimizer=sgd --set momentum=0.9" ${ck:+"$ck"} ${c1:+"$c1"} ${bk:+"$bk"}; do
+    for o in "" "--set grad_accum=2 --set grad_clip=1" "--set fusion=0" "--set optimizer=sgd --set momentum=0.9" ${ck:+"$ck"} ${c1:+"$c1"} ${bk:+"$bk"} ${lo:+"$lo"} ${fr:+"$fr"}; do
       timeout 60 "$T" compile m.model --emit=kernels --precision=$P --target=$tg $o > k.txt 2> kerr.txt ||
         grep -q "$expected" kerr.txt || echo "[$s] kernels $P $tg $o: $(grep -v '^ \|warning' kerr.txt | joined 2 300)" >> "$log"
     done
   done; done
   for P in fp32 bf16; do
     bp=""; [ -n "$ck" ] && bp=$(budget --precision=$P)
-    for o in "" "--set fusion=0" "--set grad_accum=2 --set grad_clip=1" ${ck:+"$ck"} ${c1:+"$c1"} ${bp:+"$bp"}; do
+    for o in "" "--set fusion=0" "--set grad_accum=2 --set grad_clip=1" ${ck:+"$ck"} ${c1:+"$c1"} ${bp:+"$bp"} ${lo:+"$lo"} ${fr:+"$fr"}; do
     tag=$P$(echo "$o" | tr -dc a-z0-9 | cut -c1-40)
     timeout 120 "$T" run m.model $A --precision=$P $o --metrics i$tag.jsonl > i$tag.log 2>&1 ||
       { grep -q "$expected" i$tag.log || echo "[$s] trainc run $P $o: $(tail -1 i$tag.log)" >> "$log"; continue; }
