@@ -17,7 +17,8 @@
 #     bf16 3e-2);
 #   - its CUDA C on the CPU emulation against the C backend, kernel by
 #     kernel (tests/cuda/emu/run.sh; fp32 for odd seeds, bf16 for even;
-#     with 2 micro-batches a step for seeds 2 and 3 modulo 4), each launch
+#     with 2 micro-batches a step for seeds 2 and 3 modulo 4; with the
+#     LoRA options for seeds 1 modulo 5, the frozen parameter for 3), each launch
 #     in both of the emulation's orders; for seeds divisible by 3, in one
 #     order under ThreadSanitizer (EMU_TSAN=1) instead.
 # Findings go to OUT/log, one line each (an fp32 losses finding with the
@@ -95,7 +96,8 @@ PY
   P=$([ $((s % 2)) -eq 0 ] && echo bf16 || echo fp32)
   tsan=$([ $((s % 3)) -eq 0 ] && echo 1 || echo 0)
   acc=$([ $((s % 4)) -ge 2 ] && echo 2 || echo 1)
+  ex=""; case $((s % 5)) in 1) ex=$lo ;; 3) ex=$fr ;; esac
   EMU_TSAN=$tsan TRAINC_EMU_ONE_ORDER=$tsan timeout 300 bash "$root/tests/cuda/emu/run.sh" "$build/tests/cuda_emit" "$build/runtime/libtrainc_rt.a" "$d/emu" "$d/m.model" fz trn_model_fz \
-    --set precision=$P --set grad_accum=$acc > emu.txt 2>&1 || echo "[$s] emulation $P accum $acc$([ $tsan = 1 ] && echo ' (tsan)'): $(grep -E 'FAIL|SUMMARY|kernels,|^emu:|error' emu.txt | joined 4 400)" >> "$log"
+    --set precision=$P --set grad_accum=$acc $ex > emu.txt 2>&1 || echo "[$s] emulation $P accum $acc$([ $tsan = 1 ] && echo ' (tsan)')${ex:+ $ex}: $(grep -E 'FAIL|SUMMARY|kernels,|^emu:|error' emu.txt | joined 4 400)" >> "$log"
   echo "[$s] done" >> "$log"
 done
