@@ -159,9 +159,16 @@ static bool scale_loss(Mp *M) {
  * frozen base).  It starts as its f32 value rounded to H (the runtime and
  * the interpreter round half tensors' initial values through f32), which
  * is what the copy of an f32 master would hold, and a checkpoint's f32
- * values load into it rounded the same way: the results do not change. */
-static void store_frozen_half(Mp *M) {
+ * values load into it rounded the same way: the results do not change.
+ * Dead code is removed first (quietly: the pipeline's dce warns): the
+ * eval and sampling graphs come without it, and a param read only by dead
+ * products, or by a dead reader that is not a cast, must get the same
+ * dtype in every graph, whose schedules share its buffer. */
+static bool store_frozen_half(Mp *M, const PassOptions *po) {
     Graph *g = M->g;
+    PassOptions quiet = po ? *po : (PassOptions){0};
+    quiet.quiet = true;
+    if (!pass_dce(g, &quiet, M->d)) return false;
     Uses *u = ir_uses(g);
     for (int i = 0; i < g->nnodes; i++) {
         Node *p = g->nodes[i];
@@ -175,6 +182,7 @@ static void store_frozen_half(Mp *M) {
         for (int k = 0; k < ul->n; k++) ir_replace_all_uses(g, ul->u[k].node->out[0], v); /* the casts: dead, for dce */
     }
     ir_uses_free(u);
+    return true;
 }
 
 bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d) {
@@ -221,7 +229,7 @@ bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d) {
             o->value = convert(&M, o->value, out_ty[i].dt, NULL);
     }
     free(out_ty);
-    if (ok) store_frozen_half(&M);
+    if (ok) ok = store_frozen_half(&M, po);
     g->train.precision = h == DT_bf16 ? "bf16" : "fp16";
     if (ok && h == DT_f16 && !(po && po->forward_only)) ok = scale_loss(&M);
     free(M.memo[0]);
