@@ -198,7 +198,7 @@ static const char *signature(Elab *e, const char *name, int n, const char **name
 bool elab_bind_args(Elab *e, Expr *call, int n, const char **names, const bool *optional, Val *vals, SrcLoc *locs, bool *given) {
     bool ok = true;
     int pos = 0;
-    const char *sig = NULL;
+    const char *sig = NULL, *kw = NULL; /* kw: the last keyword argument so far */
     for (int i = 0; i < n; i++) {
         vals[i] = val_none();
         locs[i] = call->loc;
@@ -210,6 +210,11 @@ bool elab_bind_args(Elab *e, Expr *call, int n, const char **names, const bool *
         if (v.k == V_POISON) ok = false;
         int slot = -1;
         if (!arg->kw) {
+            if (kw) { /* it would fill the first free slot, perhaps the keyword's */
+                error_at(e->d, arg->e->loc, "a positional argument after the keyword argument '%s' (positional arguments come first)", kw);
+                ok = false;
+                continue;
+            }
             if (pos >= n) {
                 if (!sig) sig = signature(e, call->s, n, names, optional);
                 error_at(e->d, arg->e->loc, "too many arguments: %s takes %d", sig, n);
@@ -218,6 +223,7 @@ bool elab_bind_args(Elab *e, Expr *call, int n, const char **names, const bool *
             }
             slot = pos++;
         } else {
+            kw = arg->kw;
             for (int i = 0; i < n; i++)
                 if (strcmp(names[i], arg->kw) == 0) slot = i;
             if (slot < 0) {

@@ -51,20 +51,29 @@ typedef struct Source {
     const char *blk;
 } Source;
 
-static const char *const reserved_prefixes[] = {"opt.", "rng.", "adamw.", "sgd.", "grad_acc."};
+/* The names of the compiler's own tensors: its sources (optimizer state,
+ * mixed precision's, the sampling graph's input) and the results the
+ * runtime finds by name; a parameter or input so named would be a second
+ * tensor of that name in the executable's table. */
+static const char *const reserved_prefixes[] = {"opt.", "rng.", "adamw.", "sgd.", "grad_acc.", "amp.", "sample.", "eval."};
+static const char *const reserved_names[] = {"loss", "grad_norm", "logits"};
 
 /* Checks that a new parameter or input name is free; records it. */
 static bool claim_name(Elab *e, const char *full, SrcLoc loc, bool is_input) {
-    for (size_t i = 0; i < sizeof reserved_prefixes / sizeof *reserved_prefixes; i++)
-        if (strncmp(full, reserved_prefixes[i], strlen(reserved_prefixes[i])) == 0) {
-            const char *key = arena_printf(e->a, "prefix:%d:%d:%d:%d", loc.line, loc.col, e->fr->call_loc.line, e->fr->call_loc.col);
-            if (elab_map_get(&e->reported, key)) return false; /* once per declaration, not per repeat */
-            elab_map_put(e->a, &e->reported, key, e);
-            error_at(e->d, loc, "'%s' starts with the reserved prefix '%s' (names starting with opt. rng. adamw. sgd. grad_acc. belong to the compiler)",
-                     full, reserved_prefixes[i]);
-            elab_note_chain(e);
-            return false;
-        }
+    const char *why = NULL;
+    for (size_t i = 0; i < sizeof reserved_prefixes / sizeof *reserved_prefixes && !why; i++)
+        if (strncmp(full, reserved_prefixes[i], strlen(reserved_prefixes[i])) == 0)
+            why = arena_printf(e->a, "starts with the reserved prefix '%s' (names starting with opt. rng. adamw. sgd. grad_acc. amp. sample. eval. belong to the compiler)", reserved_prefixes[i]);
+    for (size_t i = 0; i < sizeof reserved_names / sizeof *reserved_names && !why; i++)
+        if (strcmp(full, reserved_names[i]) == 0) why = "is reserved (loss, grad_norm and logits name the compiler's results)";
+    if (why) {
+        const char *key = arena_printf(e->a, "prefix:%d:%d:%d:%d", loc.line, loc.col, e->fr->call_loc.line, e->fr->call_loc.col);
+        if (elab_map_get(&e->reported, key)) return false; /* once per declaration, not per repeat */
+        elab_map_put(e->a, &e->reported, key, e);
+        error_at(e->d, loc, "'%s' %s", full, why);
+        elab_note_chain(e);
+        return false;
+    }
     Source *prev = elab_map_get(&e->sources, full);
     Frame *f = e->fr;
     if (prev) {
