@@ -131,7 +131,7 @@ static const Command commands[] = {
     {"check", cmd_check, "FILE.model|FILE.ir [-D NAME=VALUE]...", "load a model and verify it; prints nothing on success"},
     {"ir", cmd_ir, "FILE.model|FILE.ir [--train] [-o OUT]", "print the graph IR of a model (--train: the training graph)"},
     {"opt", cmd_opt, "--passes=a,b,c FILE.ir|FILE.model [-o OUT]", "run passes over a graph and print the result"},
-    {"compile", cmd_compile, "FILE.model [-o NAME] [--emit=kernels|c|lib] [--report]",
+    {"compile", cmd_compile, "FILE.model [-o NAME] [--emit=kernels|c|lib|cuda] [--report] [--target=cpu|cuda]",
      "compile a model into a training executable (or a library)"},
     {"run", cmd_run, "FILE.model [-D NAME=VALUE]... [RUNTIME OPTIONS]",
      "train a model with the reference interpreter (slow); runtime options as for a compiled executable (--data, --steps, ...)"},
@@ -564,7 +564,18 @@ static int cmd_opt(Opts *o) {
     return st;
 }
 
+/* compile and run: the front end's pipeline, from a .model file only */
+static int model_only(Opts *o) {
+    if (ends_with(o->input, ".ir"))
+        return usage_error(o->cmd, "'%s': 'trainc %s' takes a .model file (an .ir file is read by check, ir and opt)", o->input, o->cmd);
+    return -1;
+}
+
 static int cmd_compile(Opts *o) {
+    int mo = model_only(o);
+    if (mo >= 0) return mo;
+    if (o->output && strcmp(o->output, "-") == 0)
+        return usage_error(o->cmd, "-o - (standard output) is for ir and opt; compile writes files (NAME, NAME.c, ...)");
     if (o->emit && strcmp(o->emit, "cuda") == 0 && (!o->target || strcmp(o->target, "cuda") != 0))
         return usage_error(o->cmd, "--emit=cuda needs --target=cuda");
     if (o->archs && (!o->target || strcmp(o->target, "cuda") != 0)) return usage_error(o->cmd, "--arch needs --target=cuda");
@@ -577,6 +588,8 @@ static int cmd_compile(Opts *o) {
 }
 
 static int cmd_run(Opts *o) {
+    int mo = model_only(o);
+    if (mo >= 0) return mo;
     Diag d;
     diag_init(&d, stderr);
     CompileOptions c = compile_options(o);
