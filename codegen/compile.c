@@ -240,7 +240,7 @@ bool cg_apply_sets(Graph *g, const char *const *sets, Diag *d) {
         }
         memcpy(key, sets[i], (size_t)(eq - sets[i]));
         key[eq - sets[i]] = 0;
-        if (!train_set(&g->train, g->arena, key, eq + 1, err, sizeof err)) {
+        if (!train_set(&g->train, g->arena, key, eq + 1, err, sizeof err)) { /* (its location: NOLOC, the command line) */
             error_at(d, NOLOC, "--set %s: %s", sets[i], err);
             return false;
         }
@@ -366,16 +366,17 @@ static int64_t trial_arena(const CompileOptions *o, int keep, int *nblocks, int6
  * arena: over the budget is an error) and none finds the most in about
  * log2(N) builds of the memory plan (were the growth not monotone, the
  * choice would still fit).  The choice goes into o->po. */
-bool cg_choose_checkpoint(CompileOptions *o, int64_t budget, Diag *d) {
+bool cg_choose_checkpoint(CompileOptions *o, const TrainConfig *tc, Diag *d) {
+    int64_t budget = tc->memory_budget;
     if (budget <= 0) {
-        error_at(d, NOLOC, "checkpoint = budget needs memory_budget, the bound on the arena (bytes or a size, e.g. memory_budget = \"8GB\")");
+        error_at(d, train_loc(tc, "checkpoint"), "checkpoint = budget needs memory_budget, the bound on the arena (bytes or a size, e.g. memory_budget = \"8GB\")");
         return false;
     }
     int n = 0;
     int64_t state = 0, lo_b = trial_arena(o, 0, &n, &state, d);
     if (lo_b < 0) return false;
     if (lo_b > budget) {
-        error_at(d, NOLOC, "checkpoint = budget: memory_budget is %lld bytes, but the smallest arena, every one of the %d repeated blocks "
+        error_at(d, train_loc(tc, "memory_budget"), "checkpoint = budget: memory_budget is %lld bytes, but the smallest arena, every one of the %d repeated blocks "
                            "recomputing its activations, is %lld bytes (%lld of them parameters, gradients and optimizer states)",
                  (long long)budget, n, (long long)lo_b, (long long)state);
         return false;
@@ -420,7 +421,7 @@ bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Gr
     CompileOptions chosen;
     if (fwd->train.checkpoint && strcmp(fwd->train.checkpoint, "budget") == 0 && !o->po.ckpt_chosen) {
         chosen = *o;
-        if (!cg_choose_checkpoint(&chosen, fwd->train.memory_budget, d)) {
+        if (!cg_choose_checkpoint(&chosen, &fwd->train, d)) {
             ir_graph_free(fwd);
             return false;
         }

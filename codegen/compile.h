@@ -41,7 +41,7 @@ Program    *cg_build(const CompileOptions *o, Graph **train, Graph **fwd, Graph 
  * activations with the arena within budget (memory_budget), into o->po
  * (ckpt_keep, ckpt_chosen); cg_prepare calls it, trainc ir --train too.
  * False, with an error, when even recomputing every block is over. */
-bool        cg_choose_checkpoint(CompileOptions *o, int64_t budget, Diag *d);
+bool        cg_choose_checkpoint(CompileOptions *o, const TrainConfig *tc, Diag *d);
 /* Applies "key=value" train-section overrides to g->train. */
 bool        cg_apply_sets(Graph *g, const char *const *sets, Diag *d);
 const char *cg_runtime_dir(void);

@@ -132,10 +132,29 @@ static Val const_value(Elab *e, Const *c, SrcLoc use) {
     return v;
 }
 
+/* Whether text is a number as the language writes one, with an optional
+ * minus: digits, a point, an exponent (not strtod's "inf", "nan", hex or
+ * leading blanks). */
+static bool number_text(const char *t) {
+    if (*t == '-') t++;
+    int digits = 0;
+    while (*t >= '0' && *t <= '9') t++, digits++;
+    if (*t == '.')
+        for (t++; *t >= '0' && *t <= '9'; t++) digits++;
+    if (!digits) return false;
+    if (*t == 'e' || *t == 'E') {
+        t++;
+        if (*t == '+' || *t == '-') t++;
+        if (!(*t >= '0' && *t <= '9')) return false;
+        while (*t >= '0' && *t <= '9') t++;
+    }
+    return *t == 0;
+}
+
 /* The value of -D name=TEXT: an integer, a float, true/false, or a string. */
 static Val define_value(Elab *e, const char *text) {
     char *end;
-    if (*text) {
+    if (number_text(text)) {
         errno = 0;
         long long i = strtoll(text, &end, 10);
         if (!*end && errno == 0) return val_int(i);

@@ -59,7 +59,9 @@ static void train_item(Elab *e, TrainItem *t, Map *seen) {
         error_at(e->d, t->value->loc, "train key '%s' takes %s, not %s", k->name, kinds[k->kind], elab_desc(&v, b, sizeof b));
         return;
     }
-    if (!train_set(&g->train, g->arena, k->name, txt, err, sizeof err)) {
+    if (train_set(&g->train, g->arena, k->name, txt, err, sizeof err)) {
+        g->train.at[k - train_keys] = t->value->loc;
+    } else {
         const char *hint = "";
         if (k->kind == TK_ENUM) {
             Suggest s;

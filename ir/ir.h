@@ -257,10 +257,17 @@ typedef enum { TK_INT, TK_FLOAT, TK_ENUM, TK_STR } TrainKeyKind;
 #define TK_FIELD_TK_FLOAT double
 #define TK_FIELD_TK_ENUM  const char *
 #define TK_FIELD_TK_STR   const char *
+enum {
+#define X(name, kind, def, allowed) TKI_##name,
+    TRAIN_KEYS(X)
+#undef X
+    TRAIN_NKEYS
+};
 typedef struct TrainConfig {
 #define X(name, kind, def, allowed) TK_FIELD_##kind name;
     TRAIN_KEYS(X)
 #undef X
+    SrcLoc at[TRAIN_NKEYS];       /* each key's value in a .model's train section (NOLOC: a default, --set, an .ir file) */
 } TrainConfig;
 
 typedef struct TrainKeyInfo {
@@ -277,9 +284,12 @@ const TrainKeyInfo *train_key_lookup(const char *name);
 /* Sets key from text ("0.1", "adamw"); false with a message in err (>= 200 bytes)
  * for an unknown key or a bad value.  Strings are copied into a. */
 bool train_set(TrainConfig *tc, Arena *a, const char *key, const char *value, char *err, size_t errn);
+/* Where key was set (TrainConfig.at): the location a pass's error about
+ * the key's value points at. */
+SrcLoc train_loc(const TrainConfig *tc, const char *key);
 bool train_is_default(const TrainConfig *tc, const TrainKeyInfo *k);
 bool train_parse_size(const char *s, int64_t *bytes);   /* "40GB", "512MiB", "1.5 TB", "123" -> bytes; false if not a size */
-void train_copy_strings(TrainConfig *tc, Arena *a);   /* re-homes enum/string values into a */
+void train_copy_strings(TrainConfig *tc, Arena *a);   /* re-homes enum/string values and the file names of at[] into a */
 
 typedef struct Graph {
     Arena       *arena;

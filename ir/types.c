@@ -2,6 +2,7 @@
 #include "ir.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -139,11 +140,49 @@ bool train_parse_size(const char *s, int64_t *out) {
     for (size_t i = 0; i < sizeof units / sizeof *units; i++)
         if (strcasecmp(end, units[i].unit) == 0) {
             double b = v * units[i].mul;
-            if (b >= 9.2e18) return false;
+            if (b >= 9.2e18 || (units[i].mul == 1 && b != floor(b))) return false; /* "0.5B": no such size */
             *out = (int64_t)b;
             return true;
         }
     return false;
+}
+
+/* What a numeric key's value must be, where not every value of its kind
+ * means something: NULL when v is one of them, else the allowed values in
+ * words.  Floats must be finite too (checked by the caller). */
+static const char *key_range(const TrainKeyInfo *k, double v) {
+    static const struct { const char *name; double lo, hi; bool hi_open; const char *words; } ranges[] = {
+        {"lr", 0, HUGE_VAL, false, "a number >= 0"},
+        {"min_lr", 0, HUGE_VAL, false, "a number >= 0"},
+        {"beta1", 0, 1, true, "a number in [0, 1)"},
+        {"beta2", 0, 1, true, "a number in [0, 1)"},
+        {"eps", 0, HUGE_VAL, false, "a number >= 0"},
+        {"weight_decay", 0, HUGE_VAL, false, "a number >= 0"},
+        {"momentum", 0, HUGE_VAL, false, "a number >= 0"},
+        {"grad_clip", 0, HUGE_VAL, false, "a number >= 0 (0: off)"},
+        {"loss_scale", 0x1p-126, HUGE_VAL, false, "a number > 0"},
+        {"lora_alpha", 0, HUGE_VAL, false, "a number >= 0 (0: alpha = r)"},
+        {"decay_all", 0, 1, false, "0 or 1"},
+        {"nesterov", 0, 1, false, "0 or 1"},
+        {"pad_tiles", 0, 1, false, "0 or 1"},
+        {"warmup", 0, HUGE_VAL, false, "an integer >= 0"},
+        {"steps", 0, HUGE_VAL, false, "an integer >= 0"},
+        {"grad_accum", 1, HUGE_VAL, false, "an integer >= 1"},
+        {"loss_scale_window", 1, HUGE_VAL, false, "an integer >= 1"},
+        {"fusion", 0, HUGE_VAL, false, "an integer >= 0 (docs/passes.md)"},
+        {"pad_multiple", 0, HUGE_VAL, false, "an integer >= 0 (0: chosen from dtype and target)"},
+        {"checkpoint_blocks", 0, HUGE_VAL, false, "an integer >= 0 (0: all)"},
+        {"memory_budget", 0, HUGE_VAL, false, "a number of bytes >= 0 (0: none)"},
+        {"lora_rank", 0, HUGE_VAL, false, "an integer >= 0 (0: no LoRA)"},
+        {"seed", 0, HUGE_VAL, false, "an integer >= 0"},
+        {"eval_every", 0, HUGE_VAL, false, "an integer >= 0 (0: never)"},
+        {"eval_steps", 1, HUGE_VAL, false, "an integer >= 1"},
+        {"save_every", 0, HUGE_VAL, false, "an integer >= 0 (0: only at the end)"},
+    };
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+        if (strcmp(ranges[i].name, k->name) == 0)
+            return v >= ranges[i].lo && (ranges[i].hi_open ? v < ranges[i].hi : v <= ranges[i].hi) ? NULL : ranges[i].words;
+    return NULL;
 }
 
 static bool set_key(TrainConfig *tc, Arena *a, const TrainKeyInfo *k, const char *value, char *err, size_t errn) {
@@ -169,13 +208,23 @@ static bool set_key(TrainConfig *tc, Arena *a, const TrainKeyInfo *k, const char
             }
             v = (long long)dv;
         }
+        const char *want = key_range(k, (double)v);
+        if (want) {
+            snprintf(err, errn, "train key '%s' takes %s, not %lld", k->name, want, v);
+            return false;
+        }
         *(int64_t *)p = v;
         return true;
     }
     case TK_FLOAT: {
         double v = strtod(value, &end);
-        if (*value == 0 || *end) {
-            snprintf(err, errn, "train key '%s' takes a number, not '%s'", k->name, value);
+        if (*value == 0 || *end || !isfinite(v)) {
+            snprintf(err, errn, "train key '%s' takes a %snumber, not '%s'", k->name, *value && !*end ? "finite " : "", value);
+            return false;
+        }
+        const char *want = key_range(k, v);
+        if (want) {
+            snprintf(err, errn, "train key '%s' takes %s, not %s", k->name, want, value);
             return false;
         }
         *(double *)p = v;
@@ -210,6 +259,7 @@ bool train_set(TrainConfig *tc, Arena *a, const char *key, const char *value, ch
     }
     TrainConfig t = *tc;
     if (!set_key(&t, a, k, value, err, errn)) return false;
+    t.at[k - train_keys] = NOLOC; /* the front end sets it after */
     /* values the language reserves for passes trainc does not have yet:
      * an error, not a request quietly ignored */
     const char *what = strcmp(k->name, "checkpoint") == 0 && !allowed_has("none blocks budget", t.checkpoint) ? "this policy of gradient checkpointing"
@@ -222,6 +272,11 @@ bool train_set(TrainConfig *tc, Arena *a, const char *key, const char *value, ch
     }
     *tc = t;
     return true;
+}
+
+SrcLoc train_loc(const TrainConfig *tc, const char *key) {
+    const TrainKeyInfo *k = train_key_lookup(key);
+    return k ? tc->at[k - train_keys] : NOLOC;
 }
 
 bool train_is_default(const TrainConfig *tc, const TrainKeyInfo *k) {
@@ -239,6 +294,7 @@ bool train_is_default(const TrainConfig *tc, const TrainKeyInfo *k) {
 
 void train_copy_strings(TrainConfig *tc, Arena *a) {
     for (int i = 0; i < ntrain_keys; i++) {
+        if (tc->at[i].file) tc->at[i].file = arena_strdup(a, tc->at[i].file); /* as ir_clone re-homes node locations */
         if (train_keys[i].kind != TK_ENUM && train_keys[i].kind != TK_STR) continue;
         const char **p = (const char **)(void *)((char *)tc + train_keys[i].offset);
         *p = arena_strdup(a, *p);

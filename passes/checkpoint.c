@@ -126,7 +126,7 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
     const char *policy = g->train.checkpoint ? g->train.checkpoint : "none";
     int64_t count = g->train.checkpoint_blocks;
     if (count != 0 && strcmp(policy, "blocks") != 0) {
-        error_at(d, NOLOC, "checkpoint_blocks = %lld needs checkpoint = blocks%s", (long long)count,
+        error_at(d, train_loc(&g->train, "checkpoint_blocks"), "checkpoint_blocks = %lld needs checkpoint = blocks%s", (long long)count,
                  strcmp(policy, "budget") == 0 ? " (checkpoint = budget chooses the blocks itself)" : "");
         return false;
     }
@@ -206,11 +206,11 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
     if (po->ckpt_nblocks) *po->ckpt_nblocks = nrep;
     bool ok = true;
     if (!nrep) {
-        error_at(d, NOLOC, "checkpoint = %s: the model has no repeated blocks (parameters named NAME.INDEX..., as `repeat N as NAME` "
+        error_at(d, train_loc(&g->train, "checkpoint"), "checkpoint = %s: the model has no repeated blocks (parameters named NAME.INDEX..., as `repeat N as NAME` "
                            "names them) to recompute", policy);
         ok = false;
     } else if (count < 0 || count > nrep) {
-        error_at(d, NOLOC, "checkpoint_blocks = %lld: the model has %d repeated blocks (0 recomputes all of them)", (long long)count, nrep);
+        error_at(d, train_loc(&g->train, "checkpoint_blocks"), "checkpoint_blocks = %lld: the model has %d repeated blocks (0 recomputes all of them)", (long long)count, nrep);
         ok = false;
     } else if (count > 0) {
         keep = nrep - (int)count;

@@ -37,14 +37,14 @@ bool pm_match_params(Graph *g, const char *key, const char *list, bool (*fn)(Gra
         while (n && (*at == ' ' || *at == '\t')) at++, n--;
         while (n && (at[n - 1] == ' ' || at[n - 1] == '\t')) n--;
         if (n >= sizeof glob) {
-            error_at(d, NOLOC, "train.%s: a glob of %zu characters (at most %zu)", key, n, sizeof glob - 1);
+            error_at(d, train_loc(&g->train, key), "train.%s: a glob of %zu characters (at most %zu)", key, n, sizeof glob - 1);
             ok = false;
             break;
         }
         memcpy(glob, at, n);
         glob[n] = 0;
         if (!n) {
-            error_at(d, NOLOC, "train.%s: an empty glob in \"%s\"", key, list);
+            error_at(d, train_loc(&g->train, key), "train.%s: an empty glob in \"%s\"", key, list);
             ok = false;
             break;
         }
@@ -54,7 +54,7 @@ bool pm_match_params(Graph *g, const char *key, const char *list, bool (*fn)(Gra
         if (!matched) {
             StrBuf names = {0};
             for (int i = 0; i < np && i < 6; i++) sb_printf(&names, "%s'%s'", i ? ", " : "", ir_source_name(params[i]));
-            error_at(d, NOLOC, "train.%s: '%s' matches no parameter (the %d parameters are named like %s%s)", key, glob, np,
+            error_at(d, train_loc(&g->train, key), "train.%s: '%s' matches no parameter (the %d parameters are named like %s%s)", key, glob, np,
                      names.s ? names.s : "nothing", np > 6 ? ", ..." : "");
             sb_free(&names);
             ok = false;

@@ -128,13 +128,13 @@ bool pass_lora(Graph *g, const PassOptions *po, Diag *d) {
     Lora L = {g->train.lora_rank, 1.0, 0, 0};
     const char *targets = g->train.lora_targets ? g->train.lora_targets : "";
     if (L.r <= 0) {
-        if (L.r < 0) error_at(d, NOLOC, "LoRA: lora_rank = %lld; a rank is positive (0: no LoRA)", (long long)L.r);
+        if (L.r < 0) error_at(d, train_loc(&g->train, "lora_rank"), "LoRA: lora_rank = %lld; a rank is positive (0: no LoRA)", (long long)L.r);
         else if (targets[0] || g->train.lora_alpha != 0)
-            error_at(d, NOLOC, "LoRA: lora_targets or lora_alpha is set but lora_rank is 0 (set lora_rank to adapt the targets)");
+            error_at(d, train_loc(&g->train, targets[0] ? "lora_targets" : "lora_alpha"), "LoRA: lora_targets or lora_alpha is set but lora_rank is 0 (set lora_rank to adapt the targets)");
         return L.r == 0 && !targets[0] && g->train.lora_alpha == 0;
     }
     if (!targets[0]) {
-        error_at(d, NOLOC, "LoRA: lora_rank = %lld needs lora_targets, the globs of the weights to adapt (e.g. \"*.attn.c_attn.weight\")",
+        error_at(d, train_loc(&g->train, "lora_rank"), "LoRA: lora_rank = %lld needs lora_targets, the globs of the weights to adapt (e.g. \"*.attn.c_attn.weight\")",
                  (long long)L.r);
         return false;
     }

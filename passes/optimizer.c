@@ -275,7 +275,7 @@ bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d) {
     }
     int64_t N = po && po->accum > 0 ? po->accum : tc->grad_accum;
     if (N < 1) {
-        error_at(d, NOLOC, "optimizer: grad_accum must be >= 1, not %lld", (long long)N);
+        error_at(d, train_loc(&g->train, "grad_accum"), "optimizer: grad_accum must be >= 1, not %lld", (long long)N);
         return false;
     }
     bool adamw = strcmp(tc->optimizer, "adamw") == 0;

@@ -538,7 +538,7 @@ static int cmd_ir(Opts *o) {
          * trainc compile and run choose them */
         if (g->train.checkpoint && strcmp(g->train.checkpoint, "budget") == 0) {
             CompileOptions c = compile_options(o);
-            if (cg_choose_checkpoint(&c, g->train.memory_budget, &d)) po = c.po;
+            if (cg_choose_checkpoint(&c, &g->train, &d)) po = c.po;
             else st = EXIT_USER;
         }
         int n = pm_training_pipeline(g, &po, names, 64);
