@@ -284,7 +284,11 @@ BUILTIN(b_split) {
     int64_t dim = x->ty.shape.d[ax], sizes[256];
     int n = 0;
     if (a[1].k == V_INT) {
-        if (a[1].i <= 0 || a[1].i > 256 || dim % a[1].i) {
+        if (a[1].i > 256) {
+            error_at(e->d, al[1], "split into %lld parts: at most 256 are allowed", (long long)a[1].i);
+            return val_poison();
+        }
+        if (a[1].i <= 0 || dim % a[1].i) {
             error_at(e->d, al[1], "cannot split dimension %d (size %lld) into %lld equal parts", ax, (long long)dim, (long long)a[1].i);
             return val_poison();
         }

@@ -178,15 +178,28 @@ static Val float_arith(Elab *e, int op, double a, double b, SrcLoc loc) {
     return val_float(r);
 }
 
-/* A number used with a tensor: a scalar constant node of the tensor's dtype. */
+/* A number used with a tensor: a scalar constant node of the tensor's
+ * dtype.  With an integer tensor the number is an integer its dtype holds
+ * (u8 0..255, i32 32 bits; i64 up to 2^53, which the constant's double
+ * holds exactly). */
 Value *elab_scalar_for(Elab *e, Val num, const Value *like, SrcLoc loc) {
     double v = num.k == V_INT ? (double)num.i : num.f;
-    if (!dtype_is_float[like->ty.dt] && (num.k != V_INT || v != (double)num.i)) {
+    DType dt = like->ty.dt;
+    if (!dtype_is_float[dt]) {
         char b[160], t[160];
-        error_at(e->d, loc, "%s cannot be combined with the integer tensor %s", elab_desc(&num, b, sizeof b), type_str(&like->ty, t, sizeof t));
-        return NULL;
+        double lo = dt == DT_u8 ? 0 : dt == DT_i32 ? -2147483648.0 : -9007199254740992.0;
+        double hi = dt == DT_u8 ? 255 : dt == DT_i32 ? 2147483647.0 : 9007199254740992.0;
+        if (num.k != V_INT) {
+            error_at(e->d, loc, "%s cannot be combined with the integer tensor %s", elab_desc(&num, b, sizeof b), type_str(&like->ty, t, sizeof t));
+            return NULL;
+        }
+        if (!(v >= lo && v <= hi) || v != (double)num.i) {
+            error_at(e->d, loc, "%s is out of the range of the integer tensor %s (%.0f to %.0f)", elab_desc(&num, b, sizeof b),
+                     type_str(&like->ty, t, sizeof t), lo, hi);
+            return NULL;
+        }
     }
-    return ir_const(e->g, v, (Type){like->ty.dt, {0}}, loc);
+    return ir_const(e->g, v, (Type){dt, {0}}, loc);
 }
 
 static Val compare(Elab *e, int op, Val a, Val b, SrcLoc loc) {
