@@ -283,6 +283,7 @@ static int save(Run *r, int64_t step) {
 
 static void progress(Run *r, int64_t step, double loss, double lr, double gn, double tok_s, double eta, int last) {
     if (r->a.quiet) return;
+    if (isnan(loss)) loss = NAN; /* "nan", whatever the sign bit ("-nan") */
     int64_t total = r->s->total;
     int64_t every = r->a.print_every > 0 ? r->a.print_every : (total <= 1000 ? 1 : (total + 999) / 1000);
     if (!r->tty && !last && step % every != 0 && step != 1) return;
@@ -327,7 +328,7 @@ static int train(Run *r) {
         int last = step == s->total;
         if (!isfinite(loss) && !warned_nan && !r->a.quiet) {
             end_line(r);
-            fprintf(stderr, "%s: warning: step %" PRId64 ": the loss is %g\n", r->prog, step, loss);
+            fprintf(stderr, "%s: warning: step %" PRId64 ": the loss is %g\n", r->prog, step, isnan(loss) ? NAN : loss);
             warned_nan = 1;
         }
         double t = now_s();
