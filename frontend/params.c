@@ -81,10 +81,15 @@ static bool claim_name(Elab *e, const char *full, SrcLoc loc, bool is_input) {
             error_at(e->d, loc, "'%s' is already the name of a model %s", full, prev->is_input ? "input" : "parameter");
             elab_note(e, prev->loc, "declared here");
         } else if (f->unlabelled && prev->unlabelled && prev->frame != f->id) {
+            /* at the second call, the one to label (once per call, not per parameter) */
+            const char *key = arena_printf(e->a, "twice:%d", f->id);
+            if (elab_map_get(&e->reported, key)) return false;
+            elab_map_put(e->a, &e->reported, key, e);
             const char *where = f->up->scope[0] ? arena_printf(e->a, "in scope '%s'", f->up->scope) : "at the root";
-            error_at(e->d, loc, "block '%s' is called twice %s without `as`, so both calls declare parameter '%s'",
+            error_at(e->d, f->call_loc, "block '%s' is called twice %s without `as`, so both calls declare parameter '%s'",
                      f->blk->name, where, full);
             elab_note(e, prev->call_loc, "the first call is here; give each call its own scope with `%s(...) as NAME`", f->blk->name);
+            elab_note(e, loc, "'%s' is declared here", full);
         } else {
             error_at(e->d, loc, "duplicate parameter '%s'", full);
             elab_note(e, prev->loc, "'%s' is first declared here", full);
