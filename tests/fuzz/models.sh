@@ -66,8 +66,16 @@ for s in $(seq "$first" "$last"); do
     [ -n "$a0" ] && [ -n "$a1" ] && echo "--set checkpoint=budget --set memory_budget=$(( (a0 + a1) / 2 ))"
   }
   bk=""; [ -n "$ck" ] && bk=$(budget)
-  # LoRA on the weights models.py lists (the rest frozen), and one frozen parameter
-  lo=$(sed -n 's/^# lora_targets: //p' m.model) fr=$(sed -n 's/^# freeze: //p' m.model)
+  # LoRA on the weights models.py lists (the rest frozen) but those of dead
+  # products (an error: dce warns of them), and one frozen parameter
+  dead=$("$T" ir --train m.model 2>&1 > /dev/null | sed -n "s/.*parameter '\([^']*\)' does not contribute.*/\1/p")
+  lo=""
+  for g in $(sed -n 's/^# lora_targets: //p' m.model | tr ',' ' '); do
+    live=1
+    for n in $dead; do case $n in $g) live=0 ;; esac; done
+    [ $live = 0 ] || lo=${lo:+$lo,}$g
+  done
+  fr=$(sed -n 's/^# freeze: //p' m.model)
   lo=${lo:+"--set lora_rank=2 --set lora_targets=$lo"} fr=${fr:+"--set freeze=$fr"}
   for P in fp32 bf16 fp16; do for tg in cpu cuda; do
     for o in "" "--set grad_accum=2 --set grad_clip=1" "--set fusion=0" "--set optimizer=sgd --set momentum=0.9" ${ck:+"$ck"} ${c1:+"$c1"} ${bk:+"$bk"} ${lo:+"$lo"} ${fr:+"$fr"}; do
