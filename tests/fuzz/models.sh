@@ -10,11 +10,12 @@
 #     alone, and budget with memory_budget half way between the arenas of
 #     none and blocks), with LoRA, with a frozen parameter: no failure;
 #   - the compiled executable against `trainc run` (the interpreter), 3
-#     steps, fp32 and bf16, fused, not fused, with 2 micro-batches a step
+#     steps, fp32 and bf16 (fp16 plain and with clipping; fp32 with SGD and
+#     Nesterov momentum too), fused, not fused, with 2 micro-batches a step
 #     and clipping, checkpointed (the three ways), with LoRA on some of the
 #     weights read only by linear (models.py's `# lora_targets:` line), with
 #     one parameter frozen (its `# freeze:` line): the same losses (1e-4;
-#     bf16 3e-2);
+#     bf16, fp16 3e-2);
 #   - its CUDA C on the CPU emulation against the C backend, kernel by
 #     kernel (tests/cuda/emu/run.sh; fp32 for odd seeds, bf16 for even;
 #     with 2 micro-batches a step for seeds 2 and 3 modulo 4; with the
@@ -83,15 +84,19 @@ for s in $(seq "$first" "$last"); do
         grep -q "$expected" kerr.txt || echo "[$s] kernels $P $tg $o: $(grep -v '^ \|warning' kerr.txt | joined 2 300)" >> "$log"
     done
   done; done
-  for P in fp32 bf16; do
-    bp=""; [ -n "$ck" ] && bp=$(budget --precision=$P)
-    for o in "" "--set fusion=0" "--set grad_accum=2 --set grad_clip=1" ${ck:+"$ck"} ${c1:+"$c1"} ${bp:+"$bp"} ${lo:+"$lo"} ${fr:+"$fr"}; do
+  for P in fp32 bf16 fp16; do
+    bp=""; [ -n "$ck" ] && [ $P != fp16 ] && bp=$(budget --precision=$P)
+    # fp32 also with SGD (Nesterov momentum); fp16 (loss scaling) plain and with clipping only
+    sg=""; [ $P = fp32 ] && sg="--set optimizer=sgd --set momentum=0.9 --set nesterov=1"
+    opts=("" "--set fusion=0" "--set grad_accum=2 --set grad_clip=1" ${ck:+"$ck"} ${c1:+"$c1"} ${bp:+"$bp"} ${lo:+"$lo"} ${fr:+"$fr"} ${sg:+"$sg"})
+    [ $P = fp16 ] && opts=("" "--set grad_clip=1")
+    for o in "${opts[@]}"; do
     tag=$P$(echo "$o" | tr -dc a-z0-9 | cut -c1-40)
     timeout 120 "$T" run m.model $A --precision=$P $o --metrics i$tag.jsonl > i$tag.log 2>&1 ||
       { grep -q "$expected" i$tag.log || echo "[$s] trainc run $P $o: $(tail -1 i$tag.log)" >> "$log"; continue; }
     timeout 120 "$T" compile m.model --precision=$P $o -o x$tag > c$tag.log 2>&1 || { echo "[$s] compile $P $o: $(grep -v '^ \|warning' c$tag.log | tail -1)" >> "$log"; continue; }
     timeout 60 ./x$tag $A --metrics c$tag.jsonl > r$tag.log 2>&1 || { echo "[$s] executable $P $o: $(tail -1 r$tag.log)" >> "$log"; continue; }
-    lim=1e-4; [ $P = bf16 ] && lim=3e-2
+    lim=1e-4; [ $P != fp32 ] && lim=3e-2
     python3 - i$tag.jsonl c$tag.jsonl $lim > cmp$tag.txt <<'PY' || mismatch "$P" "$tag" $o
 import json, sys
 a = [json.loads(l)['loss'] for l in open(sys.argv[1]) if '"step"' in l]
