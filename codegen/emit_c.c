@@ -153,8 +153,8 @@ static void node_expr(StrBuf *b, Node *m, char ops[][48], DType dt) {
     case OP_sub: sb_printf(b, "%s - %s", a, c); break;
     case OP_mul: sb_printf(b, "%s * %s", a, c); break;
     case OP_div: sb_printf(b, "%s / %s", a, c); break;
-    case OP_maximum: sb_printf(b, fl ? "fmax(%s, %s)" : "(%s > %s ? %s : %s)", a, c, a, c); break;
-    case OP_minimum: sb_printf(b, fl ? "fmin(%s, %s)" : "(%s < %s ? %s : %s)", a, c, a, c); break;
+    case OP_maximum: sb_printf(b, fl ? "trn_fmax(%s, %s)" : "(%s > %s ? %s : %s)", a, c, a, c); break;
+    case OP_minimum: sb_printf(b, fl ? "trn_fmin(%s, %s)" : "(%s < %s ? %s : %s)", a, c, a, c); break;
     case OP_ge: sb_printf(b, "(%s >= %s ? 1 : 0)", a, c); break;
     case OP_tanh_grad: sb_printf(b, "%s * (1.0 - %s * %s)", a, c, c); break;
     case OP_sigmoid_grad: sb_printf(b, "%s * %s * (1.0 - %s)", a, c, c); break;
@@ -356,7 +356,8 @@ static void emit_loop(Emit *e, Kernel *k) {
         char in0[48];
         loop_operand(L, i, 0, depth, in0);
         indent(f, depth);
-        if (m->op == OP_max) fprintf(f, "if (%s > %s) %s = %s;\n", in0, racc, racc, in0);
+        if (m->op == OP_max && dtype_is_float[m->out[0]->ty.dt]) fprintf(f, "if (%s > %s || %s != %s) %s = %s;\n", in0, racc, in0, in0, racc, in0); /* a NaN stays */
+        else if (m->op == OP_max) fprintf(f, "if (%s > %s) %s = %s;\n", in0, racc, racc, in0);
         else fprintf(f, "%s += %s;\n", racc, in0);
         if (colred) {
             /* close the column loop and the row loops; reopen the columns */

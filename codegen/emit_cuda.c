@@ -461,8 +461,8 @@ static void node_expr(StrBuf *b, Node *m, char ops[][64], DType dt) {
     case OP_sub: sb_printf(b, "%s - %s", a, c); break;
     case OP_mul: sb_printf(b, "%s * %s", a, c); break;
     case OP_div: sb_printf(b, "%s / %s", a, c); break;
-    case OP_maximum: sb_printf(b, fl ? "fmaxf(%s, %s)" : dbl ? "fmax(%s, %s)" : "(%s > %s ? %s : %s)", a, c, a, c); break;
-    case OP_minimum: sb_printf(b, fl ? "fminf(%s, %s)" : dbl ? "fmin(%s, %s)" : "(%s < %s ? %s : %s)", a, c, a, c); break;
+    case OP_maximum: sb_printf(b, fl ? "trn_fmaxf(%s, %s)" : dbl ? "trn_fmaxd(%s, %s)" : "(%s > %s ? %s : %s)", a, c, a, c); break;
+    case OP_minimum: sb_printf(b, fl ? "trn_fminf(%s, %s)" : dbl ? "trn_fmind(%s, %s)" : "(%s < %s ? %s : %s)", a, c, a, c); break;
     case OP_ge: sb_printf(b, "(%s >= %s ? 1 : 0)", a, c); break;
     case OP_tanh_grad: sb_printf(b, "%s * (1.0%s - %s * %s)", a, sfx, c, c); break;
     case OP_sigmoid_grad: sb_printf(b, "%s * %s * (1.0%s - %s)", a, c, sfx, c); break;
@@ -789,7 +789,7 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
         char in0[64];
         loop_operand(L, i, 0, depth, in0);
         ind(&body, depth);
-        if (ro == OP_max) sb_printf(&body, "if ((%s)%s > acc) acc = %s;\n", at, in0, in0);
+        if (ro == OP_max) sb_printf(&body, "acc = trn_rmax<%s>(acc, (%s)%s);\n", at, at, in0);
         else sb_printf(&body, "acc%s += (%s)%s;\n", L->vec ? "[e]" : "", at, in0);
         if (L->vec) depth = 2, vec_close(L, depth);
         sb_puts(&body, "    }\n");
@@ -797,14 +797,13 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
         /* combine */
         if (rows) {
             if (tpr == 32) {
-                if (ro == OP_max && fl) sb_puts(&body, "    for (int o = 16; o > 0; o >>= 1) acc = fmax(acc, __shfl_xor_sync(TRN_FULL, acc, o));\n");
-                else if (ro == OP_max) sb_puts(&body, "    for (int o = 16; o > 0; o >>= 1) { long long w = __shfl_xor_sync(TRN_FULL, acc, o); if (w > acc) acc = w; }\n");
+                if (ro == OP_max) sb_printf(&body, "    for (int o = 16; o > 0; o >>= 1) acc = trn_rmax<%s>(acc, __shfl_xor_sync(TRN_FULL, acc, o));\n", at);
                 else sb_puts(&body, "    acc = trn_warp_sum(acc);\n");
             } else {
                 if (ro == OP_max) {
                     sb_printf(&body, "    {\n        __shared__ %s sh[%d];\n        sh[tr] = acc;\n        __syncthreads();\n", at, tpr);
-                    sb_printf(&body, "        for (int s = %d; s > 0; s >>= 1) {\n            if (tr < s && sh[tr + s] > sh[tr]) sh[tr] = sh[tr + s];\n"
-                                     "            __syncthreads();\n        }\n        acc = sh[0];\n    }\n", tpr / 2);
+                    sb_printf(&body, "        for (int s = %d; s > 0; s >>= 1) {\n            if (tr < s) sh[tr] = trn_rmax<%s>(sh[tr], sh[tr + s]);\n"
+                                     "            __syncthreads();\n        }\n        acc = sh[0];\n    }\n", tpr / 2, at);
                 } else {
                     sb_puts(&body, "    acc = trn_block_sum(acc);\n");
                 }
@@ -813,9 +812,9 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
         } else {
             if (ro == OP_max) {
                 sb_printf(&body, "    {\n        __shared__ %s sh[%d][33];\n        sh[threadIdx.y][threadIdx.x] = acc;\n        __syncthreads();\n", at, ny);
-                sb_printf(&body, "        for (int s = %d; s > 0; s >>= 1) {\n            if ((int)threadIdx.y < s && sh[threadIdx.y + s][threadIdx.x] > "
-                                 "sh[threadIdx.y][threadIdx.x]) sh[threadIdx.y][threadIdx.x] = sh[threadIdx.y + s][threadIdx.x];\n"
-                                 "            __syncthreads();\n        }\n        acc = sh[0][threadIdx.x];\n    }\n", ny / 2);
+                sb_printf(&body, "        for (int s = %d; s > 0; s >>= 1) {\n            if ((int)threadIdx.y < s) sh[threadIdx.y][threadIdx.x] = "
+                                 "trn_rmax<%s>(sh[threadIdx.y][threadIdx.x], sh[threadIdx.y + s][threadIdx.x]);\n"
+                                 "            __syncthreads();\n        }\n        acc = sh[0][threadIdx.x];\n    }\n", ny / 2, at);
             } else if (L->vec) {
                 /* one column sum after another through the same shared array */
                 sb_printf(&body, "    for (int e = 0; e < %d; e++) {\n        if (e) __syncthreads();\n        acc[e] = trn_col_sum<%d>(acc[e]);\n    }\n",
@@ -841,7 +840,8 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
                 sb_printf(&body, "    const long long kk = (long long)blockIdx.x * %d + threadIdx.x;\n    if (kk >= %lldll) return;\n", NT, (long long)K);
                 sb_printf(&body, "    %s acc = ((const %s *)p%d)[kk];\n#pragma unroll 8\n    for (int g = 1; g < %lld; g++) {\n", at, at, pw, (long long)G);
                 sb_printf(&body, "        const %s w = ((const %s *)p%d)[g * %lldll + kk];\n", at, at, pw, (long long)K);
-                sb_puts(&body, ro == OP_max ? "        if (w > acc) acc = w;\n    }\n" : "        acc += w;\n    }\n");
+                if (ro == OP_max) sb_printf(&body, "        acc = trn_rmax<%s>(acc, w);\n    }\n", at);
+                else sb_puts(&body, "        acc += w;\n    }\n");
                 gx = cdiv(K, NT);
                 bx = NT;
                 by = 1;

@@ -130,7 +130,7 @@ static bool eval_unary(const Node *n, double x, double *y) {
         return true;
     case OP_silu: *y = x * sigmoid(x); return true;
     case OP_abs: *y = fabs(x); return true;
-    case OP_sign: *y = x > 0 ? 1.0 : x < 0 ? -1.0 : x; return true;
+    case OP_sign: *y = x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; return true; /* NaN and -0: 0, as the interpreter */
     case OP_cast: *y = x; return true;
     default: return false;
     }
@@ -142,8 +142,8 @@ static bool eval_binary(Op op, double a, double b, double *y) {
     case OP_sub: *y = a - b; return true;
     case OP_mul: *y = a * b; return true;
     case OP_div: *y = a / b; return true;
-    case OP_maximum: *y = a > b ? a : b; return true;
-    case OP_minimum: *y = a < b ? a : b; return true;
+    case OP_maximum: *y = isnan(a) || isnan(b) ? NAN : a > b ? a : b; return true; /* as the interpreter */
+    case OP_minimum: *y = isnan(a) || isnan(b) ? NAN : a < b ? a : b; return true;
     case OP_ge: *y = a >= b ? 1.0 : 0.0; return true;
     default: return false;
     }

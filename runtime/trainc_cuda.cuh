@@ -133,6 +133,14 @@ TRN_DEV float  trn_silu(float x) { return x / (1.0f + expf(-x)); }
 TRN_DEV double trn_silu(double x) { return x / (1.0 + exp(-x)); }
 TRN_DEV float  trn_sign(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f; }
 TRN_DEV double trn_sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }
+/* maximum and minimum as the interpreter (and PyTorch) take them: NaN if
+ * either is NaN (fmaxf and fminf would return the other); trn_rmax, a max
+ * reduction's step: a NaN, once met, stays (the interpreter's rule) */
+TRN_DEV float  trn_fmaxf(float a, float b) { return a != a || b != b ? a + b : a > b ? a : b; }
+TRN_DEV float  trn_fminf(float a, float b) { return a != a || b != b ? a + b : a < b ? a : b; }
+TRN_DEV double trn_fmaxd(double a, double b) { return a != a || b != b ? a + b : a > b ? a : b; }
+TRN_DEV double trn_fmind(double a, double b) { return a != a || b != b ? a + b : a < b ? a : b; }
+template <typename T> TRN_DEV T trn_rmax(T acc, T v) { return v > acc || v != v ? v : acc; }
 TRN_DEV float trn_gelu(float x, int approx) {
     if (approx) return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
     return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));

@@ -159,6 +159,10 @@ TRN_INLINE double trn_silu_grad(double dy, double x) {
     return dy * s * (1.0 + x * (1.0 - s));
 }
 TRN_INLINE double trn_sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }
+/* maximum and minimum as the interpreter (and PyTorch) take them: NaN if
+ * either is NaN (fmax and fmin would return the other) */
+TRN_INLINE double trn_fmax(double a, double b) { return a != a || b != b ? a + b : a > b ? a : b; }
+TRN_INLINE double trn_fmin(double a, double b) { return a != a || b != b ? a + b : a < b ? a : b; }
 
 /* Float versions, for values stored in f32 or narrower: the transcendental
  * functions are evaluated in float (expf, tanhf, erff), which is several

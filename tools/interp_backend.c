@@ -141,8 +141,15 @@ static void sync_params(InterpModel *m, int gi) {
 
 static int ib_run(void *self, TrnRun which, char *err, size_t errn) {
     InterpModel *m = self;
-    /* no TRN_RUN_REFRESH: model.refresh is 0 and the session converts on the host */
-    if ((unsigned)which >= TRN_RUN_REFRESH) return snprintf(err, errn, "the interpreter has no schedule %d", (int)which), -1;
+    /* every half-precision copy from its param, rounded as the graph's cast
+     * rounds it: in f64 mode not at all, as the update's cast does not (a
+     * conversion on the host would round the first step's copies to bf16
+     * and the later ones not); the other graphs get them by sync_params */
+    if (which == TRN_RUN_REFRESH) {
+        if (m->it[0]) interp_refresh_copies(m->it[0]);
+        return 0;
+    }
+    if ((unsigned)which > TRN_RUN_REFRESH) return snprintf(err, errn, "the interpreter has no schedule %d", (int)which), -1;
     int gi = which == TRN_RUN_EVAL ? 1 : which == TRN_RUN_SAMPLE ? 2 : 0;
     if (!m->it[gi]) return 0;
     if (gi) sync_params(m, gi);
@@ -247,6 +254,7 @@ InterpModel *ib_new(Graph *train, Graph *eval, Graph *sample, InterpMode mode, c
     md->t_grad_norm = oidx[1];
     md->t_eval_loss = oidx[2];
     md->t_logits = oidx[3];
+    md->refresh = 1; /* TRN_RUN_REFRESH: interp_refresh_copies */
     if (oidx[3] >= 0) md->vocab = m->tensors[oidx[3]].shape[m->tensors[oidx[3]].rank - 1];
     const TrainConfig *tc = &train->train;
     md->train = (TrnTrainDefaults){tc->optimizer, tc->schedule, tc->lr, tc->min_lr, tc->grad_clip, tc->loss_scale,
