@@ -490,9 +490,9 @@ typedef struct PMOptions {
 /* Runs the named passes in order; dumps "*** IR Dump After NAME ***" as asked. */
 bool pm_run(Graph *g, const char *const *names, int n, const PassOptions *po, const PMOptions *pm, Diag *d);
 /* The standard training pipeline for g->train, as a list of pass names:
- * [liger-fusion] [mixed-precision] [pad-tiles] fold cse dce autodiff
- * optimizer fold cse dce, the bracketed ones where the train section (or
- * po) turns them on.  g NULL: the passes that are always there (no
+ * [lora] [freeze] [liger-fusion] [mixed-precision] [pad-tiles] fold cse
+ * dce autodiff optimizer fold cse dce [checkpoint dce], the bracketed ones
+ * where the train section (or po) turns them on.  g NULL: the passes that are always there (no
  * forward passes, no second fold). */
 int  pm_training_pipeline(const Graph *g, const PassOptions *po, const char **names, int max);
 /* Its forward passes and the cleanups after them (for the eval and
