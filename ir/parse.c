@@ -740,8 +740,12 @@ static void parse_output(Parser *P) {
     bool ok = true, uses_ok = true;
     const char *name = NULL;
     Value *v = NULL;
+    Tok nt = P->tok;
     if (P->tok.k != T_STRING) ok = expected(P, "the output's name (a string)");
     else name = P->tok.s, next(P);
+    for (int i = 0; ok && i < P->g->noutputs; i++)
+        if (P->g->outputs[i].kind == OUT_RESULT && strcmp(P->g->outputs[i].name, name) == 0)
+            ok = perr(P, &nt, "output name '%s' is used more than once", name);
     if (ok && P->tok.k != T_VALUE) ok = expected(P, "a value");
     if (ok) v = use_value(P, &P->tok, &uses_ok), next(P);
     if (ok) ok = expect_line_end(P);
