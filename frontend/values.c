@@ -187,15 +187,15 @@ Value *elab_scalar_for(Elab *e, Val num, const Value *like, SrcLoc loc) {
     DType dt = like->ty.dt;
     if (!dtype_is_float[dt]) {
         char b[160], t[160];
-        double lo = dt == DT_u8 ? 0 : dt == DT_i32 ? -2147483648.0 : -9007199254740992.0;
-        double hi = dt == DT_u8 ? 255 : dt == DT_i32 ? 2147483647.0 : 9007199254740992.0;
+        int64_t lo = dt == DT_u8 ? 0 : dt == DT_i32 ? INT32_MIN : -((int64_t)1 << 53);
+        int64_t hi = dt == DT_u8 ? 255 : dt == DT_i32 ? INT32_MAX : (int64_t)1 << 53;
         if (num.k != V_INT) {
             error_at(e->d, loc, "%s cannot be combined with the integer tensor %s", elab_desc(&num, b, sizeof b), type_str(&like->ty, t, sizeof t));
             return NULL;
         }
-        if (!(v >= lo && v <= hi) || v != (double)num.i) {
-            error_at(e->d, loc, "%s is out of the range of the integer tensor %s (%.0f to %.0f)", elab_desc(&num, b, sizeof b),
-                     type_str(&like->ty, t, sizeof t), lo, hi);
+        if (num.i < lo || num.i > hi) {
+            error_at(e->d, loc, "%s is out of the range of the integer tensor %s (%lld to %lld)", elab_desc(&num, b, sizeof b),
+                     type_str(&like->ty, t, sizeof t), (long long)lo, (long long)hi);
             return NULL;
         }
     }

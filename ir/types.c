@@ -151,7 +151,7 @@ bool train_parse_size(const char *s, int64_t *out) {
  * means something: NULL when v is one of them, else the allowed values in
  * words.  Floats must be finite too (checked by the caller). */
 static const char *key_range(const TrainKeyInfo *k, double v) {
-    static const struct { const char *name; double lo, hi; bool hi_open; const char *words; } ranges[] = {
+    static const struct { const char *name; double lo, hi; bool hi_open; const char *words; } ranges[] = { /* lo < 0: > 0 */
         {"lr", 0, HUGE_VAL, false, "a number >= 0"},
         {"min_lr", 0, HUGE_VAL, false, "a number >= 0"},
         {"beta1", 0, 1, true, "a number in [0, 1)"},
@@ -160,7 +160,7 @@ static const char *key_range(const TrainKeyInfo *k, double v) {
         {"weight_decay", 0, HUGE_VAL, false, "a number >= 0"},
         {"momentum", 0, HUGE_VAL, false, "a number >= 0"},
         {"grad_clip", 0, HUGE_VAL, false, "a number >= 0 (0: off)"},
-        {"loss_scale", 0x1p-126, HUGE_VAL, false, "a number > 0"},
+        {"loss_scale", -1, HUGE_VAL, false, "a number > 0"},
         {"lora_alpha", 0, HUGE_VAL, false, "a number >= 0 (0: alpha = r)"},
         {"decay_all", 0, 1, false, "0 or 1"},
         {"nesterov", 0, 1, false, "0 or 1"},
@@ -181,7 +181,7 @@ static const char *key_range(const TrainKeyInfo *k, double v) {
     };
     for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
         if (strcmp(ranges[i].name, k->name) == 0)
-            return v >= ranges[i].lo && (ranges[i].hi_open ? v < ranges[i].hi : v <= ranges[i].hi) ? NULL : ranges[i].words;
+            return (ranges[i].lo < 0 ? v > 0 : v >= ranges[i].lo) && (ranges[i].hi_open ? v < ranges[i].hi : v <= ranges[i].hi) ? NULL : ranges[i].words;
     return NULL;
 }
 

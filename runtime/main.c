@@ -259,6 +259,7 @@ static int evaluate(Run *r, int64_t step) {
         sum += l;
     }
     double loss = sum / (double)r->a.eval_steps;
+    if (isnan(loss)) loss = NAN; /* "nan", whatever the sign bit */
     if (!r->a.quiet) {
         end_line(r);
         fprintf(stderr, "step %" PRId64 "/%" PRId64 " | val loss %.6f (%" PRId64 " micro-batches of %s)\n", step, r->s->total, loss,

@@ -538,7 +538,9 @@ static int cmd_ir(Opts *o) {
          * trainc compile and run choose them */
         if (g->train.checkpoint && strcmp(g->train.checkpoint, "budget") == 0) {
             CompileOptions c = compile_options(o);
-            if (cg_choose_checkpoint(&c, &g->train, &d)) po = c.po;
+            if (ends_with(o->input, ".ir")) /* the trial builds compile the file, a .model */
+                st = usage_error(o->cmd, "'%s': checkpoint = budget is chosen from a .model's memory plan (an .ir file takes none or blocks)", o->input);
+            else if (cg_choose_checkpoint(&c, &g->train, &d)) po = c.po;
             else st = EXIT_USER;
         }
         int n = pm_training_pipeline(g, &po, names, 64);
