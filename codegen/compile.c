@@ -190,6 +190,10 @@ static int run_cmd(char *const argv[], bool verbose) {
  * source that happens to be named NAME.c. */
 static bool write_text(const char *path, const char *text, Diag *d) {
     FILE *old = fopen(path, "rb");
+    if (!old && errno != ENOENT) {
+        error_at(d, NOLOC, "%s exists and cannot be read (%s): not overwritten", path, strerror(errno));
+        return false;
+    }
     if (old) {
         char head[24];
         size_t want = strlen(text) < sizeof head ? strlen(text) : sizeof head - 2, got = fread(head, 1, want, old);

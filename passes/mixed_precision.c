@@ -203,7 +203,8 @@ bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d) {
     } else if (strcmp(prec, "fp16") == 0) {
         h = DT_f16;
         if (!pm_target_has_fused_ops(po)) {
-            error_at(d, NOLOC, "mixed-precision: fp16 loss scaling is not available on the %s target yet (docs/passes.md)", po->target);
+            error_at(d, po && po->precision ? NOLOC : train_loc(&g->train, "precision"),
+                     "mixed-precision: fp16 loss scaling is not available on the %s target yet (docs/passes.md)", po->target);
             return false;
         }
     } else {
