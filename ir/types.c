@@ -150,38 +150,28 @@ bool train_parse_size(const char *s, int64_t *out) {
 /* What a numeric key's value must be, where not every value of its kind
  * means something: NULL when v is one of them, else the allowed values in
  * words.  Floats must be finite too (checked by the caller). */
+typedef enum { R_GE0, R_GE1, R_GT0, R_UNIT, R_BOOL } KeyRange;
 static const char *key_range(const TrainKeyInfo *k, double v) {
-    static const struct { const char *name; double lo, hi; bool hi_open; const char *words; } ranges[] = { /* lo < 0: > 0 */
-        {"lr", 0, HUGE_VAL, false, "a number >= 0"},
-        {"min_lr", 0, HUGE_VAL, false, "a number >= 0"},
-        {"beta1", 0, 1, true, "a number in [0, 1)"},
-        {"beta2", 0, 1, true, "a number in [0, 1)"},
-        {"eps", 0, HUGE_VAL, false, "a number >= 0"},
-        {"weight_decay", 0, HUGE_VAL, false, "a number >= 0"},
-        {"momentum", 0, HUGE_VAL, false, "a number >= 0"},
-        {"grad_clip", 0, HUGE_VAL, false, "a number >= 0 (0: off)"},
-        {"loss_scale", -1, HUGE_VAL, false, "a number > 0"},
-        {"lora_alpha", 0, HUGE_VAL, false, "a number >= 0 (0: alpha = r)"},
-        {"decay_all", 0, 1, false, "0 or 1"},
-        {"nesterov", 0, 1, false, "0 or 1"},
-        {"pad_tiles", 0, 1, false, "0 or 1"},
-        {"warmup", 0, HUGE_VAL, false, "an integer >= 0"},
-        {"steps", 0, HUGE_VAL, false, "an integer >= 0"},
-        {"grad_accum", 1, HUGE_VAL, false, "an integer >= 1"},
-        {"loss_scale_window", 1, HUGE_VAL, false, "an integer >= 1"},
-        {"fusion", 0, HUGE_VAL, false, "an integer >= 0 (docs/passes.md)"},
-        {"pad_multiple", 0, HUGE_VAL, false, "an integer >= 0 (0: chosen from dtype and target)"},
-        {"checkpoint_blocks", 0, HUGE_VAL, false, "an integer >= 0 (0: all)"},
-        {"memory_budget", 0, HUGE_VAL, false, "a number of bytes >= 0 (0: none)"},
-        {"lora_rank", 0, HUGE_VAL, false, "an integer >= 0 (0: no LoRA)"},
-        {"seed", 0, HUGE_VAL, false, "an integer >= 0"},
-        {"eval_every", 0, HUGE_VAL, false, "an integer >= 0 (0: never)"},
-        {"eval_steps", 1, HUGE_VAL, false, "an integer >= 1"},
-        {"save_every", 0, HUGE_VAL, false, "an integer >= 0 (0: only at the end)"},
+    static const struct { const char *name; KeyRange r; } ranges[] = {
+        {"lr", R_GE0},           {"min_lr", R_GE0},       {"beta1", R_UNIT},       {"beta2", R_UNIT},
+        {"eps", R_GE0},          {"weight_decay", R_GE0}, {"momentum", R_GE0},     {"grad_clip", R_GE0},
+        {"loss_scale", R_GT0},   {"lora_alpha", R_GE0},   {"decay_all", R_BOOL},   {"nesterov", R_BOOL},
+        {"pad_tiles", R_BOOL},   {"warmup", R_GE0},       {"steps", R_GE0},        {"grad_accum", R_GE1},
+        {"loss_scale_window", R_GE1}, {"fusion", R_GE0},  {"pad_multiple", R_GE0}, {"checkpoint_blocks", R_GE0},
+        {"memory_budget", R_GE0}, {"lora_rank", R_GE0},   {"seed", R_GE0},         {"eval_every", R_GE0},
+        {"eval_steps", R_GE1},   {"save_every", R_GE0},
     };
-    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
-        if (strcmp(ranges[i].name, k->name) == 0)
-            return (ranges[i].lo < 0 ? v > 0 : v >= ranges[i].lo) && (ranges[i].hi_open ? v < ranges[i].hi : v <= ranges[i].hi) ? NULL : ranges[i].words;
+    bool num = k->kind == TK_FLOAT;
+    for (size_t i = 0; i < sizeof ranges / sizeof ranges[0]; i++) {
+        if (strcmp(ranges[i].name, k->name) != 0) continue;
+        switch (ranges[i].r) {
+        case R_GE0: return v >= 0 ? NULL : num ? "a number >= 0" : "an integer >= 0";
+        case R_GE1: return v >= 1 ? NULL : "an integer >= 1";
+        case R_GT0: return v > 0 ? NULL : "a number > 0";
+        case R_UNIT: return v >= 0 && v < 1 ? NULL : "a number in [0, 1)";
+        case R_BOOL: return v == 0 || v == 1 ? NULL : "0 or 1";
+        }
+    }
     return NULL;
 }
 

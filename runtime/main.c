@@ -248,6 +248,9 @@ static int metric(Run *r, const char *fmt, ...) {
     return 0;
 }
 
+/* x, a NaN printed "nan" whatever its sign bit (printf writes "-nan") */
+static double plain_nan(double x) { return isnan(x) ? NAN : x; }
+
 static int evaluate(Run *r, int64_t step) {
     double sum = 0;
     rt_data_seek(r->val, 0);
@@ -259,7 +262,7 @@ static int evaluate(Run *r, int64_t step) {
         sum += l;
     }
     double loss = sum / (double)r->a.eval_steps;
-    if (isnan(loss)) loss = NAN; /* "nan", whatever the sign bit */
+    loss = plain_nan(loss);
     if (!r->a.quiet) {
         end_line(r);
         fprintf(stderr, "step %" PRId64 "/%" PRId64 " | val loss %.6f (%" PRId64 " micro-batches of %s)\n", step, r->s->total, loss,
@@ -284,7 +287,7 @@ static int save(Run *r, int64_t step) {
 
 static void progress(Run *r, int64_t step, double loss, double lr, double gn, double tok_s, double eta, int last) {
     if (r->a.quiet) return;
-    if (isnan(loss)) loss = NAN; /* "nan", whatever the sign bit ("-nan") */
+    loss = plain_nan(loss);
     int64_t total = r->s->total;
     int64_t every = r->a.print_every > 0 ? r->a.print_every : (total <= 1000 ? 1 : (total + 999) / 1000);
     if (!r->tty && !last && step % every != 0 && step != 1) return;
@@ -329,7 +332,7 @@ static int train(Run *r) {
         int last = step == s->total;
         if (!isfinite(loss) && !warned_nan && !r->a.quiet) {
             end_line(r);
-            fprintf(stderr, "%s: warning: step %" PRId64 ": the loss is %g\n", r->prog, step, isnan(loss) ? NAN : loss);
+            fprintf(stderr, "%s: warning: step %" PRId64 ": the loss is %g\n", r->prog, step, plain_nan(loss));
             warned_nan = 1;
         }
         double t = now_s();
