@@ -4,14 +4,18 @@
 # (python3; not a CTest test).  BUILD: a build folder (tools/trainc,
 # tools/trainc-tokenize, tests/cuda_emit, runtime/libtrainc_rt.a).  For
 # each model, in OUT/sSEED:
-#   - `trainc compile --emit=kernels` for cpu and cuda, fp32/bf16/fp16, with
-#     accumulation + clipping, without liger fusion, with SGD, with
+#   - `trainc compile --emit=kernels` for cpu and cuda, fp32/tf32/bf16/fp16,
+#     with accumulation + clipping, without liger fusion, with some of the
+#     fusions (a sum of bits from the seed) and no padding and weight decay
+#     on every parameter, with the sampling graph's logits at every
+#     position, with SGD, with
 #     checkpointing (models with a repeated block: blocks, the first block
 #     alone, and budget with memory_budget half way between the arenas of
 #     none and blocks), with LoRA, with a frozen parameter: no failure;
 #   - the compiled executable against `trainc run` (the interpreter), 3
 #     steps, fp32 and bf16 (fp16 plain and with clipping; fp32 with SGD and
-#     Nesterov momentum too), fused, not fused, with 2 micro-batches a step
+#     Nesterov momentum too), fused, not fused, partly fused without padding
+#     and with weight decay on everything, with 2 micro-batches a step
 #     and clipping, checkpointed (the three ways), with LoRA on some of the
 #     weights read only by linear (models.py's `# lora_targets:` line), with
 #     one parameter frozen (its `# freeze:` line): the same losses (1e-4;
@@ -78,8 +82,10 @@ for s in $(seq "$first" "$last"); do
   done
   fr=$(sed -n 's/^# freeze: //p' m.model)
   lo=${lo:+"--set lora_rank=2 --set lora_targets=$lo"} fr=${fr:+"--set freeze=$fr"}
-  for P in fp32 bf16 fp16; do for tg in cpu cuda; do
-    for o in "" "--set grad_accum=2 --set grad_clip=1" "--set fusion=0" "--set optimizer=sgd --set momentum=0.9" ${ck:+"$ck"} ${c1:+"$c1"} ${bk:+"$bk"} ${lo:+"$lo"} ${fr:+"$fr"}; do
+  # some of the fusions (a sum of bits 2..64, docs/passes.md), no padding, decay on every parameter
+  fm="--set fusion=$((2 * (1 + s % 63))) --set pad_tiles=0 --set weight_decay=0.1 --set decay_all=1"
+  for P in fp32 tf32 bf16 fp16; do for tg in cpu cuda; do
+    for o in "" "--set grad_accum=2 --set grad_clip=1" "--set fusion=0" "--set optimizer=sgd --set momentum=0.9" "$fm" "--set sample_logits=all" ${ck:+"$ck"} ${c1:+"$c1"} ${bk:+"$bk"} ${lo:+"$lo"} ${fr:+"$fr"}; do
       timeout 60 "$T" compile m.model --emit=kernels --precision=$P --target=$tg $o > k.txt 2> kerr.txt ||
         grep -q "$expected" kerr.txt || echo "[$s] kernels $P $tg $o: $(grep -v '^ \|warning' kerr.txt | joined 2 300)" >> "$log"
     done
@@ -88,7 +94,7 @@ for s in $(seq "$first" "$last"); do
     bp=""; [ -n "$ck" ] && [ $P != fp16 ] && bp=$(budget --precision=$P)
     # fp32 also with SGD (Nesterov momentum); fp16 (loss scaling) plain and with clipping only
     sg=""; [ $P = fp32 ] && sg="--set optimizer=sgd --set momentum=0.9 --set nesterov=1"
-    opts=("" "--set fusion=0" "--set grad_accum=2 --set grad_clip=1" ${ck:+"$ck"} ${c1:+"$c1"} ${bp:+"$bp"} ${lo:+"$lo"} ${fr:+"$fr"} ${sg:+"$sg"})
+    opts=("" "--set fusion=0" "--set grad_accum=2 --set grad_clip=1" "$fm" ${ck:+"$ck"} ${c1:+"$c1"} ${bp:+"$bp"} ${lo:+"$lo"} ${fr:+"$fr"} ${sg:+"$sg"})
     [ $P = fp16 ] && opts=("" "--set grad_clip=1")
     for o in "${opts[@]}"; do
     tag=$P$(echo "$o" | tr -dc a-z0-9 | cut -c1-40)
