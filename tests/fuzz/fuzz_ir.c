@@ -4,8 +4,11 @@
  * For every input: ir_parse must not crash; when it succeeds, the printed
  * text must parse again and print the same bytes (with and without
  * locations); and when the graph verifies, fold, cse and dce must leave a
- * graph that still verifies and still round-trips.  A broken property
- * aborts, which libFuzzer reports as a crash.
+ * graph that still verifies and still round-trips, and the training
+ * pipeline (`trainc ir --train`: autodiff, the optimizer, mixed precision,
+ * fusion, padding, ...; for the cpu target and the cuda one) must leave,
+ * after every pass, a graph that verifies or stop with an error.  A broken
+ * property, or an internal error (die aborts), is a crash to libFuzzer.
  *
  * Built with clang only (tests/ir.cmake): -fsanitize=fuzzer,address,undefined.
  * The corpus runner (tests/ir/run_corpus_ir.c) calls the same entry point
@@ -40,6 +43,35 @@ static void roundtrip(Graph *g, Diag *quiet, bool locs) {
     free(p1);
 }
 
+/* The verifier's headline after a pass (passes/pm.c); an input holding
+ * the words itself (echoed under an error) is not judged by them. */
+static const char invalid[] = ": the IR is invalid";
+
+/* The training pipeline on a copy of g, verified after every pass. */
+static void train_pipeline(Graph *g, const char *target, const char *text) {
+    Graph *t = ir_clone(g);
+    char *msgs = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&msgs, &len);
+    if (!mem) abort();
+    Diag d;
+    diag_init(&d, mem);
+    PassOptions po = {.quiet = true, .target = target};
+    PMOptions pm = {.verify_each = true};
+    const char *names[64];
+    int n = pm_training_pipeline(t, &po, names, 64);
+    if (n > 64) abort();
+    pm_run(t, names, n, &po, &pm, &d);
+    diag_free(&d);
+    fclose(mem);
+    if (strstr(msgs, invalid) && !strstr(text, invalid)) {
+        fprintf(stderr, "fuzz_ir: target %s:\n%s", target, msgs);
+        fail("the training pipeline left an invalid graph", text);
+    }
+    free(msgs);
+    ir_graph_free(t);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static FILE *devnull;
     if (!devnull) devnull = fopen("/dev/null", "w");
@@ -68,6 +100,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 }
             }
             roundtrip(g, &d, false);
+            train_pipeline(g, "cpu", text);
+            train_pipeline(g, "cuda", text);
         }
         diag_free(&v);
         ir_graph_free(g);
