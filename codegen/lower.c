@@ -1710,14 +1710,17 @@ static void merge_updates(Lower *L) {
 static char *kernel_name(Lower *L, Kernel *k, const char *prefix) {
     StrBuf b = {0};
     sb_puts(&b, prefix);
-    int shown = 0;
-    for (int j = 0; j < k->nnodes && shown < 4; j++) {
-        const char *nm = op_name(k->nodes[j]->op);
+    /* the first four distinct ops (compared with those shown: a fused
+     * kernel may hold tens of thousands of nodes of two ops) */
+    Op shown[4];
+    int nshown = 0;
+    for (int j = 0; j < k->nnodes && nshown < 4; j++) {
+        Op op = k->nodes[j]->op;
         bool dup = false;
-        for (int q = 0; q < j; q++) dup |= k->nodes[q]->op == k->nodes[j]->op;
+        for (int q = 0; q < nshown; q++) dup |= shown[q] == op;
         if (dup) continue;
-        sb_printf(&b, "_%s", nm);
-        shown++;
+        sb_printf(&b, "_%s", op_name(op));
+        shown[nshown++] = op;
     }
     if (k->kind == KK_COPY) sb_puts(&b, "_copy");
     if (k->kind == KK_FILL) sb_puts(&b, "_fill");
