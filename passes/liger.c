@@ -178,7 +178,7 @@ static Value *match_rstd(Lg *L, Value *r, double *eps, Node **pat, int *np) {
     Node *rs = def_of(v, OP_rsqrt), *add = rs ? def_of(rs->in[0], OP_add) : NULL;
     if (!add || nuses(L, rs->in[0]) != 1) return NULL;
     int k = scalar_const(add->in[1], eps) ? 0 : scalar_const(add->in[0], eps) ? 1 : -1;
-    if (k < 0) return NULL;
+    if (k < 0 || !(*eps >= 0)) return NULL; /* the fused norms take eps >= 0 (a negative or NaN eps stays as written) */
     Value *mv = through_reshape(add->in[k]);
     if (mv != add->in[k]) {
         if (nuses(L, add->in[k]) != 1) return NULL;
@@ -219,7 +219,7 @@ static Value *match_rstd_any(Lg *L, Value *r, bool divided, double *eps, Node **
     Node *sq = r->def, *add = def_of(sq->in[0], OP_add);
     if (!add || nuses(L, r) != 1 || nuses(L, sq->in[0]) != 1) return NULL;
     int k = scalar_const(add->in[1], eps) ? 0 : scalar_const(add->in[0], eps) ? 1 : -1;
-    if (k < 0) return NULL;
+    if (k < 0 || !(*eps >= 0)) return NULL; /* the fused norms take eps >= 0 (a negative or NaN eps stays as written) */
     Node *mean = add->in[k]->def;
     if (!last_axis(mean, OP_mean, 1) || nuses(L, add->in[k]) != 1) return NULL;
     pat[(*np)++] = sq;
