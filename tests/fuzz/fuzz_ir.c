@@ -9,6 +9,8 @@
  * fusion, padding, ...; for the cpu target and the cuda one) must leave,
  * after every pass, a graph that verifies or stop with an error.  A broken
  * property, or an internal error (die aborts), is a crash to libFuzzer.
+ * The interpreter runs the graph before and after the cleanup passes too:
+ * the same results (see compare below).
  *
  * Built with clang only (tests/ir.cmake): -fsanitize=fuzzer,address,undefined.
  * The corpus runner (tests/ir/run_corpus_ir.c) calls the same entry point
@@ -16,6 +18,7 @@
  */
 #include "ir.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +44,91 @@ static void roundtrip(Graph *g, Diag *quiet, bool locs) {
     free(p2);
     ir_graph_free(h);
     free(p1);
+}
+
+/* ---- the cleanup passes against the interpreter ----
+ * The graph before fold, cse, dce, fold and after them, run by the
+ * interpreter in f32 mode (each op computed in double and rounded to its
+ * dtype, as fold computes) with the same initialisation and inputs, must
+ * give the same results and updates: bit for bit, but for +0 and -0
+ * (docs/ir.md: `x+0 -> x`) and any two NaNs; within 1e-5 of the larger
+ * where the graph casts (fold moves a widening cast before a reduction,
+ * which then sums in the wider dtype).  Graphs of more than 2^18 elements
+ * in all are skipped, and so are graphs the interpreter refuses before the
+ * passes (an index out of range, ...). */
+static bool small_graph(const Graph *g, bool *casts) {
+    double total = 0;
+    *casts = false;
+    for (int i = 0; i < g->nnodes; i++) {
+        const Node *n = g->nodes[i];
+        *casts |= n->op == OP_cast;
+        for (int j = 0; j < n->nout; j++) {
+            double e = 1;
+            for (int k = 0; k < n->out[j]->ty.shape.rank; k++) e *= (double)n->out[j]->ty.shape.d[k];
+            total += e;
+        }
+    }
+    return total <= (double)(1 << 18);
+}
+
+/* Inputs: floats in [-2, 2), integers in [0, 4), from the element's index. */
+static void feed(Graph *g, Interp *it) {
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = g->nodes[i];
+        if (n->op != OP_input) continue;
+        Tensor *t = interp_source(it, ir_source_name(n));
+        if (!t) continue;
+        bool integer = !dtype_is_float[t->ty.dt];
+        for (int64_t k = 0; k < t->n; k++) {
+            uint64_t h = (uint64_t)(k + 1) * 0x9E3779B97F4A7C15ull;
+            h ^= h >> 29;
+            t->data[k] = integer ? (double)(h % 4) : (double)(h % 4096) / 1024.0 - 2.0;
+        }
+    }
+}
+
+/* Runs g's phases once; NULL when the interpreter refuses it. */
+static Interp *run(Graph *g) {
+    static FILE *devnull;
+    if (!devnull) devnull = fopen("/dev/null", "w");
+    Diag d;
+    diag_init(&d, devnull);
+    Interp *it = interp_new(g, INTERP_F32);
+    interp_init(it, 7);
+    feed(g, it);
+    bool ok = interp_run_phase(it, PH_MICRO, &d) && interp_run_phase(it, PH_STEP, &d) && !d.nerrors;
+    diag_free(&d);
+    if (!ok) {
+        interp_free(it);
+        return NULL;
+    }
+    return it;
+}
+
+static bool same(double a, double b, double tol) {
+    if (a == b || (isnan(a) && isnan(b))) return true;
+    return tol > 0 && fabs(a - b) <= tol * fmax(fabs(a), fabs(b));
+}
+
+/* Compares the outputs of a (graph ga) and b (graph gb) by name. */
+static void compare(Graph *ga, Interp *a, Graph *gb, Interp *b, double tol, const char *text) {
+    for (int i = 0; i < ga->noutputs; i++) {
+        Output *o = &ga->outputs[i];
+        const Tensor *x = o->kind == OUT_UPDATE ? interp_source(a, o->name) : interp_value(a, o->value), *y = NULL;
+        for (int j = 0; j < gb->noutputs && !y; j++)
+            if (gb->outputs[j].kind == o->kind && strcmp(gb->outputs[j].name, o->name) == 0)
+                y = o->kind == OUT_UPDATE ? interp_source(b, o->name) : interp_value(b, gb->outputs[j].value);
+        if (!x || !y || x->n != y->n) {
+            fprintf(stderr, "fuzz_ir: output '%s' is missing or has another size after the cleanups\n", o->name);
+            fail("the cleanup passes changed an output", text);
+        }
+        for (int64_t k = 0; k < x->n; k++)
+            if (!same(x->data[k], y->data[k], tol)) {
+                fprintf(stderr, "fuzz_ir: output '%s' element %lld: %.17g before the cleanups, %.17g after\n", o->name, (long long)k,
+                        x->data[k], y->data[k]);
+                fail("the cleanup passes changed a result", text);
+            }
+    }
 }
 
 /* The verifier's headline after a pass (passes/pm.c); an input holding
@@ -89,6 +177,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         diag_init(&v, devnull);
         if (ir_verify(g, &v)) {
             ir_print_stats(devnull, g);
+            bool casts;
+            Graph *before = small_graph(g, &casts) ? ir_clone(g) : NULL;
+            Interp *ib = before ? run(before) : NULL;
             PassOptions po = {0};
             static const PassFn passes[] = {pass_fold, pass_cse, pass_dce, pass_fold};
             for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
@@ -100,6 +191,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 }
             }
             roundtrip(g, &d, false);
+            if (ib) {
+                Interp *ia = run(g);
+                if (!ia) fail("the graph runs before the cleanup passes and not after them", text);
+                compare(before, ib, g, ia, casts ? 1e-5 : 0, text);
+                interp_free(ia);
+                interp_free(ib);
+            }
+            ir_graph_free(before);
             train_pipeline(g, "cpu", text);
             train_pipeline(g, "cuda", text);
         }
