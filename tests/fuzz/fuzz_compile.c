@@ -3,7 +3,8 @@
  * (autodiff, the optimizer, mixed precision, fusion, padding,
  * checkpointing, LoRA, freezing, ...), the eval and sampling graphs, and
  * the lowering to kernels and the memory plan, for the cpu target and the
- * cuda one (cg_build; nothing is emitted or compiled).
+ * cuda one (cg_build), and the C or the CUDA C of the kernels (thrown
+ * away: nothing is compiled).
  *
  * The bytes are the .model file (NUL-terminated, read through a memfd, as
  * `trainc compile` reads its file), with the IR verified after every pass.
@@ -15,6 +16,7 @@
  */
 #include "cg.h"
 #include "compile.h"
+#include "cuda.h"
 #include "ir.h"
 
 #include <stdio.h>
@@ -40,6 +42,15 @@ static void build(const char *path, const char *target, bool judge) {
     Graph *train = NULL, *eval = NULL, *sample = NULL;
     Program *p = cg_build(&o, &train, &eval, &sample, &d);
     if (p) {
+        /* the emitters' text, thrown away (nothing is compiled) */
+        static FILE *devnull;
+        if (!devnull) devnull = fopen("/dev/null", "w");
+        if (strcmp(target, "cuda") == 0) {
+            CudaModule *m = cg_cuda_emit(p, &d);
+            cg_cuda_free(m);
+        } else {
+            cg_emit_c(devnull, p, true, &d);
+        }
         cg_free(p);
         ir_graph_free(train);
         ir_graph_free(eval);
