@@ -76,13 +76,26 @@ static bool adapt(Graph *g, Node *w, void *ctx, Diag *d) {
         free(mm);
         return false;
     }
+    const char *an = adapter_name(g, name, "lora_A"), *bn = adapter_name(g, name, "lora_B");
+    for (int k = 0; k < 2 && ok; k++) {
+        const char *nm = k ? bn : an;
+        Node *other = ir_find_source(g, OP_param, nm);
+        if (other) {
+            error_at(d, other->loc, "LoRA: the adapter of '%s' would be named '%s', which another parameter is", name, nm);
+            ok = false;
+        }
+    }
+    if (!ok) {
+        free(mm);
+        return false;
+    }
     Type ta = {ty->dt, shape_make(2, (int64_t[]){L->r, in})}, tb = {ty->dt, shape_make(2, (int64_t[]){out, L->r})};
     g->ip = ir_node_index(g, w) + 1;
-    Node *A = ir_source(g, OP_param, adapter_name(g, name, "lora_A"), ta, w->loc);
+    Node *A = ir_source(g, OP_param, an, ta, w->loc);
     ir_set_str(g, A, "init", "uniform");
     ir_set_float(g, A, "lo", -1.0 / sqrt((double)in));
     ir_set_float(g, A, "hi", 1.0 / sqrt((double)in));
-    Node *B = ir_source(g, OP_param, adapter_name(g, name, "lora_B"), tb, w->loc);
+    Node *B = ir_source(g, OP_param, bn, tb, w->loc);
     ir_set_str(g, B, "init", "zeros");
     g->ip = -1;
     for (int i = 0; i < n && ok; i++) {
@@ -132,6 +145,10 @@ bool pass_lora(Graph *g, const PassOptions *po, Diag *d) {
         else if (targets[0] || g->train.lora_alpha != 0)
             error_at(d, train_loc(&g->train, targets[0] ? "lora_targets" : "lora_alpha"), "LoRA: lora_targets or lora_alpha is set but lora_rank is 0 (set lora_rank to adapt the targets)");
         return L.r == 0 && !targets[0] && g->train.lora_alpha == 0;
+    }
+    if (g->is_training) {
+        error_at(d, train_loc(&g->train, "lora_rank"), "LoRA: graph '%s' is already a training graph; LoRA adapts a forward graph", g->name);
+        return false;
     }
     if (!targets[0]) {
         error_at(d, train_loc(&g->train, "lora_rank"), "LoRA: lora_rank = %lld needs lora_targets, the globs of the weights to adapt (e.g. \"*.attn.c_attn.weight\")",
