@@ -113,10 +113,16 @@ static bool is_vector(Value *v, int64_t C, DType dt) { return v->ty.shape.rank =
 /* Inserts m (made with ir_new, attributes set) where the pattern's last
  * node was, or else right after the last definition of its operands, when
  * that is before every user outside `pat` of the values in repl.  Returns
- * false (m not inserted) when no such place exists. */
+ * false (m not inserted) when no such place exists, or when m would read
+ * a value of the pattern. */
 static bool place(Lg *L, Node *m, Value *const *repl, int nrepl, Node *const *pat, int npat) {
     Graph *g = L->g;
     int lo = 0, hi = g->nnodes;
+    /* m replaces the pattern: it cannot read a value the pattern computes
+     * (two ropes of which one reads the other: rope(rope(x))) */
+    for (int i = 0; i < m->nin; i++)
+        for (int k = 0; k < npat; k++)
+            if (m->in[i]->def == pat[k]) return false;
     for (int i = 0; i < m->nin; i++) {
         int p = ir_node_index(g, m->in[i]->def);
         if (p + 1 > lo) lo = p + 1;
