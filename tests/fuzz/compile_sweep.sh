@@ -13,7 +13,7 @@
 # line of OUT/log (the model kept as OUT/badSEED.model); an error message
 # is not.  OUT/rcs holds every compile's exit status and options, OUT/errs
 # the first line of each error: what the options reach.  The draws repeat
-# for a seed.  About 20 compiles a second on 2 cores.
+# for a seed.  About 10 compiles a second on 2 shared cores.
 set -u
 build=$(cd "$1" && pwd) first=$2 last=$3 out=$4
 T=$build/tools/trainc root=$(cd "$(dirname "$0")/../.." && pwd)
