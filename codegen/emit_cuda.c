@@ -1137,6 +1137,13 @@ static void emit_gemm_bgrad(Emit *e, Kernel *k, CuKern *r) {
     }
 }
 
+/* The tensor-core attention forward's and dq kernel's row tiles of 16
+ * queries a warp at head dimension D: 2 (a block of 128 rows) up to D =
+ * 64, where each K and V fragment read from shared memory then serves
+ * twice the FLOPs (docs/cuda.md); 1 beyond, where the accumulators would
+ * double past what registers hold. */
+static int att_tc_rows(int64_t D) { return D <= 64 ? 2 : 1; }
+
 /* An attention launch: with launch bounds' blocks per multiprocessor when
  * minb > 0, else plain (blockDim threads x 1). */
 static void att_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, int minb, unsigned gx, unsigned gy) {
@@ -1526,7 +1533,8 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
          * sm_80 sets no_tc_attention); otherwise the CUDA-core ones,
          * 4 threads a row when D % 16 == 0, with launch bounds asking ptxas
          * for 2 blocks per multiprocessor up to D = 64 (at most 128
-         * registers; D = 64 needs 100-128), 1 beyond.  64 rows a block. */
+         * registers; D = 64 needs 100-128), 1 beyond.  64 rows a block
+         * (the tensor-core forward and dq: 64 att_tc_rows). */
         DType adt = n->in[qi]->ty.dt;
         bool tc = (adt == DT_bf16 || adt == DT_f16) && D % 16 == 0 && D <= 128 && !e->p->no_tc_attention;
         int bq = 64, threads = tc ? 128 : bq * (D % 16 == 0 ? 4 : 1), minb = tc ? 0 : D <= 64 ? 2 : 1;
@@ -1534,6 +1542,11 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         char ta[32];
         if (tc) snprintf(ta, sizeof ta, "<%lld>", (long long)D);
         else snprintf(ta, sizeof ta, "<%lld, %d>", (long long)D, bq);
+        /* the tensor-core forward and dq: RW row tiles of 16 a warp */
+        int rw = tc ? att_tc_rows(D) : 1;
+        char tq[32];
+        if (tc) snprintf(tq, sizeof tq, "<%lld, %d>", (long long)D, rw);
+        else snprintf(tq, sizeof tq, "%s", ta);
         char lay[8][64];
         if (n->op == OP_attention) {
             avp(e, &P, n->out[0], true, a[0], lay[0]);
@@ -1541,9 +1554,9 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
             for (int i = 0; i < 3; i++) avp(e, &P, n->in[i], false, a[2 + i], lay[1 + i]);
             snprintf(call, sizeof call,
                      "%s%s(%s, %s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* o [%lld,%lld,%lld,%lld] */", fn,
-                     ta, a[0], lay[0], a[1], a[2], lay[1], a[3], lay[2], a[4], lay[3], (long long)H, (long long)Hkv, (long long)T,
+                     tq, a[0], lay[0], a[1], a[2], lay[1], a[3], lay[2], a[4], lay[3], (long long)H, (long long)Hkv, (long long)T,
                      (long long)S, sc, causal, (long long)B, (long long)H, (long long)T, (long long)D);
-            att_launch(e, r, "", &P, call, threads, minb, cdiv(T, bq), (unsigned)(B * H));
+            att_launch(e, r, "", &P, call, threads, minb, cdiv(T, bq * rw), (unsigned)(B * H));
         } else {
             /* dq first: it leaves Di = do . o per query row in the
              * workspace (B H T floats) for dkv, which would otherwise
@@ -1556,9 +1569,9 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
             snprintf(call, sizeof call,
                      "%s_bwd_dq%s(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) "
                      "/* dq [%lld,%lld,%lld,%lld] */",
-                     fn, ta, a[0], lay[0], a[1], lay[1], a[2], lay[2], a[3], lay[3], a[4], lay[4], a[5], lay[5], a[6], ws, (long long)H,
+                     fn, tq, a[0], lay[0], a[1], lay[1], a[2], lay[2], a[3], lay[3], a[4], lay[4], a[5], lay[5], a[6], ws, (long long)H,
                      (long long)Hkv, (long long)T, (long long)S, sc, causal, (long long)B, (long long)H, (long long)T, (long long)D);
-            att_launch(e, r, "_dq", &P, call, threads, minb, cdiv(T, bq), (unsigned)(B * H));
+            att_launch(e, r, "_dq", &P, call, threads, minb, cdiv(T, bq * rw), (unsigned)(B * H));
             Params Q = {0};
             char b[8][32], lb[6][64];
             avp(e, &Q, n->out[1], true, b[0], lb[0]);

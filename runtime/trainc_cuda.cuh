@@ -1288,29 +1288,47 @@ TRN_DEV void trn_frag_rows(uint32_t (&a)[D / 16][4], const E *tile, int lane) {
     for (int kk = 0; kk < A::KD; kk++) trn_ldsm4(a[kk], tile + (lane & 15) * A::LDH + kk * 16 + (lane >> 4) * 8);
 }
 
+/* For each of RW row tiles: d[i][n] += a[i][kk] times b0, b1 and d[i][n+1]
+ * += a[i][kk] times b2, b3 (two 8-column B fragments loaded together). */
+template <int RW, int N, int K, typename E>
+TRN_DEV void trn_mma2_rw(float (&d)[RW][N][4], int n, const uint32_t (&a)[RW][K][4], int kk, const uint32_t (&b)[4], E) {
+#pragma unroll
+    for (int i = 0; i < RW; i++) {
+        trn_mma(d[i][n], a[i][kk], b[0], b[1], E());
+        trn_mma(d[i][n + 1], a[i][kk], b[2], b[3], E());
+    }
+}
+
 /* s (16 x NC: s[n] is columns 8n .. 8n+7) = a (16 x D) times the NC rows
- * of tile (row stride LDH) transposed. */
-template <int D, int NC, typename E>
-TRN_DEV void trn_mma_abt(float (&s)[NC / 8][4], const uint32_t (&a)[D / 16][4], const E *tile, int lane) {
+ * of tile (row stride LDH) transposed; for each of RW row tiles (s[i] of
+ * a[i]), every B fragment loaded once for all of them. */
+template <int D, int NC, int RW, typename E>
+TRN_DEV void trn_mma_abt_rw(float (&s)[RW][NC / 8][4], const uint32_t (&a)[RW][D / 16][4], const E *tile, int lane) {
     typedef TrnAttTc<D> A;
 #pragma unroll
-    for (int n = 0; n < NC / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+    for (int i = 0; i < RW; i++)
+#pragma unroll
+        for (int n = 0; n < NC / 8; n++) s[i][n][0] = s[i][n][1] = s[i][n][2] = s[i][n][3] = 0.0f;
 #pragma unroll
     for (int n = 0; n < NC / 8; n += 2) {
 #pragma unroll
         for (int kk = 0; kk < A::KD; kk++) {
             uint32_t b[4]; /* B = rows 8n .. 8n+15 of the tile, transposed: b0, b1 of tile n, then of tile n + 1 */
             trn_ldsm4(b, tile + (n * 8 + (lane >> 4) * 8 + (lane & 7)) * A::LDH + kk * 16 + ((lane >> 3) & 1) * 8);
-            trn_mma(s[n], a[kk], b[0], b[1], E());
-            trn_mma(s[n + 1], a[kk], b[2], b[3], E());
+            trn_mma2_rw(s, n, a, kk, b, E());
         }
     }
 }
+template <int D, int NC, typename E>
+TRN_DEV void trn_mma_abt(float (&s)[NC / 8][4], const uint32_t (&a)[D / 16][4], const E *tile, int lane) {
+    trn_mma_abt_rw<D, NC, 1>(reinterpret_cast<float(&)[1][NC / 8][4]>(s), reinterpret_cast<const uint32_t(&)[1][D / 16][4]>(a), tile, lane);
+}
 
 /* o (16 x D f32 fragments) += p (16 x NC, A fragments: p[kk] is columns
- * 16 kk .. 16 kk + 15) times tile [NC, D] (row stride LDH). */
-template <int D, int NC, typename E>
-TRN_DEV void trn_mma_ab(float (&o)[D / 8][4], const uint32_t (&p)[NC / 16][4], const E *tile, int lane) {
+ * 16 kk .. 16 kk + 15) times tile [NC, D] (row stride LDH); for each of RW
+ * row tiles (o[i] += p[i] times the tile). */
+template <int D, int NC, int RW, typename E>
+TRN_DEV void trn_mma_ab_rw(float (&o)[RW][D / 8][4], const uint32_t (&p)[RW][NC / 16][4], const E *tile, int lane) {
     typedef TrnAttTc<D> A;
 #pragma unroll
     for (int kk = 0; kk < NC / 16; kk++) {
@@ -1318,10 +1336,13 @@ TRN_DEV void trn_mma_ab(float (&o)[D / 8][4], const uint32_t (&p)[NC / 16][4], c
         for (int c = 0; c < A::ND; c += 2) {
             uint32_t b[4]; /* rows 16 kk .. 16 kk + 15, columns 8c .. 8c + 15 of the tile, transposed on loading */
             trn_ldsm4t(b, tile + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * A::LDH + c * 8 + (lane >> 4) * 8);
-            trn_mma(o[c], p[kk], b[0], b[1], E());
-            trn_mma(o[c + 1], p[kk], b[2], b[3], E());
+            trn_mma2_rw(o, c, p, kk, b, E());
         }
     }
+}
+template <int D, int NC, typename E>
+TRN_DEV void trn_mma_ab(float (&o)[D / 8][4], const uint32_t (&p)[NC / 16][4], const E *tile, int lane) {
+    trn_mma_ab_rw<D, NC, 1>(reinterpret_cast<float(&)[1][D / 8][4]>(o), reinterpret_cast<const uint32_t(&)[1][NC / 16][4]>(p), tile, lane);
 }
 
 /* The f32 fragments s (16 x NC) rounded to E, as the A fragments of a
@@ -1362,18 +1383,25 @@ TRN_DEV void trn_frag_store(E *dst, int64_t lds, int64_t row0, int64_t lim, cons
     }
 }
 
-/* The block's rows r0 .. r0+BR-1 (< lim) of a [.., D] matrix of 16-bit E,
- * the warp's 16 of them as A fragments, through the staging tile; the
- * block waits after loading it and after reading it, so the staging (and
- * what shares its memory) is free again on return. */
+/* The block's rows r0 .. r0+RW*BR-1 (< lim) of a [.., D] matrix of 16-bit
+ * E, the warp's RW tiles of 16 of them as A fragments, through the staging
+ * tile (RW*BR rows); the block waits after loading it and after reading
+ * it, so the staging (and what shares its memory) is free again on
+ * return. */
+template <int D, int RW, typename E>
+TRN_DEV void trn_tc_stage_rw(uint32_t (&a)[RW][D / 16][4], E *stage, const E *__restrict__ src, int64_t lds, int64_t r0, int64_t lim, int warp,
+                             int lane) {
+    typedef TrnAttTc<D> A;
+    trn_load_tile16<D>(stage, A::LDH, src, lds, r0, RW * A::BR, lim);
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < RW; i++) trn_frag_rows<D>(a[i], stage + (warp * RW + i) * 16 * A::LDH, lane);
+    __syncthreads();
+}
 template <int D, typename E>
 TRN_DEV void trn_tc_stage(uint32_t (&a)[D / 16][4], E *stage, const E *__restrict__ src, int64_t lds, int64_t r0, int64_t lim, int warp,
                           int lane) {
-    typedef TrnAttTc<D> A;
-    trn_load_tile16<D>(stage, A::LDH, src, lds, r0, A::BR, lim);
-    __syncthreads();
-    trn_frag_rows<D>(a, stage + warp * 16 * A::LDH, lane);
-    __syncthreads();
+    trn_tc_stage_rw<D, 1>(reinterpret_cast<uint32_t(&)[1][D / 16][4]>(a), stage, src, lds, r0, lim, warp, lane);
 }
 
 /* Key rows k0 .. k0+BC-1 (< S) of K and V (row strides lks, lvs) into
@@ -1409,28 +1437,37 @@ template <bool MAX> TRN_DEV float trn_quad(float v) {
     return v;
 }
 
-/* block: 128 threads; grid (ceil(T / 64), B * H) */
-template <int D, typename E>
+/* block: 128 threads; grid (ceil(T / (64 RW)), B * H).  Each warp holds
+ * RW row tiles of 16 queries (the block 64 RW rows): every K and V
+ * fragment read from shared memory serves RW tiles' products, RW times the
+ * FLOPs a byte of the one-tile form, for RW times its accumulators. */
+template <int D, int RW, typename E>
 TRN_DEV void tk_attention_tc(E *__restrict__ o, TrnAttL lo, float *__restrict__ lse, const E *__restrict__ q, TrnAttL lq,
                              const E *__restrict__ k, TrnAttL lk, const E *__restrict__ v, TrnAttL lv, int64_t H, int64_t Hkv, int64_t T,
                              int64_t S, float scale, int causal) {
     typedef TrnAttTc<D> A;
-    constexpr int BC = A::BCF, KV = BC * A::LDH;
+    constexpr int BC = A::BCF, KV = BC * A::LDH, BR = A::BR * RW, WR = 16 * RW;
     /* two stages of K and V tiles (the next pair loads while this one is
      * used); the Q staging tile before them */
-    __shared__ __align__(16) E sm[4 * KV > A::BR * A::LDH ? 4 * KV : A::BR * A::LDH];
+    __shared__ __align__(16) E sm[4 * KV > BR * A::LDH ? 4 * KV : BR * A::LDH];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
-    int64_t q0 = trn_qblock(causal) * A::BR, w0 = q0 + warp * 16;
-    int64_t rr[2] = {min(w0 + g, T - 1), min(w0 + g + 8, T - 1)}; /* the lane's rows (clamped) */
-    const E *kb = k + trn_at(lk, b, hk, 0), *vb = v + trn_at(lv, b, hk, 0);
-    uint32_t qa[A::KD][4];
-    trn_tc_stage<D>(qa, sm, q + trn_at(lq, b, h, 0), lq.t, q0, T, warp, lane);
-    float of[A::ND][4];
+    int64_t q0 = trn_qblock(causal) * BR, w0 = q0 + warp * WR; /* the block's and the warp's first rows */
+    int64_t rr[RW][2]; /* the lane's rows (clamped) */
 #pragma unroll
-    for (int c = 0; c < A::ND; c++) of[c][0] = of[c][1] = of[c][2] = of[c][3] = 0.0f;
-    float m[2] = {-TRN_INF, -TRN_INF}, l[2] = {0.0f, 0.0f}, sl2 = scale * TRN_LOG2E;
-    int64_t kend = causal ? min(S, q0 + A::BR) : S;
+    for (int i = 0; i < RW; i++) rr[i][0] = min(w0 + 16 * i + g, T - 1), rr[i][1] = min(w0 + 16 * i + g + 8, T - 1);
+    const E *kb = k + trn_at(lk, b, hk, 0), *vb = v + trn_at(lv, b, hk, 0);
+    uint32_t qa[RW][A::KD][4];
+    trn_tc_stage_rw<D, RW>(qa, sm, q + trn_at(lq, b, h, 0), lq.t, q0, T, warp, lane);
+    float of[RW][A::ND][4];
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+#pragma unroll
+        for (int c = 0; c < A::ND; c++) of[i][c][0] = of[i][c][1] = of[i][c][2] = of[i][c][3] = 0.0f;
+    float m[RW][2], l[RW][2], sl2 = scale * TRN_LOG2E;
+#pragma unroll
+    for (int i = 0; i < RW; i++) m[i][0] = m[i][1] = -TRN_INF, l[i][0] = l[i][1] = 0.0f;
+    int64_t kend = causal ? min(S, q0 + BR) : S;
     int nt = (int)((kend + BC - 1) / BC);
     if (nt > 0) trn_tc_load_kv<D, BC>(sm, kb, lk.t, vb, lv.t, 0, S);
     trn_cp_commit();
@@ -1442,90 +1479,115 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, TrnAttL lo, float *__restrict__ 
         trn_cp_commit();
         trn_cp_wait<1>(); /* this iteration's tiles have landed */
         __syncthreads();
-        float s[BC / 8][4];
-        trn_mma_abt<D, BC>(s, qa, Ks, lane);
-        /* the scores in base 2 (m too), masked (-inf) past the keys and
-         * above the diagonal: only a tile that reaches either has any */
-        float mx[2] = {-TRN_INF, -TRN_INF};
-        trn_tile(k0 + BC > S || (causal && k0 + BC - 1 > q0), [&](bool edge) {
+        /* a warp whose rows all lie above the tile's first key (causal)
+         * has nothing to add from it: every score would be masked */
+        if (!causal || k0 <= w0 + WR - 1) {
+            float s[RW][BC / 8][4];
+            trn_mma_abt_rw<D, BC, RW>(s, qa, Ks, lane);
+            /* the scores in base 2 (m too), masked (-inf) past the keys and
+             * above the diagonal: only a tile that reaches either for one
+             * of the warp's rows has any */
+            float mx[RW][2];
 #pragma unroll
-            for (int n = 0; n < BC / 8; n++)
+            for (int i = 0; i < RW; i++) mx[i][0] = mx[i][1] = -TRN_INF;
+            trn_tile(k0 + BC > S || (causal && k0 + BC - 1 > w0), [&](bool edge) {
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int kj = (int)k0 + n * 8 + 2 * t + (e & 1);
-                    bool out = edge && (kj >= (int)S || (causal && kj > (int)rr[e >> 1]));
-                    s[n][e] = out ? -TRN_INF : s[n][e] * sl2;
-                    mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+                for (int i = 0; i < RW; i++)
+#pragma unroll
+                    for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            int kj = (int)k0 + n * 8 + 2 * t + (e & 1);
+                            bool out = edge && (kj >= (int)S || (causal && kj > (int)rr[i][e >> 1]));
+                            s[i][n][e] = out ? -TRN_INF : s[i][n][e] * sl2;
+                            mx[i][e >> 1] = fmaxf(mx[i][e >> 1], s[i][n][e]);
+                        }
+            });
+            uint32_t pa[RW][BC / 16][4];
+#pragma unroll
+            for (int i = 0; i < RW; i++) {
+                float mn[2], mb[2], sum[2] = {0.0f, 0.0f}, alpha[2];
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    mn[r] = fmaxf(m[i][r], trn_quad<true>(mx[i][r]));
+                    mb[r] = mn[r] == -TRN_INF ? 0.0f : mn[r]; /* a row with nothing yet: exp2(-inf - 0) = 0 */
                 }
-        });
-        float mn[2], mb[2], sum[2] = {0.0f, 0.0f}, alpha[2];
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mn[r] = fmaxf(m[r], trn_quad<true>(mx[r]));
-            mb[r] = mn[r] == -TRN_INF ? 0.0f : mn[r]; /* a row with nothing yet: exp2(-inf - 0) = 0 */
-        }
+                for (int n = 0; n < BC / 8; n++)
 #pragma unroll
-        for (int n = 0; n < BC / 8; n++)
+                    for (int e = 0; e < 4; e++) {
+                        float p = exp2f(s[i][n][e] - mb[e >> 1]);
+                        s[i][n][e] = p;
+                        sum[e >> 1] += p;
+                    }
+                /* a row whose maximum grew rescales what it has summed */
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float p = exp2f(s[n][e] - mb[e >> 1]);
-                s[n][e] = p;
-                sum[e >> 1] += p;
+                for (int r = 0; r < 2; r++) {
+                    alpha[r] = l[i][r] > 0.0f && mn[r] > m[i][r] ? exp2f(m[i][r] - mn[r]) : 1.0f;
+                    l[i][r] = l[i][r] * alpha[r] + trn_quad<false>(sum[r]);
+                    m[i][r] = mn[r];
+                }
+#pragma unroll
+                for (int c = 0; c < A::ND; c++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) of[i][c][e] *= alpha[e >> 1];
+                trn_frag_pack<BC, E>(pa[i], s[i]);
             }
-        /* a row whose maximum grew rescales what it has summed */
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            alpha[r] = l[r] > 0.0f && mn[r] > m[r] ? exp2f(m[r] - mn[r]) : 1.0f;
-            l[r] = l[r] * alpha[r] + trn_quad<false>(sum[r]);
-            m[r] = mn[r];
+            trn_mma_ab_rw<D, BC, RW>(of, pa, Vs, lane);
         }
-#pragma unroll
-        for (int c = 0; c < A::ND; c++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) of[c][e] *= alpha[e >> 1];
-        uint32_t pa[BC / 16][4];
-        trn_frag_pack<BC, E>(pa, s);
-        trn_mma_ab<D, BC>(of, pa, Vs, lane);
         __syncthreads(); /* this stage is read: the next iteration but one loads into it */
     }
-    trn_frag_store<D>(o + trn_at(lo, b, h, 0), lo.t, w0, T, of, l[0] > 0.0f ? 1.0f / l[0] : 0.0f, l[1] > 0.0f ? 1.0f / l[1] : 0.0f, lane);
 #pragma unroll
-    for (int r = 0; r < 2; r++)
-        if (t == 0 && w0 + g + 8 * r < T) lse[bh * T + w0 + g + 8 * r] = m[r] * TRN_LN2 + logf(l[r]);
+    for (int i = 0; i < RW; i++) {
+        int64_t r0 = w0 + 16 * i;
+        trn_frag_store<D>(o + trn_at(lo, b, h, 0), lo.t, r0, T, of[i], l[i][0] > 0.0f ? 1.0f / l[i][0] : 0.0f,
+                          l[i][1] > 0.0f ? 1.0f / l[i][1] : 0.0f, lane);
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            if (t == 0 && r0 + g + 8 * r < T) lse[bh * T + r0 + g + 8 * r] = m[i][r] * TRN_LN2 + logf(l[i][r]);
+    }
 }
 
-/* Backward, part 1: dq.  block: 128 threads; grid (ceil(T / 64), B * H) */
-template <int D, typename E>
+/* Backward, part 1: dq.  block: 128 threads; grid (ceil(T / (64 RW)),
+ * B * H); RW row tiles of 16 queries a warp, as in the forward. */
+template <int D, int RW, typename E>
 TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, TrnAttL ldq, const E *__restrict__ dout, TrnAttL ldo, const E *__restrict__ q,
                                     TrnAttL lq, const E *__restrict__ k, TrnAttL lk, const E *__restrict__ v, TrnAttL lv,
                                     const E *__restrict__ o, TrnAttL lo, const float *__restrict__ lse, float *__restrict__ dis, int64_t H,
                                     int64_t Hkv, int64_t T, int64_t S, float scale, int causal) {
     typedef TrnAttTc<D> A;
-    constexpr int BC = A::BCB, KV = BC * A::LDH, ST = A::BR * A::LDH;
+    constexpr int BC = A::BCB, KV = BC * A::LDH, BR = A::BR * RW, WR = 16 * RW, ST = BR * A::LDH;
     /* two stages of K and V tiles; the Q / dO staging tile before them */
     __shared__ __align__(16) E sm[ST > 4 * KV ? ST : 4 * KV];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
-    int64_t q0 = trn_qblock(causal) * A::BR, w0 = q0 + warp * 16;
-    int64_t rr[2] = {min(w0 + g, T - 1), min(w0 + g + 8, T - 1)};
+    int64_t q0 = trn_qblock(causal) * BR, w0 = q0 + warp * WR;
+    int64_t rr[RW][2]; /* the lane's rows (clamped) */
+#pragma unroll
+    for (int i = 0; i < RW; i++) rr[i][0] = min(w0 + 16 * i + g, T - 1), rr[i][1] = min(w0 + 16 * i + g + 8, T - 1);
     const E *kb = k + trn_at(lk, b, hk, 0), *vb = v + trn_at(lv, b, hk, 0);
-    uint32_t qa[A::KD][4], da[A::KD][4];
-    trn_tc_stage<D>(qa, sm, q + trn_at(lq, b, h, 0), lq.t, q0, T, warp, lane);
-    trn_tc_stage<D>(da, sm, dout + trn_at(ldo, b, h, 0), ldo.t, q0, T, warp, lane);
-    /* Di = do . o of the lane's two rows (a quad each), L2 their lse in base 2 */
-    float di[2], L2[2], sl2 = scale * TRN_LOG2E;
+    uint32_t qa[RW][A::KD][4], da[RW][A::KD][4];
+    trn_tc_stage_rw<D, RW>(qa, sm, q + trn_at(lq, b, h, 0), lq.t, q0, T, warp, lane);
+    trn_tc_stage_rw<D, RW>(da, sm, dout + trn_at(ldo, b, h, 0), ldo.t, q0, T, warp, lane);
+    /* Di = do . o of the lane's rows (a quad each), L2 their lse in base 2 */
+    float di[RW][2], L2[RW][2], sl2 = scale * TRN_LOG2E;
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float x = 0.0f;
-        for (int c = t; c < D; c += 4) x += trn_f32(dout[trn_at(ldo, b, h, rr[r]) + c]) * trn_f32(o[trn_at(lo, b, h, rr[r]) + c]);
-        di[r] = trn_quad<false>(x);
-        L2[r] = lse[bh * T + rr[r]] * TRN_LOG2E;
-        if (t == 0 && w0 + g + 8 * r < T) dis[bh * T + w0 + g + 8 * r] = di[r]; /* for the dkv kernel */
-    }
-    float acc[A::ND][4];
+    for (int i = 0; i < RW; i++)
 #pragma unroll
-    for (int c = 0; c < A::ND; c++) acc[c][0] = acc[c][1] = acc[c][2] = acc[c][3] = 0.0f;
-    int64_t kend = causal ? min(S, q0 + A::BR) : S;
+        for (int r = 0; r < 2; r++) {
+            float x = 0.0f;
+            for (int c = t; c < D; c += 4) x += trn_f32(dout[trn_at(ldo, b, h, rr[i][r]) + c]) * trn_f32(o[trn_at(lo, b, h, rr[i][r]) + c]);
+            di[i][r] = trn_quad<false>(x);
+            L2[i][r] = lse[bh * T + rr[i][r]] * TRN_LOG2E;
+            int64_t row = w0 + 16 * i + g + 8 * r;
+            if (t == 0 && row < T) dis[bh * T + row] = di[i][r]; /* for the dkv kernel */
+        }
+    float acc[RW][A::ND][4];
+#pragma unroll
+    for (int i = 0; i < RW; i++)
+#pragma unroll
+        for (int c = 0; c < A::ND; c++) acc[i][c][0] = acc[i][c][1] = acc[i][c][2] = acc[i][c][3] = 0.0f;
+    int64_t kend = causal ? min(S, q0 + BR) : S;
     int nt = (int)((kend + BC - 1) / BC);
     if (nt > 0) trn_tc_load_kv<D, BC>(sm, kb, lk.t, vb, lv.t, 0, S);
     trn_cp_commit();
@@ -1536,28 +1598,36 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, TrnAttL ldq, const E *__
         trn_cp_commit();
         trn_cp_wait<1>();
         __syncthreads();
-        float s[BC / 8][4], dp[BC / 8][4];
-        trn_mma_abt<D, BC>(s, qa, Ks, lane);
-        trn_mma_abt<D, BC>(dp, da, Vs, lane);
-        /* P = exp2(s scale log2 e - lse log2 e), 0 where masked (only in a
-         * tile past the keys or across the diagonal) */
-        trn_tile(k0 + BC > S || (causal && k0 + BC - 1 > q0), [&](bool edge) {
+        /* a tile wholly above the warp's rows (causal): P = 0 there */
+        if (!causal || k0 <= w0 + WR - 1) {
+            float s[RW][BC / 8][4], dp[RW][BC / 8][4];
+            trn_mma_abt_rw<D, BC, RW>(s, qa, Ks, lane);
+            trn_mma_abt_rw<D, BC, RW>(dp, da, Vs, lane);
+            /* P = exp2(s scale log2 e - lse log2 e), 0 where masked (only
+             * in a tile past the keys or across the diagonal for one of
+             * the warp's rows) */
+            trn_tile(k0 + BC > S || (causal && k0 + BC - 1 > w0), [&](bool edge) {
 #pragma unroll
-            for (int n = 0; n < BC / 8; n++)
+                for (int i = 0; i < RW; i++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    int kj = (int)k0 + n * 8 + 2 * t + (e & 1);
-                    bool out = edge && (kj >= (int)S || (causal && kj > (int)rr[e >> 1]));
-                    float p = out ? 0.0f : exp2f(s[n][e] * sl2 - L2[e >> 1]);
-                    s[n][e] = p * (dp[n][e] - di[e >> 1]) * scale;
-                }
-        });
-        uint32_t dsa[BC / 16][4];
-        trn_frag_pack<BC, E>(dsa, s);
-        trn_mma_ab<D, BC>(acc, dsa, Ks, lane);
+                    for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            int kj = (int)k0 + n * 8 + 2 * t + (e & 1);
+                            bool out = edge && (kj >= (int)S || (causal && kj > (int)rr[i][e >> 1]));
+                            float p = out ? 0.0f : exp2f(s[i][n][e] * sl2 - L2[i][e >> 1]);
+                            s[i][n][e] = p * (dp[i][n][e] - di[i][e >> 1]) * scale;
+                        }
+            });
+            uint32_t dsa[RW][BC / 16][4];
+#pragma unroll
+            for (int i = 0; i < RW; i++) trn_frag_pack<BC, E>(dsa[i], s[i]);
+            trn_mma_ab_rw<D, BC, RW>(acc, dsa, Ks, lane);
+        }
         __syncthreads();
     }
-    trn_frag_store<D>(dq + trn_at(ldq, b, h, 0), ldq.t, w0, T, acc, 1.0f, 1.0f, lane);
+#pragma unroll
+    for (int i = 0; i < RW; i++) trn_frag_store<D>(dq + trn_at(ldq, b, h, 0), ldq.t, w0 + 16 * i, T, acc[i], 1.0f, 1.0f, lane);
 }
 
 /* Query rows i0 .. i0+BC-1 (< T) of head bh (of H a batch row): q and dO

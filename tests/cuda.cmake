@@ -161,6 +161,10 @@ if(TRAINC_CXX)
   # tensor-core attention over two key tiles (the forward's online rescale)
   # and partial tiles; Llama's with grouped-query attention (4:2) in fp16
   trainc_emu_test(gpt2_d64_bf16 gpt2 -D vocab=512 -D layers=1 -D heads=4 -D dim=256 -D seq=80 -D batch=2 --set precision=bf16)
+  # T = 160: the forward's two blocks of 128 query rows (32 a warp), the
+  # second's last two warps past T, warps passing over key tiles wholly
+  # above their rows
+  trainc_emu_test(gpt2_d64_t160_bf16 gpt2 -D vocab=512 -D layers=1 -D heads=4 -D dim=256 -D seq=160 -D batch=1 --set precision=bf16)
   trainc_emu_test(llama_d64_fp16 llama -D vocab=256 -D layers=1 -D heads=4 -D kv_heads=2 -D dim=256 -D ffn=256 -D seq=80 -D batch=2
                   --set precision=fp16)
   # D = 128 (Llama 2 7B's head size): smaller tiles, three key tiles at T = 80
