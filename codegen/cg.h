@@ -196,6 +196,7 @@ typedef struct Program {
     const char *cuda_symbol;  /* the embedded CUDA module's symbol (cuda target), or NULL */
     const char *target;       /* "cpu" or "cuda" (CgOptions.target): --report's tile advice */
     bool        no_tc_attention; /* cuda target: no tensor-core attention (CompileOptions) */
+    int         tc_attention_rows; /* cuda target: the tensor-core attention's row tiles a warp, 0: chosen (CompileOptions) */
 } Program;
 
 /* lower.c */

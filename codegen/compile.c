@@ -485,7 +485,10 @@ Program *cg_build(const CompileOptions *o, Graph **train_out, Graph **fwd_out, G
     if (!cg_prepare(o, &train, &eval, &sample, d)) return NULL;
     CgOptions co = {o->fuse, o->target ? o->target : "cpu"};
     Program *p = cg_lower(train, eval, sample, o->model, &co, d);
-    if (p) p->no_tc_attention = o->no_tc_attention || min_sm(o->archs) < 80;
+    if (p) {
+        p->no_tc_attention = o->no_tc_attention || min_sm(o->archs) < 80;
+        p->tc_attention_rows = o->tc_attention_rows;
+    }
     if (!p) {
         ir_graph_free(eval);
         ir_graph_free(sample);

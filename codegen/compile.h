@@ -19,6 +19,7 @@ typedef struct CompileOptions {
     bool          stats;        /* print the model graph's statistics (trainc ir --stats) on stderr, before the passes */
     bool          fuse;         /* generic fusion (--no-fuse turns it off) */
     bool          no_tc_attention; /* cuda target: half attention on the CUDA cores (--no-tc-attention) */
+    int           tc_attention_rows; /* cuda target: row tiles a warp in the tensor-core attention forward and dq (--tc-attention-rows; 0: chosen from D) */
     bool          blas;         /* GEMMs through OpenBLAS (default on) */
     bool          native;       /* -march=native: the output then depends on this machine */
     bool          verbose;      /* print the C compiler's command line */

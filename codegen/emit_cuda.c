@@ -1138,11 +1138,14 @@ static void emit_gemm_bgrad(Emit *e, Kernel *k, CuKern *r) {
 }
 
 /* The tensor-core attention forward's and dq kernel's row tiles of 16
- * queries a warp at head dimension D: 2 (a block of 128 rows) up to D =
- * 64, where each K and V fragment read from shared memory then serves
- * twice the FLOPs (docs/cuda.md); 1 beyond, where the accumulators would
- * double past what registers hold. */
-static int att_tc_rows(int64_t D) { return D <= 64 ? 2 : 1; }
+ * queries a warp at head dimension D: --tc-attention-rows, else 2 (a block
+ * of 128 rows) up to D = 64, where each K and V fragment read from shared
+ * memory then serves twice the FLOPs (docs/cuda.md), and 1 beyond, where
+ * the accumulators would double past what registers hold. */
+static int att_tc_rows(const Program *p, int64_t D) {
+    if (p->tc_attention_rows > 0) return p->tc_attention_rows;
+    return D <= 64 ? 2 : 1;
+}
 
 /* An attention launch: with launch bounds' blocks per multiprocessor when
  * minb > 0, else plain (blockDim threads x 1). */
@@ -1404,7 +1407,11 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         snprintf(call, sizeof call, "tk_norm_rows<%lld, %s, %s, %s, %s, %s>(%s, %s, %s, %s, %s, %s, %s, %s, %lldll, %s) /* y [%lld,%lld] */",
                  (long long)last, ln ? "true" : "false", add ? "true" : "false", st_type(y->ty.dt), st_type(x->ty.dt), st_type(add ? rr->ty.dt : DT_f32), a[0], add ? a[1] : "(float *)0", ln ? a[2] : "(float *)0", a[3], a[4],
                  add ? a[5] : "(const float *)0", a[6], ln ? a[7] : "(const float *)0", (long long)N, eps, (long long)N, (long long)last);
-        tmpl_launch(e, r, "", &P, call, NT, cdiv(N, NT / 32), 1, NT, 1);
+        /* two blocks a multiprocessor (at most 128 registers) up to rows of
+         * 1024: left to itself, ptxas held the bf16 rows of 256 to 40
+         * registers and spilled; one beyond, where a lane's copy of the row
+         * takes more (TinyLlama's 2048: about 172) */
+        tmpl_launch_minb(e, r, "", &P, call, NT, last <= 1024 ? 2 : 1, cdiv(N, NT / 32), 1, NT, 1);
         break;
     }
     case OP_layer_norm_grad:
@@ -1543,8 +1550,8 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         if (tc) snprintf(ta, sizeof ta, "<%lld>", (long long)D);
         else snprintf(ta, sizeof ta, "<%lld, %d>", (long long)D, bq);
         /* the tensor-core forward and dq: RW row tiles of 16 a warp */
-        int rw = tc ? att_tc_rows(D) : 1;
-        char tq[32];
+        int rw = tc ? att_tc_rows(e->p, D) : 1;
+        char tq[48];
         if (tc) snprintf(tq, sizeof tq, "<%lld, %d>", (long long)D, rw);
         else snprintf(tq, sizeof tq, "%s", ta);
         char lay[8][64];

@@ -81,6 +81,12 @@ trainc_nvrtc_test(gpt2_tiny_sgd_fp16 cuda 300 gpt2 fp16 ${CUDA_TINY_gpt2} --set 
 # the f32-tile kernels with bf16 operands; at D = 128 both kinds
 trainc_nvrtc_test(gpt2_tiny_notc_bf16 cuda 300 gpt2 bf16 ${CUDA_TINY_gpt2} --no-tc-attention --expect-src "!tk_attention_tc")
 trainc_nvrtc_test(gpt2_tiny_sm75_bf16 cuda 300 gpt2 bf16 ${CUDA_TINY_gpt2} --arch sm_75 --expect-src "!tk_attention_tc")
+# the tensor-core forward and dq at D = 64: two row tiles a warp by
+# default, one with --tc-attention-rows 1; neither spills
+trainc_nvrtc_test(gpt2_d64_bf16 cuda 300 gpt2 bf16 -D vocab=512 -D layers=1 -D heads=4 -D dim=256 -D seq=80 -D batch=2
+                  --expect-src "tk_attention_tc<64, 2>(" --expect-src "tk_attention_tc_bwd_dq<64, 2>(")
+trainc_nvrtc_test(gpt2_d64_rows1_bf16 cuda 300 gpt2 bf16 -D vocab=512 -D layers=1 -D heads=4 -D dim=256 -D seq=80 -D batch=2
+                  --tc-attention-rows 1 --expect-src "tk_attention_tc<64, 1>(" --expect-src "tk_attention_tc_bwd_dq<64, 1>(")
 trainc_nvrtc_test(llama_d128_bf16 cuda 300 llama bf16 -D vocab=256 -D layers=1 -D heads=2 -D kv_heads=1 -D dim=256 -D ffn=256 -D seq=64
                   -D batch=2 --expect-src "tk_attention_tc<128" --expect-src "tk_attention_tc_bwd_dkv<128")
 trainc_nvrtc_test(llama_d128_notc_bf16 cuda 300 llama bf16 -D vocab=256 -D layers=1 -D heads=2 -D kv_heads=1 -D dim=256 -D ffn=256 -D seq=64
@@ -165,6 +171,9 @@ if(TRAINC_CXX)
   # second's last two warps past T, warps passing over key tiles wholly
   # above their rows
   trainc_emu_test(gpt2_d64_t160_bf16 gpt2 -D vocab=512 -D layers=1 -D heads=4 -D dim=256 -D seq=160 -D batch=1 --set precision=bf16)
+  # the same with one row tile a warp (--tc-attention-rows 1: 64 rows a block)
+  trainc_emu_test(gpt2_d64_t160_rows1_bf16 gpt2 -D vocab=512 -D layers=1 -D heads=4 -D dim=256 -D seq=160 -D batch=1 --set precision=bf16
+                  --tc-attention-rows 1)
   trainc_emu_test(llama_d64_fp16 llama -D vocab=256 -D layers=1 -D heads=4 -D kv_heads=2 -D dim=256 -D ffn=256 -D seq=80 -D batch=2
                   --set precision=fp16)
   # D = 128 (Llama 2 7B's head size): smaller tiles, three key tiles at T = 80

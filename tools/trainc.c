@@ -41,6 +41,7 @@ typedef struct Opts {
     const char **sets;            /* --set KEY=VALUE (NULL-terminated) */
     int          nsets;
     bool         keep, report, no_fuse, native, fp64, no_blas, no_tc;
+    int          tc_rows;         /* --tc-attention-rows (0: not given) */
     const char  *target, *cc, *opt_level, *precision, *archs;
     int          pad_multiple;
     /* run: the arguments handed to the runtime (argv[0] first) */
@@ -53,7 +54,7 @@ typedef struct Opts {
 typedef enum {
     F_OUTPUT, F_DEFINE, F_PASSES, F_TRAIN, F_PRINT_AFTER, F_PRINT_AFTER_ALL, F_PRINT_BEFORE, F_TIME_PASSES,
     F_EMIT, F_STATS, F_NO_VERIFY, F_NO_LOCS, F_VERBOSE,
-    F_SET, F_ARCH, F_KEEP, F_REPORT, F_NO_FUSE, F_NO_TC, F_TARGET, F_CC, F_OPT_LEVEL, F_NATIVE, F_FP64, F_NO_BLAS, F_PRECISION, F_PAD_MULTIPLE,
+    F_SET, F_ARCH, F_KEEP, F_REPORT, F_NO_FUSE, F_NO_TC, F_TC_ROWS, F_TARGET, F_CC, F_OPT_LEVEL, F_NATIVE, F_FP64, F_NO_BLAS, F_PRECISION, F_PAD_MULTIPLE,
 } FlagId;
 
 typedef struct Flag {
@@ -80,6 +81,7 @@ static const Flag flags[] = {
     {F_REPORT, "--report", NULL, "compile", "print the memory plan (every byte of a training step) before anything runs"},
     {F_NO_FUSE, "--no-fuse", NULL, "compile", "one kernel per op: turn generic fusion off"},
     {F_NO_TC, "--no-tc-attention", NULL, "compile", "cuda target: bf16/fp16 attention on the CUDA cores, not tensor cores"},
+    {F_TC_ROWS, "--tc-attention-rows", "1|2", "compile", "cuda target: tiles of 16 query rows a warp in the tensor-core attention forward and dq (default: 2 up to head dim 64, else 1)"},
     {F_TARGET, "--target", "cpu|cuda", "compile", "the backend (default cpu)"},
     {F_CC, "--cc", "CC", "compile", "the C compiler (default: $CC, else cc)"},
     {F_OPT_LEVEL, "--copt", "FLAG", "compile", "the C compiler's optimisation flag (default -O2)"},
@@ -275,6 +277,10 @@ static int set_flag(Opts *o, const Flag *f, const char *val) {
     case F_REPORT: o->report = true; break;
     case F_NO_FUSE: o->no_fuse = true; break;
     case F_NO_TC: o->no_tc = true; break;
+    case F_TC_ROWS:
+        if (strcmp(val, "1") != 0 && strcmp(val, "2") != 0) return usage_error(o->cmd, "--tc-attention-rows takes 1 or 2, not '%s'", val);
+        o->tc_rows = val[0] - '0';
+        break;
     case F_TARGET:
         if (strcmp(val, "cpu") != 0 && strcmp(val, "cuda") != 0) return usage_error(o->cmd, "--target takes 'cpu' or 'cuda', not '%s'", val);
         o->target = val;
@@ -472,6 +478,7 @@ static CompileOptions compile_options(Opts *o) {
     c.stats = o->stats;
     c.fuse = !o->no_fuse;
     c.no_tc_attention = o->no_tc;
+    c.tc_attention_rows = o->tc_rows;
     c.blas = !o->no_blas;
     c.native = o->native;
     c.verbose = o->verbose;
@@ -581,6 +588,7 @@ static int cmd_compile(Opts *o) {
     if (o->emit && strcmp(o->emit, "cuda") == 0 && (!o->target || strcmp(o->target, "cuda") != 0))
         return usage_error(o->cmd, "--emit=cuda needs --target=cuda");
     if (o->archs && (!o->target || strcmp(o->target, "cuda") != 0)) return usage_error(o->cmd, "--arch needs --target=cuda");
+    if (o->tc_rows && (!o->target || strcmp(o->target, "cuda") != 0)) return usage_error(o->cmd, "--tc-attention-rows needs --target=cuda");
     Diag d;
     diag_init(&d, stderr);
     CompileOptions c = compile_options(o);

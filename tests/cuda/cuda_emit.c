@@ -2,7 +2,7 @@
  * builds a model for --target=cuda and writes what `trainc compile` would
  * (until the driver has a compile command):
  *   cuda_emit MODEL OUT MODE [-D NAME=VALUE]... [--set KEY=VALUE]... [--arch LIST]
- *             [--cpu] [--no-blas] [--cc CC] [--no-tc-attention]
+ *             [--cpu] [--no-blas] [--cc CC] [--no-tc-attention] [--tc-attention-rows N]
  * MODE: cuda (OUT.cu + report), c (OUT.c), exe (executable OUT), lib. */
 #include "cg.h"
 #include "compile.h"
@@ -12,7 +12,7 @@
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: cuda_emit MODEL OUT cuda|c|exe|lib [-D NAME=VALUE]... [--set KEY=VALUE]... [--arch LIST] [--cpu] [--no-tc-attention]\n");
+        fprintf(stderr, "usage: cuda_emit MODEL OUT cuda|c|exe|lib [-D NAME=VALUE]... [--set KEY=VALUE]... [--arch LIST] [--cpu] [--no-tc-attention] [--tc-attention-rows N]\n");
         return 2;
     }
     Define dv[64];
@@ -43,6 +43,8 @@ int main(int argc, char **argv) {
             o.target = "cpu";
         } else if (strcmp(argv[i], "--no-tc-attention") == 0) {
             o.no_tc_attention = true;
+        } else if (strcmp(argv[i], "--tc-attention-rows") == 0 && i + 1 < argc) {
+            o.tc_attention_rows = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--no-blas") == 0) {
             o.blas = false;
         } else if (strcmp(argv[i], "--cc") == 0 && i + 1 < argc) {

@@ -2,7 +2,7 @@
  * sm_80 and sm_90 cubin (and PTX), without a GPU:
  *   test_nvrtc MODEL PRECISION [--no-spills] [--arch LIST] [-D NAME=VALUE]...
  *              [--set KEY=VALUE]... [--expect OP[:ATTR]]... [--expect-half OP]...
- *              [--expect-src [!]TEXT]... [--no-tc-attention]
+ *              [--expect-src [!]TEXT]... [--no-tc-attention] [--tc-attention-rows N]
  * checks that every kernel of every schedule has its CUDA form (a launch, a
  * cuBLASLt product, a memset or a sequence of them), that each image holds
  * every function, with --no-spills that no template kernel spills registers
@@ -11,7 +11,7 @@
  * to: fused ops, padding's {classes}), and with --expect-half that some node of the op has
  * a bf16 or f16 operand, with --expect-src that the CUDA source has TEXT
  * (with !, that it has not; e.g. which attention kernels were chosen).
- * --no-tc-attention: as trainc's flag.  PRECISION is train.precision (fp32, tf32, bf16,
+ * --no-tc-attention, --tc-attention-rows: as trainc's flags.  PRECISION is train.precision (fp32, tf32, bf16,
  * fp16); the passes run as for `trainc compile --target=cuda`. */
 #include "cg.h"
 #include "compile.h"
@@ -31,10 +31,12 @@ int main(int argc, char **argv) {
     bool expect_half[16];
     int nd = 0, ns = 1, ne = 0, nsrc = 0;
     bool nospill = false, notc = false;
+    int tcrows = 0;
     const char *archs = "sm_80,sm_90";
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--no-spills") == 0) nospill = true;
         else if (strcmp(argv[i], "--no-tc-attention") == 0) notc = true;
+        else if (strcmp(argv[i], "--tc-attention-rows") == 0 && i + 1 < argc) tcrows = atoi(argv[++i]);
         else if (strcmp(argv[i], "--expect-src") == 0 && i + 1 < argc && nsrc < 8) srcs[nsrc++] = argv[++i];
         else if (strcmp(argv[i], "--arch") == 0 && i + 1 < argc) archs = argv[++i];
         else if (strcmp(argv[i], "--set") == 0 && i + 1 < argc && ns < 33) sets[ns++] = argv[++i];
@@ -64,6 +66,7 @@ int main(int argc, char **argv) {
     o.sets = sets;
     o.pm.verify_each = true;
     o.no_tc_attention = notc;
+    o.tc_attention_rows = tcrows;
     o.archs = archs;
     Diag d;
     diag_init(&d, stderr);

@@ -87,6 +87,10 @@ build gpt2_tiny_fp16 gpt2 trn_model_gpt2 --set precision=fp16 -D vocab=256 $tiny
 # (the vocabulary padded to 50304); and fp32 for comparison
 NOCHECK=1 build gpt2_124m_bf16 gpt2 trn_model_gpt2 $bf16 -D batch=16
 NOCHECK=1 build gpt2_124m_fp32 gpt2 trn_model_gpt2 $fp32 -D batch=16
+# one layer of it with one tile of 16 query rows a warp in the tensor-core
+# attention's forward and dq (the default: two), for the profile's
+# comparison of the two forms
+NOCHECK=1 build gpt2_1l_bf16_rows1 gpt2 trn_model_gpt2 $bf16 -D batch=16 -D layers=1 --tc-attention-rows 1
 
 # data: tinyshakespeare as bytes (GPT-2's vocabulary covers them)
 text=$root/../shared/data/tinyshakespeare.txt

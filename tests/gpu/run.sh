@@ -35,13 +35,15 @@
 #      kernel timed with events, no graphs): time per op, the 15 longest
 #      kernels, TFLOP/s of the products and attention, GB/s of the others
 #      (the bytes of the buffers each reads and writes), and the roofline's
-#      bound per op at the datasheet's peaks and at the measured ceilings.
+#      bound per op at the datasheet's peaks and at the measured ceilings;
+#      then one layer of it with --tc-attention-rows=1: its attention's
+#      time a layer beside the default form's (two row tiles a warp).
 #
 # Every run in a stage has a time limit, and the whole script a budget
 # (TRAINC_GPU_BUDGET, 480 s: the device call's 540 s less the table and the
 # tar): the kernel and end-to-end checks stop starting runs while less than
-# the later stages' reserve is left (255 s for the benchmark and the
-# profile; the profile's 45 s in the benchmark), so a check that hangs costs
+# the later stages' reserve is left (275 s for the benchmark and the
+# profile; the profile's 65 s in the benchmark), so a check that hangs costs
 # its own limit and not the measurements; a run that no longer fits is
 # recorded as skipped.  A failure is recorded in the JSON and the next run
 # starts.  Results: $OUT/results.json, $OUT/table.txt (also printed last),
@@ -223,6 +225,20 @@ for r in rows:
                  f"  allocated {f('peak_mem_bytes', 2**30, 1)} GiB  first step at {f('start_s', 1, 2)} s  rc {r['rc']}")
     elif r["stage"] == "unparsed":
         t.append(f"unparsed {r['line']}")
+    elif r["stage"] == "profile" and r["model"] != "gpt2_124m_bf16":
+        # the one-layer build with another attention form: its attention
+        # ops a layer (ms over kernels: one a layer) beside GPT-2 small's
+        x = r.get("result") or {}
+        main = next((q.get("result") or {} for q in rows if q["stage"] == "profile" and q.get("model") == "gpt2_124m_bf16"), {})
+        def per(res, name):
+            o = next((o for o in res.get("by_op", []) if o["op"] == name), None)
+            return o["ms"] / o["kernels"] if o and o.get("kernels") else None
+        parts = []
+        for name in ("attention", "attention_grad"):
+            one, two = per(x, name), per(main, name)
+            parts.append(f"{name} {one:.3f} ms a layer" if one is not None else f"{name} -")
+            parts[-1] += f" (the default's {two:.3f} ms: {one / two:.2f}x)" if one is not None and two else " (the default's -)"
+        t.append(f"profile  {r['model']} (--tc-attention-rows=1, rc {r['rc']}): " + "; ".join(parts))
     elif r["stage"] == "profile":
         x = r.get("result") or {}
         ms, c = x.get("step_ms_sum"), x.get("ceilings")
@@ -273,7 +289,7 @@ tar czf "$OUT/logs.tar.gz" -C "$(dirname "$L")" logs
 
 # the time each stage keeps for the selected stages after it
 r_prof=0 r_bench=0 r_e2e=0
-want profile && r_prof=45
+want profile && r_prof=65
 r_bench=$r_prof
 want bench && r_bench=$(( r_prof + 210 ))
 r_e2e=$r_bench
@@ -386,8 +402,8 @@ done
 want e2e && publish
 
 # ---- 3. benchmark ----
-# (each run's limit capped by the budget, 45 s kept for the ceilings and the
-# profile; in
+# (each run's limit capped by the budget, 65 s kept for the ceilings and the
+# profiles; in
 # order of what the Goal needs: trainc bf16, torch.compile, eager, fp32)
 bench_trainc() {   # NAME STEPS LIMIT
     local name=$1 n=$2 lim
@@ -478,10 +494,10 @@ fi
 # device-to-device copy's TB/s, an 8192^3 bf16 product's TFLOP/s through
 # PyTorch, and PyTorch's rates on one GPT-2 small layer's products and on
 # its attention, forward and backward), for the roofline's bound at what the device does beside the one at its
-# datasheet's peaks (25 s at most: about 10 expected; 20 kept for the
-# profile)
+# datasheet's peaks (25 s at most: about 10 expected; 40 kept for the
+# profiles)
 if want profile; then
-    lim=$(cap 25 20)
+    lim=$(cap 25 40)
     if [ "$lim" -lt 10 ]; then
         skipped ceilings name device
     else
@@ -509,16 +525,14 @@ EOF
         [ "${ceil:-null}" != null ] && echo "$ceil" > "$L/ceilings.json"
     fi
 fi
-lim=$(cap 120 0)
-if ! want profile; then
-    :
-elif [ "$lim" -lt 10 ]; then
-    skipped profile model gpt2_124m_bf16
-else
-TRAINC_CUDA_PROFILE=$L/profile.jsonl timeout -k 5 $lim "$B/gpt2_124m_bf16" --data "$B/data/ts_train.bin" --steps 3 --lr 6e-4 --warmup 0 \
-    --device cuda --quiet > "$L/profile.log" 2>&1
-rc=$?
-res=$(python3 - "$L/profile.jsonl" "$L/ceilings.json" <<'EOF'
+# profile NAME LIMIT: 3 steps of build-gpu/NAME with TRAINC_CUDA_PROFILE,
+# its kernels per op and the roofline's bound beside them
+profile() {
+    local name=$1 lim=$2 rc res w=
+    TRAINC_CUDA_PROFILE=$L/profile-$name.jsonl timeout -k 5 $lim "$B/$name" --data "$B/data/ts_train.bin" --steps 3 --lr 6e-4 --warmup 0 \
+        --device cuda --quiet > "$L/profile-$name.log" 2>&1
+    rc=$?
+    res=$(python3 - "$L/profile-$name.jsonl" "$L/ceilings.json" <<'EOF'
 import json, sys
 try:
     rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -562,10 +576,19 @@ print(json.dumps({"kernels": len(rows), "step_ms_sum": step, "bound_ms": sum(bou
                   "by_op": by_op[:12], "top": top}))
 EOF
 )
-echo "profile: $res" | cut -c1-400
-w=
-[ $rc -ne 0 ] && w=$(why "$L/profile.log" $rc)
-rec "{\"stage\":\"profile\",\"model\":\"gpt2_124m_bf16\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
+    echo "profile $name: $res" | cut -c1-400
+    [ $rc -ne 0 ] && w=$(why "$L/profile-$name.log" $rc)
+    rec "{\"stage\":\"profile\",\"model\":\"$name\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
+}
+# GPT-2 small as benchmarked; then one layer of it built with
+# --tc-attention-rows=1 (the tensor-core attention's forward and dq with one
+# tile of 16 query rows a warp, the default's two: docs/cuda.md), whose
+# attention rows the table puts beside the default's, a layer each
+if want profile; then
+    lim=$(cap 120 20)
+    if [ "$lim" -lt 10 ]; then skipped profile model gpt2_124m_bf16; else profile gpt2_124m_bf16 $lim; fi
+    lim=$(cap 30 0)
+    if [ "$lim" -lt 10 ]; then skipped profile model gpt2_1l_bf16_rows1; else profile gpt2_1l_bf16_rows1 $lim; fi
 fi
 
 # ---- the end ----
