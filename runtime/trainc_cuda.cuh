@@ -1427,6 +1427,26 @@ template <typename F> TRN_DEV void trn_tile(bool edge, F f) {
     else f(false);
 }
 
+/* The forward's and dq's loop over a key tile's scores, RW row tiles of
+ * BC / 8 column tiles: f(i, n, e, out) for score e of column tile n of row
+ * tile i, out whether it is masked (its key past S, or above the lane's
+ * row rr[i][e / 2] in a causal kernel); the mask tested only where edge
+ * says the tile reaches either (trn_tile's two copies). */
+template <int RW, int BC, typename F>
+TRN_DEV void trn_tile_scores(bool edge, int64_t k0, int64_t S, int causal, const int64_t (&rr)[RW][2], int t, F f) {
+    trn_tile(edge, [&](bool ed) {
+#pragma unroll
+        for (int i = 0; i < RW; i++)
+#pragma unroll
+            for (int n = 0; n < BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int kj = (int)k0 + n * 8 + 2 * t + (e & 1);
+                    f(i, n, e, ed && (kj >= (int)S || (causal && kj > (int)rr[i][e >> 1])));
+                }
+    });
+}
+
 /* The maximum (MAX) or the sum of v over the 4 lanes of a quad (a row). */
 template <bool MAX> TRN_DEV float trn_quad(float v) {
 #pragma unroll
@@ -1490,18 +1510,9 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, TrnAttL lo, float *__restrict__ 
             float mx[RW][2];
 #pragma unroll
             for (int i = 0; i < RW; i++) mx[i][0] = mx[i][1] = -TRN_INF;
-            trn_tile(k0 + BC > S || (causal && k0 + BC - 1 > w0), [&](bool edge) {
-#pragma unroll
-                for (int i = 0; i < RW; i++)
-#pragma unroll
-                    for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            int kj = (int)k0 + n * 8 + 2 * t + (e & 1);
-                            bool out = edge && (kj >= (int)S || (causal && kj > (int)rr[i][e >> 1]));
-                            s[i][n][e] = out ? -TRN_INF : s[i][n][e] * sl2;
-                            mx[i][e >> 1] = fmaxf(mx[i][e >> 1], s[i][n][e]);
-                        }
+            trn_tile_scores<RW, BC>(k0 + BC > S || (causal && k0 + BC - 1 > w0), k0, S, causal, rr, t, [&](int i, int n, int e, bool out) {
+                s[i][n][e] = out ? -TRN_INF : s[i][n][e] * sl2;
+                mx[i][e >> 1] = fmaxf(mx[i][e >> 1], s[i][n][e]);
             });
             uint32_t pa[RW][BC / 16][4];
 #pragma unroll
@@ -1606,18 +1617,9 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, TrnAttL ldq, const E *__
             /* P = exp2(s scale log2 e - lse log2 e), 0 where masked (only
              * in a tile past the keys or across the diagonal for one of
              * the warp's rows) */
-            trn_tile(k0 + BC > S || (causal && k0 + BC - 1 > w0), [&](bool edge) {
-#pragma unroll
-                for (int i = 0; i < RW; i++)
-#pragma unroll
-                    for (int n = 0; n < BC / 8; n++)
-#pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            int kj = (int)k0 + n * 8 + 2 * t + (e & 1);
-                            bool out = edge && (kj >= (int)S || (causal && kj > (int)rr[i][e >> 1]));
-                            float p = out ? 0.0f : exp2f(s[i][n][e] * sl2 - L2[i][e >> 1]);
-                            s[i][n][e] = p * (dp[i][n][e] - di[i][e >> 1]) * scale;
-                        }
+            trn_tile_scores<RW, BC>(k0 + BC > S || (causal && k0 + BC - 1 > w0), k0, S, causal, rr, t, [&](int i, int n, int e, bool out) {
+                float p = out ? 0.0f : exp2f(s[i][n][e] * sl2 - L2[i][e >> 1]);
+                s[i][n][e] = p * (dp[i][n][e] - di[i][e >> 1]) * scale;
             });
             uint32_t dsa[RW][BC / 16][4];
 #pragma unroll
