@@ -1546,14 +1546,14 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         bool tc = (adt == DT_bf16 || adt == DT_f16) && D % 16 == 0 && D <= 128 && !e->p->no_tc_attention;
         int bq = 64, threads = tc ? 128 : bq * (D % 16 == 0 ? 4 : 1), minb = tc ? 0 : D <= 64 ? 2 : 1;
         const char *fn = tc ? "tk_attention_tc" : "tk_attention";
-        char ta[32];
-        if (tc) snprintf(ta, sizeof ta, "<%lld>", (long long)D);
-        else snprintf(ta, sizeof ta, "<%lld, %d>", (long long)D, bq);
-        /* the tensor-core forward and dq: RW row tiles of 16 a warp */
+        /* template arguments: tq of the forward and dq (the tensor-core
+         * kernels' row tiles of 16 a warp, the others' rows a block), ta of
+         * dkv (the tensor-core one has D alone) */
         int rw = tc ? att_tc_rows(e->p, D) : 1;
-        char tq[48];
-        if (tc) snprintf(tq, sizeof tq, "<%lld, %d>", (long long)D, rw);
-        else snprintf(tq, sizeof tq, "%s", ta);
+        char tq[48], ta[48];
+        snprintf(tq, sizeof tq, "<%lld, %d>", (long long)D, tc ? rw : bq);
+        if (tc) snprintf(ta, sizeof ta, "<%lld>", (long long)D);
+        else snprintf(ta, sizeof ta, "%s", tq);
         char lay[8][64];
         if (n->op == OP_attention) {
             avp(e, &P, n->out[0], true, a[0], lay[0]);
