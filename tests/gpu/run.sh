@@ -51,7 +51,7 @@
 #
 # From a session with a device (see docs/cuda.md):
 #   here:   bash tests/gpu/build.sh      (right before: run.sh checks build-gpu's sources)
-#   device: run(command="bash tests/gpu/run.sh", carry=["build-gpu"], timeout_s=540)
+#   device: run(command="bash tests/gpu/run.sh", carry=["build-gpu-pack"], timeout_s=540)
 #   again, at once, for what failed: TRAINC_GPU_STAGES=bench (or kernels, e2e,
 #   profile, comma-separated) with a smaller TRAINC_GPU_BUDGET; then give_back
 # Its parsing, tables and budget are checked here, with stand-ins for the
@@ -98,8 +98,16 @@ why() {
     tail -n 1 "$1" 2>/dev/null | tr -d '"\\' | tr -cd '[:print:]' | cut -c1-200
 }
 
+# build-gpu/ travels packed (build.sh: build-gpu-pack/build-gpu.tar.gz,
+# a fifth of its bytes): where the pack is, build-gpu/ is made from it
+# afresh (a warm machine may keep an older one from an earlier call)
+P=${TRAINC_GPU_PACK:-$root/build-gpu-pack/build-gpu.tar.gz}
+if [ -f "$P" ]; then
+    rm -rf "$B" && mkdir -p "$B" && tar -xzf "$P" -C "$B" || { echo "could not unpack $P into $B"; exit 1; }
+    echo "unpacked $P: $(du -sb "$B" | cut -f1) bytes"
+fi
 chmod +x "$B"/* 2>/dev/null # (in case the transfer dropped the modes)
-[ -x "$B/gpt2_tiny" ] || { echo "build-gpu/ is missing: run tests/gpu/build.sh here and carry build-gpu"; exit 1; }
+[ -x "$B/gpt2_tiny" ] || { echo "build-gpu/ is missing: run tests/gpu/build.sh here and carry build-gpu-pack"; exit 1; }
 # built from this tree? (build.sh's checksums of the sources)
 stale=null
 if [ -f "$B/sources.sha256" ]; then

@@ -18,7 +18,8 @@
 #   - the e2e runs agree but for gpt2_tiny_fp16, whose GPU losses are 5%
 #     off (a failed row); llama_tiny's step-0 checkpoints differ;
 #   - the benchmark's step times give a known median, tokens/s and MFU;
-#   - build-gpu's checksums name one source changed since it was built;
+#   - build-gpu/ comes packed (build-gpu.tar.gz alone); its checksums name
+#     one source changed since it was built;
 #   - a second call with TRAINC_GPU_STAGES=bench runs the benchmark alone;
 #   - a third with TRAINC_GPU_STAGES=profile, whose ceilings come out with
 #     a NaN copy rate, records them as not measured and bounds the profile
@@ -148,11 +149,13 @@ ln -s "$w/stub" "$w/bin/torch_bench"
 ln -s "$w/stub" "$w/bin/ceilings"
 # build.sh's checksums of the sources: one file as built, one since changed
 { (cd "$root" && sha256sum README.md); echo "0000000000000000000000000000000000000000000000000000000000000000  CMakeLists.txt"; } > "$w/build-gpu/sources.sha256"
+# build-gpu/ travels packed: the first call finds the pack alone
+tar -C "$w/build-gpu" -czf "$w/build-gpu.tar.gz" . && rm -rf "$w/build-gpu"
 
 # budget 350 s: the kernel checks keep 335 for what follows, so the hanging
 # check gets 15 s and the ones after it none
 t0=$(date +%s)
-PATH=$w/bin:$PATH OUT=$w/out TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_CEILINGS=$w/bin/ceilings TRAINC_GPU_BUDGET=350 \
+PATH=$w/bin:$PATH OUT=$w/out TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_PACK=$w/build-gpu.tar.gz TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_CEILINGS=$w/bin/ceilings TRAINC_GPU_BUDGET=350 \
     TRAINC_CUBLASLT=/nonexistent bash "$root/tests/gpu/run.sh" > "$w/run.log" 2>&1 || { cat "$w/run.log"; echo "run.sh failed"; exit 1; }
 echo "run.sh: $(( $(date +%s) - t0 )) s"
 cat "$w/out/table.txt"
@@ -251,10 +254,11 @@ if bad:
 print(f"selftest: {len(st)} records, all as expected")
 EOF
 grep -q "WARNING: build-gpu was built from other sources (1 files differ)" "$w/run.log" || { echo "selftest: FAILED: no warning of the stale build-gpu"; exit 1; }
+grep -q "^unpacked $w/build-gpu.tar.gz" "$w/run.log" || { echo "selftest: FAILED: build-gpu/ not unpacked from its pack"; exit 1; }
 
 # a second call that reruns one stage: only its records, and the time the
 # others would have kept is not kept
-PATH=$w/bin:$PATH OUT=$w/out2 TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_CEILINGS=$w/bin/ceilings TRAINC_GPU_BUDGET=60 \
+PATH=$w/bin:$PATH OUT=$w/out2 TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_PACK=/nonexistent TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_CEILINGS=$w/bin/ceilings TRAINC_GPU_BUDGET=60 \
     TRAINC_GPU_STAGES=bench TRAINC_CUBLASLT=/nonexistent bash "$root/tests/gpu/run.sh" > "$w/run2.log" 2>&1 || { cat "$w/run2.log"; echo "run.sh (bench only) failed"; exit 1; }
 python3 - "$w/out2/results.json" <<'EOF'
 import json, sys
@@ -275,7 +279,7 @@ cat > "$w/bin/ceilings_none" <<'EOF'
 echo '{"gpu": "Stand-in H200", "torch": "0.0-stand-in", "copy_tb_per_s": NaN, "matmul_n": 8192, "bf16_tflops": 800.0, "layer_products_tflops": 600.0, "attention_fwd_tflops": 400.0, "attention_bwd_tflops": 300.0, "matmul_finite": true}'
 EOF
 chmod +x "$w/bin/ceilings_none"
-PATH=$w/bin:$PATH OUT=$w/out3 TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_CEILINGS=$w/bin/ceilings_none TRAINC_GPU_BUDGET=60 \
+PATH=$w/bin:$PATH OUT=$w/out3 TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_PACK=/nonexistent TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_CEILINGS=$w/bin/ceilings_none TRAINC_GPU_BUDGET=60 \
     TRAINC_GPU_STAGES=profile TRAINC_CUBLASLT=/nonexistent bash "$root/tests/gpu/run.sh" > "$w/run3.log" 2>&1 || { cat "$w/run3.log"; echo "run.sh (profile only) failed"; exit 1; }
 python3 - "$w/out3/results.json" "$w/out3/table.txt" <<'EOF'
 import json, sys
