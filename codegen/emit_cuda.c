@@ -380,16 +380,17 @@ void cg_cuda_plan_workspace(Program *p) {
      * large, 4 MiB otherwise; kernel scratch (cross-entropy row losses,
      * column partials, attention's Di, the embedding backward's sorted
      * indices) shares the region: the stream runs one thing at a time */
-    int64_t big = 0, scratch = 64 << 10;
+    double big = 0; /* the largest product's M·N·K (in double: 2^48-element operands overflow int64) */
+    int64_t scratch = 64 << 10;
     for (int s = 0; s < TRN_RUN__COUNT; s++)
         for (int i = 0; i < p->sched[s].nk; i++) {
             Kernel *k = p->sched[s].k[i];
-            if (k->kind == KK_GEMM && k->gemm.M * k->gemm.N * k->gemm.K > big) big = k->gemm.M * k->gemm.N * k->gemm.K;
+            if (k->kind == KK_GEMM && (double)k->gemm.M * k->gemm.N * k->gemm.K > big) big = (double)k->gemm.M * k->gemm.N * k->gemm.K;
             if (k->kind == KK_TMPL && k->nodes[0]->op == OP_linear_cross_entropy) {
                 /* its chunk products (its scratch is its own buffer in the plan) */
                 const Node *n = k->nodes[0];
                 int64_t N = shape_numel(&n->in[2]->ty.shape), ch = ir_int(n, "chunk", N) < N ? ir_int(n, "chunk", N) : N;
-                int64_t mnk = ch * n->in[1]->ty.shape.d[0] * n->in[1]->ty.shape.d[1];
+                double mnk = (double)ch * n->in[1]->ty.shape.d[0] * n->in[1]->ty.shape.d[1];
                 if (mnk > big) big = mnk;
             }
             if (k->kind == KK_TMPL && k->nodes[0]->op == OP_attention_grad) {
@@ -407,7 +408,7 @@ void cg_cuda_plan_workspace(Program *p) {
                 if (256 + 8 * rows > scratch) scratch = 256 + 8 * rows;
             }
         }
-    int64_t ws = big >= ((int64_t)1 << 30) ? (int64_t)32 << 20 : (int64_t)4 << 20;
+    int64_t ws = big >= (double)(1 << 30) ? (int64_t)32 << 20 : (int64_t)4 << 20;
     if (scratch > ws) ws = scratch;
     ws = (ws + CG_ALIGN - 1) / CG_ALIGN * CG_ALIGN;
     p->workspace_off = (p->arena_bytes + CG_ALIGN - 1) / CG_ALIGN * CG_ALIGN;

@@ -480,6 +480,8 @@ static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm
     }
     if (m->zero_c && (m->scale < 0 || m->ldc != m->N || m->nbatch || m->epi != TRN_GEMM_PLAIN || m->bgrad != TRN_BGRAD_NONE))
         return rt_fail(err, errn, "module: kernel %s zeroes a product's C that is not one range, or whose beta is not on the device", k->name);
+    if (m->scale >= 0 && m->dtype == TRN_F64) /* cuBLASLt would read {alpha, beta} as doubles */
+        return rt_fail(err, errn, "module: kernel %s has an f64 product whose alpha and beta are floats on the device", k->name);
     if (m->epi != TRN_GEMM_PLAIN) {
         if (m->epi != TRN_GEMM_GELU && m->epi != TRN_GEMM_DGELU) return rt_fail(err, errn, "module: kernel %s has epilogue %d", k->name, m->epi);
         if (m->epi == TRN_GEMM_DGELU && m->aux < 0) return rt_fail(err, errn, "module: kernel %s has a GELU gradient without its input", k->name);
@@ -760,6 +762,9 @@ void trn_cuda_close(TrnCudaDev *g) {
     if (g->ctx) {
         drv.CtxSetCurrent(g->ctx);
         if (g->st) drv.StreamSynchronize(g->st);
+        /* an upload the compute stream was not made to wait for (its
+         * event's record or wait failed) may still read the pinned slots */
+        if (g->up) drv.StreamSynchronize(g->up);
         if (g->prof_path) write_profile(g);
         for (int s = 0; s < TRN_RUN__COUNT; s++) {
             for (int i = 0; g->pev[s] && i <= g->cm->nkern[s]; i++)
