@@ -444,7 +444,7 @@ bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Gr
      * dtypes, padded parameters), quietly: pad-tiles' notes came once */
     PassOptions fpo = po;
     fpo.quiet = fpo.forward_only = true;
-    fpo.pad_like = train; /* their params are the training graph's buffers */
+    fpo.train_graph = train; /* their params are the training graph's buffers */
     PMOptions fpm = {0};
     fpm.verify_each = o->pm.verify_each;
     for (int i = 0; ok && i < 2; i++) {

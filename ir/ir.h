@@ -462,7 +462,7 @@ typedef struct PassOptions {
     int         accum;            /* overrides train.grad_accum when > 0 */
     bool        quiet;            /* passes print no notes (pad-tiles' report of what it padded) */
     bool        forward_only;     /* an eval or sampling graph: never trained (mixed-precision scales no loss) */
-    const Graph *pad_like;        /* pad-tiles pads a param only to its type here (the training graph, whose buffers an eval or sampling graph shares) */
+    const Graph *train_graph;     /* an eval or sampling graph's training graph, whose buffers it shares: pad-tiles pads a param only to its type there, mixed precision stores a frozen param in half only where it does */
     /* checkpoint = budget (codegen/compile.c chooses from the memory plan):
      * the last ckpt_keep repeated blocks keep their activations, the ones
      * before them recompute theirs; ckpt_chosen says the choice is made

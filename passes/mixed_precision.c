@@ -154,6 +154,38 @@ static bool scale_loss(Mp *M) {
     return true;
 }
 
+/* An eval or sampling graph's frozen f32 params stored in H where the
+ * training graph (tg) stores them in H: their casts to H read them as
+ * they are, any other reader through a cast to f32 (of the rounded
+ * value, which is what the buffer holds). */
+static bool follow_frozen_half(Mp *M, const Graph *tg) {
+    Graph *g = M->g;
+    Uses *u = ir_uses(g);
+    int nn = g->nnodes;
+    for (int i = 0; i < nn; i++) {
+        Node *p = g->nodes[i];
+        Value *v = p->out[0];
+        if (p->op != OP_param || v->ty.dt != DT_f32 || u->nout_refs[v->id]) continue;
+        Node *tp = ir_find_source((Graph *)tg, OP_param, ir_source_name(p));
+        if (!tp || tp->out[0]->ty.dt != M->h) continue;
+        UseList *ul = &u->of[v->id];
+        if (ul->n == 0) continue;
+        v->ty.dt = M->h;
+        Value *up = NULL; /* v in f32, made before v's first reader */
+        for (int k = 0; k < ul->n; k++) {
+            Node *r = ul->u[k].node;
+            if (r->op == OP_cast && r->out[0]->ty.dt == M->h) {
+                ir_replace_all_uses(g, r->out[0], v); /* the cast: dead, for dce */
+                continue;
+            }
+            if (!up) up = convert(M, v, DT_f32, g->nodes[ir_node_index(g, p) + 1]);
+            r->in[ul->u[k].idx] = up;
+        }
+    }
+    ir_uses_free(u);
+    return true;
+}
+
 /* A frozen f32 param that only its cast to H reads (matrix products) is
  * stored in H: no f32 master, no copy, half the bytes (a LoRA model's
  * frozen base).  It starts as its f32 value rounded to H (the runtime and
@@ -163,9 +195,13 @@ static bool scale_loss(Mp *M) {
  * Dead code is removed first (quietly: the pipeline's dce warns): the
  * eval and sampling graphs come without it, and a param read only by dead
  * products, or by a dead reader that is not a cast, must get the same
- * dtype in every graph, whose schedules share its buffer. */
+ * dtype in every graph, whose schedules share its buffer.  An eval or
+ * sampling graph (PassOptions.train_graph) follows the training graph's
+ * choice instead, whatever reads the param in it: the readers that fused
+ * differently there (an output that graph drops) may be other ops. */
 static bool store_frozen_half(Mp *M, const PassOptions *po) {
     Graph *g = M->g;
+    if (po && po->train_graph) return follow_frozen_half(M, po->train_graph);
     PassOptions quiet = po ? *po : (PassOptions){0};
     quiet.quiet = true;
     if (!pass_dce(g, &quiet, M->d)) return false;

@@ -34,7 +34,7 @@ typedef struct Pad {
     Diag        *d;
     Uses        *u;
     bool         quiet;
-    const Graph *like; /* PassOptions.pad_like */
+    const Graph *like; /* PassOptions.train_graph */
 } Pad;
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -47,7 +47,7 @@ static Node *param_under(Value *v) {
 
 /* Whether param may become `to` long along axis: always, but for a graph
  * that shares its parameters with another (an eval or sampling graph with
- * the training graph's buffers, PassOptions.pad_like), only as that one
+ * the training graph's buffers, PassOptions.train_graph), only as that one
  * padded it.  A forward-only graph can pad what training cannot (a hidden
  * dimension across a residual stream, which the backward also reads):
  * lowering then found one buffer with two types. */
@@ -297,7 +297,7 @@ bool pass_pad_tiles(Graph *g, const PassOptions *po, Diag *d) {
                  po->target);
         return false;
     }
-    Pad P = {.g = g, .d = d, .quiet = po && po->quiet, .like = po ? po->pad_like : NULL};
+    Pad P = {.g = g, .d = d, .quiet = po && po->quiet, .like = po ? po->train_graph : NULL};
     /* what the cross-entropies see before: their class counts */
     int64_t *width = xcalloc((size_t)g->nextnode + 1, sizeof(int64_t));
     for (int i = 0; i < g->nnodes; i++) {

@@ -9,7 +9,9 @@
  *            tolerance of fp32; a forced fp16 overflow skips that step
  *            (nothing moves), halves the scale, and training recovers; the
  *            scale grows after loss_scale_window clean steps; a skipped
- *            step does not count in AdamW's bias correction
+ *            step does not count in AdamW's bias correction; an eval
+ *            graph stores a frozen param in half precision where the
+ *            training graph does, and only there
  *   pad      tiny GPT-2 with vocabulary 257, padded to 8 and to 64, gives
  *            bit-identical losses and parameters and byte-identical
  *            checkpoints; the padding stays zero
@@ -367,6 +369,59 @@ static void test_mixed(void) {
 }
 
 /* ---- pad-tiles ---- */
+
+/* An eval or sampling graph stores a frozen param in half precision where
+ * the training graph (PassOptions.train_graph) does, and only there: their
+ * schedules share its buffer.  b, which training stores in bf16, is read
+ * here by an f32 add (through a cast up); w, which training keeps in f32,
+ * stays f32 though only a product's cast to bf16 reads it here (alone,
+ * mixed precision would store it in bf16); c, bf16 in both, is read by its
+ * product as it is. */
+static void test_mixed_follow(void) {
+    printf("== mixed precision: an eval graph's frozen params in the training graph's dtypes\n");
+    static const char fwd[] = "graph @m {\n"
+                              "  %x = input {name=\"x\"} : f32[4,8]\n"
+                              "  %b = param {frozen=1, init=\"zeros\", name=\"b\"} : f32[8]\n"
+                              "  %w = param {frozen=1, init=\"zeros\", name=\"w\"} : f32[8,8]\n"
+                              "  %c = param {frozen=1, init=\"zeros\", name=\"c\"} : f32[8,8]\n"
+                              "  %y = add %x, %b : f32[4,8]\n"
+                              "  %0 = matmul %y, %w {ta=0, tb=1} : f32[4,8]\n"
+                              "  %1 = matmul %0, %c {ta=0, tb=1} : f32[4,8]\n"
+                              "  %2 = sum %1 {axes=[0,1], keepdim=0} : f32[]\n"
+                              "  output \"loss\" %2\n"
+                              "}\n";
+    static const char train[] = "graph @m {\n"
+                                "  %b = param {frozen=1, init=\"zeros\", name=\"b\"} : bf16[8]\n"
+                                "  %w = param {frozen=1, init=\"zeros\", name=\"w\"} : f32[8,8]\n"
+                                "  %c = param {frozen=1, init=\"zeros\", name=\"c\"} : bf16[8,8]\n"
+                                "}\n";
+    Diag d;
+    diag_init(&d, stderr);
+    Graph *g = ir_parse("fwd", fwd, &d), *tg = ir_parse("train", train, &d);
+    CHECK(g && tg, "the graphs do not parse");
+    if (!g || !tg) return;
+    PassOptions po = {.precision = "bf16", .quiet = true, .forward_only = true, .train_graph = tg};
+    bool ok = pass_mixed_precision(g, &po, &d) && ir_verify(g, &d);
+    CHECK(ok, "mixed precision failed");
+    Value *b = ok ? ir_find_source(g, OP_param, "b")->out[0] : NULL, *w = ok ? ir_find_source(g, OP_param, "w")->out[0] : NULL;
+    Value *c = ok ? ir_find_source(g, OP_param, "c")->out[0] : NULL;
+    Node *add = NULL, *mm[2] = {NULL, NULL};
+    for (int i = 0; ok && i < g->nnodes; i++) {
+        Node *n = g->nodes[i];
+        if (n->op == OP_add) add = n;
+        if (n->op == OP_matmul) mm[mm[0] != NULL] = n;
+    }
+    if (ok) {
+        CHECK(b->ty.dt == DT_bf16 && add && add->in[1]->def->op == OP_cast && add->in[1]->def->in[0] == b && add->in[1]->ty.dt == DT_f32,
+              "b (bf16 in training): %s here, the add reads %s", dtype_name[b->ty.dt], add ? op_name(add->in[1]->def->op) : "-");
+        CHECK(w->ty.dt == DT_f32 && mm[0] && mm[0]->in[1]->def->op == OP_cast && mm[0]->in[1]->def->in[0] == w,
+              "w (f32 in training): %s here", dtype_name[w->ty.dt]);
+        CHECK(c->ty.dt == DT_bf16 && mm[1] && mm[1]->in[1] == c, "c (bf16 in training): %s here, its product reads %s", dtype_name[c->ty.dt],
+              mm[1] ? op_name(mm[1]->in[1]->def->op) : "-");
+    }
+    ir_graph_free(g);
+    ir_graph_free(tg);
+}
 
 static void test_pad(void) {
     enum { STEPS = 10 };
@@ -864,7 +919,7 @@ int main(int argc, char **argv) {
     for (int i = all ? 0 : 1; i < (all ? 1 : argc); i++) {
         const char *w = all ? NULL : argv[i];
         if (all || strcmp(w, "fusion") == 0) test_fusion();
-        if (all || strcmp(w, "mixed") == 0) test_mixed();
+        if (all || strcmp(w, "mixed") == 0) test_mixed(), test_mixed_follow();
         if (all || strcmp(w, "pad") == 0) test_pad();
         if (all || strcmp(w, "report") == 0) test_report();
         if (all || strcmp(w, "freeze") == 0) test_freeze();
