@@ -161,8 +161,7 @@ static bool scale_loss(Mp *M) {
 static bool follow_frozen_half(Mp *M, const Graph *tg) {
     Graph *g = M->g;
     Uses *u = ir_uses(g);
-    int nn = g->nnodes;
-    for (int i = 0; i < nn; i++) {
+    for (int i = 0; i < g->nnodes; i++) { /* (the casts made on the way are no params) */
         Node *p = g->nodes[i];
         Value *v = p->out[0];
         if (p->op != OP_param || v->ty.dt != DT_f32 || u->nout_refs[v->id]) continue;
