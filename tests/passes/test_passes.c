@@ -368,8 +368,6 @@ static void test_mixed(void) {
     run_close(&b);
 }
 
-/* ---- pad-tiles ---- */
-
 /* An eval or sampling graph stores a frozen param in half precision where
  * the training graph (PassOptions.train_graph) does, and only there: their
  * schedules share its buffer.  b, which training stores in bf16, is read
@@ -422,6 +420,8 @@ static void test_mixed_follow(void) {
     ir_graph_free(g);
     ir_graph_free(tg);
 }
+
+/* ---- pad-tiles ---- */
 
 static void test_pad(void) {
     enum { STEPS = 10 };
