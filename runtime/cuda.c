@@ -21,8 +21,8 @@
  * Environment: TRAINC_CUDA_DEVICE (device index, default 0),
  * TRAINC_CUDA_GRAPH=0 (no graphs), TRAINC_CUDA_SYNC=1, TRAINC_LIBCUDA and
  * TRAINC_CUBLASLT (paths of the libraries), TRAINC_CUDA_PROFILE=FILE (time
- * every kernel with events, no graphs; a JSON line per kernel into FILE at
- * the end, the longest first), TRAINC_CUDA_GELU_EPILOGUE=0 (products run
+ * every kernel with events, no graphs; a JSON line per kernel into FILE
+ * after every run of a schedule, the longest first), TRAINC_CUDA_GELU_EPILOGUE=0 (products run
  * without cuBLASLt's GELU epilogues, the module's kernels after them),
  * TRAINC_CUDA_BGRAD_EPILOGUE=0 (the same for the bias gradients).
  */
@@ -765,7 +765,6 @@ void trn_cuda_close(TrnCudaDev *g) {
         /* an upload the compute stream was not made to wait for (its
          * event's record or wait failed) may still read the pinned slots */
         if (g->up) drv.StreamSynchronize(g->up);
-        if (g->prof_path) write_profile(g);
         for (int s = 0; s < TRN_RUN__COUNT; s++) {
             for (int i = 0; g->pev[s] && i <= g->cm->nkern[s]; i++)
                 if (g->pev[s][i]) drv.EventDestroy(g->pev[s][i]);
@@ -1066,6 +1065,9 @@ int trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn) {
             CU(EventElapsedTime, (&ms, ev[i], ev[i + 1]), g->cm->kern[which][i].name, "profile");
             g->pms[which][i] += ms;
         }
+        g->runs[which]++;
+        write_profile(g);
+        return 0;
     } else {
         for (int i = 0; i < n; i++)
             if (enqueue(g, which, i, err, errn) != 0) return -1;
@@ -1090,28 +1092,50 @@ void trn_cuda_kernel_work(const TrnCudaKernel *k, double *flops, double *bytes) 
 
 /* TRAINC_CUDA_PROFILE: a JSON line per kernel that ran, the longest total
  * first: schedule, kernel, where, kind, calls (runs of its schedule), ms
- * (summed), flops and bytes (of one call: trn_cuda_kernel_work). */
+ * (summed), flops and bytes (of one call: trn_cuda_kernel_work).  Written
+ * after every profiled run of a schedule, into FILE.tmp and then renamed over
+ * FILE, so that a run stopped at any point (a time limit's SIGTERM or
+ * SIGKILL) leaves the whole profile of the runs before. */
+typedef struct { double ms; int s, i; } ProfRow;
+
+static int prof_cmp(const void *a, const void *b) {
+    const ProfRow *x = a, *y = b;
+    if (x->ms != y->ms) return x->ms < y->ms ? 1 : -1;
+    return x->s != y->s ? x->s - y->s : x->i - y->i; /* ties in schedule order */
+}
+
 static void write_profile(TrnCudaDev *g) {
     static const char *sched[TRN_RUN__COUNT] = {"micro", "update", "eval", "sample", "refresh"}, *kind[] = {"launch", "gemm", "memset", "steps"};
-    FILE *f = fopen(g->prof_path, "w");
+    int n = 0;
+    for (int s = 0; s < TRN_RUN__COUNT; s++)
+        if (g->runs[s]) n += g->cm->nkern[s];
+    ProfRow *row = malloc((size_t)(n ? n : 1) * sizeof *row);
+    size_t pl = strlen(g->prof_path);
+    char *tmp = malloc(pl + 5);
+    FILE *f = row && tmp ? (memcpy(tmp, g->prof_path, pl), memcpy(tmp + pl, ".tmp", 5), fopen(tmp, "w")) : NULL;
     if (!f) {
-        fprintf(stderr, "trainc: TRAINC_CUDA_PROFILE: cannot write %s\n", g->prof_path);
+        fprintf(stderr, "trainc: TRAINC_CUDA_PROFILE: cannot write %s\n", tmp ? tmp : g->prof_path);
+        free(row), free(tmp);
         return;
     }
-    for (;;) { /* selection by total time: a few hundred kernels */
-        int bs = -1, bi = -1;
-        for (int s = 0; s < TRN_RUN__COUNT; s++)
-            for (int i = 0; g->runs[s] && i < g->cm->nkern[s]; i++)
-                if (g->pms[s][i] >= 0 && (bs < 0 || g->pms[s][i] > g->pms[bs][bi])) bs = s, bi = i;
-        if (bs < 0) break;
-        const TrnCudaKernel *k = &g->cm->kern[bs][bi];
+    n = 0;
+    for (int s = 0; s < TRN_RUN__COUNT; s++)
+        for (int i = 0; g->runs[s] && i < g->cm->nkern[s]; i++) row[n++] = (ProfRow){g->pms[s][i], s, i};
+    qsort(row, (size_t)n, sizeof *row, prof_cmp);
+    for (int r = 0; r < n; r++) {
+        const TrnCudaKernel *k = &g->cm->kern[row[r].s][row[r].i];
         double fl, by;
         trn_cuda_kernel_work(k, &fl, &by);
         fprintf(f, "{\"schedule\":\"%s\",\"kernel\":\"%s\",\"where\":\"%s\",\"kind\":\"%s\",\"calls\":%d,\"ms\":%.6f,\"flops\":%.0f,\"bytes\":%.0f}\n",
-                sched[bs], k->name, k->where ? k->where : "", (unsigned)k->kind < 4 ? kind[k->kind] : "?", g->runs[bs], g->pms[bs][bi], fl, by);
-        g->pms[bs][bi] = -1;
+                sched[row[r].s], k->name, k->where ? k->where : "", (unsigned)k->kind < 4 ? kind[k->kind] : "?", g->runs[row[r].s], row[r].ms,
+                fl, by);
     }
-    if (fclose(f) != 0) fprintf(stderr, "trainc: TRAINC_CUDA_PROFILE: cannot write %s\n", g->prof_path);
+    if (fclose(f) != 0 || rename(tmp, g->prof_path) != 0) {
+        fprintf(stderr, "trainc: TRAINC_CUDA_PROFILE: cannot write %s\n", g->prof_path);
+        remove(tmp);
+        g->prof_path = NULL; /* said once */
+    }
+    free(row), free(tmp);
 }
 
 /* ---- the backend ---- */

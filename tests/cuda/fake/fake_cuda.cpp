@@ -38,6 +38,9 @@
  *     FAKE_CUBLASLT_BAD_FIRST, two unusable results before it (a state
  *     that is not success, a workspace larger than the preference's).
  *     FAKE_CUBLASLT_INF: D(0, 0) of every product is +inf.
+ * FAKE_CUDA_KILL_AT=N: the N-th cuLaunchKernel sends the process SIGTERM,
+ * as a time limit's `timeout` would; when the process ends with fewer (0:
+ * none is the N-th), it prints how many it made ("fake-cuda: N launches").
  * The device answers as an sm_90 with 132 SMs (FAKE_CUDA_SM=80 for sm_80).
  * Every refusal is also printed to stderr, "fake-cuda: ...".
  *
@@ -50,6 +53,7 @@
 #include <cuda_fp16.h>
 
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -599,11 +603,20 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) {
     return enqueue(s, w);
 }
 
+static long n_launch; /* counted with FAKE_CUDA_KILL_AT set */
+static struct LaunchCount {
+    ~LaunchCount() {
+        if (getenv("FAKE_CUDA_KILL_AT")) fprintf(stderr, "fake-cuda: %ld launches\n", n_launch);
+    }
+} launch_count;
+
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, CUstream s,
                         void **params, void **extra) {
     NEED_CTX();
     if (!f) return CUDA_ERROR_INVALID_HANDLE;
     if (extra) return REFUSE(CUDA_ERROR_NOT_SUPPORTED, "cuLaunchKernel: `extra` not modelled");
+    if (const char *k = getenv("FAKE_CUDA_KILL_AT"))
+        if (++n_launch == atol(k)) raise(SIGTERM);
     unsigned long long threads = (unsigned long long)bx * by * bz;
     if (!gx || !gy || !gz || !bx || !by || !bz || gx > 0x7fffffffu || gy > 65535 || gz > 65535 || bx > 1024 || by > 1024 || bz > 64 || threads > 1024)
         return REFUSE(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel: grid %u x %u x %u, block %u x %u x %u", gx, gy, gz, bx, by, bz);

@@ -132,8 +132,17 @@ grep -q "warning: CUDA graph capture failed (.*CUDA_ERROR_STREAM_CAPTURE_INVALID
 ./train $args --device cuda --poison --metrics poison.jsonl > poison.log 2>&1 || { cat poison.log; echo "FAIL: --device cuda --poison"; exit 1; }
 # TRAINC_CUDA_PROFILE: a line per kernel of the schedules that ran (micro, eval), each called
 # as often as its schedule ran; the losses unchanged
-TRAINC_CUDA_PROFILE=profile.jsonl ./train $args --steps 2 --device cuda --metrics prof.jsonl > prof.log 2>&1 ||
+FAKE_CUDA_KILL_AT=0 TRAINC_CUDA_PROFILE=profile.jsonl ./train $args --steps 2 --device cuda --metrics prof.jsonl > prof.log 2>&1 ||
     { cat prof.log; echo "FAIL: --device cuda, TRAINC_CUDA_PROFILE"; exit 1; }
+# the same run sent SIGTERM at its last launch (the fake counted them), as a
+# time limit stops it: the profile of the schedules' runs before is there
+nl=$(sed -n 's/^fake-cuda: \([0-9]*\) launches$/\1/p' prof.log)
+FAKE_CUDA_KILL_AT=$nl TRAINC_CUDA_PROFILE=killed.jsonl ./train $args --steps 2 --device cuda > killed.log 2>&1
+k=$?
+echo "profile of the run stopped at launch $nl of $nl (status $k): $(wc -l < killed.jsonl 2>/dev/null) kernels"
+[ -n "$nl" ] && [ "$nl" -gt 0 ] && [ $k -eq 143 ] && [ -s killed.jsonl ] && [ ! -e killed.jsonl.tmp ] &&
+    [ "$(grep -c '^{"schedule":"[a-z]*","kernel":.*"calls":[1-9][0-9]*,"ms":.*,"bytes":[0-9]*}$' killed.jsonl)" -eq "$(wc -l < killed.jsonl)" ] &&
+    [ "$(wc -l < killed.jsonl)" -le "$(wc -l < profile.jsonl)" ] || { cat killed.log; echo "FAIL: no profile from a run stopped by SIGTERM"; rc=1; }
 # grad_accum micro-batches a step, then (grad_accum > 1) the update schedule once
 accum=$(echo " $* " | sed -n 's/.*grad_accum=\([0-9][0-9]*\).*/\1/p'); accum=${accum:-1}
 np=$(grep -c "\"schedule\":\"micro\".*\"calls\":$((2 * accum))," profile.jsonl) ne=$(grep -c '"schedule":"eval".*"calls":2,' profile.jsonl)
