@@ -380,6 +380,7 @@ struct TrnCudaDev {
     int                  plain_gelu;        /* TRAINC_CUDA_GELU_EPILOGUE=0: every GELU one so */
     int                  plain_bgrad;       /* TRAINC_CUDA_BGRAD_EPILOGUE=0: every bias-gradient one so */
     int                  no_beta0_fill;     /* TRAINC_CUDA_BETA0_FILL=0: a product whose beta on the device is 0 leaves C as it was (TrnCudaGemm.zero_c) */
+    double               t_driver, t_module, t_arena, t_gemm; /* the opening's phases, seconds (rt_cuda_phases) */
 };
 
 static int select_image(TrnCudaDev *g, int major, int minor, char *err, size_t errn) {
@@ -808,6 +809,7 @@ void trn_cuda_close(TrnCudaDev *g) {
 static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     const TrnModel *m = g->m;
     const TrnCudaModule *cm = g->cm;
+    double t = rt_now();
     /* no device at all: -2 (--device auto then takes the CPU without a word) */
     CUresult ir = drv.Init(0);
     if (ir == TRN_CUDA_ERROR_NO_DEVICE) return rt_fail(err, errn, "no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE)"), -2;
@@ -830,6 +832,7 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     if (select_image(g, major, minor, err, errn) != 0) return -1;
     CU(DevicePrimaryCtxRetain, (&g->ctx, g->dev), "", "");
     CU(CtxSetCurrent, (g->ctx), "", "");
+    g->t_driver += rt_now() - t, t = rt_now();
     CUresult lr = drv.ModuleLoadData(&g->mod, g->img->data);
     const TrnCudaImage *px = NULL;
     for (int i = 0; i < cm->nimages && lr != 0 && !g->img->ptx && !px; i++)
@@ -850,6 +853,7 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     if (!g->fn || !g->fn_dyn) return -1;
     for (int i = 0; i < cm->nfns; i++) CU(ModuleGetFunction, (&g->fn[i], g->mod, cm->fns[i]), cm->fns[i], "");
     if (drv.ModuleGetFunction(&g->init_fn, g->mod, "trn_init_f32") != 0) g->init_fn = NULL; /* a module made before it */
+    g->t_module = rt_now() - t, t = rt_now();
     size_t bytes = (size_t)(m->arena_bytes > 0 ? m->arena_bytes : 1);
     CUresult ar = drv.MemAlloc(&g->arena, bytes);
     if (ar == TRN_CUDA_ERROR_OUT_OF_MEMORY) { /* what the plan needs, and what the device has */
@@ -916,7 +920,9 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     drv.DriverGetVersion(&dv);
     snprintf(g->desc, sizeof g->desc, "%s (sm_%d%d, %d SMs), driver %d.%d, %s image", name, major, minor, sms, dv / 1000, dv % 1000 / 10,
              g->img->arch);
+    g->t_arena = rt_now() - t, t = rt_now();
     if (prepare(g, err, errn) != 0) return -1;
+    g->t_gemm = rt_now() - t;
     if (g->nepi) {
         size_t l = strlen(g->desc);
         snprintf(g->desc + l, sizeof g->desc - l, ", GELU epilogues: %d in cuBLASLt, %d as kernels", g->nepi - g->nepi_plain, g->nepi_plain);
@@ -937,6 +943,7 @@ static TrnCudaDev *cuda_open(const TrnModel *m, int flags, int *absent, char *er
         return NULL;
     }
     const TrnCudaModule *cm = m->cuda;
+    double t0 = rt_now();
     if (open_driver() != 0) {
         *absent = drv_absent;
         rt_fail(err, errn, "%s", drv_err);
@@ -951,6 +958,7 @@ static TrnCudaDev *cuda_open(const TrnModel *m, int flags, int *absent, char *er
     if (!g) return NULL;
     g->m = m;
     g->cm = cm;
+    g->t_driver = rt_now() - t0; /* the library loaded (once a process); open_dev adds the rest */
     int rc = open_dev(g, flags, err, errn);
     if (rc != 0) {
         *absent = rc == -2;
@@ -966,6 +974,12 @@ TrnCudaDev *trn_cuda_open(const TrnModel *m, int flags, char *err, size_t errn) 
 }
 
 const char *trn_cuda_describe(TrnCudaDev *g) { return g->desc; }
+
+void rt_cuda_phases(void *self, char *out, size_t n) {
+    const TrnCudaDev *g = self;
+    snprintf(out, n, "\"cuda_driver\":%.3f,\"cuda_module\":%.3f,\"cuda_arena\":%.3f,\"cuda_gemm\":%.3f", g->t_driver, g->t_module, g->t_arena,
+             g->t_gemm);
+}
 
 static int check_range(TrnCudaDev *g, int64_t off, size_t n, char *err, size_t errn) {
     if (off < 0 || (uint64_t)off + n > (uint64_t)g->m->arena_bytes)

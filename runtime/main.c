@@ -19,7 +19,6 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---- flags ---- */
@@ -127,12 +126,6 @@ static int parse_args(int argc, char **argv, Args *a, char *err, size_t errn) {
 
 /* ---- small helpers ---- */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void hms(char *out, size_t n, double sec) {
     if (!(sec >= 0) || sec > 1e8) {
         snprintf(out, n, "--:--");
@@ -218,7 +211,8 @@ typedef struct Run {
     Feed        feed;
     int64_t     B, T;
     int         tty, line_open, be_taken;
-    double      launched;                /* now_s() at trn_main's start */
+    double      launched;                /* rt_now() at trn_main's start */
+    double      t_load, t_data;          /* seconds spent on --init/--resume, on opening the data */
     char        err[RT_ERRN];
 } Run;
 
@@ -315,16 +309,16 @@ static void progress(Run *r, int64_t step, double loss, double lr, double gn, do
 static int train(Run *r) {
     TrnSession *s = r->s;
     int64_t tokens_per_step = r->B * r->T * s->grad_accum;
-    double ema = -1, t_start = now_s(), last_draw = 0;
+    double ema = -1, t_start = rt_now(), last_draw = 0;
     int warned_nan = 0, warned_skip = 0;
     int64_t first = s->step + 1, skip_run = 0; /* fp16: steps in a row that an overflow skipped */
     double skipped_before = -1;                 /* amp.skipped before the step (from the checkpoint on --resume) */
     int tsk0 = trn_find(s, "amp.skipped");
     if (tsk0 >= 0 && rt_get_scalar(s, tsk0, &skipped_before) != 0) skipped_before = -1;
     for (int64_t step = first; step <= s->total; step++) {
-        double t0 = now_s();
+        double t0 = rt_now();
         if (trn_step(s, feed_fn, &r->feed, -1) != 0) return fail(r, "step %" PRId64 ": %s", step, trn_error(s));
-        double dt = now_s() - t0;
+        double dt = rt_now() - t0;
         s->data_pos = rt_data_pos(r->train);
         ema = ema < 0 ? dt : 0.9 * ema + 0.1 * dt;
         double loss = trn_loss(s), lr = trn_lr_at(s, step), gn = trn_grad_norm(s);
@@ -335,14 +329,15 @@ static int train(Run *r) {
             fprintf(stderr, "%s: warning: step %" PRId64 ": the loss is %g\n", r->prog, step, plain_nan(loss));
             warned_nan = 1;
         }
-        double t = now_s();
+        double t = rt_now();
         if (!r->tty || last || t - last_draw > 0.1) {   /* a terminal is redrawn at most 10 times a second */
             progress(r, step, loss, lr, gn, tok_s, ema * (double)(s->total - step), last);
             last_draw = t;
         }
-        char l[64], g[64], lrs[64], amp[160] = "", start[64] = "";
+        char l[64], g[64], lrs[64], amp[160] = "", start[384] = "";
         if (step == first) /* from trn_main's start to this step's: loading, device setup, initialisation */
-            snprintf(start, sizeof start, ",\"start_s\":%.3f", t0 - r->launched);
+            snprintf(start, sizeof start, ",\"start_s\":%.3f,\"start_phases\":{\"device\":%.3f,%s%s\"init\":%.3f,\"load\":%.3f,\"data\":%.3f}",
+                     t0 - r->launched, s->t_device, s->dev_phases, s->dev_phases[0] ? "," : "", s->t_init, r->t_load, r->t_data);
         json_num(l, sizeof l, loss);
         json_num(g, sizeof g, gn);
         json_num(lrs, sizeof lrs, lr);
@@ -376,7 +371,7 @@ static int train(Run *r) {
     if (!r->a.quiet && s->step > 0) {
         end_line(r);
         char e[32];
-        hms(e, sizeof e, now_s() - t_start);
+        hms(e, sizeof e, rt_now() - t_start);
         fprintf(stderr, "trained to step %" PRId64 " in %s\n", s->step, e);
     }
     return 0;
@@ -480,6 +475,7 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     r->s = be ? trn_create_with_backend(m, *be, &opt, e, sizeof e) : trn_create(m, &opt, e, sizeof e);
     if (!r->s) return fail(r, "%s", e);
     TrnSession *s = r->s;
+    double t = rt_now();
     if (a->init && trn_load(s, a->init, 1) != 0) return fail(r, "--init: %s", trn_error(s));
     if (a->resume) {
         if (trn_load(s, a->resume, 0) != 0) return fail(r, "--resume: %s", trn_error(s));
@@ -487,6 +483,7 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
             fprintf(stderr, "%s: note: --seed %" PRId64 " ignored: the run resumes with the checkpoint's seed %" PRIu64 "\n", r->prog, a->seed,
                     s->seed);
     }
+    r->t_load = rt_now() - t;
     /* the schedule: flags given > the checkpoint's > the model's */
     if (trn_set_schedule(s, a->given_schedule ? a->schedule : NULL, a->given_lr ? a->lr : s->lr, a->given_min_lr ? a->min_lr : s->min_lr,
                          a->given_warmup ? a->warmup : s->warmup, a->given_steps ? a->steps : s->total) != 0)
@@ -511,6 +508,7 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
         if (!r->feed.conv) return -1;
     }
     if (training && !a->data) return fail(r, "--data FILE is needed to train (%" PRId64 " steps to go)", s->total - s->step);
+    t = rt_now();
     if (training || (a->data && a->sample > 0)) {
         if (!a->data) return fail(r, "--data FILE is needed");
         RtDataSpec spec = {a->data, r->B, r->T, strcmp(s->batches, "random") == 0, s->seed, "data.train", m->vocab, 1};
@@ -522,6 +520,7 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
         RtDataSpec spec = {a->val, r->B, r->T, 0, s->seed, "data.val", m->vocab, 1};
         if (!(r->val = rt_data_open(&spec, e, sizeof e))) return fail(r, "--val: %s", e);
     }
+    r->t_data = rt_now() - t;
     if (a->metrics && !(r->metrics = rt_fopen(a->metrics, "w", r->err, sizeof r->err))) return -1;
     if (a->save) {   /* find out now, not after the training, that the checkpoint cannot be written */
         char path[4096], dir[4096];
@@ -556,7 +555,7 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
 }
 
 int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
-    double launched = now_s();
+    double launched = rt_now();
     Run *r = calloc(1, sizeof *r);
     if (!r) {
         fprintf(stderr, "error: calloc(%zu) failed at %s:%d: out of memory\n", sizeof *r, rt_srcname(__FILE__), __LINE__);

@@ -70,6 +70,7 @@ int   rt_rename_at(const char *from, const char *to, const char *file, int line,
  * (NaN and infinities as printf writes them). */
 void rt_fmt_double(char *out, size_t n, double x);
 void rt_human_bytes(char *out, size_t n, int64_t b);   /* "4.21 GiB", "512 B" */
+double rt_now(void);                                   /* monotonic seconds */
 
 /* A growing string (header JSON, error lists). */
 typedef struct RtBuf { char *p; size_t len, cap; int oom; } RtBuf;
@@ -167,6 +168,11 @@ struct TrnSession {
     int64_t         data_pos;
     char            batches[16];
     int             has_data_pos;       /* set by trn_load from a checkpoint with state */
+    /* the session's making, host wall seconds (the metrics' start_phases):
+     * the backend's (trn_create; what the CUDA device spent on what, as
+     * JSON members, in dev_phases), the parameters' initialisation */
+    double          t_device, t_init;
+    char            dev_phases[192];
 };
 
 int rt_seterr(TrnSession *s, const char *fmt, ...) RT_PRINTF(2, 3);
@@ -191,6 +197,12 @@ int rt_set_sample_rows(TrnSession *s, const int64_t *pos);
  * buffers). */
 int rt_cpu_backend(const TrnModel *m, int flags, TrnBackend *out, char *err, size_t errn);
 int rt_cuda_backend(const TrnModel *m, int flags, TrnBackend *out, char *err, size_t errn); /* trn_cuda_backend with TRN_FLAG_*; -2: no GPU here (no CUDA module, driver or device), -1: one failed */
+/* What the CUDA device's opening spent on what, host wall seconds, as JSON
+ * members: "cuda_driver" (libcuda, cuInit, the context), "cuda_module"
+ * (the cubin loaded, its functions), "cuda_arena" (the arena, streams,
+ * pinned memory), "cuda_gemm" (cuBLASLt loaded, every product's layouts
+ * and algorithm, the kernels' attributes); self is the backend's. */
+void rt_cuda_phases(void *self, char *out, size_t n);
 
 /* ===================================================================== */
 /* data.c — micro-batches from llm.c token files                          */

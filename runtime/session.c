@@ -291,7 +291,10 @@ TrnSession *trn_create_with_backend(const TrnModel *m, TrnBackend be, const TrnO
     snprintf(s->batches, sizeof s->batches, "random");
     if (opt->threads > 0) rt_set_threads(opt->threads);
     s->threads = opt->threads > 0 ? opt->threads : 0;
-    if (init_all(s) != 0) {
+    double t0 = rt_now();
+    int rc = init_all(s);
+    s->t_init = rt_now() - t0;
+    if (rc != 0) {
         rt_fail(err, errn, "%s", s->err);
         trn_destroy(s);
         return NULL;
@@ -305,6 +308,7 @@ TrnSession *trn_create(const TrnModel *m, const TrnOptions *opt, char *err, size
     if (rt_check_model(m, err, errn) != 0) return NULL;
     TrnBackend be;
     memset(&be, 0, sizeof be);
+    double t0 = rt_now();
     if (strcmp(dev, "cpu") == 0) {
         char e[512];
         if (rt_cpu_backend(m, flags, &be, e, sizeof e) != 0) {
@@ -334,7 +338,12 @@ TrnSession *trn_create(const TrnModel *m, const TrnOptions *opt, char *err, size
         rt_fail(err, errn, "unknown device '%s' (expected auto, cpu or cuda)", dev);
         return NULL;
     }
-    return trn_create_with_backend(m, be, opt, err, errn);
+    double t_device = rt_now() - t0;
+    char ph[sizeof ((TrnSession *)0)->dev_phases] = "";
+    if (strcmp(be.name, "cuda") == 0) rt_cuda_phases(be.self, ph, sizeof ph);
+    TrnSession *s = trn_create_with_backend(m, be, opt, err, errn);
+    if (s) s->t_device = t_device, memcpy(s->dev_phases, ph, sizeof ph);
+    return s;
 }
 
 void trn_destroy(TrnSession *s) {

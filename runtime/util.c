@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 const int   trn_dtype_size[7] = {4, 8, 2, 2, 4, 8, 1};
@@ -106,6 +107,12 @@ int rt_fflush_fsync_at(FILE *f, const char *path, const char *file, int line, ch
 int rt_rename_at(const char *from, const char *to, const char *file, int line, char *err, size_t errn) {
     if (rename(from, to) == 0) return 0;
     return rt_fail(err, errn, "rename(\"%s\", \"%s\") failed at %s:%d: %s", from, to, AT, strerror(errno));
+}
+
+double rt_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 void rt_human_bytes(char *out, size_t n, int64_t b) {

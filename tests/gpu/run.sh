@@ -231,6 +231,10 @@ for r in rows:
         f = lambda k, s=1, d=1: f"{x[k] / s:.{d}f}" if x.get(k) is not None else "-"
         t.append(f"bench    {r['impl']:<22} step {f('step_ms')} ms  {f('tokens_per_s', 1, 0)} tok/s  MFU {f('mfu', 0.01, 1)}%  device {f('device_used_bytes', 2**30, 1)} GiB"
                  f"  allocated {f('peak_mem_bytes', 2**30, 1)} GiB  first step at {f('start_s', 1, 2)} s  rc {r['rc']}")
+        ph = x.get("start_phases")
+        if isinstance(ph, dict) and ph:   # trainc's: where the start went, and its first step
+            t.append("           start: " + ", ".join(f"{k} {v:.2f} s" for k, v in ph.items() if isinstance(v, (int, float)))
+                     + (f"; the first step {x['first_step_ms'] / 1e3:.2f} s" if x.get("first_step_ms") is not None else ""))
     elif r["stage"] == "unparsed":
         t.append(f"unparsed {r['line']}")
     elif r["stage"] == "profile" and r["model"] != "gpt2_124m_bf16":
@@ -447,7 +451,8 @@ ms = sorted(r["ms"] for r in rows[2:]) or sorted(r["ms"] for r in rows)
 med = ms[len(ms) // 2] if ms else None
 print(json.dumps({"steps": len(rows), "step_ms": med, "tokens_per_s": tok / med * 1e3 if med else None,
                   "mfu": flops / (med / 1e3) / 989e12 if med else None, "device_used_bytes": max(mem) * 2**20 if mem else None,
-                  "start_s": rows[0].get("start_s") if rows else None, "last_loss": rows[-1]["loss"] if rows else None}))
+                  "start_s": rows[0].get("start_s") if rows else None, "start_phases": rows[0].get("start_phases") if rows else None,
+                  "first_step_ms": rows[0]["ms"] if rows else None, "last_loss": rows[-1]["loss"] if rows else None}))
 EOF
 )
     echo "bench $name: $res"

@@ -118,6 +118,12 @@ echo "initialisation: the step-0 checkpoints of the CPU and the fake GPU are the
 ./train $args --device cpu --metrics cpu.jsonl > cpu.log 2>&1 || { cat cpu.log; echo "FAIL: --device cpu"; exit 1; }
 ./train $args --device cuda --metrics fake.jsonl --save 'ck_{step}.safetensors' --save-every 2 > fake.log 2>&1 ||
     { cat fake.log; echo "FAIL: --device cuda"; exit 1; }
+# the start's phases: the CUDA device's within the device's, the CPU's without them
+ph=$(grep -o '"start_phases":{[^}]*}' fake.jsonl)
+echo "start: $ph"
+echo "$ph" | awk -F'[:,{}]' '{ for (i = 1; i < NF; i++) { if ($i == "\"device\"") d = $(i + 1); if ($i ~ /^"cuda_(driver|module|arena|gemm)"$/) { s += $(i + 1); n++ } }
+    exit !(n == 4 && d > 0 && s <= d + 0.004) }' && grep -q '"start_phases":{"device":[0-9.]*,"init"' cpu.jsonl ||
+    { echo "FAIL: the start's phases"; rc=1; }
 TRAINC_CUDA_GRAPH=0 ./train $args --device cuda --metrics nograph.jsonl > nograph.log 2>&1 || { cat nograph.log; echo "FAIL: --device cuda, no graphs"; exit 1; }
 # a graph capture that fails (the fake drops it, as a GPU drops one that
 # captured something it cannot): the run says so and goes on without graphs
