@@ -86,15 +86,6 @@ static View unreduce_view(const Node *m, View v) {
     return r;
 }
 
-bool cg_loop_node_post(const Kernel *k, const Node *m) {
-    if (!k->red || m == k->red) return false;
-    for (int i = 0; i < k->nnodes; i++) {
-        if (k->nodes[i] == m) return false;
-        if (k->nodes[i] == k->red) return true;
-    }
-    return false;
-}
-
 /* Merges space dims into loops: kept dims, then reduced dims; a size-1 dim
  * is no loop; a dim joins the previous loop of its kind when every access
  * walks the two as one. */
@@ -140,9 +131,11 @@ LoopNest *cg_loop_analyse(Sched *s, Kernel *k) {
     L->opacc = xcalloc((size_t)k->nnodes, sizeof *L->opacc);
     L->resacc = xcalloc((size_t)k->nnodes, sizeof(int));
     L->linacc = xcalloc((size_t)k->nnodes, sizeof(int));
+    bool past_red = false; /* a node after k's reduction is its epilogue ("post"); one pass over the nodes (a kernel may fuse thousands) */
     for (int i = 0; i < k->nnodes; i++) {
         Node *m = k->nodes[i];
-        bool post = cg_loop_node_post(k, m);
+        bool post = past_red;
+        if (m == k->red) past_red = true;
         L->resacc[i] = L->linacc[i] = -1;
         if (m->op == OP_iota) {
             /* a materialised iota: the kernel computes it over its own shape */

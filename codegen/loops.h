@@ -75,8 +75,6 @@ void        cg_loop_idx(const LoopNest *L, int a, const char *lit_suffix, char *
 void        cg_loop_iota(const Node *io, int64_t *inner, int64_t *size);
 /* How many values the reduction of k combines into each result. */
 int64_t     cg_loop_red_count(const Kernel *k);
-/* A node of k computed after its reduction (the epilogue). */
-bool        cg_loop_node_post(const Kernel *k, const Node *m);
 
 /* ---- text helpers ---- */
 

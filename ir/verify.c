@@ -28,6 +28,9 @@ typedef struct Verifier {
     int    *pos;          /* node id -> index in g->nodes + 1 (0: not in the graph) */
     Node  **def_of;       /* value id -> the node in the graph that defines it */
     Graph  *scratch;      /* arena for re-inference copies */
+    FILE   *inf;          /* what re-inference says, for all nodes (opened once: a stream a node cost more than the rest of it) */
+    char   *infbuf;
+    size_t  inflen;
 } Verifier;
 
 /* The node as one line of IR, or NULL once errors are no longer printed. */
@@ -85,22 +88,22 @@ static void reinfer(Verifier *V, Node *n) {
         *c.out[i] = *n->out[i];
         c.out[i]->def = &c;
     }
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) die("open_memstream failed");
+    if (!V->inf && !(V->inf = open_memstream(&V->infbuf, &V->inflen))) die("open_memstream failed");
+    fflush(V->inf);
+    size_t start = V->inflen;
     Diag tmp;
-    diag_init(&tmp, f);
+    diag_init(&tmp, V->inf);
     bool ok = ir_infer(s, &c, &tmp);
-    fclose(f);
     if (!ok) {
         /* "trainc: error: add: shapes do not broadcast..." -> the message */
-        const char *msg = buf;
+        fflush(V->inf);
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", V->infbuf + start);
         const char *pre = "trainc: error: ";
-        if (strncmp(msg, pre, strlen(pre)) == 0) msg += strlen(pre);
-        char *nl = strchr(msg, '\n');
+        char *m = strncmp(msg, pre, strlen(pre)) == 0 ? msg + strlen(pre) : msg;
+        char *nl = strchr(m, '\n');
         if (nl) *nl = 0;
-        node_error(V, n, "does not pass shape inference: %s", msg);
+        node_error(V, n, "does not pass shape inference: %s", m);
     } else {
         for (int i = 0; i < n->nout; i++) {
             char a[200], b[200];
@@ -109,7 +112,6 @@ static void reinfer(Verifier *V, Node *n) {
                            type_str(&c.out[i]->ty, b, sizeof b));
         }
     }
-    free(buf);
 }
 
 /* ---- nodes ---- */
@@ -306,7 +308,7 @@ static void check_outputs(Verifier *V) {
 
 bool ir_verify(Graph *g, Diag *d) {
     int errors = d->nerrors;
-    Verifier V = {g, d, d->max_errors ? d->max_errors : 20, NULL, NULL, NULL};
+    Verifier V = {g, d, d->max_errors ? d->max_errors : 20, NULL, NULL, NULL, NULL, NULL, 0};
     if (!g->name) error_at(d, NOLOC, "the graph has no name");
     V.pos = xcalloc((size_t)g->nextnode + 1, sizeof(int));
     V.def_of = xcalloc((size_t)g->nvalues + 1, sizeof(Node *));
@@ -343,6 +345,8 @@ bool ir_verify(Graph *g, Diag *d) {
         check_outputs(&V);
     }
     ir_graph_free(V.scratch);
+    if (V.inf) fclose(V.inf);
+    free(V.infbuf);
     free(V.pos);
     free(V.def_of);
     return d->nerrors == errors;
