@@ -97,13 +97,9 @@ static void reinfer(Verifier *V, Node *n) {
     if (!ok) {
         /* "trainc: error: add: shapes do not broadcast..." -> the message */
         fflush(V->inf);
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", V->infbuf + start);
-        const char *pre = "trainc: error: ";
-        char *m = strncmp(msg, pre, strlen(pre)) == 0 ? msg + strlen(pre) : msg;
-        char *nl = strchr(m, '\n');
-        if (nl) *nl = 0;
-        node_error(V, n, "does not pass shape inference: %s", m);
+        const char *m = V->infbuf + start, *pre = "trainc: error: ";
+        if (strncmp(m, pre, strlen(pre)) == 0) m += strlen(pre);
+        node_error(V, n, "does not pass shape inference: %.*s", (int)strcspn(m, "\n"), m);
     } else {
         for (int i = 0; i < n->nout; i++) {
             char a[200], b[200];

@@ -34,6 +34,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #ifndef TRAINC_CUDA_LIBDIR
 #define TRAINC_CUDA_LIBDIR "/usr/local/cuda/lib64"
@@ -371,6 +372,7 @@ struct TrnCudaDev {
     int                  use_graphs, sync_each;
     int                  poison;            /* TRN_FLAG_POISON: dead temporaries filled with 0xFF */
     const char          *prof_path;      /* TRAINC_CUDA_PROFILE */
+    int                  prof_how;       /* how it is written: PROF_* (write_profile) */
     CUevent             *pev[TRN_RUN__COUNT];   /* per schedule: nkern + 1 timing events */
     double              *pms[TRN_RUN__COUNT];   /* per kernel: milliseconds summed over runs */
     const TrnCudaImage  *img;
@@ -756,7 +758,16 @@ static int prepare(TrnCudaDev *g, char *err, size_t errn) {
     return 0;
 }
 
-static void write_profile(TrnCudaDev *g);
+/* How TRAINC_CUDA_PROFILE's file is written (write_profile, below). */
+enum { PROF_RENAME, PROF_INPLACE, PROF_AT_CLOSE };
+
+static int profile_how(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || S_ISREG(st.st_mode)) return PROF_RENAME;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? PROF_INPLACE : PROF_AT_CLOSE;
+}
+
+static void write_profile(TrnCudaDev *g, int closing);
 
 void trn_cuda_close(TrnCudaDev *g) {
     if (!g) return;
@@ -766,6 +777,7 @@ void trn_cuda_close(TrnCudaDev *g) {
         /* an upload the compute stream was not made to wait for (its
          * event's record or wait failed) may still read the pinned slots */
         if (g->up) drv.StreamSynchronize(g->up);
+        write_profile(g, 1); /* a pipe's profile, once (the others are written as they go) */
         for (int s = 0; s < TRN_RUN__COUNT; s++) {
             for (int i = 0; g->pev[s] && i <= g->cm->nkern[s]; i++)
                 if (g->pev[s][i]) drv.EventDestroy(g->pev[s][i]);
@@ -907,6 +919,7 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     if (pe && *pe) {
         if (!drv.EventElapsedTime) return rt_fail(err, errn, "TRAINC_CUDA_PROFILE: the driver lacks cuEventElapsedTime");
         g->prof_path = pe;
+        g->prof_how = profile_how(pe);
         g->use_graphs = 0;
         for (int s = 0; s < TRN_RUN__COUNT; s++) {
             int n = cm->nkern[s];
@@ -1080,7 +1093,7 @@ int trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn) {
             g->pms[which][i] += ms;
         }
         g->runs[which]++;
-        write_profile(g);
+        write_profile(g, 0);
         return 0;
     } else {
         for (int i = 0; i < n; i++)
@@ -1107,9 +1120,12 @@ void trn_cuda_kernel_work(const TrnCudaKernel *k, double *flops, double *bytes) 
 /* TRAINC_CUDA_PROFILE: a JSON line per kernel that ran, the longest total
  * first: schedule, kernel, where, kind, calls (runs of its schedule), ms
  * (summed), flops and bytes (of one call: trn_cuda_kernel_work).  Written
- * after every profiled run of a schedule, into FILE.tmp and then renamed over
- * FILE, so that a run stopped at any point (a time limit's SIGTERM or
- * SIGKILL) leaves the whole profile of the runs before. */
+ * after every profiled run of a schedule, so that a run stopped at any point
+ * (a time limit's SIGTERM or SIGKILL) leaves the whole profile of the runs
+ * before: a regular file (or none yet) into FILE.tmp, renamed over FILE; a
+ * symbolic link to one, or a file in a folder that takes no FILE.tmp,
+ * rewritten in place; anything else (a pipe, /dev/stdout) once, when the
+ * device closes. */
 typedef struct { double ms; int s, i; } ProfRow;
 
 static int prof_cmp(const void *a, const void *b) {
@@ -1118,17 +1134,24 @@ static int prof_cmp(const void *a, const void *b) {
     return x->s != y->s ? x->s - y->s : x->i - y->i; /* ties in schedule order */
 }
 
-static void write_profile(TrnCudaDev *g) {
+static void write_profile(TrnCudaDev *g, int closing) {
     static const char *sched[TRN_RUN__COUNT] = {"micro", "update", "eval", "sample", "refresh"}, *kind[] = {"launch", "gemm", "memset", "steps"};
+    if (!g->prof_path || (g->prof_how == PROF_AT_CLOSE) != closing) return;
     int n = 0;
     for (int s = 0; s < TRN_RUN__COUNT; s++)
         if (g->runs[s]) n += g->cm->nkern[s];
     ProfRow *row = malloc((size_t)(n ? n : 1) * sizeof *row);
     size_t pl = strlen(g->prof_path);
     char *tmp = malloc(pl + 5);
-    FILE *f = row && tmp ? (memcpy(tmp, g->prof_path, pl), memcpy(tmp + pl, ".tmp", 5), fopen(tmp, "w")) : NULL;
+    FILE *f = NULL;
+    if (row && tmp) {
+        memcpy(tmp, g->prof_path, pl), memcpy(tmp + pl, ".tmp", 5);
+        if (g->prof_how == PROF_RENAME && !(f = fopen(tmp, "w"))) g->prof_how = PROF_INPLACE; /* a folder that takes no new file */
+        if (g->prof_how != PROF_RENAME) f = fopen(g->prof_path, "w");
+    }
     if (!f) {
-        fprintf(stderr, "trainc: TRAINC_CUDA_PROFILE: cannot write %s\n", tmp ? tmp : g->prof_path);
+        fprintf(stderr, "trainc: TRAINC_CUDA_PROFILE: cannot write %s\n", g->prof_path);
+        g->prof_path = NULL; /* said once; the run goes on */
         free(row), free(tmp);
         return;
     }
@@ -1144,9 +1167,9 @@ static void write_profile(TrnCudaDev *g) {
                 sched[row[r].s], k->name, k->where ? k->where : "", (unsigned)k->kind < 4 ? kind[k->kind] : "?", g->runs[row[r].s], row[r].ms,
                 fl, by);
     }
-    if (fclose(f) != 0 || rename(tmp, g->prof_path) != 0) {
+    if (fclose(f) != 0 || (g->prof_how == PROF_RENAME && rename(tmp, g->prof_path) != 0)) {
         fprintf(stderr, "trainc: TRAINC_CUDA_PROFILE: cannot write %s\n", g->prof_path);
-        remove(tmp);
+        if (g->prof_how == PROF_RENAME) remove(tmp);
         g->prof_path = NULL; /* said once */
     }
     free(row), free(tmp);

@@ -122,7 +122,7 @@ echo "initialisation: the step-0 checkpoints of the CPU and the fake GPU are the
 ph=$(grep -o '"start_phases":{[^}]*}' fake.jsonl)
 echo "start: $ph"
 echo "$ph" | awk -F'[:,{}]' '{ for (i = 1; i < NF; i++) { if ($i == "\"device\"") d = $(i + 1); if ($i ~ /^"cuda_(driver|module|arena|gemm)"$/) { s += $(i + 1); n++ } }
-    exit !(n == 4 && d > 0 && s <= d + 0.004) }' && grep -q '"start_phases":{"device":[0-9.]*,"init"' cpu.jsonl ||
+    exit !(n == 4 && d >= 0 && s <= d + 0.004) }' && grep -q '"start_phases":{"device":[0-9.]*,"init"' cpu.jsonl ||
     { echo "FAIL: the start's phases"; rc=1; }
 TRAINC_CUDA_GRAPH=0 ./train $args --device cuda --metrics nograph.jsonl > nograph.log 2>&1 || { cat nograph.log; echo "FAIL: --device cuda, no graphs"; exit 1; }
 # a graph capture that fails (the fake drops it, as a GPU drops one that
@@ -145,10 +145,14 @@ FAKE_CUDA_KILL_AT=0 TRAINC_CUDA_PROFILE=profile.jsonl ./train $args --steps 2 --
 nl=$(sed -n 's/^fake-cuda: \([0-9]*\) launches$/\1/p' prof.log)
 FAKE_CUDA_KILL_AT=$nl TRAINC_CUDA_PROFILE=killed.jsonl ./train $args --steps 2 --device cuda > killed.log 2>&1
 k=$?
-echo "profile of the run stopped at launch $nl of $nl (status $k): $(wc -l < killed.jsonl 2>/dev/null) kernels"
+echo "profile of the run stopped at launch $nl of $nl (status $k): $(cat killed.jsonl 2>/dev/null | wc -l) kernels"
 [ -n "$nl" ] && [ "$nl" -gt 0 ] && [ $k -eq 143 ] && [ -s killed.jsonl ] && [ ! -e killed.jsonl.tmp ] &&
     [ "$(grep -c '^{"schedule":"[a-z]*","kernel":.*"calls":[1-9][0-9]*,"ms":.*,"bytes":[0-9]*}$' killed.jsonl)" -eq "$(wc -l < killed.jsonl)" ] &&
     [ "$(wc -l < killed.jsonl)" -le "$(wc -l < profile.jsonl)" ] || { cat killed.log; echo "FAIL: no profile from a run stopped by SIGTERM"; rc=1; }
+# into a pipe (not a file to rename over): once, when the device closes
+TRAINC_CUDA_PROFILE=/dev/stdout ./train $args --steps 2 --device cuda 2> piped.log | cat > piped.jsonl
+[ "$(wc -l < piped.jsonl)" -eq "$(wc -l < profile.jsonl)" ] && [ "$(grep -c '^{"schedule":' piped.jsonl)" -eq "$(wc -l < profile.jsonl)" ] ||
+    { cat piped.log; echo "FAIL: the profile into a pipe: $(wc -l < piped.jsonl) lines, not $(wc -l < profile.jsonl)"; rc=1; }
 # grad_accum micro-batches a step, then (grad_accum > 1) the update schedule once
 accum=$(echo " $* " | sed -n 's/.*grad_accum=\([0-9][0-9]*\).*/\1/p'); accum=${accum:-1}
 np=$(grep -c "\"schedule\":\"micro\".*\"calls\":$((2 * accum))," profile.jsonl) ne=$(grep -c '"schedule":"eval".*"calls":2,' profile.jsonl)
