@@ -28,7 +28,7 @@ typedef struct Verifier {
     int    *pos;          /* node id -> index in g->nodes + 1 (0: not in the graph) */
     Node  **def_of;       /* value id -> the node in the graph that defines it */
     Graph  *scratch;      /* arena for re-inference copies */
-    FILE   *inf;          /* what re-inference says, for all nodes (opened once: a stream a node cost more than the rest of it) */
+    FILE   *inf;          /* what re-inference says, every node's after the last (one stream: opening one a node cost more than the check) */
     char   *infbuf;
     size_t  inflen;
 } Verifier;

@@ -48,17 +48,14 @@ int trn_save(TrnSession *s, const char *path, int with_state) {
     size_t errn = sizeof s->err;
     err[0] = 0;
     if (!rt_host_is_little_endian()) return rt_seterr(s, "checkpoints are little-endian; this host is not");
-    size_t plen = strlen(path);
     Item *items = rt_calloc((size_t)m->ntensors + 1, sizeof *items, err, errn);
     RtStTensor *st = rt_calloc((size_t)m->ntensors + 1, sizeof *st, err, errn);
-    char *tmp = rt_malloc(plen + 5, err, errn);
+    char *tmp = rt_tmp_path(path, err, errn);
     char *hdr = NULL;
     unsigned char *full = NULL, *blk = NULL;
     FILE *f = NULL;
     RtBuf pnames = {0};
     if (!items || !st || !tmp) goto fail;
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
 
     /* the tensors, sorted by name, with contiguous offsets */
     int n = 0;

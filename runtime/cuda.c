@@ -1092,14 +1092,12 @@ int trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn) {
             CU(EventElapsedTime, (&ms, ev[i], ev[i + 1]), g->cm->kern[which][i].name, "profile");
             g->pms[which][i] += ms;
         }
-        g->runs[which]++;
-        write_profile(g, 0);
-        return 0;
     } else {
         for (int i = 0; i < n; i++)
             if (enqueue(g, which, i, err, errn) != 0) return -1;
     }
     g->runs[which]++;
+    write_profile(g, 0); /* TRAINC_CUDA_PROFILE: the runs so far */
     return 0;
 }
 
@@ -1137,40 +1135,35 @@ static int prof_cmp(const void *a, const void *b) {
 static void write_profile(TrnCudaDev *g, int closing) {
     static const char *sched[TRN_RUN__COUNT] = {"micro", "update", "eval", "sample", "refresh"}, *kind[] = {"launch", "gemm", "memset", "steps"};
     if (!g->prof_path || (g->prof_how == PROF_AT_CLOSE) != closing) return;
+    char e[RT_ERRN] = "";
     int n = 0;
     for (int s = 0; s < TRN_RUN__COUNT; s++)
         if (g->runs[s]) n += g->cm->nkern[s];
-    ProfRow *row = malloc((size_t)(n ? n : 1) * sizeof *row);
-    size_t pl = strlen(g->prof_path);
-    char *tmp = malloc(pl + 5);
+    ProfRow *row = rt_malloc((size_t)(n ? n : 1) * sizeof *row, e, sizeof e);
+    char *tmp = row ? rt_tmp_path(g->prof_path, e, sizeof e) : NULL;
     FILE *f = NULL;
-    if (row && tmp) {
-        memcpy(tmp, g->prof_path, pl), memcpy(tmp + pl, ".tmp", 5);
-        if (g->prof_how == PROF_RENAME && !(f = fopen(tmp, "w"))) g->prof_how = PROF_INPLACE; /* a folder that takes no new file */
-        if (g->prof_how != PROF_RENAME) f = fopen(g->prof_path, "w");
+    if (tmp && g->prof_how == PROF_RENAME && !(f = fopen(tmp, "w"))) g->prof_how = PROF_INPLACE; /* a folder that takes no new file */
+    if (tmp && !f) f = rt_fopen(g->prof_path, "w", e, sizeof e);
+    if (f) {
+        n = 0;
+        for (int s = 0; s < TRN_RUN__COUNT; s++)
+            for (int i = 0; g->runs[s] && i < g->cm->nkern[s]; i++) row[n++] = (ProfRow){g->pms[s][i], s, i};
+        qsort(row, (size_t)n, sizeof *row, prof_cmp);
+        for (int r = 0; r < n; r++) {
+            const TrnCudaKernel *k = &g->cm->kern[row[r].s][row[r].i];
+            double fl, by;
+            trn_cuda_kernel_work(k, &fl, &by);
+            fprintf(f, "{\"schedule\":\"%s\",\"kernel\":\"%s\",\"where\":\"%s\",\"kind\":\"%s\",\"calls\":%d,\"ms\":%.6f,\"flops\":%.0f,\"bytes\":%.0f}\n",
+                    sched[row[r].s], k->name, k->where ? k->where : "", (unsigned)k->kind < 4 ? kind[k->kind] : "?", g->runs[row[r].s], row[r].ms,
+                    fl, by);
+        }
+        const char *wrote = g->prof_how == PROF_RENAME ? tmp : g->prof_path;
+        if (rt_fclose(f, wrote, e, sizeof e) == 0 && g->prof_how == PROF_RENAME) rt_rename(tmp, g->prof_path, e, sizeof e);
+        if (e[0] && g->prof_how == PROF_RENAME) remove(tmp);
     }
-    if (!f) {
-        fprintf(stderr, "trainc: TRAINC_CUDA_PROFILE: cannot write %s\n", g->prof_path);
+    if (e[0]) {
+        fprintf(stderr, "trainc: TRAINC_CUDA_PROFILE: %s\n", e);
         g->prof_path = NULL; /* said once; the run goes on */
-        free(row), free(tmp);
-        return;
-    }
-    n = 0;
-    for (int s = 0; s < TRN_RUN__COUNT; s++)
-        for (int i = 0; g->runs[s] && i < g->cm->nkern[s]; i++) row[n++] = (ProfRow){g->pms[s][i], s, i};
-    qsort(row, (size_t)n, sizeof *row, prof_cmp);
-    for (int r = 0; r < n; r++) {
-        const TrnCudaKernel *k = &g->cm->kern[row[r].s][row[r].i];
-        double fl, by;
-        trn_cuda_kernel_work(k, &fl, &by);
-        fprintf(f, "{\"schedule\":\"%s\",\"kernel\":\"%s\",\"where\":\"%s\",\"kind\":\"%s\",\"calls\":%d,\"ms\":%.6f,\"flops\":%.0f,\"bytes\":%.0f}\n",
-                sched[row[r].s], k->name, k->where ? k->where : "", (unsigned)k->kind < 4 ? kind[k->kind] : "?", g->runs[row[r].s], row[r].ms,
-                fl, by);
-    }
-    if (fclose(f) != 0 || (g->prof_how == PROF_RENAME && rename(tmp, g->prof_path) != 0)) {
-        fprintf(stderr, "trainc: TRAINC_CUDA_PROFILE: cannot write %s\n", g->prof_path);
-        if (g->prof_how == PROF_RENAME) remove(tmp);
-        g->prof_path = NULL; /* said once */
     }
     free(row), free(tmp);
 }

@@ -71,6 +71,9 @@ int   rt_rename_at(const char *from, const char *to, const char *file, int line,
 void rt_fmt_double(char *out, size_t n, double x);
 void rt_human_bytes(char *out, size_t n, int64_t b);   /* "4.21 GiB", "512 B" */
 double rt_now(void);                                   /* monotonic seconds */
+/* "PATH.tmp" (malloc'd), where a file is written before it is renamed over
+ * PATH: a write stopped at any point leaves PATH whole. */
+char *rt_tmp_path(const char *path, char *err, size_t errn);
 
 /* A growing string (header JSON, error lists). */
 typedef struct RtBuf { char *p; size_t len, cap; int oom; } RtBuf;
