@@ -37,6 +37,7 @@
 #include <string.h>
 
 #define NT 256                  /* threads per block of one-thread-per-element kernels */
+#define NORM_E 8                /* elements a thread of a block of global_norm's sums (tk_sumsq_multi) */
 /* Buffers one kernel may name.  A launch passes at most TRN_CUDA_MAXARGS
  * pointers: a kernel with more (a long fused backward chain) takes the
  * arena base alone and forms its pointers from it (arena_form). */
@@ -1642,25 +1643,32 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         break;
     }
     case OP_global_norm: {
-        /* partial sums of squares per block (fixed split), then one block adds them */
+        /* partial sums of squares, one a block of at most 1024 (a table of
+         * the operands as a multi-tensor update's, their blocks dealt out
+         * in turn), then one block adds them */
         int pa = param_arena(e, &P), pw = param_ws(e, &P);
-        int64_t total = 0;
-        for (int i = 0; i < n->nin; i++) total += shape_numel(&n->in[i]->ty.shape);
-        unsigned nb = cdiv(total, NT * 8);
-        if (nb > 1024) nb = 1024;
-        if (nb < 1) nb = 1;
         StrBuf b = {0};
+        sb_printf(&b, "static __device__ const TrnOptSeg @FN@_seg[%d] = {\n", n->nin);
+        sb_puts(&b, "    /* first block, elements; -, arena offset of the operand, -, -, -, -, - */\n");
+        int64_t nb = 0;
+        for (int i = 0; i < n->nin; i++) {
+            int64_t cnt = shape_numel(&n->in[i]->ty.shape);
+            const Buf *bf = &e->p->bufs[vbuf(e, n->in[i])];
+            sb_printf(&b, "    {%lld, %lld, -1, %lld, -1, -1, -1, 0, 0.0}, /* ", (long long)nb, (long long)cnt, (long long)bf->offset);
+            const char *nm = bf->name ? bf->name : n->in[i]->name;
+            cg_comment_text(&b, nm ? nm : "?");
+            sb_puts(&b, " */\n");
+            nb += cdiv(cnt, NT * NORM_E);
+        }
+        sb_puts(&b, "};\n");
+        unsigned grid = nb > 1024 ? 1024 : nb < 1 ? 1 : (unsigned)nb;
         fn_head(e, &b, &P, NT);
-        sb_puts(&b, "    double s = 0;\n");
-        for (int i = 0; i < n->nin; i++)
-            sb_printf(&b, "    s += trn_sumsq((const float *)(p%d + %lldll), %lldll);\n", pa, (long long)e->p->bufs[vbuf(e, n->in[i])].offset,
-                      (long long)shape_numel(&n->in[i]->ty.shape));
-        sb_printf(&b, "    s = trn_block_sum(s);\n    if (threadIdx.x == 0) ((double *)p%d)[blockIdx.x] = s;\n}\n", pw);
-        launch(e, r, "_part", &P, sb_take(&b), true, nb, 1, NT, 1);
+        sb_printf(&b, "    tk_sumsq_multi<%d>(p%d, @FN@_seg, %d, %lldll, (double *)p%d);\n}\n", NORM_E, pa, n->nin, (long long)nb, pw);
+        launch(e, r, "_part", &P, sb_take(&b), true, grid, 1, NT, 1);
         Params Q = {0};
         vp(e, &Q, n->out[0], true, a[0]);
         int qw = param_ws(e, &Q);
-        snprintf(call, sizeof call, "tk_norm_final(%s, (const double *)p%d, %u)", a[0], qw, nb);
+        snprintf(call, sizeof call, "tk_norm_final(%s, (const double *)p%d, %u)", a[0], qw, grid);
         tmpl_launch(e, r, "_final", &Q, call, 1024, 1, 1, 1024, 1);
         break;
     }

@@ -377,6 +377,8 @@ struct TrnCudaDev {
     double              *pms[TRN_RUN__COUNT];   /* per kernel: milliseconds summed over runs */
     const TrnCudaImage  *img;
     char                 desc[256];
+    size_t               desc_base;         /* desc's length before the epilogues' counts (describe_epilogues) */
+    int                  capturing;         /* a graph capture is enqueuing (capture) */
     int                  nepi, nepi_plain;  /* products with a GELU epilogue; those run without it, and a kernel after */
     int                  nbg, nbg_plain;    /* the same for bias-gradient epilogues */
     int                  plain_gelu;        /* TRAINC_CUDA_GELU_EPILOGUE=0: every GELU one so */
@@ -471,6 +473,16 @@ static void release_gemm(GemmRt *r) {
 }
 
 static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m, GemmRt *r, char *err, size_t errn);
+
+/* The device's description after desc_base: how many GELU and
+ * bias-gradient epilogues run in cuBLASLt, how many as kernels. */
+static void describe_epilogues(TrnCudaDev *g) {
+    size_t l = g->desc_base;
+    g->desc[l] = 0;
+    if (g->nepi) l += (size_t)snprintf(g->desc + l, sizeof g->desc - l, ", GELU epilogues: %d in cuBLASLt, %d as kernels", g->nepi - g->nepi_plain, g->nepi_plain);
+    if (l < sizeof g->desc && g->nbg)
+        snprintf(g->desc + l, sizeof g->desc - l, ", bias gradients: %d in cuBLASLt, %d as kernels", g->nbg - g->nbg_plain, g->nbg_plain);
+}
 
 /* A product's descriptor, layouts and algorithm.  A GELU or bias-gradient
  * epilogue that cuBLASLt has no algorithm for (the heuristic says so) is
@@ -608,6 +620,32 @@ static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m
     return 0;
 }
 
+/* cublasLtMatmul refused (status s) a product with a GELU or bias-gradient
+ * epilogue that the heuristic had offered an algorithm for (cuBLASLt
+ * does not promise that one runs): outside a capture, when the kernel
+ * has the launches that do the epilogue, the product is planned plain
+ * from now on, as prepare_gemm plans it where the heuristic has nothing,
+ * and that is said once.  0: run it again; 1: the refusal stands; -1:
+ * the plain plan failed (err says why). */
+static int plain_after_refusal(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, cublasStatus_t s, const char *w, char *err, size_t errn) {
+    const TrnCudaGemm *m = r->m;
+    if (r->plain || g->capturing || k->kind != TRN_CK_GEMM || k->nlaunch < 1 || (m->epi == TRN_GEMM_PLAIN && m->bgrad == TRN_BGRAD_NONE)) return 1;
+    const char *what = m->bgrad ? "bias-gradient" : "GELU";
+    fprintf(stderr, "trainc: warning: cublasLtMatmul(%s) refused its %s epilogue (%s): the product runs plain, the epilogue as the kernel's launches\n",
+            w, what, lt.GetStatusName ? lt.GetStatusName(s) : "?");
+    release_gemm(r);
+    r->plain = 1;
+    int rc = plan_gemm(g, k, m, r, err, errn);
+    if (rc > 0)
+        rc = rt_fail(err, errn, "cublasLtMatmulAlgoGetHeuristic(%s) found no algorithm for M=%lld N=%lld K=%lld ta=%d tb=%d (without its %s epilogue)", w,
+                     (long long)m->M, (long long)m->N, (long long)m->K, m->ta, m->tb, what);
+    if (rc != 0) return rc;
+    if (m->bgrad) g->nbg_plain++;
+    else g->nepi_plain++;
+    describe_epilogues(g);
+    return 0;
+}
+
 static int run_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *err, size_t errn) {
     const TrnCudaGemm *m = r->m;
     char w[256];
@@ -638,7 +676,12 @@ static int run_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *err,
          * sets zero_c only where ldc = N: one range) */
         if (m->zero_c && !g->no_beta0_fill)
             CU(MemsetD8Async, ((CUdeviceptr)(uintptr_t)C, 0, (size_t)(m->M * m->N * r->cesize), g->st), k->name, w);
-        LT(Matmul, (g->lt, r->desc, alpha, B, r->la, A, r->lb, beta, C, r->lc, C, r->lc, &r->algo, ws, (size_t)g->cm->workspace_bytes, g->st), w);
+        cublasStatus_t s = lt.Matmul(g->lt, r->desc, alpha, B, r->la, A, r->lb, beta, C, r->lc, C, r->lc, &r->algo, ws, (size_t)g->cm->workspace_bytes, g->st);
+        if (s != 0) {
+            int rc = o == 0 ? plain_after_refusal(g, k, r, s, w, err, errn) : 1;
+            if (rc == 0) return run_gemm(g, k, r, err, errn);
+            return rc < 0 ? -1 : lt_fail(s, "cublasLtMatmul", w, __LINE__, err, errn);
+        }
     }
     return 0;
 }
@@ -936,14 +979,8 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     g->t_arena = rt_now() - t, t = rt_now();
     if (prepare(g, err, errn) != 0) return -1;
     g->t_gemm = rt_now() - t;
-    if (g->nepi) {
-        size_t l = strlen(g->desc);
-        snprintf(g->desc + l, sizeof g->desc - l, ", GELU epilogues: %d in cuBLASLt, %d as kernels", g->nepi - g->nepi_plain, g->nepi_plain);
-    }
-    if (g->nbg) {
-        size_t l = strlen(g->desc);
-        snprintf(g->desc + l, sizeof g->desc - l, ", bias gradients: %d in cuBLASLt, %d as kernels", g->nbg - g->nbg_plain, g->nbg_plain);
-    }
+    g->desc_base = strlen(g->desc);
+    describe_epilogues(g);
     return 0;
 }
 
@@ -1048,7 +1085,9 @@ static int capture(TrnCudaDev *g, int which, char *err, size_t errn) {
     CUgraph gr = NULL;
     CU(StreamBeginCapture, (g->st, TRN_CU_CAPTURE_RELAXED), "", "graph capture");
     int rc = 0;
+    g->capturing = 1;
     for (int i = 0; i < g->cm->nkern[which] && rc == 0; i++) rc = enqueue(g, which, i, err, errn);
+    g->capturing = 0;
     CUresult r = drv.StreamEndCapture(g->st, &gr);
     if (rc != 0) {
         if (gr) drv.GraphDestroy(gr);

@@ -1927,13 +1927,6 @@ TRN_DEV void tk_lce_rows(L *g, double *__restrict__ rowloss, const L *lg, const 
 
 /* ---- optimizer ---- */
 
-/* Sum of squares of n floats into a per-block partial (double), added to acc. */
-TRN_DEV double trn_sumsq(const float *__restrict__ x, int64_t n) {
-    double s = 0;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        s += (double)x[i] * (double)x[i];
-    return s;
-}
 /* The partials of gridDim.x blocks (scratch, doubles) -> out = sqrt(sum); one block. */
 TRN_DEV void tk_norm_final(float *__restrict__ out, const double *__restrict__ part, int nparts) {
     double s = 0;
@@ -2048,10 +2041,8 @@ typedef struct TrnOptSeg {
     double    wd;               /* its weight decay */
 } TrnOptSeg;
 
-/* The row of this block: the last whose first block is not after it.
- * Every thread of a block finds the same one. */
-TRN_DEV const TrnOptSeg *trn_opt_seg(const TrnOptSeg *__restrict__ t, int ns) {
-    long long b = blockIdx.x;
+/* The row of block b: the last whose first block is not after it. */
+TRN_DEV const TrnOptSeg *trn_opt_seg_at(const TrnOptSeg *__restrict__ t, int ns, long long b) {
     int lo = 0, hi = ns - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) >> 1;
@@ -2060,6 +2051,9 @@ TRN_DEV const TrnOptSeg *trn_opt_seg(const TrnOptSeg *__restrict__ t, int ns) {
     }
     return t + lo;
 }
+
+/* The row of this block; every thread of a block finds the same one. */
+TRN_DEV const TrnOptSeg *trn_opt_seg(const TrnOptSeg *__restrict__ t, int ns) { return trn_opt_seg_at(t, ns, blockIdx.x); }
 
 /* The pointer at arena offset off, or null for -1. */
 template <typename T>
@@ -2118,6 +2112,30 @@ TRN_DEV void tk_add_multi(unsigned char *A, const TrnOptSeg *__restrict__ t, int
     trn_opt_multi<float, E>(A, t, ns, [&](int64_t i, float *w, float *g, float *m, float *, float *, float *, double) {
         w[i] = __fadd_rn(g[i], m[i]);
     });
+}
+
+/* global_norm's partial sums of squares (double), one a block into
+ * part[blockIdx.x]: the nb blocks of the ns tensors of table t (the g
+ * column, f32; E * blockDim.x elements of one tensor a block), block b
+ * of them by launched block b % gridDim.x, in order.  The launch is at
+ * most 1024 blocks (tk_norm_final adds the partials), the source one
+ * loop whatever the number of tensors. */
+template <int E>
+TRN_DEV void tk_sumsq_multi(const unsigned char *A, const TrnOptSeg *__restrict__ t, int ns, long long nb, double *__restrict__ part) {
+    double s = 0;
+    const TrnOptSeg *r = trn_opt_seg_at(t, ns, blockIdx.x), *end = t + ns;
+    for (long long b = blockIdx.x; b < nb; b += gridDim.x) {
+        while (r + 1 < end && r[1].blk <= b) r++; /* b only grows: the row from the last one on */
+        const float *x = (const float *)(A + r->g);
+        int64_t i0 = (b - r->blk) * E * (int64_t)blockDim.x + threadIdx.x;
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            int64_t i = i0 + (int64_t)e * blockDim.x;
+            if (i < r->n) s += (double)x[i] * (double)x[i];
+        }
+    }
+    s = trn_block_sum(s);
+    if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
 /* fp16 dynamic loss scaling (loss_scale_update), four f32 scalars; one

@@ -269,6 +269,10 @@ if(TRAINC_CXX)
   # (and kcheck's control: an infinity in a product's result on the GPU
   # alone fails the kernel, and the JSON stays JSON)
   set_property(TEST cuda_fake_gelu_mlp_plain_fp32 APPEND PROPERTY ENVIRONMENT "FAKE_CUBLASLT_NO_GELU=1;FAKE_CUBLASLT_NO_BGRAD=1;FAKE_KCHECK_INF_CONTROL=1")
+  # ... the heuristic offering the epilogues, the matmul refusing them: each
+  # product planned again plain at its first run, said once, the kernels after
+  trainc_fake_test(gelu_mlp_refused_bf16 tests/cuda/fake/gelu_mlp.model 3 2e-2 --set precision=bf16)
+  set_property(TEST cuda_fake_gelu_mlp_refused_bf16 APPEND PROPERTY ENVIRONMENT "FAKE_CUBLASLT_EPI_RUN_REFUSE=1")
   # 2 micro-batches a step: the bias gradients cuBLASLt writes are added
   # into their accumulators by one launch (tk_add_multi, lower.c
   # merge_updates)

@@ -1018,6 +1018,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const
     cublasStatus_t st = check_problem(&g->d, &g->a, &g->b, &g->c, &g->dl);
     if (st) return st;
     if (!algo) return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul without an algorithm (not modelled)");
+    /* FAKE_CUBLASLT_EPI_RUN_REFUSE: the heuristic offers algorithms for
+     * the GELU and bias-gradient epilogues, the matmul refuses them (the
+     * heuristic's success "doesn't fully guarantee algo will run",
+     * cublasLt.h) */
+    if (((g->d.epilogue & (CUBLASLT_EPILOGUE_GELU | CUBLASLT_EPILOGUE_DGELU)) || is_bgrad(&g->d)) && getenv("FAKE_CUBLASLT_EPI_RUN_REFUSE"))
+        return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul: epilogue %u offered by the heuristic, refused (FAKE_CUBLASLT_EPI_RUN_REFUSE)", g->d.epilogue);
     uint64_t tag[6];
     memcpy(tag, algo->data, sizeof tag);
     if (tag[0] != ALGO_MAGIC) return REFUSE(CUBLAS_STATUS_INVALID_VALUE, "matmul: the algorithm is not one the heuristic gave");

@@ -84,6 +84,16 @@ if grep -q '_bgrad(' "$name.cu"; then
     else want='bias gradients: [1-9][0-9]* in cuBLASLt, 0 as kernels'; fi
     grep -q "$want" kcheck.log || { echo "FAIL: the device does not say '$want'"; rc=1; }
 fi
+# FAKE_CUBLASLT_EPI_RUN_REFUSE: the heuristic offers the epilogues, the
+# matmul refuses them; the runtime says so once a product and runs it plain
+# with the kernel after (the kernel check passing with the results)
+if [ -n "${FAKE_CUBLASLT_EPI_RUN_REFUSE:-}" ]; then
+    for what in GELU bias-gradient; do
+        n=$(grep -c "warning: cublasLtMatmul(.*) refused its $what epilogue (CUBLAS_STATUS_NOT_SUPPORTED): the product runs plain" kcheck.log)
+        echo "refused at run time: $n product(s) with a $what epilogue"
+        [ "$n" -gt 0 ] || { echo "FAIL: no $what epilogue refused at run time and run plain"; rc=1; }
+    done
+fi
 [ "$steps" -gt 0 ] || exit $rc
 printf '#include "trainc_rt.h"\nextern const TrnModel %s;\nint main(int argc, char **argv) { return trn_main(argc, argv, &%s, NULL); }\n' \
     "$sym" "$sym" > main.c
@@ -118,6 +128,11 @@ echo "initialisation: the step-0 checkpoints of the CPU and the fake GPU are the
 ./train $args --device cpu --metrics cpu.jsonl > cpu.log 2>&1 || { cat cpu.log; echo "FAIL: --device cpu"; exit 1; }
 ./train $args --device cuda --metrics fake.jsonl --save 'ck_{step}.safetensors' --save-every 2 > fake.log 2>&1 ||
     { cat fake.log; echo "FAIL: --device cuda"; exit 1; }
+if [ -n "${FAKE_CUBLASLT_EPI_RUN_REFUSE:-}" ]; then
+    w=$(grep -c "refused its .* epilogue" fake.log) u=$(grep "refused its .* epilogue" fake.log | sort -u | wc -l)
+    echo "training: $w product(s) refused their epilogue, each said once"
+    [ "$w" -gt 0 ] && [ "$w" = "$u" ] || { cat fake.log; echo "FAIL: the refused epilogues not said once a product"; rc=1; }
+fi
 # the start's phases: the CUDA device's within the device's, the CPU's without them
 ph=$(grep -o '"start_phases":{[^}]*}' fake.jsonl)
 echo "start: $ph"
