@@ -135,10 +135,13 @@ def main():
         opt.zero_grad(set_to_none=True)
         return loss
 
+    # (each warm-up step's end said on stderr: a run killed by its time
+    # limit shows how far it got, torch.compile's first step the longest)
     t0 = time.time()
     for i in range(a.warmup):
         step(i)
-    sync()
+        sync()
+        print(f"gpt2_torch: warm-up step {i + 1} of {a.warmup} done at {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
     warm_s = time.time() - t0
     times, losses = [], []
     for i in range(a.steps):

@@ -123,6 +123,15 @@ static void poison(unsigned char *p, const TrnCudaBuf *b, int side) {
     for (int64_t i = 0; i < b->bytes / es; i++) poison_elem(p + i * es, b->dtype, side);
 }
 
+/* Whether every product's GELU epilogue runs in cuBLASLt: the device's
+ * description counts none as kernels (runtime/cuda.c). */
+static int gelu_all_lt(TrnCudaDev *g) {
+    const char *ge = strstr(trn_cuda_describe(g), "GELU epilogues: ");
+    int lt = 0, kern = 0;
+    if (ge) sscanf(ge, "GELU epilogues: %d in cuBLASLt, %d as kernels", &lt, &kern);
+    return lt > 0 && kern == 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     const TrnModel *m = &TRN_MODEL;
@@ -134,6 +143,11 @@ int main(int argc, char **argv) {
         perror("kcheck: output");
         return 2;
     }
+    setvbuf(out, NULL, _IOLBF, 0); /* a line a kernel, there when a later one hangs and is killed */
+    /* TRAINC_KCHECK_TRACE=1: each kernel's name before it runs (run.sh: a
+     * kernel that hangs is the last one named) */
+    const char *tr = getenv("TRAINC_KCHECK_TRACE");
+    int trace = tr && strcmp(tr, "1") == 0;
     char err[2048];
     TrnCudaDev *g = trn_cuda_open(m, 0, err, sizeof err);
     if (!g) {
@@ -144,10 +158,7 @@ int main(int argc, char **argv) {
     printf("kcheck %s on %s: arena %lld bytes\n", m->name, trn_cuda_describe(g), (long long)m->arena_bytes);
     /* whether the products' GELU epilogues run in cuBLASLt: every one (the
      * device's count of those it runs as kernels is 0), or not (below) */
-    const char *ge = strstr(trn_cuda_describe(g), "GELU epilogues: ");
-    int gelu_lt = 0, gelu_kern = 0;
-    if (ge) sscanf(ge, "GELU epilogues: %d in cuBLASLt, %d as kernels", &gelu_lt, &gelu_kern);
-    int all_gelu_lt = gelu_lt > 0 && gelu_kern == 0;
+    int all_gelu_lt = gelu_all_lt(g);
     unsigned char *A = calloc(1, (size_t)m->arena_bytes), *G = malloc((size_t)m->arena_bytes);
     if (!A || !G) return 2;
     int total = 0, failed = 0;
@@ -176,7 +187,10 @@ int main(int argc, char **argv) {
                 poison(A + b->off, b, 1);
                 rc = trn_cuda_upload(g, b->off, G + b->off, (size_t)b->bytes, err, sizeof err);
             }
+            if (trace) printf("run %s %s (%s)\n", sname[s], k->name, k->where);
             if (rc == 0) rc = trn_cuda_run_kernel(g, s, i, err, sizeof err);
+            /* (a product whose epilogue cuBLASLt refused as it ran is a kernel from now on) */
+            all_gelu_lt = all_gelu_lt && gelu_all_lt(g);
             k->cpu(A);
             double kworst = 0;
             int64_t unwritten = 0, nanmis = 0, infmis = 0, intmis = 0;

@@ -93,9 +93,18 @@ cap() {
 skipped() { echo "$1 $3: skipped (out of time)"; rec "{\"stage\":\"$1\",\"$2\":\"$3\",\"skipped\":true}"; }
 # the last line of a log, quoted for JSON (what the table prints under a failed row)
 # (why LOG RC: "timed out" first when RC is timeout's)
+# (a run that failed: its last line that says an error, a Python
+# exception's "XError: ..." say, where some is, not a hint printed after it;
+# one that timed out: its last line, where it was)
 why() {
-    case ${2:-0} in 124|137) printf 'timed out: ' ;; esac
-    tail -n 1 "$1" 2>/dev/null | tr -d '"\\' | tr -cd '[:print:]' | cut -c1-200
+    local l=
+    case ${2:-0} in
+    124|137) printf 'timed out: ' ;;
+    0) ;;
+    *) l=$(grep -aE '^[A-Za-z_.]*(Error|Exception|Failed)(:|$)|error: |^FAIL' "$1" 2>/dev/null | tail -n 1) ;;
+    esac
+    [ -n "$l" ] || l=$(tail -n 1 "$1" 2>/dev/null)
+    printf '%s\n' "$l" | tr -d '"\\' | tr -cd '[:print:]' | cut -c1-200
 }
 
 # build-gpu/ travels packed (build.sh: build-gpu-pack/build-gpu.tar.gz,
@@ -133,6 +142,24 @@ echo "cuBLASLt: ${TRAINC_CUBLASLT:-(default search)}"
 timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,persistence_mode,mig.mode.current \
     --format=csv,noheader > "$L/gpu.txt" 2>&1
 cat "$L/gpu.txt"
+# the card's memory bandwidth as its datasheet gives it, for the roofline's
+# bounds (TRAINC_GPU_PEAK_TB sets it): an H200's HBM3e 4.8 TB/s, an H100
+# SXM's HBM3 3.35, an H100 PCIe's 2.0 (MFU is against 989 TFLOP/s, the
+# issue's figure, on either)
+if [ -z "${TRAINC_GPU_PEAK_TB:-}" ]; then
+    case "$(head -1 "$L/gpu.txt")" in
+    *H100*PCIe*) TRAINC_GPU_PEAK_TB=2.0 ;;
+    *H100*NVL*) TRAINC_GPU_PEAK_TB=3.9 ;;
+    *H100*) TRAINC_GPU_PEAK_TB=3.35 ;;
+    *) TRAINC_GPU_PEAK_TB=4.8 ;;
+    esac
+fi
+export TRAINC_GPU_PEAK_TB
+echo "datasheet bandwidth for the bounds: $TRAINC_GPU_PEAK_TB TB/s"
+# where the loader finds the driver (runtime/cuda.c opens libcuda.so.1 by
+# name; TRAINC_LIBCUDA names another)
+libcuda=$(ldconfig -p 2>/dev/null | grep -m1 'libcuda\.so\.1 ' | sed 's/.*=> //')
+echo "libcuda.so.1: ${libcuda:-(not in the ldconfig cache)}; LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 # one monitor for the whole call (memory, clocks, temperature each second):
 # it also keeps the driver's state loaded between the ~50 processes below,
 # where persistence mode is off
@@ -141,7 +168,7 @@ monitor=$!
 # (torch.compile's Triton builds a C launcher against Python.h: without it
 # the compile rows fail where eager runs)
 pyh=$(timeout 60 python3 -c 'import os, sysconfig; print(str(os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))).lower())' 2>/dev/null || echo null)
-rec "{\"stage\":\"env\",\"budget_s\":$budget,\"gpu\":\"$(head -1 "$L/gpu.txt" | tr -d '"')\",\"cublaslt\":\"${TRAINC_CUBLASLT:-}\",\"python_h\":$pyh,\"build_stale_files\":$stale,\"build_commit\":\"$(head -1 "$B/COMMIT" 2>/dev/null)\",\"missing_libs\":\"$missing\",\"stages\":\"${stages:1:-1}\"}"
+rec "{\"stage\":\"env\",\"budget_s\":$budget,\"gpu\":\"$(head -1 "$L/gpu.txt" | tr -d '"')\",\"cublaslt\":\"${TRAINC_CUBLASLT:-}\",\"python_h\":$pyh,\"build_stale_files\":$stale,\"build_commit\":\"$(head -1 "$B/COMMIT" 2>/dev/null)\",\"missing_libs\":\"$missing\",\"libcuda\":\"$libcuda\",\"peak_tb_per_s\":$TRAINC_GPU_PEAK_TB,\"stages\":\"${stages:1:-1}\"}"
 
 # publish: results.json, table.txt and logs.tar.gz in $OUT from what the
 # stages recorded so far (after each stage and at the end)
@@ -163,6 +190,8 @@ def record(l):
     return {"stage": "unparsed", "line": l.strip()[:300]}
 rows = [record(l) for l in open(sys.argv[1]) if l.strip()]
 res = {"seconds": int(sys.argv[4]), "stages": rows}
+env = next((r for r in rows if r["stage"] == "env"), {})
+peak_tb = env.get("peak_tb_per_s") or 4.8
 # the issue's Goal, from this run's own figures: trainc bf16 against
 # torch.compile, the faster of its two rows (the vocabulary as it is, and
 # padded by hand to 50304 as trainc pads it), speed and memory from that row
@@ -256,7 +285,7 @@ for r in rows:
         ms, c = x.get("step_ms_sum"), x.get("ceilings")
         near = lambda b, ms: f"{b:.2f} ms ({100 * b / ms:.0f}% of it)" if b and ms else "-"
         t.append(f"profile  {r['model']}: {x.get('kernels')} kernels, {ms or 0:.2f} ms a micro-batch summed over kernels (eager, rc {r['rc']});"
-                 f" the roofline's bound at 989 TFLOP/s and 4.8 TB/s {near(x.get('bound_ms'), ms)}"
+                 f" the roofline's bound at 989 TFLOP/s and {peak_tb} TB/s {near(x.get('bound_ms'), ms)}"
                  + (f", at the measured {c['tflops']:.0f} TFLOP/s and {c['tb_per_s']:.2f} TB/s {near(x.get('bound_measured_ms'), ms)}" if c else ""))
         for o in x.get("by_op", []):
             tf = f"  {o['tflops']:.0f} TFLOP/s" if o.get("tflops") else ""
@@ -272,7 +301,7 @@ for r in rows:
     elif r["stage"] == "ceilings":
         x = r.get("result") or {}
         t.append(f"ceilings a device-to-device copy {x['copy_tb_per_s']:.2f} TB/s (read + written), a {x['matmul_n']}^3 bf16 product {x['bf16_tflops']:.0f} TFLOP/s"
-                 f" (datasheet 4.8 and 989); GPT-2 small's 12 products of a layer {x['layer_products_tflops']:.0f} TFLOP/s, its causal attention"
+                 f" (datasheet {peak_tb} and 989); GPT-2 small's 12 products of a layer {x['layer_products_tflops']:.0f} TFLOP/s, its causal attention"
                  f" {x['attention_fwd_tflops']:.0f} forward, {x['attention_bwd_tflops']:.0f} backward (PyTorch {x.get('torch')})"
                  if x else f"ceilings not measured (rc {r['rc']})")
     # under a failed row, why (the last line of its log)
@@ -338,7 +367,9 @@ for m in $kmodels; do
     exe=$m plain= fill= only=
     [ "$m" = gpt2_tiny_plain ] && exe=gpt2_tiny plain=0
     [ "$m" = gpt2_tiny_fp16_nofill ] && exe=gpt2_tiny_fp16 fill=0 only=linear_cross_entropy
-    TRAINC_CUDA_GELU_EPILOGUE=$plain TRAINC_CUDA_BGRAD_EPILOGUE=$plain TRAINC_CUDA_BETA0_FILL=$fill TRAINC_KCHECK_ONLY=$only \
+    # (TRAINC_KCHECK_TRACE: each kernel named before it runs, so that one
+    # that hangs is the log's last line)
+    TRAINC_CUDA_GELU_EPILOGUE=$plain TRAINC_CUDA_BGRAD_EPILOGUE=$plain TRAINC_CUDA_BETA0_FILL=$fill TRAINC_KCHECK_ONLY=$only TRAINC_KCHECK_TRACE=1 \
         timeout -k 5 $lim "$B/kcheck_$exe" "$L/kcheck_$m.jsonl" 1234 > "$L/kcheck_$m.log" 2>&1
     rc=$?
     t1=$(date +%s%N)
@@ -374,12 +405,17 @@ for m in $emodels; do
     [ "$t" -lt 40 ] && { skipped e2e model $m; continue; }
     case $m in *_bf16*|*_fp16*) lim=2e-2 ;; *) lim=1e-4 ;; esac
     args="--data $B/data/ts_train.bin --steps $steps --lr 1e-3 --warmup 0 --schedule constant --seed 7 --quiet"
-    tl 120 $r_bench "$L/e2e_${m}_cpu.log" "$B/$m" $args --device cpu --metrics "$L/e2e_${m}_cpu.jsonl"
-    rc1=$?
+    # (the CPU's two runs beside the GPU's: they need none of it)
+    tl 120 $r_bench "$L/e2e_${m}_cpu.log" "$B/$m" $args --device cpu --metrics "$L/e2e_${m}_cpu.jsonl" &
+    pcpu=$!
+    tl 60 $r_bench "$L/init_${m}_cpu.log" "$B/$m" --steps 0 --seed 7 --device cpu --save "$L/init_${m}_cpu.safetensors" &
+    pinit=$!
     tl 120 $r_bench "$L/e2e_${m}_cuda.log" "$B/$m" $args --device cuda --metrics "$L/e2e_${m}_cuda.jsonl"
     rc2=$?
     tl 120 $r_bench "$L/e2e_${m}_eager.log" env TRAINC_CUDA_GRAPH=0 "$B/$m" $args --device cuda --metrics "$L/e2e_${m}_eager.jsonl"
     rc3=$?
+    wait $pcpu
+    rc1=$?
     cmp=$(python3 - "$L/e2e_${m}_cpu.jsonl" "$L/e2e_${m}_cuda.jsonl" "$L/e2e_${m}_eager.jsonl" $steps $lim <<'EOF'
 import json, sys
 def losses(p):
@@ -399,8 +435,8 @@ EOF
 )
     # the parameters the GPU initialised itself (trn_init_f32) are the host's
     # bit for bit: the step-0 checkpoints are the same bytes
-    tl 60 $r_bench "$L/init_${m}_cpu.log" "$B/$m" --steps 0 --seed 7 --device cpu --save "$L/init_${m}_cpu.safetensors"
     tl 60 $r_bench "$L/init_${m}_cuda.log" "$B/$m" --steps 0 --seed 7 --device cuda --save "$L/init_${m}_cuda.safetensors"
+    wait $pinit
     init_same=false init_dev=false
     cmp -s "$L/init_${m}_cpu.safetensors" "$L/init_${m}_cuda.safetensors" && init_same=true
     grep -q "initialised on the device" "$L/init_${m}_cuda.log" && init_dev=true
@@ -552,7 +588,7 @@ profile() {
         --device cuda --quiet > "$L/profile-$name.log" 2>&1
     rc=$?
     res=$(python3 - "$L/profile-$name.jsonl" "$L/ceilings.json" <<'EOF'
-import json, sys
+import json, os, sys
 try:
     rows = [json.loads(l) for l in open(sys.argv[1])]
 except Exception:
@@ -568,10 +604,11 @@ from records import op   # the ops as bench/roofline.sh names them
 # per call: flops (products, attention) and the bytes of the buffers read
 # and written (a lower bound of the traffic: GB/s for the memory-bound),
 # and the roofline's bound, as bench/roofline.sh sums it: each kernel at
-# least max(flops / 989 TFLOP/s, bytes / 4.8 TB/s), an H200's dense bf16
-# and HBM3e peaks (bound / ms: how near the kernels of an op come to it);
-# and the same at the ceilings measured above, where they were
-def bound(r, pf=989e12, pb=4.8e12):
+# least max(flops / 989 TFLOP/s, bytes / TRAINC_GPU_PEAK_TB), the dense
+# bf16 peak and the card's memory bandwidth (above; bound / ms: how near
+# the kernels of an op come to it); and the same at the ceilings measured
+# above, where they were
+def bound(r, pf=989e12, pb=float(os.environ.get("TRAINC_GPU_PEAK_TB", "4.8")) * 1e12):
     return max(r["flops"] / pf, (r.get("bytes") or 0) / pb) * 1e3
 mbound = (lambda r: bound(r, ceil["bf16_tflops"] * 1e12, ceil["copy_tb_per_s"] * 1e12)) if ceil else None
 ops = {}
