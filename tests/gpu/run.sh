@@ -159,6 +159,15 @@ echo "datasheet bandwidth for the bounds: $TRAINC_GPU_PEAK_TB TB/s"
 # where the loader finds the driver (runtime/cuda.c opens libcuda.so.1 by
 # name; TRAINC_LIBCUDA names another)
 libcuda=$(ldconfig -p 2>/dev/null | grep -m1 'libcuda\.so\.1 ' | sed 's/.*=> //')
+# (not there, nor on LD_LIBRARY_PATH: the driver's own folder, where the
+# device machines mount it, named outright)
+if [ -z "$libcuda" ] && [ -z "${TRAINC_LIBCUDA:-}" ]; then
+    llp=${LD_LIBRARY_PATH:-}
+    for d in ${llp//:/ }; do [ -f "$d/libcuda.so.1" ] && libcuda=$d/libcuda.so.1 && break; done
+    for c in /usr/local/nvidia/lib64/libcuda.so.1 /usr/local/nvidia/lib/libcuda.so.1; do
+        [ -z "$libcuda" ] && [ -f "$c" ] && { export TRAINC_LIBCUDA=$c; libcuda=$c; }
+    done
+fi
 echo "libcuda.so.1: ${libcuda:-(not in the ldconfig cache)}; LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
 # one monitor for the whole call (memory, clocks, temperature each second):
 # it also keeps the driver's state loaded between the ~50 processes below,
