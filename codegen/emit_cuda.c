@@ -331,6 +331,13 @@ static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char
     /* the launch limits of every GPU since sm_30: a grid past them is refused at run time */
     if (gx > 0x7fffffffu || gy > 65535u)
         die("cuda: kernel %s: a grid of %u x %u blocks is past the GPU's limits (2^31-1 x 65535)", r->k->name, gx, gy);
+    /* a block of more threads than the function's __launch_bounds__ (or
+     * 1024) is refused at launch, after NVRTC fitted its registers to the
+     * bound: said here, at compile time */
+    unsigned nt = bx * (by ? by : 1);
+    const char *lb = strstr(text, "__launch_bounds__(");
+    if (nt < 1 || nt > 1024 || (lb && nt > (unsigned)atoi(lb + strlen("__launch_bounds__("))))
+        die("cuda: kernel %s%s: a block of %u threads, past its function's __launch_bounds__ or 1024", r->k->name, suffix, nt);
     l->fn = add_fn(e, r->k, suffix, text, tmpl);
     l->grid[0] = gx ? gx : 1;
     l->grid[1] = gy ? gy : 1;
