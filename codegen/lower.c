@@ -1512,6 +1512,39 @@ static void lower_opt(Lower *L, Node *n) {
 
 /* ---- ordering ---- */
 
+/* The ready kernels as a binary heap, the least (order, id) on top: the
+ * kernel order_kernels takes next. */
+static bool kern_first(const Kernel *a, const Kernel *b) { return a->order < b->order || (a->order == b->order && a->id < b->id); }
+
+static void ready_push(Kernel **h, int *n, Kernel *k) {
+    int i = (*n)++;
+    while (i > 0 && kern_first(k, h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = k;
+}
+
+static Kernel *ready_pop(Kernel **h, int *n) {
+    Kernel *top = h[0], *last = h[--*n];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && kern_first(h[c + 1], h[c])) c++;
+        if (!kern_first(h[c], last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0) h[i] = last;
+    return top;
+}
+
+/* The schedule in dependency order, the least (order, id) of the ready
+ * kernels first (a heap; each kernel's dependents found through a table
+ * by id, not by scanning the schedule: linear in kernels and
+ * dependencies, a 96-layer model's thousands of kernels included).
+ * False where some kernel never becomes ready (a cycle). */
 static bool order_kernels(Lower *L) {
     Sched *s = L->s;
     int n = s->nk;
@@ -1520,37 +1553,54 @@ static bool order_kernels(Lower *L) {
     Kernel **byid = xcalloc((size_t)maxid + 1, sizeof(Kernel *));
     for (int i = 0; i < n; i++) byid[s->k[i]->id] = s->k[i];
     for (int i = 0; i < n; i++) indeg[s->k[i]->id] = s->k[i]->ndeps;
+    /* dependents by id: those of id d at first[d] .. first[d + 1] - 1 of dep */
+    int *first = xcalloc((size_t)maxid + 2, sizeof(int)), ne = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < s->k[i]->ndeps; j++) {
+            int d = s->k[i]->deps[j];
+            if (d >= 0 && d <= maxid) first[d + 1]++, ne++;
+        }
+    for (int d = 0; d <= maxid; d++) first[d + 1] += first[d];
+    Kernel **dep = xmalloc(sizeof(Kernel *) * (size_t)(ne ? ne : 1));
+    int *fill = xmalloc(sizeof(int) * (size_t)(maxid + 1));
+    memcpy(fill, first, sizeof(int) * (size_t)(maxid + 1));
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < s->k[i]->ndeps; j++) {
+            int d = s->k[i]->deps[j];
+            if (d >= 0 && d <= maxid) dep[fill[d]++] = s->k[i];
+        }
+    free(fill);
+    Kernel **ready = xmalloc(sizeof(Kernel *) * (size_t)(n ? n : 1));
+    int nready = 0;
+    for (int i = 0; i < n; i++)
+        if (!s->k[i]->scheduled && !indeg[s->k[i]->id]) ready_push(ready, &nready, s->k[i]);
     Kernel **out = xmalloc(sizeof(Kernel *) * (size_t)(n ? n : 1));
     int nout = 0;
-    for (int step = 0; step < n; step++) {
-        Kernel *best = NULL;
-        for (int i = 0; i < n; i++) {
-            Kernel *k = s->k[i];
-            if (k->scheduled || indeg[k->id]) continue;
-            if (!best || k->order < best->order || (k->order == best->order && k->id < best->id)) best = k;
-        }
-        if (!best) {
-            free(indeg);
-            free(byid);
-            free(out);
-            return false;
-        }
+    while (nready > 0) {
+        Kernel *best = ready_pop(ready, &nready);
         best->scheduled = true;
         out[nout++] = best;
-        for (int i = 0; i < n; i++) {
-            Kernel *k = s->k[i];
-            for (int j = 0; j < k->ndeps; j++)
-                if (k->deps[j] == best->id) indeg[k->id]--;
+        for (int e = first[best->id]; e < first[best->id + 1]; e++) {
+            Kernel *k = dep[e];
+            if (--indeg[k->id] == 0 && !k->scheduled) ready_push(ready, &nready, k);
         }
     }
-    memcpy(s->k, out, sizeof(Kernel *) * (size_t)n);
-    for (int i = 0; i < n; i++) s->k[i]->id = i;
-    /* deps now refer to old ids: translate */
+    free(ready);
+    free(dep);
+    free(first);
+    if (nout < n) {
+        free(indeg);
+        free(byid);
+        free(out);
+        return false;
+    }
+    /* deps refer to old ids: translate */
     int *newid = xcalloc((size_t)maxid + 1, sizeof(int));
     for (int i = 0; i < maxid + 1; i++) newid[i] = -1;
     for (int i = 0; i < n; i++)
-        for (int j = 0; j < maxid + 1; j++)
-            if (byid[j] == s->k[i]) newid[j] = i;
+        if (byid[out[i]->id] == out[i]) newid[out[i]->id] = i;
+    memcpy(s->k, out, sizeof(Kernel *) * (size_t)n);
+    for (int i = 0; i < n; i++) s->k[i]->id = i;
     for (int i = 0; i < n; i++)
         for (int j = 0; j < s->k[i]->ndeps; j++) s->k[i]->deps[j] = newid[s->k[i]->deps[j]];
     free(newid);
