@@ -37,7 +37,6 @@
 #include <string.h>
 
 #define NT 256                  /* threads per block of one-thread-per-element kernels */
-#define NORM_E 8                /* elements a thread of a block of global_norm's sums (tk_sumsq_multi) */
 /* Buffers one kernel may name.  A launch passes at most TRN_CUDA_MAXARGS
  * pointers: a kernel with more (a long fused backward chain) takes the
  * arena base alone and forms its pointers from it (arena_form). */
@@ -1314,6 +1313,55 @@ static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
     tmpl_launch(e, r, "_mean", &M, call, 1024, 1, 1, 1024, 1);
 }
 
+/* ---- TrnOptSeg tables ---- */
+
+#define OPT_E 4  /* elements a thread of a multi-tensor update */
+#define NORM_E 8 /* elements a thread of a block of global_norm's sums (tk_sumsq_multi) */
+
+/* Arena offset of value v's buffer, -1 when it has none. */
+static long long opt_off(Emit *e, Value *v) {
+    int b = opt_buf(e, v);
+    return b < 0 ? -1 : (long long)e->p->bufs[b].offset;
+}
+
+/* Row j of kernel k's table (below), after its first block: writes the
+ * row's size and its other fields into f, returns the size, and sets
+ * *named to the value whose buffer (or own name) names the row. */
+typedef int64_t SegRow(Emit *e, Kernel *k, int j, char *f, size_t nf, Value **named);
+
+/* The table above a function that deals blocks out over tensors (a
+ * multi-part kernel, lower.c merge_updates; global_norm's operands), a
+ * TrnOptSeg row each (trainc_cuda.cuh), E elements a thread: its first
+ * block, then what row() writes, the name in a comment.  Returns the
+ * blocks of every row. */
+static int64_t seg_table(Emit *e, Kernel *k, int nrows, int E, StrBuf *b, const char *cols, SegRow *row) {
+    sb_printf(b, "static __device__ const TrnOptSeg @FN@_seg[%d] = {\n", nrows);
+    sb_printf(b, "    /* first block, elements; %s */\n", cols);
+    int64_t blk = 0;
+    for (int j = 0; j < nrows; j++) {
+        char f[256];
+        Value *v = NULL;
+        int64_t cnt = row(e, k, j, f, sizeof f, &v);
+        sb_printf(b, "    {%lld, %s}, /* ", (long long)blk, f);
+        const char *nm = e->p->bufs[vbuf(e, v)].name;
+        if (!nm) nm = v->name;
+        cg_comment_text(b, nm ? nm : "?");
+        sb_puts(b, " */\n");
+        blk += cdiv(cnt, NT * E);
+    }
+    sb_puts(b, "};\n");
+    return blk;
+}
+
+/* A global_norm operand's row: its arena offset in the g column. */
+static int64_t norm_row(Emit *e, Kernel *k, int j, char *f, size_t nf, Value **named) {
+    Value *v = k->nodes[0]->in[j];
+    int64_t cnt = shape_numel(&v->ty.shape);
+    snprintf(f, nf, "%lld, -1, %lld, -1, -1, -1, 0, 0.0", (long long)cnt, opt_off(e, v));
+    *named = v;
+    return cnt;
+}
+
 static void emit_template(Emit *e, Kernel *k, CuKern *r) {
     Node *n = k->nodes[0];
     if (!dtypes_ok(e, k)) return;
@@ -1655,19 +1703,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
          * in turn), then one block adds them */
         int pa = param_arena(e, &P), pw = param_ws(e, &P);
         StrBuf b = {0};
-        sb_printf(&b, "static __device__ const TrnOptSeg @FN@_seg[%d] = {\n", n->nin);
-        sb_puts(&b, "    /* first block, elements; -, arena offset of the operand, -, -, -, -, - */\n");
-        int64_t nb = 0;
-        for (int i = 0; i < n->nin; i++) {
-            int64_t cnt = shape_numel(&n->in[i]->ty.shape);
-            const Buf *bf = &e->p->bufs[vbuf(e, n->in[i])];
-            sb_printf(&b, "    {%lld, %lld, -1, %lld, -1, -1, -1, 0, 0.0}, /* ", (long long)nb, (long long)cnt, (long long)bf->offset);
-            const char *nm = bf->name ? bf->name : n->in[i]->name;
-            cg_comment_text(&b, nm ? nm : "?");
-            sb_puts(&b, " */\n");
-            nb += cdiv(cnt, NT * NORM_E);
-        }
-        sb_puts(&b, "};\n");
+        int64_t nb = seg_table(e, k, n->nin, NORM_E, &b, "-, arena offset of the operand, -, -, -, -, -", norm_row);
         unsigned grid = nb > 1024 ? 1024 : nb < 1 ? 1 : (unsigned)nb;
         fn_head(e, &b, &P, NT);
         sb_printf(&b, "    tk_sumsq_multi<%d>(p%d, @FN@_seg, %d, %lldll, (double *)p%d);\n}\n", NORM_E, pa, n->nin, (long long)nb, pw);
@@ -1745,49 +1781,9 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
 
 /* ---- multi-tensor updates ---- */
 
-#define OPT_E 4 /* elements a thread of a multi-tensor update */
-
-/* Arena offset of value v's buffer, -1 when it has none. */
-static long long opt_off(Emit *e, Value *v) {
-    int b = opt_buf(e, v);
-    return b < 0 ? -1 : (long long)e->p->bufs[b].offset;
-}
-
-/* A row of a multi-part kernel's table (below), after its first block:
- * writes the part's size and its other fields into f, returns the size,
- * and sets *named to the value whose buffer names the row. */
-typedef int64_t SegRow(Emit *e, Kernel *q, char *f, size_t nf, Value **named);
-
-/* The table above a multi-part kernel (lower.c merge_updates), a
- * TrnOptSeg row per part (trainc_cuda.cuh), OPT_E elements a thread: its
- * first block, then what row() writes, the name in a comment.  Returns
- * the blocks of every part, or -1 (the error given) past a launch's. */
-static int64_t seg_table(Emit *e, Kernel *k, StrBuf *b, const char *cols, const char *what, SegRow *row) {
-    sb_printf(b, "static __device__ const TrnOptSeg @FN@_seg[%d] = {\n", k->nparts);
-    sb_printf(b, "    /* first block, elements; %s */\n", cols);
-    int64_t blk = 0;
-    for (int j = 0; j < k->nparts; j++) {
-        char f[256];
-        Value *v = NULL;
-        int64_t cnt = row(e, k->parts[j], f, sizeof f, &v);
-        sb_printf(b, "    {%lld, %s}, /* ", (long long)blk, f);
-        const char *nm = e->p->bufs[vbuf(e, v)].name;
-        cg_comment_text(b, nm ? nm : "?");
-        sb_puts(b, " */\n");
-        blk += cdiv(cnt, NT * OPT_E);
-    }
-    sb_puts(b, "};\n");
-    if (blk > 2147483647) {
-        error_at(e->d, k->loc, "the CUDA backend's %s of %d tensors needs %lld blocks, more than a launch has", what, k->nparts, (long long)blk);
-        e->ok = false;
-        return -1;
-    }
-    return blk;
-}
-
 /* An accumulating add's row: the sum's buffer, then its two operands'. */
-static int64_t add_row(Emit *e, Kernel *q, char *f, size_t nf, Value **named) {
-    Node *n = q->nodes[0];
+static int64_t add_row(Emit *e, Kernel *k, int j, char *f, size_t nf, Value **named) {
+    Node *n = k->parts[j]->nodes[0];
     int64_t cnt = shape_numel(&n->out[0]->ty.shape);
     snprintf(f, nf, "%lld, %lld, %lld, %lld, -1, -1, 0, 0.0", (long long)cnt, opt_off(e, n->out[0]), opt_off(e, n->in[0]), opt_off(e, n->in[1]));
     *named = n->out[0];
@@ -1796,7 +1792,8 @@ static int64_t add_row(Emit *e, Kernel *q, char *f, size_t nf, Value **named) {
 
 /* An update's row: w, g, m, v (SGD: its buffer, -1), the half copy (-1:
  * none), whether g is zeroed, the weight decay. */
-static int64_t update_row(Emit *e, Kernel *q, char *f, size_t nf, Value **named) {
+static int64_t update_row(Emit *e, Kernel *k, int j, char *f, size_t nf, Value **named) {
+    Kernel *q = k->parts[j];
     Node *n = q->nodes[0];
     int64_t cnt = shape_numel(&n->in[0]->ty.shape);
     char wd[32];
@@ -1815,11 +1812,15 @@ static void emit_multi(Emit *e, Kernel *k, CuKern *r) {
     Node *n0 = k->nodes[0];
     bool add = n0->op == OP_add, adam = n0->op == OP_adamw;
     StrBuf b = {0};
-    int64_t blk = add ? seg_table(e, k, &b, "arena offsets of the sum and its two operands", "accumulating add", add_row)
-                      : seg_table(e, k, &b, adam ? "arena offsets of w, g, m, v, half copy (-1: none); g zeroed; weight decay"
-                                                 : "arena offsets of w, g, buf, -, half copy (-1: none); g zeroed; weight decay",
-                                  "update", update_row);
-    if (blk < 0) {
+    int64_t blk = add ? seg_table(e, k, k->nparts, OPT_E, &b, "arena offsets of the sum and its two operands", add_row)
+                      : seg_table(e, k, k->nparts, OPT_E, &b,
+                                  adam ? "arena offsets of w, g, m, v, half copy (-1: none); g zeroed; weight decay"
+                                       : "arena offsets of w, g, buf, -, half copy (-1: none); g zeroed; weight decay",
+                                  update_row);
+    if (blk > 2147483647) {
+        error_at(e->d, k->loc, "the CUDA backend's %s of %d tensors needs %lld blocks, more than a launch has", add ? "accumulating add" : "update",
+                 k->nparts, (long long)blk);
+        e->ok = false;
         free(sb_take(&b));
         return;
     }

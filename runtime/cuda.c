@@ -484,6 +484,27 @@ static void describe_epilogues(TrnCudaDev *g) {
         snprintf(g->desc + l, sizeof g->desc - l, ", bias gradients: %d in cuBLASLt, %d as kernels", g->nbg - g->nbg_plain, g->nbg_plain);
 }
 
+/* plan_gemm, its finding no algorithm an error. */
+static int plan_found(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m, GemmRt *r, char *err, size_t errn) {
+    int rc = plan_gemm(g, k, m, r, err, errn);
+    if (rc > 0) {
+        char w[256];
+        return rt_fail(err, errn, "cublasLtMatmulAlgoGetHeuristic(%s) found no algorithm for M=%lld N=%lld K=%lld ta=%d tb=%d%s", kwhere(k, w, sizeof w),
+                       (long long)m->M, (long long)m->N, (long long)m->K, m->ta, m->tb, r->plain ? " (without its epilogue)" : "");
+    }
+    return rc;
+}
+
+/* A product with a GELU or bias-gradient epilogue planned plain, the
+ * kernel's launches doing the epilogue after it (enqueue), and counted so
+ * in the device's description. */
+static int plan_plain(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m, GemmRt *r, char *err, size_t errn) {
+    r->plain = 1;
+    if (m->bgrad) g->nbg_plain++;
+    else g->nepi_plain++;
+    return plan_found(g, k, m, r, err, errn);
+}
+
 /* A product's descriptor, layouts and algorithm.  A GELU or bias-gradient
  * epilogue that cuBLASLt has no algorithm for (the heuristic says so) is
  * left to the kernel's launches, the product run plain. */
@@ -510,17 +531,9 @@ static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm
             release_gemm(r);
         }
         if (k->nlaunch < 1) return rt_fail(err, errn, "kernel %s: its %s is not in cuBLASLt, and the module has no kernel for it", k->name, what);
-        r->plain = 1;
-        if (m->bgrad) g->nbg_plain++;
-        else g->nepi_plain++;
+        return plan_plain(g, k, m, r, err, errn);
     }
-    int rc = plan_gemm(g, k, m, r, err, errn);
-    if (rc > 0) {
-        char w[256];
-        return rt_fail(err, errn, "cublasLtMatmulAlgoGetHeuristic(%s) found no algorithm for M=%lld N=%lld K=%lld ta=%d tb=%d", kwhere(k, w, sizeof w),
-                       (long long)m->M, (long long)m->N, (long long)m->K, m->ta, m->tb);
-    }
-    return rc;
+    return plan_found(g, k, m, r, err, errn);
 }
 
 /* A GEMM descriptor: row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
@@ -634,14 +647,7 @@ static int plain_after_refusal(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r,
     fprintf(stderr, "trainc: warning: cublasLtMatmul(%s) refused its %s epilogue (%s): the product runs plain, the epilogue as the kernel's launches\n",
             w, what, lt.GetStatusName ? lt.GetStatusName(s) : "?");
     release_gemm(r);
-    r->plain = 1;
-    int rc = plan_gemm(g, k, m, r, err, errn);
-    if (rc > 0)
-        rc = rt_fail(err, errn, "cublasLtMatmulAlgoGetHeuristic(%s) found no algorithm for M=%lld N=%lld K=%lld ta=%d tb=%d (without its %s epilogue)", w,
-                     (long long)m->M, (long long)m->N, (long long)m->K, m->ta, m->tb, what);
-    if (rc != 0) return rc;
-    if (m->bgrad) g->nbg_plain++;
-    else g->nepi_plain++;
+    if (plan_plain(g, k, m, r, err, errn) != 0) return -1;
     describe_epilogues(g);
     return 0;
 }
