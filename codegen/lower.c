@@ -1372,6 +1372,65 @@ static void after_readers(Lower *L, Kernel *k, int buf) {
     }
 }
 
+/* after_readers for the in-place writes of one lower_updates, in one pass
+ * over the schedule (one call per update scanned it all: 27 scans a layer
+ * for a Llama).  Each write waits only for the kernels that were in the
+ * schedule when it was found (nk), as after_readers would have had it
+ * then; a buffer is written by one update a phase (ir/verify.c), so the
+ * readers of its values are the same at the end. */
+typedef struct {
+    Kernel *k;
+    int buf, nk;
+} InPlace;
+
+typedef struct {
+    InPlace *w;
+    int n, cap;
+} InPlaces;
+
+static void inplace_add(InPlaces *l, Kernel *k, int buf, int nk) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->w = xrealloc(l->w, sizeof *l->w * (size_t)l->cap);
+    }
+    l->w[l->n++] = (InPlace){k, buf, nk};
+}
+
+static void after_readers_all(Lower *L, const InPlaces *l) {
+    const InPlace *w = l->w;
+    int n = l->n;
+    if (!n) return;
+    Sched *s = L->s;
+    int nb = L->p->nbufs;
+    int *first = xcalloc((size_t)nb + 1, sizeof(int)), *at = xmalloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++) first[w[i].buf + 1]++;
+    for (int b = 0; b < nb; b++) first[b + 1] += first[b];
+    int *fill = xmalloc(sizeof(int) * (size_t)nb);
+    memcpy(fill, first, sizeof(int) * (size_t)nb);
+    for (int i = 0; i < n; i++) at[fill[w[i].buf]++] = i;
+    for (int j = 0; j < s->nk; j++) {
+        Kernel *r = s->k[j];
+        if (r->kind == KK_FILL) continue;
+        if (r->kind == KK_COPY) {
+            for (int e = first[r->src.buf]; e < first[r->src.buf + 1]; e++)
+                if (j < w[at[e]].nk) kern_add_dep(w[at[e]].k, r);
+            continue;
+        }
+        for (int a = 0; a < r->nnodes; a++)
+            for (int b = 0; b < r->nodes[a]->nin; b++) {
+                ValInfo *xi = VI(L, r->nodes[a]->in[b]);
+                if (xi->st != VS_BUF && xi->st != VS_VIEW) continue;
+                for (int e = first[xi->view.buf]; e < first[xi->view.buf + 1]; e++) {
+                    const InPlace *p = &w[at[e]];
+                    if (j < p->nk && xi->kern != p->k) kern_add_dep(p->k, r);
+                }
+            }
+    }
+    free(first);
+    free(at);
+    free(fill);
+}
+
 /* The in-place AdamW/SGD kernel of this schedule whose gradient operand is
  * all of buffer buf (an accumulator), if any. */
 static Kernel *opt_reading(Lower *L, int buf) {
@@ -1391,6 +1450,7 @@ static Kernel *opt_reading(Lower *L, int buf) {
 static void lower_updates(Lower *L) {
     Graph *g = L->g;
     Sched *s = L->s;
+    InPlaces w = {0};
     for (int i = 0; i < g->noutputs; i++) {
         Output *o = &g->outputs[i];
         if (o->kind != OUT_UPDATE) continue;
@@ -1417,7 +1477,7 @@ static void lower_updates(Lower *L) {
         if (inplace) {
             vi->st = VS_BUF;
             view_contig(&vi->view, tb, &v->ty.shape);
-            after_readers(L, k, tb);
+            inplace_add(&w, k, tb, s->nk);
             continue;
         }
         /* the reset of a gradient accumulator after the step's update read it
@@ -1425,7 +1485,7 @@ static void lower_updates(Lower *L) {
         Kernel *z = v->def->op == OP_constant && ir_float(v->def, "value", 1) == 0 ? opt_reading(L, tb) : NULL;
         if (z) {
             z->zero_g = true;
-            after_readers(L, z, tb);
+            inplace_add(&w, z, tb, s->nk);
             continue;
         }
         /* otherwise: a fill or a copy after everything else */
@@ -1442,8 +1502,10 @@ static void lower_updates(Lower *L) {
         kern_add_node(L, c, v->def);
         view_contig(&c->dst, tb, &v->ty.shape);
         c->order = 1 << 29;
-        after_readers(L, c, tb);
+        inplace_add(&w, c, tb, s->nk);
     }
+    after_readers_all(L, &w);
+    free(w.w);
 }
 
 /* SGD without momentum (passes/optimizer.c gives it a zero buffer operand

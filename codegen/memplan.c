@@ -128,7 +128,8 @@ static int cmp_size(const void *a, const void *b, void *ctx) {
 }
 
 /* Greedy first fit: largest buffers first; each goes to the lowest offset
- * that overlaps no placed buffer whose live range intersects its own. */
+ * that overlaps no placed buffer whose live range intersects its own: one
+ * sweep of the placed buffers, kept in order of offset. */
 static int64_t place(Program *p, int *ids, int n) {
     qsort_r(ids, (size_t)n, sizeof(int), cmp_size, p->bufs);
     Placed *pl = xmalloc(sizeof(Placed) * (size_t)(n ? n : 1));
@@ -138,24 +139,51 @@ static int64_t place(Program *p, int *ids, int n) {
         Buf *b = &p->bufs[ids[i]];
         int64_t size = align_up(b->bytes);
         int64_t off = 0;
-        /* the conflicting placed buffers, sorted by offset */
-        for (bool moved = true; moved;) {
-            moved = false;
-            for (int j = 0; j < np; j++) {
-                Placed *q = &pl[j];
-                bool live = !(q->last < b->first || b->last < q->first);
-                if (live && off < q->end && q->off < off + size) {
-                    off = q->end;
-                    moved = true;
-                }
-            }
+        int at = 0; /* where the new one goes in pl */
+        for (int j = 0; j < np && pl[j].off < off + size; j++) {
+            bool live = !(pl[j].last < b->first || b->last < pl[j].first);
+            if (live && pl[j].end > off) off = pl[j].end;
         }
+        while (at < np && pl[at].off <= off) at++;
+        memmove(&pl[at + 1], &pl[at], sizeof *pl * (size_t)(np - at));
+        pl[at] = (Placed){off, off + size, b->first, b->last};
+        np++;
         b->offset = p->persistent_bytes + off;
-        pl[np++] = (Placed){off, off + size, b->first, b->last};
         if (off + size > extent) extent = off + size;
     }
     free(pl);
     return extent;
+}
+
+static int cmp_first(const void *a, const void *b, void *ctx) {
+    const Buf *bufs = ctx;
+    const Buf *x = &bufs[*(const int *)a], *y = &bufs[*(const int *)b];
+    if (x->first != y->first) return x->first < y->first ? -1 : 1;
+    return x->id - y->id;
+}
+
+/* The plan's invariant, checked: no two temporaries of a schedule that are
+ * live at the same time overlap in memory.  A sweep in order of first use:
+ * each buffer is compared with those still live when it starts. */
+static void check_plan(Program *p, int *ids, int n) {
+    qsort_r(ids, (size_t)n, sizeof(int), cmp_first, p->bufs);
+    int *act = xmalloc(sizeof(int) * (size_t)(n ? n : 1));
+    int na = 0;
+    for (int i = 0; i < n; i++) {
+        Buf *a = &p->bufs[ids[i]];
+        if (a->offset + a->bytes > p->arena_bytes) die("buffer b%d ends past the arena", a->id);
+        int m = 0;
+        for (int j = 0; j < na; j++) {
+            Buf *b = &p->bufs[act[j]];
+            if (b->last < a->first) continue; /* dead before a starts, and for every later buffer */
+            act[m++] = act[j];
+            if (a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes)
+                die("memory plan: b%d and b%d are live together and overlap", b->id, a->id);
+        }
+        na = m;
+        act[na++] = ids[i];
+    }
+    free(act);
 }
 
 bool cg_plan_memory(Program *p, Diag *d) {
@@ -218,12 +246,15 @@ bool cg_plan_memory(Program *p, Diag *d) {
         p->extent[si] = extent;
         if (extent > max_extent) max_extent = extent;
         /* live bytes at each position: the peak of this schedule */
+        int64_t *delta = xcalloc((size_t)s->nk + 2, sizeof(int64_t));
+        for (int i = 0; i < n; i++) {
+            Buf *b = &p->bufs[ids[i]];
+            delta[b->first] += b->bytes;
+            delta[b->last + 1] -= b->bytes;
+        }
+        int64_t live = 0;
         for (int pos = 0; pos <= s->nk; pos++) {
-            int64_t live = 0;
-            for (int i = 0; i < n; i++) {
-                Buf *b = &p->bufs[ids[i]];
-                if (b->first <= pos && pos <= b->last) live += b->bytes;
-            }
+            live += delta[pos];
             if (live > p->peak[si]) p->peak[si] = live;
             if ((si == TRN_RUN_MICRO || si == TRN_RUN_UPDATE) && live > peak_live) {
                 peak_live = live;
@@ -231,6 +262,7 @@ bool cg_plan_memory(Program *p, Diag *d) {
                 peak_pos = pos;
             }
         }
+        free(delta);
         free(ids);
     }
     p->arena_bytes = p->persistent_bytes + max_extent;
@@ -258,19 +290,13 @@ bool cg_plan_memory(Program *p, Diag *d) {
         }
     }
 
-    /* the plan's invariant, checked: no two temporaries of one schedule that
-     * are live at the same time overlap in memory */
-    for (int i = 0; i < p->nbufs; i++) {
-        Buf *a = &p->bufs[i];
-        if (a->kind != BK_TEMP || a->offset < 0) continue;
-        if (a->offset + a->bytes > p->arena_bytes) die("buffer b%d ends past the arena", a->id);
-        for (int j = i + 1; j < p->nbufs; j++) {
-            Buf *b = &p->bufs[j];
-            if (b->kind != BK_TEMP || b->offset < 0 || b->sched != a->sched) continue;
-            bool live = !(a->last < b->first || b->last < a->first);
-            bool mem = a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
-            if (live && mem) die("memory plan: b%d and b%d are live together and overlap", a->id, b->id);
-        }
+    for (int si = 0; si < TRN_RUN__COUNT; si++) {
+        int *ids = xmalloc(sizeof(int) * (size_t)(p->nbufs ? p->nbufs : 1));
+        int n = 0;
+        for (int i = 0; i < p->nbufs; i++)
+            if (p->bufs[i].kind == BK_TEMP && p->bufs[i].offset >= 0 && p->bufs[i].sched == si) ids[n++] = i;
+        check_plan(p, ids, n);
+        free(ids);
     }
     return true;
 }
