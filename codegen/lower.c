@@ -757,10 +757,9 @@ static void lower_matmul(Lower *L, Node *n) {
     gi->nbatch = nb;
     /* fold the batch into M when b is shared across it and a's rows continue
      * through the batch dims (x [B,T,C] @ w [C,N]) */
-    int at;
-    int64_t lda;
-    mat_layout(&av, &at, &lda);
-    bool fold = nb > 0 && !(at ^ (int)ta);
+    int at = 0;
+    int64_t lda = 0;
+    bool fold = nb > 0 && mat_layout(&av, &at, &lda) && !(at ^ (int)ta);
     for (int i = 0; fold && i < nb; i++) fold = gi->bsb[i] == 0;
     if (fold) {
         int64_t expect = gi->M * lda;
