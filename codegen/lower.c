@@ -1349,34 +1349,9 @@ static bool epilogue_inplace_ok(Lower *L, Kernel *k, Value *v, Value *target_val
     return v->def != k->red && after;
 }
 
-/* k writes buffer buf in place: it runs after every other kernel that
- * reads buf (write-after-read); a reader of a value k itself makes runs
- * after k.  A copy reads its source view only and a fill nothing, whatever
- * the operands of the node they commit (an update's copy of an SGD result
- * holds the SGD node, which reads the gradient accumulator that the SGD
- * kernel itself zeroes). */
-static void after_readers(Lower *L, Kernel *k, int buf) {
-    for (int j = 0; j < L->s->nk; j++) {
-        Kernel *r = L->s->k[j];
-        if (r == k || r->kind == KK_FILL) continue;
-        if (r->kind == KK_COPY) {
-            if (r->src.buf == buf) kern_add_dep(k, r);
-            continue;
-        }
-        for (int a = 0; a < r->nnodes; a++)
-            for (int b = 0; b < r->nodes[a]->nin; b++) {
-                ValInfo *xi = VI(L, r->nodes[a]->in[b]);
-                if ((xi->st == VS_BUF || xi->st == VS_VIEW) && xi->view.buf == buf && xi->kern != k) kern_add_dep(k, r);
-            }
-    }
-}
-
-/* after_readers for the in-place writes of one lower_updates, in one pass
- * over the schedule (one call per update scanned it all: 27 scans a layer
- * for a Llama).  Each write waits only for the kernels that were in the
- * schedule when it was found (nk), as after_readers would have had it
- * then; a buffer is written by one update a phase (ir/verify.c), so the
- * readers of its values are the same at the end. */
+/* In-place writes that must wait for the readers of what they overwrite
+ * (after_readers_all): kernel k writes buffer buf, found when the schedule
+ * held nk kernels. */
 typedef struct {
     Kernel *k;
     int buf, nk;
@@ -1395,6 +1370,16 @@ static void inplace_add(InPlaces *l, Kernel *k, int buf, int nk) {
     l->w[l->n++] = (InPlace){k, buf, nk};
 }
 
+/* Each write k of buf runs after every other kernel (of the first nk) that
+ * reads buf (write-after-read); a reader of a value k itself makes runs
+ * after k.  A copy reads its source view only and a fill nothing, whatever
+ * the operands of the node they commit (an update's copy of an SGD result
+ * holds the SGD node, which reads the gradient accumulator that the SGD
+ * kernel itself zeroes).  One pass over the schedule for all the writes:
+ * lower_updates gathers those of a schedule's updates (one pass per update
+ * was 27 passes a layer for a Llama); a buffer is updated once a phase
+ * (ir/verify.c), so the readers of its values are the same at the end as
+ * when each write was found. */
 static void after_readers_all(Lower *L, const InPlaces *l) {
     const InPlace *w = l->w;
     int n = l->n;
@@ -1428,6 +1413,12 @@ static void after_readers_all(Lower *L, const InPlaces *l) {
     free(first);
     free(at);
     free(fill);
+}
+
+/* after_readers_all for one write, found now. */
+static void after_readers(Lower *L, Kernel *k, int buf) {
+    InPlace w = {k, buf, L->s->nk};
+    after_readers_all(L, &(InPlaces){&w, 1, 1});
 }
 
 /* The in-place AdamW/SGD kernel of this schedule whose gradient operand is
