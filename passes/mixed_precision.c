@@ -86,8 +86,8 @@ static Value **memo_slot(Mp *M, Value *v, DType to) {
     return &M->memo[to == DT_f32 ? 1 : 0][v->id];
 }
 
-/* v in dtype `to`, made before node `at`: a constant is re-made in `to`,
- * anything else gets a cast (one per value and dtype). */
+/* v in dtype `to`, made before node `at` (NULL: at the end): a constant
+ * is re-made in `to`, anything else gets a cast (one per value and dtype). */
 static Value *convert(Mp *M, Value *v, DType to, Node *at) {
     if (v->ty.dt == to) return v;
     Value **slot = memo_slot(M, v, to);
@@ -97,7 +97,7 @@ static Value *convert(Mp *M, Value *v, DType to, Node *at) {
     if (v->def->op == OP_constant) {
         *slot = ir_const(g, ir_float(v->def, "value", 0), (Type){to, v->ty.shape}, v->def->loc);
     } else {
-        Node *c = ir_new(g, OP_cast, 1, &v, v->def->op == OP_param ? at->loc : v->def->loc);
+        Node *c = ir_new(g, OP_cast, 1, &v, v->def->op == OP_param && at ? at->loc : v->def->loc);
         ir_set_str(g, c, "dtype", dtype_name[to]);
         if (!ir_emit(g, c, M->d)) die("mixed-precision: a cast does not infer");
         *slot = c->out[0];
