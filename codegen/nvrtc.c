@@ -18,6 +18,7 @@
 #include "cuda.h"
 #include "compile.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -399,8 +400,8 @@ int cg_cuda_resources(const CudaBuild *b, CudaRes **rows) {
                 snprintf(cur->name, sizeof cur->name, "%s", p);
                 snprintf(cur->arch, sizeof cur->arch, "%s", b->img[i].arch);
             } else if (cur && (p = strstr(buf, "bytes stack frame"))) {
-                sscanf(strstr(buf, ".") + 1, "%d bytes stack frame, %d bytes spill stores, %d bytes spill loads", &cur->stack, &cur->spill_st,
-                       &cur->spill_ld);
+                while (p > buf && (p[-1] == ' ' || isdigit((unsigned char)p[-1]))) p--; /* the number before it */
+                sscanf(p, "%d bytes stack frame, %d bytes spill stores, %d bytes spill loads", &cur->stack, &cur->spill_st, &cur->spill_ld);
             } else if (cur && (p = strstr(buf, "Used "))) {
                 sscanf(p, "Used %d registers", &cur->regs);
                 char *s = strstr(p, "bytes smem");
