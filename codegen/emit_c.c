@@ -547,7 +547,9 @@ static int vbuf(Emit *e, Value *v) { return cg_value_buf(e->s, v); }
 
 static bool need_f32(Emit *e, Kernel *k, Value *v) {
     if (v->ty.dt == DT_f32) return true;
-    error_at(e->d, k->loc, "the C backend's %s kernel supports f32 tensors only, not %s", op_name(k->nodes[0]->op), dtype_name[v->ty.dt]);
+    /* a kernel of the optimizer's (global_norm) has no place in the source: the tensor's */
+    error_at(e->d, k->loc.line ? k->loc : v->def->loc, "the C backend's %s kernel supports f32 tensors only, not %s", op_name(k->nodes[0]->op),
+             dtype_name[v->ty.dt]);
     e->ok = false;
     return false;
 }
