@@ -303,6 +303,7 @@ typedef struct Graph {
     int          nextnode;        /* node ids ever created */
     TrainConfig  train;
     bool         is_training;     /* autodiff has run */
+    SrcLoc       training_loc;    /* an .ir file's: where its header says `training` */
 } Graph;
 
 Graph *ir_graph_new(const char *name);

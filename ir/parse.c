@@ -827,6 +827,7 @@ static void parse_file(Parser *P, const char *text) {
     next(P);
     if (is_ident(P, "training")) {
         P->g->is_training = true;
+        P->g->training_loc = tok_loc(P, &P->tok);
         next(P);
     }
     if (!expect_punct(P, '{') || !expect_line_end(P)) return;

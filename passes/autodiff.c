@@ -106,7 +106,7 @@ static bool backward_node(GradCtx *c, Node *n) {
 bool pass_autodiff(Graph *g, const PassOptions *po, Diag *d) {
     (void)po;
     if (g->is_training) {
-        error_at(d, NOLOC, "autodiff: graph '%s' is already a training graph", g->name);
+        error_at(d, g->training_loc, "autodiff: graph '%s' is already a training graph", g->name);
         return false;
     }
     /* a forward graph runs once per micro-batch and updates nothing: the

@@ -605,7 +605,7 @@ static void rule_norm(Lg *L, Node *n) {
 
 bool pass_liger_fusion(Graph *g, const PassOptions *po, Diag *d) {
     if (g->is_training) {
-        error_at(d, NOLOC, "liger-fusion: graph '%s' is already a training graph (run it before autodiff)", g->name);
+        error_at(d, g->training_loc, "liger-fusion: graph '%s' is already a training graph (run it before autodiff)", g->name);
         return false;
     }
     Lg L = {.g = g, .d = d, .budget = g->train.memory_budget};

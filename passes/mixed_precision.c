@@ -223,7 +223,7 @@ static bool store_frozen_half(Mp *M, const PassOptions *po) {
 bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d) {
     const char *prec = pm_precision(g, po);
     if (g->is_training) {
-        error_at(d, NOLOC, "mixed-precision: graph '%s' is already a training graph (run it before autodiff)", g->name);
+        error_at(d, g->training_loc, "mixed-precision: graph '%s' is already a training graph (run it before autodiff)", g->name);
         return false;
     }
     DType h;

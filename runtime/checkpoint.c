@@ -269,7 +269,11 @@ typedef struct Resume {
 
 static int read_resume(TrnSession *s, const RtSt *st, const char *label, Resume *r) {
     const char *contents = rt_st_meta(st, "contents");
-    if (!contents || strcmp(contents, "params+state") != 0)
+    if (!contents)
+        return rt_seterr(s, "%s has no metadata 'contents' (trainc writes params+state there for a checkpoint that resumes): it can "
+                            "initialise a run (--init) but not resume one",
+                         label);
+    if (strcmp(contents, "params+state") != 0)
         return rt_seterr(s, "%s has no optimizer state (it was saved with parameters only): it can initialise a run (--init) but not resume one",
                          label);
     memset(r, 0, sizeof *r);

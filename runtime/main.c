@@ -588,6 +588,11 @@ int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
         fprintf(stderr, "%s: error: %s\n", r->prog, r->err[0] ? r->err : "failed");
         status = 1;
     }
+    /* what the user asked to see (the report, samples, --help) is lost if stdout cannot take it */
+    if ((fflush(stdout) != 0 || ferror(stdout)) && status == 0) {
+        fprintf(stderr, "%s: error: cannot write to stdout (what it printed there is lost)\n", r->prog);
+        status = 1;
+    }
     /* trn_create_with_backend takes the backend, even when it fails; otherwise it is ours to free */
     if (be && !r->be_taken && be->destroy) be->destroy(be->self);
     if (r->metrics && fclose(r->metrics) != 0 && status == 0) {

@@ -538,6 +538,11 @@ static int cmd_ir(Opts *o) {
     Graph *g = load(o, &d);
     int st = g ? EXIT_OK : EXIT_USER;
     if (g && !cg_apply_sets(g, o->sets, &d)) st = EXIT_USER;
+    if (g && st == EXIT_OK && o->train && g->is_training) {
+        /* each pass of the pipeline would refuse it, the first one to run without a location */
+        error_at(&d, g->training_loc, "graph '%s' is already a training graph: --train takes a forward graph", g->name);
+        st = EXIT_USER;
+    }
     if (g && st == EXIT_OK && o->train) {
         const char *names[64];
         PassOptions po = pass_options(o);
@@ -650,6 +655,18 @@ static void free_opts(Opts *o) {
     free(o->rt_argv);
 }
 
+/* A schedule, a report or statistics lost on a full disk or a closed pipe
+ * is a failure (ir and opt say it in emit, naming their output). */
+static int stdout_checked(int st) {
+    if ((fflush(stdout) != 0 || ferror(stdout)) && st == EXIT_OK) {
+        Diag d;
+        diag_init(&d, stderr);
+        error_at(&d, NOLOC, "error writing '<stdout>'");
+        st = EXIT_USER;
+    }
+    return st;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage_main(stderr);
@@ -658,11 +675,11 @@ int main(int argc, char **argv) {
     const char *c = argv[1];
     if (strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0 || strcmp(c, "help") == 0) {
         usage_main(stdout);
-        return EXIT_OK;
+        return stdout_checked(EXIT_OK);
     }
     if (strcmp(c, "--version") == 0) {
         printf("trainc %s\n", TRAINC_VERSION);
-        return EXIT_OK;
+        return stdout_checked(EXIT_OK);
     }
     const Command *cmd = NULL;
     for (int i = 0; i < NCOMMANDS; i++)
@@ -674,5 +691,5 @@ int main(int argc, char **argv) {
     if (st < 0) st = check_input(&o);
     if (st < 0) st = cmd->run(&o);
     free_opts(&o);
-    return st;
+    return stdout_checked(st);
 }

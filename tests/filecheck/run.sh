@@ -7,11 +7,15 @@
 #
 # `not CMD...` succeeds when CMD exits with a failure status (1..127), as
 # LLVM's `not` does; a crash (a signal, or a sanitizer report, which is made
-# to abort) fails the test either way.
+# to abort) fails the test either way.  `CMD 2>&1 | FileCheck ...; exits N`
+# succeeds when CMD exited with status N and every later command of the
+# pipeline (FileCheck) succeeded: a status to check beside the messages
+# (`test ${PIPESTATUS[0]} -eq N` alone would let FileCheck fail unseen).
 set -u
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}abort_on_error=1"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}halt_on_error=1:abort_on_error=1:print_stacktrace=1"
-prelude='not() { "$@"; local s=$?; [ $s -ne 0 ] && [ $s -lt 128 ]; }; set -o pipefail;'
+prelude='not() { "$@"; local s=$?; [ $s -ne 0 ] && [ $s -lt 128 ]; }; set -o pipefail;
+exits() { local s=("${PIPESTATUS[@]}") i; [ "${s[0]}" -eq "$1" ] || return 1; for ((i = 1; i < ${#s[@]}; i++)); do [ "${s[i]}" -eq 0 ] || return 1; done; };'
 file=$1 trainc=$2 filecheck=$3 scratch=$4
 mkdir -p "$scratch"
 dir=$(cd "$(dirname "$file")" && pwd)

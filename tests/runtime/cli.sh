@@ -77,6 +77,12 @@ check "--device=auto falls back to the CPU" grep -q "device cpu" "$dir/auto.txt"
 "$exe" --report > "$dir/report.txt"
 check "--report exits 0" test $? -eq 0
 check "--report lines" grep -qE '^  params +[0-9]+ bytes' "$dir/report.txt"
+# what stdout cannot take (a full disk) is an error
+if [ -w /dev/full ]; then
+  "$exe" --report > /dev/full 2> "$dir/full.txt"
+  check "--report to a full disk: exit 1" test $? -eq 1
+  check "--report to a full disk: message" grep -q "error: cannot write to stdout" "$dir/full.txt"
+fi
 check "--report total" grep -qE '^  total +[0-9]+ bytes' "$dir/report.txt"
 
 # errors: a message and exit status 1

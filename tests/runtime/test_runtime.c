@@ -614,6 +614,8 @@ static void test_ckpt_format(void) {
     trn_destroy(s);
 }
 
+static int write_st(const char *path, const char *json, const void *data, size_t n);
+
 static void test_roundtrip(void) {
     TrnSession *a = cpu_session(&bigram_adam, -1), *b = cpu_session(&bigram_adam, 99);
     if (!a || !b) { CHECK(0, "no session"); return; }
@@ -640,8 +642,14 @@ static void test_roundtrip(void) {
     CHECK(memcmp(&(float){(float)trn_loss(a)}, &(float){(float)trn_loss(b)}, 4) == 0, "next loss %.9g vs %.9g", trn_loss(a), trn_loss(b));
     /* params only: a checkpoint without state cannot resume */
     CHECK(trn_save(a, path, 0) == 0, "%s", trn_error(a));
-    CHECK(trn_load(b, path, 0) == -1 && strstr(trn_error(b), "--init"), "%s", trn_error(b));
+    CHECK(trn_load(b, path, 0) == -1 && strstr(trn_error(b), "--init") && strstr(trn_error(b), "saved with parameters only"), "%s", trn_error(b));
     CHECK(trn_load(b, path, 1) == 0, "%s", trn_error(b));
+    /* a file without trainc's metadata (another program's): not "parameters only", whatever it holds */
+    static float zeros[256 * 256 + 256];
+    write_st(path, "{\"b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[0,1024]},"
+                   "\"w\":{\"dtype\":\"F32\",\"shape\":[256,256],\"data_offsets\":[1024,263168]}}",
+             zeros, sizeof zeros);
+    CHECK(trn_load(b, path, 0) == -1 && strstr(trn_error(b), "no metadata 'contents'") && strstr(trn_error(b), "--init"), "%s", trn_error(b));
     trn_destroy(a);
     trn_destroy(b);
 }
