@@ -237,8 +237,14 @@ typedef struct OutFiles {
     int n;
 } OutFiles;
 
+static OutFile *out_next(OutFiles *o) {
+    if (o->n == (int)(sizeof o->f / sizeof o->f[0])) die("internal: more than %d output files", o->n);
+    return &o->f[o->n];
+}
+
 static void out_text(OutFiles *o, const char *path, const char *text) {
-    OutFile *f = &o->f[o->n++];
+    OutFile *f = out_next(o);
+    o->n++;
     snprintf(f->path, sizeof f->path, "%s", path);
     f->n = strlen(text);
     f->bytes = xmalloc(f->n + 1);
@@ -247,7 +253,7 @@ static void out_text(OutFiles *o, const char *path, const char *text) {
 
 /* A copy of a file of the runtime, dir/name: false if it cannot be read. */
 static bool out_copy(OutFiles *o, const char *from, const char *dir, const char *name, Diag *d) {
-    OutFile *f = &o->f[o->n];
+    OutFile *f = out_next(o);
     f->bytes = read_file(from, &f->n);
     if (!f->bytes) {
         error_at(d, NOLOC, "cannot read %s: %s", from, strerror(errno));
