@@ -52,6 +52,7 @@ echo "checkpoint: header of $n bytes, data ends at the file's end"
 # 4. the arena is what --report says
 planned=$("$trainc" compile "$root/examples/gpt2.model" "${tiny[@]}" --report | awk '/total \(arena\)/ {print $3}')
 ./gpt2 --report > rep.txt 2>&1
-grep -q "$planned" rep.txt || { cat rep.txt; fail "the executable's arena differs from the plan ($planned)"; }
+[ -n "$planned" ] || fail "no 'total (arena)' line in trainc compile --report"
+grep -qE "^  total +$planned bytes" rep.txt || { cat rep.txt; fail "the executable's arena differs from the plan ($planned)"; }
 echo "arena: $planned bytes, as planned"
 echo "ok"

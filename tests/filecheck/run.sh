@@ -21,6 +21,7 @@ mkdir -p "$scratch"
 dir=$(cd "$(dirname "$file")" && pwd)
 base=$(basename "$file")
 t="$scratch/$base.tmp"
+rm -rf "$t" "$t".* "$t"_* # what an earlier run left is not read as this one's
 status=0
 n=0
 cmd=""

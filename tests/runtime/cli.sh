@@ -35,17 +35,20 @@ check "a summary line" grep -q '^trained to step 5 in ' "$dir/progress.txt"
 
 # --print-every 4 over 10 steps: steps 1, 4, 8 and the last
 "$exe" --data "$dir/train.bin" --steps 10 --print-every 4 2> "$dir/every.txt"
+check "--print-every exits 0" test $? -eq 0
 n=$(grep -cE '^step ' "$dir/every.txt")
 check "--print-every 4 (got $n lines)" test "$n" -eq 4
 
 # on a terminal the line is redrawn in place
 if script -qec "true" /dev/null > /dev/null 2>&1; then
   script -qec "'$exe' --data '$dir/train.bin' --steps 5" /dev/null > "$dir/tty.txt" 2>&1
+  check "on a terminal: exit 0" test $? -eq 0
   check "redrawn with \\r on a terminal" test "$(tr -cd '\r' < "$dir/tty.txt" | wc -c)" -ge 1
 fi
 
 # validation: printed and logged
 "$exe" --data "$dir/train.bin" --val "$dir/val.bin" --steps 6 --eval-every 3 --metrics "$dir/m.jsonl" 2> "$dir/val.txt"
+check "validation run exits 0" test $? -eq 0
 check "val loss printed" test "$(grep -cE '^step [36]/6 \| val loss [0-9.]+' "$dir/val.txt")" -eq 2
 check "val loss logged" test "$(grep -c '"val_loss"' "$dir/m.jsonl")" -eq 2
 check "metrics: one object per step" test "$(grep -cE '^\{"step":[0-9]+,"loss":[0-9.e+-]+,"lr":[0-9.e+-]+,"grad_norm":[0-9.e+-]+,"tokens_per_s":[0-9.]+,"ms":[0-9.]+(,"start_s":[0-9.]+,"start_phases":\{"device":[0-9.]+,"init":[0-9.]+,"load":[0-9.]+,"data":[0-9.]+\})?\}$' "$dir/m.jsonl")" -eq 6
@@ -62,8 +65,11 @@ check "--sample 100 prints 100 bytes and a newline" test "$(wc -c < "$dir/sample
 "$exe" --data "$dir/train.bin" --steps 20 --sample 100 --quiet > "$dir/sample2.txt"
 check "--sample is deterministic" cmp -s "$dir/sample.txt" "$dir/sample2.txt"
 "$exe" --data "$dir/train.bin" --steps 300 --schedule constant --sample 200 --quiet > "$dir/sample4.txt"
+check "trained 300 steps: exit 0" test $? -eq 0
+check "--sample 200 prints 200 bytes and a newline" test "$(wc -c < "$dir/sample4.txt")" -eq 201
 check "a trained bigram samples the text's alphabet" test "$(tr -d 'a-zA-Z ,.\n' < "$dir/sample4.txt" | wc -c)" -eq 0
 "$exe" --steps 0 --sample 40 --quiet > "$dir/sample3.txt"
+check "--sample without data: exit 0" test $? -eq 0
 check "--sample without data" test "$(wc -c < "$dir/sample3.txt")" -eq 41
 
 # --device=cuda without a CUDA module: a clear error, exit 1
@@ -71,19 +77,20 @@ check "--sample without data" test "$(wc -c < "$dir/sample3.txt")" -eq 41
 check "--device=cuda exits 1" test $? -eq 1
 check "--device=cuda says why" grep -q "device cuda: this executable was built without a CUDA module" "$dir/cuda.txt"
 "$exe" --device=auto --data "$dir/train.bin" --steps 1 2> "$dir/auto.txt"
+check "--device=auto exits 0" test $? -eq 0
 check "--device=auto falls back to the CPU" grep -q "device cpu" "$dir/auto.txt"
 
 # --report: the memory plan and its total
 "$exe" --report > "$dir/report.txt"
 check "--report exits 0" test $? -eq 0
 check "--report lines" grep -qE '^  params +[0-9]+ bytes' "$dir/report.txt"
+check "--report total" grep -qE '^  total +[0-9]+ bytes' "$dir/report.txt"
 # what stdout cannot take (a full disk) is an error
 if [ -w /dev/full ]; then
   "$exe" --report > /dev/full 2> "$dir/full.txt"
   check "--report to a full disk: exit 1" test $? -eq 1
   check "--report to a full disk: message" grep -q "error: cannot write to stdout" "$dir/full.txt"
 fi
-check "--report total" grep -qE '^  total +[0-9]+ bytes' "$dir/report.txt"
 
 # errors: a message and exit status 1
 "$exe" --data "$dir/small.bin" --steps 1 2> "$dir/err1.txt"
@@ -104,6 +111,7 @@ check "unwritable --save: before training" test "$(grep -c '^step' "$dir/err5.tx
 
 # --quiet: nothing on stderr
 "$exe" --data "$dir/train.bin" --steps 3 --quiet 2> "$dir/quiet.txt"
+check "--quiet exits 0" test $? -eq 0
 check "--quiet is quiet" test ! -s "$dir/quiet.txt"
 
 echo "$pass passed, $fail failed"
