@@ -153,6 +153,7 @@ int h_feed_next(void *ctx, TrnSession *s, int micro) {
 }
 
 double h_rel(double a, double b, double floor) {
+    if (a != a || b != b) return INFINITY;
     double m = fmax(fmax(fabs(a), fabs(b)), floor);
     if (a == b) return 0;
     return fabs(a - b) / m;
@@ -173,10 +174,10 @@ double h_param_diff(TrnSession *a, TrnSession *b, const char **worst) {
             double scale = 0, diff = 0;
             for (int64_t k = 0; k < t->numel; k++) {
                 scale = fmax(scale, fabs(x[k]));
-                diff = fmax(diff, fabs((double)x[k] - (double)y[k]));
+                diff = h_max(diff, fabs((double)x[k] - (double)y[k]));
             }
             double r = scale > 0 ? diff / scale : diff;
-            if (r > w) {
+            if (!(r <= w)) {
                 w = r;
                 if (worst) *worst = t->name;
             }

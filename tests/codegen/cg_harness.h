@@ -9,6 +9,8 @@
 #include "interp_backend.h"
 #include "trainc_rt.h"
 
+#include <math.h>
+
 typedef struct Harness {
     Graph          *train, *eval, *sample;
     Program        *prog;
@@ -63,8 +65,13 @@ extern int h_failures;
         }                                                        \
     } while (0)
 
-/* Relative difference |a-b| / max(|a|, |b|, floor). */
+/* Relative difference |a-b| / max(|a|, |b|, floor); infinite when either
+ * is a NaN (a NaN in both is no agreement: all-NaN runs must fail). */
 double h_rel(double a, double b, double floor);
+
+/* The larger of a running worst w and x, a NaN x counting as infinite
+ * (fmax and `x > w` would pass over it). */
+static inline double h_max(double w, double x) { return x <= w ? w : x != x ? INFINITY : x; }
 
 /* Largest difference between the params of two sessions, per tensor
  * max|a - b| / max|a| (relative to the tensor's scale). */

@@ -95,7 +95,7 @@ static void check_model(const char *name, const char *path, const char *const *d
     for (int i = 0; i < steps; i++) {
         double r = h_rel(li[i], lc[i], 1e-12);
         printf("step %2d  interp %.9f  compiled %.9f  rel %.2e\n", i + 1, li[i], lc[i], r);
-        if (r > worst) worst = r;
+        worst = h_max(worst, r);
     }
     /* half precision: the emulated bf16 drifts from the interpreter's within
      * passes_compiled's bound (its loop kernels round through float) */
@@ -126,7 +126,7 @@ static void check_model(const char *name, const char *path, const char *const *d
         CHECK(hu.prog->sched[TRN_RUN_MICRO].nk > h.prog->sched[TRN_RUN_MICRO].nk, "fusion made no fewer kernels");
         CHECK(run_compiled(hu.compiled, tk, steps, 0, lu, NULL) == 0, "unfused run failed");
         double wu = 0;
-        for (int i = 0; i < steps; i++) wu = fmax(wu, h_rel(lu[i], lc[i], 1e-12));
+        for (int i = 0; i < steps; i++) wu = h_max(wu, h_rel(lu[i], lc[i], 1e-12));
         printf("%s: fused vs unfused worst loss difference %.3e\n", name, wu);
         CHECK(wu < 1e-6, "%s: fused and unfused losses differ by %.3e", name, wu);
     } else {

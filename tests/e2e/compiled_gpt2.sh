@@ -20,7 +20,9 @@ tiny=(-D vocab=256 -D layers=2 -D heads=4 -D dim=64 -D seq=64 -D batch=8)
 # 1. learning
 ./gpt2 --data shakes_train.bin --val shakes_val.bin --steps 600 --warmup 20 --lr 3e-3 --min-lr 3e-4 \
        --eval-every 300 --eval-steps 20 --threads 1 --metrics m.jsonl --sample 80 > out.txt 2> err.txt || { cat err.txt; fail "training failed"; }
-val=$(grep '"val_loss"' m.jsonl | tail -1 | sed 's/.*"val_loss": *\([0-9.eE+-]*\).*/\1/')
+val=$(grep '"val_loss"' m.jsonl | tail -1 | sed -n 's/.*"val_loss": *\([0-9.eE+-]\+\).*/\1/p')
+[ -n "$val" ] || fail "no finite validation loss in the metrics"
+grep -q '"loss":null' m.jsonl && fail "a loss that is not finite (null in the metrics)"
 # unigram baseline: entropy (nats) of the byte distribution of the training text
 unigram=$(od -An -v -tu1 -w1 "$text" | sort -n | uniq -c | awk '{c[NR]=$1; n+=$1} END {for (i in c) {p=c[i]/n; h-=p*log(p)} printf "%.4f", h}')
 echo "validation loss $val; unigram baseline $unigram nats; first loss $(head -1 m.jsonl | sed 's/.*"loss": *\([0-9.]*\).*/\1/')"

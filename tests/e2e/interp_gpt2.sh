@@ -14,10 +14,12 @@ grep -q 'state {init="zeros", name="adamw.m.wte"}' train.ir || fail "no AdamW mo
 grep -q '= adamw ' train.ir || fail "no adamw update"
 "$trainc" run "$root/examples/gpt2.model" "${tiny[@]}" --data shakes_train.bin --steps 150 --warmup 10 --lr 3e-3 \
     --min-lr 3e-4 --metrics m.jsonl --quiet
+grep -q '"loss":null' m.jsonl && fail "a loss that is not finite (null in the metrics)"
 first=$(head -1 m.jsonl | sed 's/.*"loss": *\([0-9.eE+-]*\).*/\1/')
 # the mean of the last 10 steps (single steps are noisy)
 last=$(tail -10 m.jsonl | sed 's/.*"loss": *\([0-9.eE+-]*\).*/\1/' | awk '{s += $1} END {printf "%.4f", s / NR}')
 echo "interpreter: loss $first at step 1, $last averaged over steps 141-150"
 # from ln(256) = 5.55 down by at least 1.8 nats (tiny Shakespeare: about 2.9)
+[ "$(tail -10 m.jsonl | grep -c '"loss": *[0-9]')" -eq 10 ] && [ -n "$first" ] || fail "not 10 final losses and a first one in the metrics"
 awk -v f="$first" -v l="$last" 'BEGIN {exit !(f > 5.0 && l < f - 1.8)}' || fail "the loss did not come down clearly ($first -> $last)"
 echo "ok"

@@ -194,12 +194,14 @@ static void test_llama(void) {
     CHECK(has_type(g, "norm.weight", "f32[2048]"), "norm");
     CHECK(has_type(g, "lm_head.weight", "f32[32000,2048]"), "untied lm_head");
     CHECK(count_op(g, OP_rope) == 44 && count_op(g, OP_rms_norm) == 45 && count_op(g, OP_silu) == 22, "op counts");
+    int natt = 0;
     for (int i = 0; i < g->nnodes; i++) {
         Node *nd = g->nodes[i];
         if (nd->op != OP_attention) continue;
         CHECK(nd->in[0]->ty.shape.d[1] == 32 && nd->in[1]->ty.shape.d[1] == 4, "GQA heads");
-        break;
+        natt++;
     }
+    CHECK(natt == 22, "%d attention nodes", natt);
     ir_graph_free(g);
 
     g = load("examples/llama.model", NULL, tiny_llama, 8, NULL);
@@ -274,7 +276,7 @@ static void test_features(void) {
     g = load("t.model", src, NULL, 0, NULL);
     CHECK(g != NULL, "scalar program does not load");
     if (g) {
-        int nconst = 0;
+        int nconst = 0, nmul = 0, nsub = 0;
         for (int i = 0; i < g->nnodes; i++) {
             Node *n = g->nodes[i];
             if (n->op == OP_constant) {
@@ -282,12 +284,17 @@ static void test_features(void) {
                 CHECK(n->out[0]->ty.dt == DT_bf16 && n->out[0]->ty.shape.rank == 0, "scalar constant type");
             }
             if (n->op == OP_mul) {
+                nmul++;
                 CHECK(strcmp(n->out[0]->name, "y") == 0, "name hint %s", n->out[0]->name);
                 CHECK(n->loc.line == 2 && n->loc.col == 9 && strcmp(n->loc.file, "t.model") == 0, "mul at 2:9, not %d:%d", n->loc.line, n->loc.col);
             }
-            if (n->op == OP_sub) CHECK(strcmp(n->out[0]->name, "z") == 0 && n->loc.col == 13, "sub");
+            if (n->op == OP_sub) {
+                nsub++;
+                CHECK(strcmp(n->out[0]->name, "z") == 0 && n->loc.col == 13, "sub");
+            }
         }
         CHECK(nconst == 3, "%d constants", nconst);
+        CHECK(nmul == 1 && nsub == 1, "%d muls, %d subs", nmul, nsub);
         ir_graph_free(g);
     }
 
@@ -327,12 +334,23 @@ static void test_features(void) {
     g = load("t.model", src, NULL, 0, NULL);
     CHECK(g != NULL, "shape program does not load");
     if (g) {
+        int seen = 0;
         for (int i = 0; i < g->nnodes; i++) {
             Node *n = g->nodes[i];
-            if (n->op == OP_attention) CHECK(ir_float(n, "scale", 0) == 0.5 && ir_int(n, "causal", 1) == 0, "attention attrs");
-            if (n->op == OP_concat) CHECK(ir_int(n, "axis", -1) == 2 && n->out[0]->ty.shape.d[2] == 6, "concat");
-            if (n->op == OP_max) CHECK(n->out[0]->ty.shape.rank == 3, "keepdim");
+            if (n->op == OP_attention) {
+                seen |= 1;
+                CHECK(ir_float(n, "scale", 0) == 0.5 && ir_int(n, "causal", 1) == 0, "attention attrs");
+            }
+            if (n->op == OP_concat) {
+                seen |= 2;
+                CHECK(ir_int(n, "axis", -1) == 2 && n->out[0]->ty.shape.d[2] == 6, "concat");
+            }
+            if (n->op == OP_max) {
+                seen |= 4;
+                CHECK(n->out[0]->ty.shape.rank == 3, "keepdim");
+            }
         }
+        CHECK(seen == 7, "attention, concat and max not all there (%d)", seen);
         ir_graph_free(g);
     }
 

@@ -287,5 +287,6 @@ end:
     trn_cuda_close(g);
     free(A);
     free(G);
-    return failed ? 1 : 0;
+    if (total == 0) fprintf(stderr, "kcheck %s: no kernel was checked\n", m->name);
+    return failed || total == 0 ? 1 : 0;
 }

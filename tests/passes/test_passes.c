@@ -138,7 +138,7 @@ static double param_diff(Run *a, Run *b, const char **worst) {
         int64_t cols = tb->rank == 2 ? tb->shape[1] : 1, acols = ta->rank == 2 ? ta->shape[1] : 1;
         for (int64_t k = 0; k < tb->numel; k++) {
             double dv = fabs((double)x[(k / cols) * acols + k % cols] - (double)y[k]);
-            if (dv > w) w = dv, *worst = tb->name;
+            if (!(dv <= w)) w = h_max(w, dv), *worst = tb->name;
         }
         free(x);
         free(y);
@@ -150,7 +150,7 @@ static double param_diff(Run *a, Run *b, const char **worst) {
 
 static double compare_losses(const double *a, const double *b, int n) {
     double w = 0;
-    for (int i = 0; i < n; i++) w = fmax(w, h_rel(a[i], b[i], 1e-12));
+    for (int i = 0; i < n; i++) w = h_max(w, h_rel(a[i], b[i], 1e-12));
     return w;
 }
 
@@ -260,7 +260,7 @@ static void test_mixed(void) {
         for (int i = STEPS - 10; i < STEPS; i++) m[p] += loss[p][i] / 10;
     for (int p = 1; p < 3; p++) {
         double worst = 0;
-        for (int i = 0; i < STEPS; i++) worst = fmax(worst, h_rel(loss[p][i], loss[0][i], 1e-12));
+        for (int i = 0; i < STEPS; i++) worst = h_max(worst, h_rel(loss[p][i], loss[0][i], 1e-12));
         double end = h_rel(m[p], m[0], 1e-12);
         printf("%s: step 1 %.5f (fp32 %.5f), last 10 steps %.5f (fp32 %.5f): relative difference %.2e at the end, %.2e worst step", precs[p],
                loss[p][0], loss[0][0], m[p], m[0], end, worst);
@@ -458,7 +458,7 @@ static void test_pad(void) {
         const char *names[3] = {"wte", "adamw.m.wte", "adamw.v.wte"};
         for (int k = 0; k < 3; k++) {
             trn_get(p.s, names[k], w, sizeof(float) * (size_t)t->numel);
-            for (int64_t e = 257 * t->shape[1]; e < t->numel; e++) padmax = fmax(padmax, fabs(w[e]));
+            for (int64_t e = 257 * t->shape[1]; e < t->numel; e++) padmax = h_max(padmax, fabs(w[e]));
         }
         free(w);
         snprintf(path_p, sizeof path_p, "/tmp/trainc_pad_%d_%d.safetensors", (int)getpid(), m);

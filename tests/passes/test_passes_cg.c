@@ -85,7 +85,7 @@ static double compare(const char *label, const char *model, const char *const *d
     TrnSession *si = session(ib_model(h.im), &be, 0), *sc = session(h.compiled, NULL, 0);
     bool ok = si && sc && train(si, tk, steps, li, &ei) && train(sc, tk, steps, lc, &ec);
     double worst = ok ? 0 : INFINITY;
-    for (int i = 0; ok && i < steps; i++) worst = fmax(worst, h_rel(li[i], lc[i], 1e-12));
+    for (int i = 0; ok && i < steps; i++) worst = h_max(worst, h_rel(li[i], lc[i], 1e-12));
     double ev = ok ? h_rel(ei, ec, 1e-12) : INFINITY;
     if (ok)
         printf("%-22s %2d steps: interp %.6f -> %.6f, compiled %.6f -> %.6f, worst loss difference %.2e; eval loss %.6f / %.6f (%.2e)\n", label,
@@ -103,7 +103,7 @@ static double compare(const char *label, const char *model, const char *const *d
         CHECK(pok, "%s: trn_predict: %s / %s", label, trn_error(si), trn_error(sc));
         double dmax = 0, lmax = 0;
         for (int64_t k = 0; pok && k < tc->numel; k++) {
-            dmax = fmax(dmax, fabs((double)pi[k] - (double)pc[k]));
+            dmax = h_max(dmax, fabs((double)pi[k] - (double)pc[k]));
             lmax = fmax(lmax, fabs((double)pi[k]));
         }
         if (pok) printf("%-22s trn_predict: f32 [%lld logits], max |difference| / max |logit| %.2e\n", label, (long long)tc->numel, dmax / lmax);
@@ -112,7 +112,7 @@ static double compare(const char *label, const char *model, const char *const *d
         free(pc);
     }
     if (last) *last = ok ? lc[steps - 1] : NAN;
-    worst = fmax(worst, ev);
+    worst = h_max(worst, ev);
     if (si) trn_destroy(si);
     if (sc) trn_destroy(sc);
     free(li);
@@ -225,7 +225,7 @@ static double rows_vs_full(const float *at, const float *full, const int64_t *po
     for (int64_t b = 0; b < B; b++)
         for (int64_t v = 0; v < V; v++) {
             double f = full[(b * T + (pos ? pos[b] : T - 1)) * V + v];
-            dmax = fmax(dmax, fabs((double)at[b * V + v] - f));
+            dmax = h_max(dmax, fabs((double)at[b * V + v] - f));
             lmax = fmax(lmax, fabs(f));
         }
     return lmax > 0 ? dmax / lmax : INFINITY;

@@ -67,5 +67,5 @@ int main(int argc, char **argv) {
         closedir(d);
     }
     printf("%d passed, %d failed\n", files - errors, errors);
-    return errors ? 1 : 0;
+    return errors || files == 0 ? 1 : 0; /* an empty corpus tests nothing */
 }

@@ -290,8 +290,8 @@ def main():
             fail = 1
             continue
         e = (end[k] - params[k].detach()).abs().max().item() / moved
-        if e > worst:
-            worst, wname = e, k
+        if not e <= worst:  # a NaN is the worst (`e > worst` would pass over it)
+            worst, wname = (math.inf if math.isnan(e) else e), k
     bad = worst > a.ptol
     fail |= bad
     print(f"parameters after step {rows[-1]['step']}: worst difference {worst:.1e} of the learning rates' sum {moved:.3g} ({wname}){'  <-- over ' + str(a.ptol) if bad else ''}")
