@@ -145,6 +145,10 @@ out:
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
+    /* the comparisons below fail on a NaN, in one run or in both */
+    CHECK(h_rel(NAN, NAN, 1e-12) == INFINITY && h_rel(1, NAN, 1e-12) == INFINITY && h_max(0, NAN) == INFINITY && h_max(INFINITY, 1) == INFINITY &&
+              h_max(1e-9, 2e-9) == 2e-9 && h_rel(2, 2, 1e-12) == 0,
+          "the harness's comparisons pass over a NaN");
     Tokens tk;
     h_tokens_text(&tk);
     int steps = 20;
