@@ -655,13 +655,14 @@ static void free_opts(Opts *o) {
     free(o->rt_argv);
 }
 
-/* A schedule, a report or statistics lost on a full disk or a closed pipe
- * is a failure (ir and opt say it in emit, naming their output). */
+/* A schedule, a report or statistics lost on a full disk is a failure
+ * (ir and opt say it in emit, naming their output). */
 static int stdout_checked(int st) {
     if ((fflush(stdout) != 0 || ferror(stdout)) && st == EXIT_OK) {
         Diag d;
         diag_init(&d, stderr);
         error_at(&d, NOLOC, "error writing '<stdout>'");
+        diag_free(&d);
         st = EXIT_USER;
     }
     return st;
