@@ -1651,7 +1651,7 @@ static bool order_kernels(Lower *L) {
     for (int i = 0; i < maxid + 1; i++) newid[i] = -1;
     for (int i = 0; i < n; i++)
         if (byid[out[i]->id] == out[i]) newid[out[i]->id] = i;
-    memcpy(s->k, out, sizeof(Kernel *) * (size_t)n);
+    if (n > 0) memcpy(s->k, out, sizeof(Kernel *) * (size_t)n); /* an empty schedule has no array (eval of a loss that is a param) */
     for (int i = 0; i < n; i++) s->k[i]->id = i;
     for (int i = 0; i < n; i++)
         for (int j = 0; j < s->k[i]->ndeps; j++) s->k[i]->deps[j] = newid[s->k[i]->deps[j]];
