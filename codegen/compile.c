@@ -259,8 +259,11 @@ static bool out_copy(OutFiles *o, const char *from, const char *dir, const char 
         error_at(d, NOLOC, "cannot read %s: %s", from, strerror(errno));
         return false;
     }
-    snprintf(f->path, sizeof f->path, "%s/%s", dir, name);
-    o->n++;
+    o->n++; /* out_free frees its bytes, whatever follows */
+    if (snprintf(f->path, sizeof f->path, "%s/%s", dir, name) >= (int)sizeof f->path) {
+        error_at(d, NOLOC, "the path %s/%s is too long", dir, name);
+        return false;
+    }
     return true;
 }
 
