@@ -507,11 +507,11 @@ static int emit(Opts *o, Graph *g, Diag *d) {
         PrintOptions po = {!o->no_locs};
         ir_print(f, g, &po);
     }
-    bool bad = ferror(f) != 0;
-    if (f != stdout) bad |= fclose(f) != 0;
-    else bad |= fflush(f) != 0;
+    /* stdout is checked by main (stdout_checked), after every command */
+    bool bad = f != stdout && ferror(f) != 0;
+    if (f != stdout && fclose(f) != 0) bad = true;
     if (bad) {
-        error_at(d, NOLOC, "error writing '%s'", f == stdout ? "<stdout>" : o->output);
+        error_at(d, NOLOC, "error writing '%s'", o->output);
         return EXIT_USER;
     }
     if (o->stats) ir_print_stats(stderr, g);
@@ -655,8 +655,8 @@ static void free_opts(Opts *o) {
     free(o->rt_argv);
 }
 
-/* A schedule, a report or statistics lost on a full disk is a failure
- * (ir and opt say it in emit, naming their output). */
+/* A schedule, IR, a report or statistics lost on a full disk is a
+ * failure, whichever command printed it. */
 static int stdout_checked(int st) {
     if ((fflush(stdout) != 0 || ferror(stdout)) && st == EXIT_OK) {
         Diag d;
