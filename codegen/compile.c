@@ -701,6 +701,7 @@ int cg_compile(const CompileOptions *o, Diag *d) {
         argv[a++] = "-std=c11";
         argv[a++] = o->opt ? o->opt : "-O2";
         argv[a++] = "-fopenmp";
+        argv[a++] = "-fno-trapping-math"; /* lets the float selects of trn_expf vectorise; values unchanged */
         argv[a++] = "-D_GNU_SOURCE";
         if (o->blas) argv[a++] = "-DTRN_HAVE_BLAS";
         if (o->native) argv[a++] = "-march=native";

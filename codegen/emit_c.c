@@ -134,7 +134,7 @@ static void node_expr(StrBuf *b, Node *m, char ops[][48], DType dt) {
     /* transcendental functions of values stored in f32 or narrower are
      * evaluated in float (see trainc_kernels.h); f64 values in double */
     case OP_neg: sb_printf(b, "-(%s)", a); break;
-    case OP_exp: sb_printf(b, f64 ? "exp(%s)" : "expf((float)%s)", a); break;
+    case OP_exp: sb_printf(b, f64 ? "exp(%s)" : "trn_expf((float)%s)", a); break;
     case OP_log: sb_printf(b, f64 ? "log(%s)" : "logf((float)%s)", a); break;
     case OP_sqrt: sb_printf(b, "sqrt(%s)", a); break;
     case OP_rsqrt: sb_printf(b, "1.0 / sqrt(%s)", a); break;

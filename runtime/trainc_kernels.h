@@ -164,19 +164,47 @@ TRN_INLINE double trn_sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; 
 TRN_INLINE double trn_fmax(double a, double b) { return a != a || b != b ? a + b : a > b ? a : b; }
 TRN_INLINE double trn_fmin(double a, double b) { return a != a || b != b ? a + b : a < b ? a : b; }
 
+/* e^x in float, inline and without a call into libm, so that a loop of
+ * them vectorises (generated C is compiled with -fno-trapping-math, which
+ * lets the selects below become vector blends).  x = n ln2 + r with
+ * |r| <= ln2/2 (Cody and Waite's two-part ln2), e^r by Cephes' degree-7
+ * polynomial, 2^n put into the exponent bits in two steps where 2^n alone
+ * would not be a normal float.  Checked on every float in [-110, 90]
+ * against exp in double: under 1 ulp (faithfully rounded), subnormal
+ * results included; 0 below about -103.97, inf above about 88.72, NaN for
+ * NaN (tests/runtime/test_mathf.c). */
+TRN_INLINE float trn_expf(float x) {
+    float xc = x < 89.0f ? x : 89.0f; /* NaN: 89, its result replaced below */
+    xc = xc > -104.0f ? xc : -104.0f;
+    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x / ln2): 1.5 * 2^23 */
+    float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t ni = (int32_t)n, hi = ni > 127, lo = ni < -126; /* n in [-150, 129] */
+    int32_t bits = (ni - hi + 64 * lo + 127) << 23;
+    float s;
+    memcpy(&s, &bits, sizeof s);
+    float y = p * s;
+    y = hi ? y * 2.0f : y;
+    y = lo ? y * 0x1p-64f : y; /* one rounding, into the subnormals */
+    return x != x ? x : y;
+}
+
 /* Float versions, for values stored in f32 or narrower: the transcendental
- * functions are evaluated in float (expf, tanhf, erff), which is several
+ * functions are evaluated in float (trn_expf, tanhf, erff), which is several
  * times faster than double and differs from the interpreter's double
  * evaluation by at most about an ulp of the f32 result. */
-TRN_INLINE float trn_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-/* tanh through one expf: glibc's tanhf goes through expm1f and costs several
- * times more.  Absolute error a few 1e-8; exact limits for large |x|. */
-TRN_INLINE float trn_tanhf(float x) {
-    if (x > 9.0f) return 1.0f;
-    if (x < -9.0f) return -1.0f;
-    return 1.0f - 2.0f / (expf(2.0f * x) + 1.0f);
-}
-TRN_INLINE float trn_siluf(float x) { return x / (1.0f + expf(-x)); }
+TRN_INLINE float trn_sigmoidf(float x) { return 1.0f / (1.0f + trn_expf(-x)); }
+/* tanh through one exp: glibc's tanhf goes through expm1f and costs several
+ * times more.  Absolute error a few 1e-8; exact limits for large |x|
+ * (e^2x is inf or 0 there). */
+TRN_INLINE float trn_tanhf(float x) { return 1.0f - 2.0f / (trn_expf(2.0f * x) + 1.0f); }
+TRN_INLINE float trn_siluf(float x) { return x / (1.0f + trn_expf(-x)); }
 TRN_INLINE float trn_geluf(float x, int approx) {
     if (approx) return 0.5f * x * (1.0f + trn_tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
     return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
@@ -188,11 +216,11 @@ TRN_INLINE float trn_gelu_gradf(float dy, float x, int approx) {
         return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
     }
     float cdf = 0.5f * (1.0f + erff(x * 0.7071067811865476f));
-    float pdf = expf(-0.5f * x * x) * 0.3989422804014327f;
+    float pdf = trn_expf(-0.5f * x * x) * 0.3989422804014327f;
     return dy * (cdf + x * pdf);
 }
 TRN_INLINE float trn_silu_gradf(float dy, float x) {
-    float s = 1.0f / (1.0f + expf(-x));
+    float s = 1.0f / (1.0f + trn_expf(-x));
     return dy * s * (1.0f + x * (1.0f - s));
 }
 
@@ -287,7 +315,7 @@ static inline void tk_gelu_dt(void *y, const void *x, int64_t n, int dt) {
     if (dt == 0) {
         float *yf = (float *)y;
         const float *xf = (const float *)x;
-#pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for simd schedule(static) if (parallel : n > 32768)
         for (int64_t i = 0; i < n; i++) yf[i] = trn_geluf(xf[i], 1);
         return;
     }
@@ -298,7 +326,7 @@ static inline void tk_dgelu_dt(void *c, const void *x, int64_t n, int dt) {
     if (dt == 0) {
         float *cf = (float *)c;
         const float *xf = (const float *)x;
-#pragma omp parallel for schedule(static) if (n > 32768)
+#pragma omp parallel for simd schedule(static) if (parallel : n > 32768)
         for (int64_t i = 0; i < n; i++) cf[i] = trn_gelu_gradf(cf[i], xf[i], 1);
         return;
     }
@@ -725,14 +753,15 @@ static inline void tk_attention_f32(float *o, TrnAttL lo, float *lse, const floa
                         s[j - j0] = tk_dot_f32(qr, kb + j * lk.t, D) * sc;
                         tmx = s[j - j0] > tmx ? s[j - j0] : tmx;
                     }
-                    float nmx = mx > tmx ? mx : tmx, corr = expf(mx - nmx);
+                    float nmx = mx > tmx ? mx : tmx, corr = trn_expf(mx - nmx);
                     l *= corr;
 #pragma omp simd
                     for (int64_t d = 0; d < D; d++) ac[d] *= corr;
+#pragma omp simd
+                    for (int64_t j = 0; j < j1 - j0; j++) s[j] = trn_expf(s[j] - nmx);
                     for (int64_t j = j0; j < j1; j++) {
-                        float pj = expf(s[j - j0] - nmx);
-                        l += pj;
-                        tk_axpy_f32(ac, pj, vb + j * lv.t, D);
+                        l += s[j - j0];
+                        tk_axpy_f32(ac, s[j - j0], vb + j * lv.t, D);
                     }
                     mx = nmx;
                 }
@@ -769,12 +798,18 @@ static inline void tk_attention_bwd_f32(float *dq, TrnAttL ldq, float *dk, TrnAt
                     float Di = tk_dot_f32(dor, o + TK_AT(lo, b, h, i), D), L = lse[row];
                     for (int64_t d = 0; d < D; d++) dqr[d] = 0;
                     int64_t jend = causal ? i + 1 : S;
-                    for (int64_t j = 0; j < jend; j++) {
-                        float pj = expf(tk_dot_f32(qr, kb + j * lk.t, D) * sc - L);
-                        float ds = pj * (tk_dot_f32(dor, vb + j * lv.t, D) - Di) * sc;
-                        tk_axpy_f32(dqr, ds, kb + j * lk.t, D);
-                        tk_axpy_f32(dkb + j * ldk.t, ds, qr, D);
-                        tk_axpy_f32(dvb + j * ldv.t, pj, dor, D);
+                    for (int64_t j0 = 0; j0 < jend; j0 += TK_ATT_TILE) {
+                        int64_t nj = j0 + TK_ATT_TILE < jend ? TK_ATT_TILE : jend - j0;
+                        float p[TK_ATT_TILE], ds[TK_ATT_TILE];
+                        for (int64_t j = 0; j < nj; j++) p[j] = tk_dot_f32(qr, kb + (j0 + j) * lk.t, D) * sc - L;
+#pragma omp simd
+                        for (int64_t j = 0; j < nj; j++) p[j] = trn_expf(p[j]);
+                        for (int64_t j = 0; j < nj; j++) ds[j] = p[j] * (tk_dot_f32(dor, vb + (j0 + j) * lv.t, D) - Di) * sc;
+                        for (int64_t j = 0; j < nj; j++) {
+                            tk_axpy_f32(dqr, ds[j], kb + (j0 + j) * lk.t, D);
+                            tk_axpy_f32(dkb + (j0 + j) * ldk.t, ds[j], qr, D);
+                            tk_axpy_f32(dvb + (j0 + j) * ldv.t, p[j], dor, D);
+                        }
                     }
                 }
         }

@@ -21,7 +21,16 @@ add_executable(rt_fuzz_corpus ${RT_TESTS}/fuzz_safetensors.c ${RT_TESTS}/fuzz_ma
 target_link_libraries(rt_fuzz_corpus PRIVATE rt_test_models)
 add_test(NAME runtime_fuzz_corpus COMMAND rt_fuzz_corpus ${RT_TESTS}/corpus/safetensors)
 
-set_tests_properties(runtime_unit runtime_cli runtime_fuzz_corpus PROPERTIES LABELS runtime)
+# the float functions of generated C, built with the flags trainc compiles
+# generated C with (codegen/compile.c)
+add_executable(test_mathf ${RT_TESTS}/test_mathf.c)
+target_include_directories(test_mathf PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
+target_compile_options(test_mathf PRIVATE -O2 -fopenmp -fno-trapping-math)
+target_link_options(test_mathf PRIVATE -fopenmp)
+target_link_libraries(test_mathf PRIVATE m)
+add_test(NAME runtime_mathf COMMAND test_mathf)
+
+set_tests_properties(runtime_unit runtime_cli runtime_fuzz_corpus runtime_mathf PROPERTIES LABELS runtime)
 
 if(TRAINC_FUZZ)
   add_executable(fuzz_safetensors ${RT_TESTS}/fuzz_safetensors.c)

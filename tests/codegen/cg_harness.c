@@ -41,7 +41,7 @@ int h_build(Harness *h, const char *model, const char *const *defs, const char *
     if (!ok) return -1;
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
-             "cc -std=c11 -O2 -fopenmp -fPIC -shared -D_GNU_SOURCE -DTRN_HAVE_BLAS -I%s -I/usr/include/x86_64-linux-gnu "
+             "cc -std=c11 -O2 -fopenmp -fno-trapping-math -fPIC -shared -D_GNU_SOURCE -DTRN_HAVE_BLAS -I%s -I/usr/include/x86_64-linux-gnu "
              "-Wall -Wno-unused-variable -Wno-unused-function -Werror %s -o %s %s%s -lopenblas -lm",
              cg_runtime_dir(), h->cpath, h->sopath, *cg_openblas_dir() ? "-L" : "", cg_openblas_dir());
     if (run(cmd) != 0) return -1;

@@ -26,7 +26,7 @@ emit=$cm/tests/cuda_emit
 export TRAINC_RUNTIME_DIR=$root/runtime
 
 cp -L /usr/lib/x86_64-linux-gnu/libgomp.so.1 "$out/lib/"
-CFLAGS="-std=c11 -O2 -fopenmp -D_GNU_SOURCE -I$root/runtime"
+CFLAGS="-std=c11 -O2 -fopenmp -fno-trapping-math -D_GNU_SOURCE -I$root/runtime"
 LIBS="$cm/runtime/libtrainc_rt.a -lm -lpthread -ldl -Wl,-rpath,\$ORIGIN/lib -s"
 
 # NAME MODEL SYMBOL [emit args...]: generated C (cuda target) + an executable + a kernel checker
