@@ -731,9 +731,140 @@ TRN_INLINE void tk_axpy_f32(float *y, float a, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+#ifdef TRN_HAVE_BLAS
+/* With a BLAS, the f32 attention works a block of TK_ATT_QB query rows
+ * against a chunk of TK_ATT_KB keys at a time, the products of the block
+ * as single-threaded SGEMMs (the loops around them are OpenMP's): scores
+ * S = scale·Q Kᵀ, then an online softmax along the block's rows as above,
+ * then O += P V.  The same algorithm as the loops below; the sums are the
+ * BLAS's, so the last bits differ from the loops'.  Neither depends on the
+ * thread count. */
+#define TK_ATT_QB 64
+#define TK_ATT_KB 128
+
+/* the keys row i of a chunk from j0 (nj keys) sees: all but those after i
+ * when causal; 0 or fewer: none */
+TRN_INLINE int64_t tk_att_seen(int causal, int64_t i, int64_t j0, int64_t nj) {
+    if (!causal) return nj;
+    int64_t c = i + 1 - j0;
+    return c < 0 ? 0 : c < nj ? c : nj;
+}
+
+static inline void tk_attention_blas_f32(float *o, TrnAttL lo, float *lse, const float *q, TrnAttL lq, const float *k, TrnAttL lk,
+                                         const float *v, TrnAttL lv, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t S, int64_t D,
+                                         double scale, int causal) {
+    int64_t grp = H / Hkv, nqb = (T + TK_ATT_QB - 1) / TK_ATT_QB;
+    float sc = (float)scale;
+#pragma omp parallel for collapse(3) schedule(dynamic, 1) if (B * H * T * S * D > 65536)
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t qb = 0; qb < nqb; qb++) {
+                int64_t i0 = qb * TK_ATT_QB, ni = T - i0 < TK_ATT_QB ? T - i0 : TK_ATT_QB;
+                int64_t kend = causal ? (i0 + ni < S ? i0 + ni : S) : S;
+                float *buf = (float *)malloc(sizeof(float) * (size_t)(TK_ATT_QB * TK_ATT_KB + TK_ATT_QB * D + 2 * TK_ATT_QB));
+                float *sb = buf, *ac = sb + TK_ATT_QB * TK_ATT_KB, *mx = ac + TK_ATT_QB * D, *l = mx + TK_ATT_QB;
+                const float *qp = q + TK_AT(lq, b, h, i0), *kb = k + TK_AT(lk, b, h / grp, 0), *vb = v + TK_AT(lv, b, h / grp, 0);
+                for (int64_t r = 0; r < ni; r++) mx[r] = -INFINITY, l[r] = 0;
+                memset(ac, 0, sizeof(float) * (size_t)(ni * D));
+                for (int64_t j0 = 0; j0 < kend; j0 += TK_ATT_KB) {
+                    int64_t nj = kend - j0 < TK_ATT_KB ? kend - j0 : TK_ATT_KB;
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ni, (int)nj, (int)D, sc, qp, (int)lq.t, kb + j0 * lk.t,
+                                (int)lk.t, 0.0f, sb, (int)nj);
+                    for (int64_t r = 0; r < ni; r++) {
+                        float *sr = sb + r * nj, tmx = -INFINITY;
+                        int64_t c = tk_att_seen(causal, i0 + r, j0, nj);
+                        for (int64_t j = 0; j < c; j++) tmx = sr[j] > tmx ? sr[j] : tmx;
+                        float nmx = mx[r] > tmx ? mx[r] : tmx, corr = trn_expf(mx[r] - nmx), sum = 0;
+#pragma omp simd
+                        for (int64_t j = 0; j < c; j++) sr[j] = trn_expf(sr[j] - nmx);
+                        for (int64_t j = c; j < nj; j++) sr[j] = 0;
+                        for (int64_t j = 0; j < c; j++) sum += sr[j];
+                        l[r] = l[r] * corr + sum;
+                        mx[r] = nmx;
+#pragma omp simd
+                        for (int64_t d = 0; d < D; d++) ac[r * D + d] *= corr;
+                    }
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)ni, (int)D, (int)nj, 1.0f, sb, (int)nj, vb + j0 * lv.t,
+                                (int)lv.t, 1.0f, ac, (int)D);
+                }
+                for (int64_t r = 0; r < ni; r++) {
+                    float *orow = o + TK_AT(lo, b, h, i0 + r), inv = 1.0f / l[r];
+                    for (int64_t d = 0; d < D; d++) orow[d] = ac[r * D + d] * inv;
+                    lse[(b * H + h) * T + i0 + r] = mx[r] + logf(l[r]);
+                }
+                free(buf);
+            }
+}
+
+/* dq, dk, dv: per (b, kv head) as the loops below, a query block against a
+ * key chunk at a time: P = exp(scale·Q Kᵀ − lse), dP = dO Vᵀ,
+ * dS = P ∘ (dP − rowsum(dO ∘ O))·scale, then dQ += dS K, dK += dSᵀ Q,
+ * dV += Pᵀ dO. */
+static inline void tk_attention_bwd_blas_f32(float *dq, TrnAttL ldq, float *dk, TrnAttL ldk, float *dv, TrnAttL ldv, const float *dout,
+                                             TrnAttL ldo, const float *q, TrnAttL lq, const float *k, TrnAttL lk, const float *v,
+                                             TrnAttL lv, const float *o, TrnAttL lo, const float *lse, int64_t B, int64_t H, int64_t Hkv,
+                                             int64_t T, int64_t S, int64_t D, double scale, int causal) {
+    int64_t grp = H / Hkv;
+    float sc = (float)scale;
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (B * H * T * S * D > 65536)
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t hk = 0; hk < Hkv; hk++) {
+            const float *kb = k + TK_AT(lk, b, hk, 0), *vb = v + TK_AT(lv, b, hk, 0);
+            float *dkb = dk + TK_AT(ldk, b, hk, 0), *dvb = dv + TK_AT(ldv, b, hk, 0);
+            float *buf = (float *)malloc(sizeof(float) * (size_t)(2 * TK_ATT_QB * TK_ATT_KB + 2 * TK_ATT_QB));
+            float *pb = buf, *db = pb + TK_ATT_QB * TK_ATT_KB, *Di = db + TK_ATT_QB * TK_ATT_KB, *L = Di + TK_ATT_QB;
+            for (int64_t j = 0; j < S; j++) {
+                memset(dkb + j * ldk.t, 0, sizeof(float) * (size_t)D);
+                memset(dvb + j * ldv.t, 0, sizeof(float) * (size_t)D);
+            }
+            for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
+                for (int64_t i0 = 0; i0 < T; i0 += TK_ATT_QB) {
+                    int64_t ni = T - i0 < TK_ATT_QB ? T - i0 : TK_ATT_QB;
+                    int64_t kend = causal ? (i0 + ni < S ? i0 + ni : S) : S;
+                    const float *qp = q + TK_AT(lq, b, h, i0), *dop = dout + TK_AT(ldo, b, h, i0);
+                    float *dqp = dq + TK_AT(ldq, b, h, i0);
+                    for (int64_t r = 0; r < ni; r++) {
+                        Di[r] = tk_dot_f32(dop + r * ldo.t, o + TK_AT(lo, b, h, i0 + r), D);
+                        L[r] = lse[(b * H + h) * T + i0 + r];
+                        memset(dqp + r * ldq.t, 0, sizeof(float) * (size_t)D);
+                    }
+                    for (int64_t j0 = 0; j0 < kend; j0 += TK_ATT_KB) {
+                        int64_t nj = kend - j0 < TK_ATT_KB ? kend - j0 : TK_ATT_KB;
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ni, (int)nj, (int)D, sc, qp, (int)lq.t, kb + j0 * lk.t,
+                                    (int)lk.t, 0.0f, pb, (int)nj);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ni, (int)nj, (int)D, 1.0f, dop, (int)ldo.t,
+                                    vb + j0 * lv.t, (int)lv.t, 0.0f, db, (int)nj);
+                        for (int64_t r = 0; r < ni; r++) {
+                            float *pr = pb + r * nj, *dr = db + r * nj, Lr = L[r], Dr = Di[r];
+                            int64_t c = tk_att_seen(causal, i0 + r, j0, nj);
+#pragma omp simd
+                            for (int64_t j = 0; j < c; j++) {
+                                float p = trn_expf(pr[j] - Lr);
+                                pr[j] = p;
+                                dr[j] = p * (dr[j] - Dr) * sc;
+                            }
+                            for (int64_t j = c; j < nj; j++) pr[j] = dr[j] = 0;
+                        }
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)ni, (int)D, (int)nj, 1.0f, db, (int)nj, kb + j0 * lk.t,
+                                    (int)lk.t, 1.0f, dqp, (int)ldq.t);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nj, (int)D, (int)ni, 1.0f, db, (int)nj, qp, (int)lq.t, 1.0f,
+                                    dkb + j0 * ldk.t, (int)ldk.t);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nj, (int)D, (int)ni, 1.0f, pb, (int)nj, dop, (int)ldo.t,
+                                    1.0f, dvb + j0 * ldv.t, (int)ldv.t);
+                    }
+                }
+            free(buf);
+        }
+}
+#endif
+
 static inline void tk_attention_f32(float *o, TrnAttL lo, float *lse, const float *q, TrnAttL lq, const float *k, TrnAttL lk,
                                     const float *v, TrnAttL lv, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t S, int64_t D,
                                     double scale, int causal) {
+#ifdef TRN_HAVE_BLAS
+    tk_attention_blas_f32(o, lo, lse, q, lq, k, lk, v, lv, B, H, Hkv, T, S, D, scale, causal);
+    return;
+#endif
     int64_t grp = H / Hkv;
     float sc = (float)scale;
 #pragma omp parallel for collapse(3) schedule(dynamic, 8) if (B * H * T * S * D > 65536)
@@ -779,6 +910,10 @@ static inline void tk_attention_bwd_f32(float *dq, TrnAttL ldq, float *dk, TrnAt
                                         TrnAttL ldo, const float *q, TrnAttL lq, const float *k, TrnAttL lk, const float *v, TrnAttL lv,
                                         const float *o, TrnAttL lo, const float *lse, int64_t B, int64_t H, int64_t Hkv, int64_t T,
                                         int64_t S, int64_t D, double scale, int causal) {
+#ifdef TRN_HAVE_BLAS
+    tk_attention_bwd_blas_f32(dq, ldq, dk, ldk, dv, ldv, dout, ldo, q, lq, k, lk, v, lv, o, lo, lse, B, H, Hkv, T, S, D, scale, causal);
+    return;
+#endif
     int64_t grp = H / Hkv;
     float sc = (float)scale;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (B * H * T * S * D > 65536)
