@@ -17,6 +17,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,18 @@
 #endif
 
 #define TRN_INLINE static inline __attribute__((always_inline))
+
+/* The scratch memory of a template kernel (a few rows or one block; the
+ * arena holds every tensor).  Kernels cannot return an error: out of
+ * memory here ends the process with a message rather than a crash. */
+static inline void *tk_alloc(size_t bytes) {
+    void *p = malloc(bytes);
+    if (!p) {
+        fprintf(stderr, "trainc: out of memory in a kernel's scratch (%zu bytes)\n", bytes);
+        abort();
+    }
+    return p;
+}
 
 /* A generated kernel function.  GCC's noipa: its callers (the schedule's
  * run function) use nothing the optimiser learns from its body.  GCC 12.2
@@ -267,8 +280,8 @@ static inline void tk_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, 
  * changes no bit. */
 static inline void tk_gemm_dt(int dt, int cdt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
                               int64_t ldb, int beta, void *C, int64_t ldc) {
-    double *a = (double *)malloc(sizeof(double) * (size_t)(M * K + 1)), *b = (double *)malloc(sizeof(double) * (size_t)(K * N + 1));
-    double *c = (double *)malloc(sizeof(double) * (size_t)(M * N + 1));
+    double *a = (double *)tk_alloc(sizeof(double) * (size_t)(M * K + 1)), *b = (double *)tk_alloc(sizeof(double) * (size_t)(K * N + 1));
+    double *c = (double *)tk_alloc(sizeof(double) * (size_t)(M * N + 1));
     for (int64_t i = 0; i < M; i++)
         for (int64_t k = 0; k < K; k++) a[i * K + k] = tk_ld(A, dt, ta ? k * lda + i : i * lda + k);
     for (int64_t k = 0; k < K; k++)
@@ -673,7 +686,7 @@ static inline void tk_rope_qk(void *yq, TrnAttL lyq, const void *xq, TrnAttL lxq
     int64_t h = D / 2;
 #pragma omp parallel for schedule(static) if ((outer_q + outer_k) * T * D > 65536)
     for (int64_t t = 0; t < T; t++) {
-        double f[4 * 256], *fa = h <= 256 ? f : (double *)malloc(sizeof(double) * (size_t)(4 * h));
+        double f[4 * 256], *fa = h <= 256 ? f : (double *)tk_alloc(sizeof(double) * (size_t)(4 * h));
         for (int64_t i = 0; i < h; i++) {
             double *c = fa + 4 * i;
             if (cs) {
@@ -761,7 +774,7 @@ static inline void tk_attention_blas_f32(float *o, TrnAttL lo, float *lse, const
             for (int64_t qb = 0; qb < nqb; qb++) {
                 int64_t i0 = qb * TK_ATT_QB, ni = T - i0 < TK_ATT_QB ? T - i0 : TK_ATT_QB;
                 int64_t kend = causal ? (i0 + ni < S ? i0 + ni : S) : S;
-                float *buf = (float *)malloc(sizeof(float) * (size_t)(TK_ATT_QB * TK_ATT_KB + TK_ATT_QB * D + 2 * TK_ATT_QB));
+                float *buf = (float *)tk_alloc(sizeof(float) * (size_t)(TK_ATT_QB * TK_ATT_KB + TK_ATT_QB * D + 2 * TK_ATT_QB));
                 float *sb = buf, *ac = sb + TK_ATT_QB * TK_ATT_KB, *mx = ac + TK_ATT_QB * D, *l = mx + TK_ATT_QB;
                 const float *qp = q + TK_AT(lq, b, h, i0), *kb = k + TK_AT(lk, b, h / grp, 0), *vb = v + TK_AT(lv, b, h / grp, 0);
                 for (int64_t r = 0; r < ni; r++) mx[r] = -INFINITY, l[r] = 0;
@@ -811,7 +824,7 @@ static inline void tk_attention_bwd_blas_f32(float *dq, TrnAttL ldq, float *dk, 
         for (int64_t hk = 0; hk < Hkv; hk++) {
             const float *kb = k + TK_AT(lk, b, hk, 0), *vb = v + TK_AT(lv, b, hk, 0);
             float *dkb = dk + TK_AT(ldk, b, hk, 0), *dvb = dv + TK_AT(ldv, b, hk, 0);
-            float *buf = (float *)malloc(sizeof(float) * (size_t)(2 * TK_ATT_QB * TK_ATT_KB + 2 * TK_ATT_QB));
+            float *buf = (float *)tk_alloc(sizeof(float) * (size_t)(2 * TK_ATT_QB * TK_ATT_KB + 2 * TK_ATT_QB));
             float *pb = buf, *db = pb + TK_ATT_QB * TK_ATT_KB, *Di = db + TK_ATT_QB * TK_ATT_KB, *L = Di + TK_ATT_QB;
             for (int64_t j = 0; j < S; j++) {
                 memset(dkb + j * ldk.t, 0, sizeof(float) * (size_t)D);
@@ -874,7 +887,7 @@ static inline void tk_attention_f32(float *o, TrnAttL lo, float *lse, const floa
                 const float *qr = q + TK_AT(lq, b, h, i);
                 const float *kb = k + TK_AT(lk, b, h / grp, 0), *vb = v + TK_AT(lv, b, h / grp, 0);
                 float acc[512], s[TK_ATT_TILE], mx = -INFINITY, l = 0;
-                float *ac = D <= 512 ? acc : (float *)malloc(sizeof(float) * (size_t)D);
+                float *ac = D <= 512 ? acc : (float *)tk_alloc(sizeof(float) * (size_t)D);
                 for (int64_t d = 0; d < D; d++) ac[d] = 0;
                 int64_t jend = causal ? i + 1 : S;
                 for (int64_t j0 = 0; j0 < jend; j0 += TK_ATT_TILE) {
@@ -963,7 +976,7 @@ TRN_INLINE void tk_attention_g(void *o, TrnAttL lo, float *lse, const void *q, T
             for (int64_t i = 0; i < T; i++) {
                 int64_t qr = TK_AT(lq, b, h, i), kb = TK_AT(lk, b, h / grp, 0), vb = TK_AT(lv, b, h / grp, 0);
                 double acc[512], mx = -INFINITY, l = 0, s[TK_ATT_TILE];
-                double *ac = D <= 512 ? acc : (double *)malloc(sizeof(double) * (size_t)D);
+                double *ac = D <= 512 ? acc : (double *)tk_alloc(sizeof(double) * (size_t)D);
                 for (int64_t d = 0; d < D; d++) ac[d] = 0;
                 int64_t jend = causal ? i + 1 : S;
                 for (int64_t j0 = 0; j0 < jend; j0 += TK_ATT_TILE) {
@@ -1010,7 +1023,7 @@ TRN_INLINE void tk_attention_bwd_g(void *dq, TrnAttL ldq, void *dk, TrnAttL ldk,
         for (int64_t hk = 0; hk < Hkv; hk++) {
             int64_t kb = TK_AT(lk, b, hk, 0), vb = TK_AT(lv, b, hk, 0);
             double *dka = (double *)calloc((size_t)(S * D), sizeof(double)), *dva = (double *)calloc((size_t)(S * D), sizeof(double));
-            double *dqa = (double *)malloc(sizeof(double) * (size_t)D);
+            double *dqa = (double *)tk_alloc(sizeof(double) * (size_t)D);
             for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
                 for (int64_t i = 0; i < T; i++) {
                     int64_t row = (b * H + h) * T + i, qr = TK_AT(lq, b, h, i), dr = TK_AT(ldo, b, h, i), orow = TK_AT(lo, b, h, i);
@@ -1069,7 +1082,7 @@ static inline int64_t tk_ce_count(const int32_t *tg, int64_t N, int64_t ignore) 
  * are V long, of which the first nc count (pad-tiles' {classes}). */
 static inline void tk_cross_entropy_f32(float *loss, float *lse, const float *logits, const int32_t *tg, int64_t N, int64_t V,
                                         int64_t nc, int64_t ignore) {
-    double *rl = (double *)malloc(sizeof(double) * (size_t)(N ? N : 1));
+    double *rl = (double *)tk_alloc(sizeof(double) * (size_t)(N ? N : 1));
 #pragma omp parallel for schedule(static) if (N * V > 65536)
     for (int64_t n = 0; n < N; n++) {
         const float *r = logits + n * V;
@@ -1115,7 +1128,7 @@ static inline void tk_cross_entropy_fused_f32(float *loss, float *lse, float *lo
                                               const int32_t *tg, const float *dloss, int64_t N, int64_t V, int64_t nc, int64_t ignore) {
     int64_t cnt = tk_ce_count(tg, N, ignore);
     double sc = cnt ? (double)*dloss / (double)cnt : 0.0;
-    double *rl = (double *)malloc(sizeof(double) * (size_t)(N ? N : 1));
+    double *rl = (double *)tk_alloc(sizeof(double) * (size_t)(N ? N : 1));
 #pragma omp parallel for schedule(static) if (N * V > 65536)
     for (int64_t n = 0; n < N; n++) {
         float *r = logits + n * V;
