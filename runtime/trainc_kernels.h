@@ -189,7 +189,10 @@ TRN_INLINE double trn_fmin(double a, double b) { return a != a || b != b ? a + b
 TRN_INLINE float trn_expf(float x) {
     float xc = x < 89.0f ? x : 89.0f; /* NaN: 89, its result replaced below */
     xc = xc > -104.0f ? xc : -104.0f;
-    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round(x / ln2): 1.5 * 2^23 */
+    /* n = round(x / ln2): x / ln2 + 150.5 > 0 truncated is its floor (no
+     * (a + c) - c, which -ffast-math, --copt=-Ofast, would fold away) */
+    int32_t ni = (int32_t)(xc * 1.44269504088896341f + 150.5f) - 150;
+    float n = (float)ni;
     float r = xc - n * 0.693359375f + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
@@ -198,7 +201,7 @@ TRN_INLINE float trn_expf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    int32_t ni = (int32_t)n, hi = ni > 127, lo = ni < -126; /* n in [-150, 129] */
+    int32_t hi = ni > 127, lo = ni < -126; /* n in [-150, 129] */
     int32_t bits = (ni - hi + 64 * lo + 127) << 23;
     float s;
     memcpy(&s, &bits, sizeof s);
