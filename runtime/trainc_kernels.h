@@ -747,6 +747,15 @@ TRN_INLINE void tk_axpy_f32(float *y, float a, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
+/* zeroes the S rows of D of one (batch, kv head)'s dk and dv, which the
+ * query heads sharing it then add into */
+TRN_INLINE void tk_att_zero_kv(float *dkb, TrnAttL ldk, float *dvb, TrnAttL ldv, int64_t S, int64_t D) {
+    for (int64_t j = 0; j < S; j++) {
+        memset(dkb + j * ldk.t, 0, sizeof(float) * (size_t)D);
+        memset(dvb + j * ldv.t, 0, sizeof(float) * (size_t)D);
+    }
+}
+
 #ifdef TRN_HAVE_BLAS
 /* With a BLAS, the f32 attention works a block of TK_ATT_QB query rows
  * against a chunk of TK_ATT_KB keys at a time, the products of the block
@@ -829,10 +838,7 @@ static inline void tk_attention_bwd_blas_f32(float *dq, TrnAttL ldq, float *dk, 
             float *dkb = dk + TK_AT(ldk, b, hk, 0), *dvb = dv + TK_AT(ldv, b, hk, 0);
             float *buf = (float *)tk_alloc(sizeof(float) * (size_t)(2 * TK_ATT_QB * TK_ATT_KB + 2 * TK_ATT_QB));
             float *pb = buf, *db = pb + TK_ATT_QB * TK_ATT_KB, *Di = db + TK_ATT_QB * TK_ATT_KB, *L = Di + TK_ATT_QB;
-            for (int64_t j = 0; j < S; j++) {
-                memset(dkb + j * ldk.t, 0, sizeof(float) * (size_t)D);
-                memset(dvb + j * ldv.t, 0, sizeof(float) * (size_t)D);
-            }
+            tk_att_zero_kv(dkb, ldk, dvb, ldv, S, D);
             for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
                 for (int64_t i0 = 0; i0 < T; i0 += TK_ATT_QB) {
                     int64_t ni = T - i0 < TK_ATT_QB ? T - i0 : TK_ATT_QB;
@@ -937,10 +943,7 @@ static inline void tk_attention_bwd_f32(float *dq, TrnAttL ldq, float *dk, TrnAt
         for (int64_t hk = 0; hk < Hkv; hk++) {
             const float *kb = k + TK_AT(lk, b, hk, 0), *vb = v + TK_AT(lv, b, hk, 0);
             float *dkb = dk + TK_AT(ldk, b, hk, 0), *dvb = dv + TK_AT(ldv, b, hk, 0);
-            for (int64_t j = 0; j < S; j++) {
-                memset(dkb + j * ldk.t, 0, sizeof(float) * (size_t)D);
-                memset(dvb + j * ldv.t, 0, sizeof(float) * (size_t)D);
-            }
+            tk_att_zero_kv(dkb, ldk, dvb, ldv, S, D);
             for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
                 for (int64_t i = 0; i < T; i++) {
                     int64_t row = (b * H + h) * T + i;
