@@ -27,6 +27,8 @@
 #define TRAINC_OPENBLAS_DIR ""
 #endif
 
+const char *const cg_cflags[] = {"-std=c11", "-fopenmp", "-fno-trapping-math", "-D_GNU_SOURCE", NULL};
+
 const char *cg_openblas_dir(void) {
     const char *e = getenv("TRAINC_OPENBLAS_DIR");
     return e ? e : TRAINC_OPENBLAS_DIR;
@@ -698,11 +700,8 @@ int cg_compile(const CompileOptions *o, Diag *d) {
         const char *argv[64];
         int a = 0;
         argv[a++] = cc;
-        argv[a++] = "-std=c11";
         argv[a++] = o->opt ? o->opt : "-O2";
-        argv[a++] = "-fopenmp";
-        argv[a++] = "-fno-trapping-math"; /* lets the float selects of trn_expf vectorise; values unchanged */
-        argv[a++] = "-D_GNU_SOURCE";
+        for (int i = 0; cg_cflags[i]; i++) argv[a++] = cg_cflags[i];
         if (o->blas) argv[a++] = "-DTRN_HAVE_BLAS";
         if (o->native) argv[a++] = "-march=native";
 #ifdef TRAINC_RT_SANITIZE

@@ -46,6 +46,12 @@ bool        cg_choose_checkpoint(CompileOptions *o, const TrainConfig *tc, Diag 
 /* Applies "key=value" train-section overrides to g->train. */
 bool        cg_apply_sets(Graph *g, const char *const *sets, Diag *d);
 const char *cg_runtime_dir(void);
+/* The C compiler's flags for generated C besides the optimisation level,
+ * NULL-terminated: C11, OpenMP, _GNU_SOURCE, and -fno-trapping-math, which
+ * lets the float selects of trn_expf become vector blends (no value
+ * changes).  `compile` uses them, and so do the tests that build generated
+ * C themselves. */
+extern const char *const cg_cflags[];
 /* The folder of the OpenBLAS generated code links ("" = the default one). */
 const char *cg_openblas_dir(void);
 const char *cg_runtime_lib(void);

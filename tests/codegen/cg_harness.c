@@ -39,11 +39,12 @@ int h_build(Harness *h, const char *model, const char *const *defs, const char *
     bool ok = cg_emit_c(f, h->prog, false, d);
     fclose(f);
     if (!ok) return -1;
-    char cmd[2048];
+    char flags[256] = "", cmd[2048];
+    for (int i = 0; cg_cflags[i]; i++) snprintf(flags + strlen(flags), sizeof flags - strlen(flags), " %s", cg_cflags[i]);
     snprintf(cmd, sizeof cmd,
-             "cc -std=c11 -O2 -fopenmp -fno-trapping-math -fPIC -shared -D_GNU_SOURCE -DTRN_HAVE_BLAS -I%s -I/usr/include/x86_64-linux-gnu "
+             "cc -O2%s -fPIC -shared -DTRN_HAVE_BLAS -I%s -I/usr/include/x86_64-linux-gnu "
              "-Wall -Wno-unused-variable -Wno-unused-function -Werror %s -o %s %s%s -lopenblas -lm",
-             cg_runtime_dir(), h->cpath, h->sopath, *cg_openblas_dir() ? "-L" : "", cg_openblas_dir());
+             flags, cg_runtime_dir(), h->cpath, h->sopath, *cg_openblas_dir() ? "-L" : "", cg_openblas_dir());
     if (run(cmd) != 0) return -1;
     h->so = dlopen(h->sopath, RTLD_NOW | RTLD_LOCAL);
     if (!h->so) {

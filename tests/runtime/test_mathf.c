@@ -20,21 +20,8 @@
  *     is the float formula's: 1 - t*t of the tanh GELU's gradient in its
  *     tails), so trn_expf makes none of them worse.
  * Prints the worst errors; ends with "mathf: ok" or "mathf: FAILED". */
+#include "check.h"
 #include "trainc_kernels.h"
-
-#include <stdio.h>
-
-static int failed;
-
-#define CHECK(c, ...)                                                                                                                       \
-    do {                                                                                                                                    \
-        if (!(c)) {                                                                                                                         \
-            fprintf(stderr, "  %s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #c);                                                        \
-            fprintf(stderr, __VA_ARGS__);                                                                                                   \
-            fputc('\n', stderr);                                                                                                            \
-            failed = 1;                                                                                                                     \
-        }                                                                                                                                   \
-    } while (0)
 
 static float from_bits(uint32_t b) {
     float f;

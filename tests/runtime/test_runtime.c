@@ -6,6 +6,7 @@
  * Each test prints its name; a failed CHECK prints the condition and the
  * first values that differ.  Ends with "N passed, N failed". */
 #include "bigram.h"
+#include "check.h"
 #include "philox.h"
 #include "rt.h"
 #include "schedule.h"
@@ -25,18 +26,6 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 #define ABI_TEXT STR(TRN_ABI_VERSION)
-
-static int failed;
-
-#define CHECK(c, ...)                                                                                                                       \
-    do {                                                                                                                                    \
-        if (!(c)) {                                                                                                                         \
-            fprintf(stderr, "  %s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #c);                                                        \
-            fprintf(stderr, __VA_ARGS__);                                                                                                   \
-            fputc('\n', stderr);                                                                                                            \
-            failed = 1;                                                                                                                     \
-        }                                                                                                                                   \
-    } while (0)
 
 static char scratch[1024];
 
