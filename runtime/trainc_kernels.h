@@ -41,6 +41,16 @@ static inline void *tk_alloc(size_t bytes) {
     return p;
 }
 
+/* n zeroed elements of size bytes each; aborts as tk_alloc does */
+static inline void *tk_zalloc(size_t n, size_t size) {
+    void *p = calloc(n, size);
+    if (!p) {
+        fprintf(stderr, "trainc: out of memory in a kernel's scratch (%zu bytes)\n", n * size);
+        abort();
+    }
+    return p;
+}
+
 /* A generated kernel function.  GCC's noipa: its callers (the schedule's
  * run function) use nothing the optimiser learns from its body.  GCC 12.2
  * at -O1 and above rewrote the addresses of a kernel whose loop reads
@@ -96,8 +106,9 @@ TRN_INLINE float trn_f16_to_f32(uint16_t h) {
  * the double (rounding through f32 first could round twice): the nearest
  * number with p significand bits and normal exponents emin..emax, ties to
  * even, subnormals below 2^emin, infinity above the largest finite number.
- * The same function as the interpreter's. */
-static inline double trn_round_format(double x, int p, int emin, int emax) {
+ * The same function as the interpreter's; trn_round_format below is its
+ * fast form. */
+static inline double trn_round_format_ref(double x, int p, int emin, int emax) {
     if (isnan(x) || isinf(x) || x == 0) return x;
     double ax = fabs(x);
     int e;
@@ -109,6 +120,25 @@ static inline double trn_round_format(double x, int p, int emin, int emax) {
     double r = fl * ulp;
     if (r > ldexp(2.0 - ldexp(1.0, 1 - p), emax)) r = INFINITY;
     return copysign(r, x);
+}
+
+/* trn_round_format_ref, bit for bit, on the double's bits where x's
+ * exponent is one of the format's normal exponents (nearly every value a
+ * kernel stores): the 53 - p low bits of the significand are rounded off,
+ * ties to even, a carry moving into the exponent; a result past emax is
+ * infinity.  Zeros, subnormals of the format, infinities and NaN take the
+ * reference path.  Half of a bf16 step's time went to frexp and ldexp. */
+TRN_INLINE double trn_round_format(double x, int p, int emin, int emax) {
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    uint64_t a = u & 0x7fffffffffffffffull;
+    int e = (int)(a >> 52) - 1023, s = 53 - p;
+    if (e < emin || e > emax) return trn_round_format_ref(x, p, emin, emax);
+    a = (a + (1ull << (s - 1)) - 1 + ((a >> s) & 1)) & ~((1ull << s) - 1);
+    if ((int)(a >> 52) - 1023 > emax) a = 0x7ff0000000000000ull;
+    a |= u & 0x8000000000000000ull;
+    memcpy(&x, &a, sizeof x);
+    return x;
 }
 TRN_INLINE double trn_r_f32(double x) { return (double)(float)x; }
 TRN_INLINE double trn_r_bf16(double x) { return trn_round_format(x, 8, -126, 127); }
@@ -734,6 +764,7 @@ static inline void tk_rope_qk(void *yq, TrnAttL lyq, const void *xq, TrnAttL lxq
  * matrix exists beyond one tile; dot products and updates are float vector
  * loops (omp simd). */
 #define TK_ATT_TILE 64
+#define TK_ATT_QB 64 /* query rows a task of the BLAS and the bf16/f16 attention takes */
 
 TRN_INLINE float tk_dot_f32(const float *a, const float *b, int64_t n) {
     float s = 0;
@@ -764,7 +795,6 @@ TRN_INLINE void tk_att_zero_kv(float *dkb, TrnAttL ldk, float *dvb, TrnAttL ldv,
  * then O += P V.  The same algorithm as the loops below; the sums are the
  * BLAS's, so the last bits differ from the loops'.  Neither depends on the
  * thread count. */
-#define TK_ATT_QB 64
 #define TK_ATT_KB 128
 
 /* the keys row i of a chunk from j0 (nj keys) sees: all but those after i
@@ -971,43 +1001,58 @@ static inline void tk_attention_bwd_f32(float *dq, TrnAttL ldq, float *dk, TrnAt
 
 /* ---- attention in bf16/f16 (mixed precision): the same algorithm as the
  * f32 kernels above, in double, with q, k, v, o of dtype dt (2 bf16, 3 f16)
- * loaded and stored through tk_ld/tk_st; lse f32. */
+ * loaded and stored through tk_ld/tk_st; lse f32.  The rows of k and v a
+ * block of query rows reads (of q and dout, a row) are widened to double
+ * once, so the inner loops read doubles; the sums are taken in the same
+ * order as one element at a time. */
+TRN_INLINE void tk_att_widen(double *dst, const void *x, int dt, int64_t base, int64_t stride, int64_t rows, int64_t D) {
+    for (int64_t j = 0; j < rows; j++)
+        for (int64_t d = 0; d < D; d++) dst[j * D + d] = tk_ld(x, dt, base + j * stride + d);
+}
+
 TRN_INLINE void tk_attention_g(void *o, TrnAttL lo, float *lse, const void *q, TrnAttL lq, const void *k, TrnAttL lk, const void *v,
                                TrnAttL lv, int64_t B, int64_t H, int64_t Hkv, int64_t T, int64_t S, int64_t D, double scale, int causal,
                                int dt) {
-    int64_t grp = H / Hkv;
-#pragma omp parallel for collapse(3) schedule(static) if (B * H * T * S * D > 65536)
+    int64_t grp = H / Hkv, nqb = (T + TK_ATT_QB - 1) / TK_ATT_QB;
+#pragma omp parallel for collapse(3) schedule(dynamic, 1) if (B * H * T * S * D > 65536)
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
-            for (int64_t i = 0; i < T; i++) {
-                int64_t qr = TK_AT(lq, b, h, i), kb = TK_AT(lk, b, h / grp, 0), vb = TK_AT(lv, b, h / grp, 0);
-                double acc[512], mx = -INFINITY, l = 0, s[TK_ATT_TILE];
-                double *ac = D <= 512 ? acc : (double *)tk_alloc(sizeof(double) * (size_t)D);
-                for (int64_t d = 0; d < D; d++) ac[d] = 0;
-                int64_t jend = causal ? i + 1 : S;
-                for (int64_t j0 = 0; j0 < jend; j0 += TK_ATT_TILE) {
-                    int64_t j1 = j0 + TK_ATT_TILE < jend ? j0 + TK_ATT_TILE : jend;
-                    double tmx = -INFINITY;
-                    for (int64_t j = j0; j < j1; j++) {
-                        double dot = 0;
-                        for (int64_t d = 0; d < D; d++) dot += tk_ld(q, dt, qr + d) * tk_ld(k, dt, kb + j * lk.t + d);
-                        s[j - j0] = dot * scale;
-                        tmx = fmax(tmx, s[j - j0]);
+            for (int64_t qb = 0; qb < nqb; qb++) {
+                int64_t i0 = qb * TK_ATT_QB, i1 = i0 + TK_ATT_QB < T ? i0 + TK_ATT_QB : T;
+                int64_t ns = causal && i1 < S ? i1 : S; /* the keys these rows see */
+                double *kd = (double *)tk_alloc(sizeof(double) * (size_t)(2 * ns * D + 2 * D)), *vd = kd + ns * D;
+                double *qd = vd + ns * D, *ac = qd + D, s[TK_ATT_TILE];
+                tk_att_widen(kd, k, dt, TK_AT(lk, b, h / grp, 0), lk.t, ns, D);
+                tk_att_widen(vd, v, dt, TK_AT(lv, b, h / grp, 0), lv.t, ns, D);
+                for (int64_t i = i0; i < i1; i++) {
+                    double mx = -INFINITY, l = 0;
+                    tk_att_widen(qd, q, dt, TK_AT(lq, b, h, i), 0, 1, D);
+                    for (int64_t d = 0; d < D; d++) ac[d] = 0;
+                    int64_t jend = causal && i + 1 < ns ? i + 1 : ns;
+                    for (int64_t j0 = 0; j0 < jend; j0 += TK_ATT_TILE) {
+                        int64_t j1 = j0 + TK_ATT_TILE < jend ? j0 + TK_ATT_TILE : jend;
+                        double tmx = -INFINITY;
+                        for (int64_t j = j0; j < j1; j++) {
+                            double dot = 0;
+                            for (int64_t d = 0; d < D; d++) dot += qd[d] * kd[j * D + d];
+                            s[j - j0] = dot * scale;
+                            tmx = fmax(tmx, s[j - j0]);
+                        }
+                        double nmx = fmax(mx, tmx), corr = exp(mx - nmx);
+                        l *= corr;
+                        for (int64_t d = 0; d < D; d++) ac[d] *= corr;
+                        for (int64_t j = j0; j < j1; j++) {
+                            double p = exp(s[j - j0] - nmx);
+                            l += p;
+                            for (int64_t d = 0; d < D; d++) ac[d] += p * vd[j * D + d];
+                        }
+                        mx = nmx;
                     }
-                    double nmx = fmax(mx, tmx), corr = exp(mx - nmx);
-                    l *= corr;
-                    for (int64_t d = 0; d < D; d++) ac[d] *= corr;
-                    for (int64_t j = j0; j < j1; j++) {
-                        double p = exp(s[j - j0] - nmx);
-                        l += p;
-                        for (int64_t d = 0; d < D; d++) ac[d] += p * tk_ld(v, dt, vb + j * lv.t + d);
-                    }
-                    mx = nmx;
+                    int64_t orow = TK_AT(lo, b, h, i);
+                    for (int64_t d = 0; d < D; d++) tk_st(o, dt, orow + d, ac[d] / l);
+                    lse[(b * H + h) * T + i] = (float)(mx + log(l));
                 }
-                int64_t orow = TK_AT(lo, b, h, i);
-                for (int64_t d = 0; d < D; d++) tk_st(o, dt, orow + d, ac[d] / l);
-                lse[(b * H + h) * T + i] = (float)(mx + log(l));
-                if (ac != acc) free(ac);
+                free(kd);
             }
 }
 
@@ -1027,27 +1072,31 @@ TRN_INLINE void tk_attention_bwd_g(void *dq, TrnAttL ldq, void *dk, TrnAttL ldk,
 #pragma omp parallel for collapse(2) schedule(static) if (B * H * T * S * D > 65536)
     for (int64_t b = 0; b < B; b++)
         for (int64_t hk = 0; hk < Hkv; hk++) {
-            int64_t kb = TK_AT(lk, b, hk, 0), vb = TK_AT(lv, b, hk, 0);
-            double *dka = (double *)calloc((size_t)(S * D), sizeof(double)), *dva = (double *)calloc((size_t)(S * D), sizeof(double));
-            double *dqa = (double *)tk_alloc(sizeof(double) * (size_t)D);
+            /* dk, dv, k, v [S, D]; dq, q, dout [D] */
+            double *dka = (double *)tk_zalloc((size_t)(4 * S * D + 3 * D), sizeof(double));
+            double *dva = dka + S * D, *kd = dva + S * D, *vd = kd + S * D, *dqa = vd + S * D, *qd = dqa + D, *dod = qd + D;
+            tk_att_widen(kd, k, dt, TK_AT(lk, b, hk, 0), lk.t, S, D);
+            tk_att_widen(vd, v, dt, TK_AT(lv, b, hk, 0), lv.t, S, D);
             for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
                 for (int64_t i = 0; i < T; i++) {
-                    int64_t row = (b * H + h) * T + i, qr = TK_AT(lq, b, h, i), dr = TK_AT(ldo, b, h, i), orow = TK_AT(lo, b, h, i);
+                    int64_t row = (b * H + h) * T + i, orow = TK_AT(lo, b, h, i);
                     double Di = 0, L = lse[row];
-                    for (int64_t d = 0; d < D; d++) Di += tk_ld(dout, dt, dr + d) * tk_ld(o, dt, orow + d);
+                    tk_att_widen(qd, q, dt, TK_AT(lq, b, h, i), 0, 1, D);
+                    tk_att_widen(dod, dout, dt, TK_AT(ldo, b, h, i), 0, 1, D);
+                    for (int64_t d = 0; d < D; d++) Di += dod[d] * tk_ld(o, dt, orow + d);
                     for (int64_t d = 0; d < D; d++) dqa[d] = 0;
-                    int64_t jend = causal ? i + 1 : S;
+                    int64_t jend = causal && i + 1 < S ? i + 1 : S;
                     for (int64_t j = 0; j < jend; j++) {
                         double dot = 0, dp = 0;
                         for (int64_t d = 0; d < D; d++) {
-                            dot += tk_ld(q, dt, qr + d) * tk_ld(k, dt, kb + j * lk.t + d);
-                            dp += tk_ld(dout, dt, dr + d) * tk_ld(v, dt, vb + j * lv.t + d);
+                            dot += qd[d] * kd[j * D + d];
+                            dp += dod[d] * vd[j * D + d];
                         }
                         double p = exp(dot * scale - L), ds = p * (dp - Di);
                         for (int64_t d = 0; d < D; d++) {
-                            dqa[d] += scale * ds * tk_ld(k, dt, kb + j * lk.t + d);
-                            dka[j * D + d] += scale * ds * tk_ld(q, dt, qr + d);
-                            dva[j * D + d] += p * tk_ld(dout, dt, dr + d);
+                            dqa[d] += scale * ds * kd[j * D + d];
+                            dka[j * D + d] += scale * ds * qd[d];
+                            dva[j * D + d] += p * dod[d];
                         }
                     }
                     int64_t dqr = TK_AT(ldq, b, h, i);
@@ -1061,8 +1110,6 @@ TRN_INLINE void tk_attention_bwd_g(void *dq, TrnAttL ldq, void *dk, TrnAttL ldk,
                 }
             }
             free(dka);
-            free(dva);
-            free(dqa);
         }
 }
 
@@ -1188,7 +1235,7 @@ static inline void tk_linear_ce_scaled(float *loss, void *dx, int dxdt, float *d
     blas = dt == 0;
 #endif
     /* half precision (and no BLAS): dw accumulates in double, scaled and rounded once */
-    double *dwa = dw && !blas ? (double *)calloc((size_t)(nc * C + 1), sizeof(double)) : NULL;
+    double *dwa = dw && !blas ? (double *)tk_zalloc((size_t)(nc * C + 1), sizeof(double)) : NULL;
     if (dw && blas && !acc) memset(dw, 0, sizeof(float) * (size_t)(V * C));
     for (int64_t r0 = 0; r0 < N; r0 += chunk) {
         int64_t rows = r0 + chunk < N ? chunk : N - r0;

@@ -18,7 +18,15 @@
  *     max(|f|, 1) (to |f| for sigmoid and silu): bounds 1.3 times the
  *     errors measured with glibc's expf in their place (most of the error
  *     is the float formula's: 1 - t*t of the tanh GELU's gradient in its
- *     tails), so trn_expf makes none of them worse.
+ *     tails), so trn_expf makes none of them worse;
+ *   - trn_round_format (bf16's and f16's rounding of a double, on the
+ *     double's bits) against trn_round_format_ref (the interpreter's
+ *     frexp/ldexp formula), bit for bit: at every exponent from below the
+ *     format's subnormals to past its largest, random significands and
+ *     the dropped bits that decide a rounding (zero, one, half less one,
+ *     the tie, half plus one, all ones; kept bits even, odd and all
+ *     ones, whose rounding carries into the exponent), both signs; and
+ *     zeros, infinities, NaN, double subnormals, the overflow threshold.
  * Prints the worst errors; ends with "mathf: ok" or "mathf: FAILED". */
 #include "check.h"
 #include "trainc_kernels.h"
@@ -160,7 +168,70 @@ static void test_functions(void) {
     CHECK(trn_sigmoidf(-INFINITY) == 0.0f && trn_sigmoidf(INFINITY) == 1.0f, "sigmoid at inf");
 }
 
+static uint64_t dbits(double x) {
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+static double from_dbits(uint64_t b) {
+    double x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
+/* trn_round_format against the reference on one value; counts it */
+static int64_t nround, nround_bad;
+static void round_one(double x, int p, int emin, int emax) {
+    double f = trn_round_format(x, p, emin, emax), r = trn_round_format_ref(x, p, emin, emax);
+    nround++;
+    if (dbits(f) == dbits(r) || (isnan(f) && isnan(r))) return;
+    if (nround_bad++ < 5) CHECK(0, "round(%a, p=%d): %a, reference %a", x, p, f, r);
+}
+
+static void test_round(void) {
+    const struct {
+        const char *name;
+        int p, emin, emax;
+    } fmt[] = {{"bf16", 8, -126, 127}, {"f16", 11, -14, 15}};
+    uint64_t s = 987654321;
+    for (size_t k = 0; k < sizeof fmt / sizeof fmt[0]; k++) {
+        int p = fmt[k].p, sh = 53 - p;
+        int64_t bad0 = nround_bad, n0 = nround;
+        uint64_t half = 1ull << (sh - 1), low[] = {0, 1, half - 1, half, half + 1, (half << 1) - 1};
+        for (int e = fmt[k].emin - p - 3; e <= fmt[k].emax + 2; e++) {
+            uint64_t ebits = (uint64_t)(e + 1023) << 52;
+            for (int i = 0; i < 2000; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                uint64_t m = (s >> 12) & 0xfffffffffffffull; /* 52 random significand bits */
+                round_one(from_dbits(ebits | m), p, fmt[k].emin, fmt[k].emax);
+                round_one(-from_dbits(ebits | m), p, fmt[k].emin, fmt[k].emax);
+            }
+            uint64_t kept = 0xfffffffffffffull >> sh; /* the p - 1 kept fraction bits */
+            uint64_t keeps[] = {0, 1, 2, 3, kept - 1, kept};
+            for (size_t a = 0; a < sizeof keeps / sizeof keeps[0]; a++)
+                for (size_t b = 0; b < sizeof low / sizeof low[0]; b++) {
+                    double x = from_dbits(ebits | keeps[a] << sh | low[b]);
+                    round_one(x, p, fmt[k].emin, fmt[k].emax);
+                    round_one(-x, p, fmt[k].emin, fmt[k].emax);
+                }
+        }
+        /* the largest finite number, the tie above it (to inf) and its neighbours */
+        double big = ldexp(2.0 - ldexp(1.0, 1 - p), fmt[k].emax), tie = ldexp(2.0 - ldexp(1.0, -p), fmt[k].emax);
+        const double special[] = {0.0,  -0.0, INFINITY, -INFINITY,       NAN,       0x1p-1074,       -0x1p-1060,      0x1.8p-1030,
+                                  1e300, -1e300, big,    nextafter(big, 0), tie,      nextafter(tie, 0), nextafter(tie, 1e9), 1.0};
+        for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) round_one(special[i], p, fmt[k].emin, fmt[k].emax);
+        CHECK(isinf(trn_round_format(tie, p, fmt[k].emin, fmt[k].emax)), "%s: the tie above the largest number rounds to inf", fmt[k].name);
+        printf("trn_round_format %s: %lld values, %lld differ from the reference\n", fmt[k].name, (long long)(nround - n0),
+               (long long)(nround_bad - bad0));
+    }
+    CHECK(trn_r_bf16(1.00390625) == 1.0 && trn_r_bf16(1.01171875) == 1.015625, "bf16 ties to even");
+    CHECK(trn_r_f16(65520.0) == INFINITY && trn_r_f16(65519.0) == 65504.0, "f16 overflow threshold");
+    CHECK(nround_bad == 0, "%lld values rounded differently", (long long)nround_bad);
+}
+
 int main(void) {
+    test_round();
     test_expf();
     test_vector_scalar();
     test_functions();
