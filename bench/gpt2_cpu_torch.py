@@ -3,12 +3,13 @@
 
 The same GPT-2 as examples/gpt2.model (pre-LN blocks, LayerNorm with bias,
 fused qkv, causal attention, GELU-tanh MLP, tied lm_head, learned position
-embeddings), in plain PyTorch eager, fp32, AdamW (same hyper-parameters as
-the compiled run), trained on the same token file.  Prints one JSON line:
+embeddings), in plain PyTorch eager, fp32 (with --bf16: the forward under
+bf16 autocast, fp32 weights), AdamW (same hyper-parameters as the compiled
+run), trained on the same token file.  Prints one JSON line:
 {"ms_per_step": median, "steps": N, "threads": T, "final_loss": ...}.
 
 Usage: gpt2_cpu_torch.py TOKENS.bin --vocab V --layers L --heads H --dim C
-       --seq T --batch B --steps N --warmup-steps W --threads K
+       --seq T --batch B --steps N --warmup-steps W --threads K [--bf16]
 """
 import argparse
 import json
@@ -92,6 +93,7 @@ def main():
                  ("steps", 30), ("warmup_steps", 5), ("threads", 2)]:
         p.add_argument("--" + k.replace("_", "-"), type=int, default=d)
     p.add_argument("--lr", type=float, default=6e-4)
+    p.add_argument("--bf16", action="store_true", help="the forward under torch.autocast('cpu', torch.bfloat16)")
     a = p.parse_args()
     torch.manual_seed(1337)
     torch.set_num_threads(a.threads)
@@ -108,7 +110,8 @@ def main():
         x = torch.stack([data[i:i + a.seq] for i in ix])
         y = torch.stack([data[i + 1:i + 1 + a.seq] for i in ix])
         t0 = time.perf_counter()
-        loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

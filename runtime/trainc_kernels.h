@@ -168,6 +168,28 @@ TRN_INLINE void tk_st(void *p, int dt, int64_t i, double v) {
     }
 }
 
+/* A float loaded from and stored to dtype dt: f32, or a half value
+ * widened exactly; stored, a float is exact in double and rounds once to
+ * a half dtype, so rounding its bits stores what tk_st stores for
+ * (double)v (test_mathf checks it for every 61st float). */
+TRN_INLINE float tk_ld_f(const void *p, int dt, int64_t i) {
+    switch (dt) {
+    case 0: return ((const float *)p)[i];
+    case 2: return trn_bf16_to_f32(((const uint16_t *)p)[i]);
+    case 3: return trn_f16_to_f32(((const uint16_t *)p)[i]);
+    default: return (float)((const double *)p)[i];
+    }
+}
+
+TRN_INLINE void tk_st_y(void *p, int dt, int64_t i, float v) {
+    switch (dt) {
+    case 0: ((float *)p)[i] = v; break;
+    case 2: ((uint16_t *)p)[i] = trn_f32_to_bf16(v); break;
+    case 3: ((uint16_t *)p)[i] = trn_f32_to_f16(v); break;
+    default: ((double *)p)[i] = (double)v; break;
+    }
+}
+
 /* x rounded to dt's precision, kept in a double (the interpreter's
  * round_to): what a value stored in dt holds. */
 TRN_INLINE double tk_round(int dt, double x) {
@@ -359,25 +381,27 @@ static inline void tk_bias_rows_f32(float *C, int64_t M, int64_t N, int64_t ldc,
  * c = gelu_grad(c, x).  n elements of dtype dt (0 f32, 2 bf16, 3 f16). */
 static inline void tk_gelu_dt(void *y, const void *x, int64_t n, int dt) {
     if (dt == 0) {
-        float *yf = (float *)y;
-        const float *xf = (const float *)x;
 #pragma omp parallel for simd schedule(static) if (parallel : n > 32768)
-        for (int64_t i = 0; i < n; i++) yf[i] = trn_geluf(xf[i], 1);
-        return;
-    }
+        for (int64_t i = 0; i < n; i++) tk_st_y(y, 0, i, trn_geluf(tk_ld_f(x, 0, i), 1));
+    } else if (dt == 2) { /* the same vector loop on bf16 */
+#pragma omp parallel for simd schedule(static) if (parallel : n > 32768)
+        for (int64_t i = 0; i < n; i++) tk_st_y(y, 2, i, trn_geluf(tk_ld_f(x, 2, i), 1));
+    } else {
 #pragma omp parallel for schedule(static) if (n > 32768)
-    for (int64_t i = 0; i < n; i++) tk_st(y, dt, i, (double)trn_geluf((float)tk_ld(x, dt, i), 1));
+        for (int64_t i = 0; i < n; i++) tk_st(y, dt, i, (double)trn_geluf((float)tk_ld(x, dt, i), 1));
+    }
 }
 static inline void tk_dgelu_dt(void *c, const void *x, int64_t n, int dt) {
     if (dt == 0) {
-        float *cf = (float *)c;
-        const float *xf = (const float *)x;
 #pragma omp parallel for simd schedule(static) if (parallel : n > 32768)
-        for (int64_t i = 0; i < n; i++) cf[i] = trn_gelu_gradf(cf[i], xf[i], 1);
-        return;
-    }
+        for (int64_t i = 0; i < n; i++) tk_st_y(c, 0, i, trn_gelu_gradf(tk_ld_f(c, 0, i), tk_ld_f(x, 0, i), 1));
+    } else if (dt == 2) {
+#pragma omp parallel for simd schedule(static) if (parallel : n > 32768)
+        for (int64_t i = 0; i < n; i++) tk_st_y(c, 2, i, trn_gelu_gradf(tk_ld_f(c, 2, i), tk_ld_f(x, 2, i), 1));
+    } else {
 #pragma omp parallel for schedule(static) if (n > 32768)
-    for (int64_t i = 0; i < n; i++) tk_st(c, dt, i, (double)trn_gelu_gradf((float)tk_ld(c, dt, i), (float)tk_ld(x, dt, i), 1));
+        for (int64_t i = 0; i < n; i++) tk_st(c, dt, i, (double)trn_gelu_gradf((float)tk_ld(c, dt, i), (float)tk_ld(x, dt, i), 1));
+    }
 }
 
 /* A product's bias-gradient epilogue: out[j] = sum over rows k < K of
@@ -496,16 +520,11 @@ static inline void tk_softmax_bwd_f32(float *dx, const float *dy, const float *y
  * The forward norms compute in f32 and double; their result y has dtype ydt
  * (tk_st's codes): f32, or bf16/f16 when the cast to half that was its only
  * reader is absorbed (lower.c): the f32 value rounded once more, as that
- * cast would. */
-TRN_INLINE void tk_st_y(void *y, int ydt, int64_t i, float v) {
-    if (ydt == 0) ((float *)y)[i] = v;
-    else tk_st(y, ydt, i, (double)v);
-}
+ * cast would (tk_st_y, above). */
 
 /* An operand the norms take in any float dtype (the residual forms' x and
  * r, the backward's dy: a half value whose widening cast was absorbed),
- * widened exactly to f32 as it is loaded. */
-TRN_INLINE float tk_ld_f(const void *p, int dt, int64_t i) { return dt == 0 ? ((const float *)p)[i] : (float)tk_ld(p, dt, i); }
+ * widened exactly to f32 as it is loaded (tk_ld_f, above). */
 
 static inline void tk_layernorm_f32(void *y, int ydt, float *mean, float *rstd, const float *x, const float *w, const float *b,
                                     int64_t N, int64_t C, double eps) {

@@ -26,7 +26,11 @@
  *     the dropped bits that decide a rounding (zero, one, half less one,
  *     the tie, half plus one, all ones; kept bits even, odd and all
  *     ones, whose rounding carries into the exponent), both signs; and
- *     zeros, infinities, NaN, double subnormals, the overflow threshold.
+ *     zeros, infinities, NaN, double subnormals, the overflow threshold;
+ *   - tk_st_y (a float stored to bf16 or f16 by rounding its bits) against
+ *     tk_st of the same value as a double, on every 61st float and the
+ *     floats around each half dtype's overflow threshold: the same bits
+ *     (NaN: a NaN).
  * Prints the worst errors; ends with "mathf: ok" or "mathf: FAILED". */
 #include "check.h"
 #include "trainc_kernels.h"
@@ -230,8 +234,34 @@ static void test_round(void) {
     CHECK(nround_bad == 0, "%lld values rounded differently", (long long)nround_bad);
 }
 
+static void test_store_float(void) {
+    int64_t n = 0, bad = 0;
+    for (uint64_t b = 0; b <= 0xffffffffu; b += 61) { /* 61: every low bit pattern occurs */
+        float v = from_bits((uint32_t)b);
+        for (int dt = 2; dt <= 3; dt++) {
+            uint16_t f, r;
+            tk_st_y(&f, dt, 0, v);
+            tk_st(&r, dt, 0, (double)v);
+            n++;
+            int nan = (f & 0x7fff) > (dt == 2 ? 0x7f80 : 0x7c00) && (r & 0x7fff) > (dt == 2 ? 0x7f80 : 0x7c00);
+            if (f != r && !nan && bad++ < 5) CHECK(0, "dt %d: tk_st_y(%a) = %#x, tk_st %#x", dt, v, f, r);
+        }
+    }
+    const float edge[] = {0x1.fep127f, 0x1.ff8p127f, 0x1.ff7ffep127f, 65504.0f, 65519.99f, 65520.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-133f, 0x1p-134f};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
+        for (int dt = 2; dt <= 3; dt++) {
+            uint16_t f, r;
+            tk_st_y(&f, dt, 0, edge[i]);
+            tk_st(&r, dt, 0, (double)edge[i]);
+            CHECK(f == r, "dt %d: tk_st_y(%a) = %#x, tk_st %#x", dt, edge[i], f, r);
+        }
+    printf("tk_st_y: %lld stores, %lld differ from tk_st\n", (long long)n, (long long)bad);
+    CHECK(bad == 0, "%lld stores differ", (long long)bad);
+}
+
 int main(void) {
     test_round();
+    test_store_float();
     test_expf();
     test_vector_scalar();
     test_functions();
