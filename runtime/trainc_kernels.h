@@ -1268,12 +1268,28 @@ static inline void tk_linear_ce_scaled(float *loss, void *dx, int dxdt, float *d
 #pragma omp parallel for schedule(static) reduction(+ : part) if (rows * nc * C > 65536)
         for (int64_t i = 0; i < rows; i++) {
             float *l = lg + i * nc;
-            if (!blas)
-                for (int64_t c = 0; c < nc; c++) {
+            if (!blas) { /* x's row widened once; four classes' sums at a time, each over k in order */
+                double *xd = (double *)tk_alloc(sizeof(double) * (size_t)C);
+                for (int64_t k = 0; k < C; k++) xd[k] = tk_ld(x, dt, (r0 + i) * C + k);
+                int64_t c = 0;
+                for (; c + 4 <= nc; c += 4) {
+                    double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+                    for (int64_t k = 0; k < C; k++) {
+                        a0 += xd[k] * tk_ld(w, dt, c * C + k);
+                        a1 += xd[k] * tk_ld(w, dt, (c + 1) * C + k);
+                        a2 += xd[k] * tk_ld(w, dt, (c + 2) * C + k);
+                        a3 += xd[k] * tk_ld(w, dt, (c + 3) * C + k);
+                    }
+                    l[c] = (float)tk_round(dt, a0), l[c + 1] = (float)tk_round(dt, a1);
+                    l[c + 2] = (float)tk_round(dt, a2), l[c + 3] = (float)tk_round(dt, a3);
+                }
+                for (; c < nc; c++) {
                     double acc = 0;
-                    for (int64_t k = 0; k < C; k++) acc += tk_ld(x, dt, (r0 + i) * C + k) * tk_ld(w, dt, c * C + k);
+                    for (int64_t k = 0; k < C; k++) acc += xd[k] * tk_ld(w, dt, c * C + k);
                     l[c] = (float)tk_round(dt, acc);
                 }
+                free(xd);
+            }
             int64_t t = tg[r0 + i];
             if (t == ignore || t < 0 || t >= nc) {
                 for (int64_t c = 0; c < nc; c++) l[c] = 0;
@@ -1297,12 +1313,15 @@ static inline void tk_linear_ce_scaled(float *loss, void *dx, int dxdt, float *d
 #endif
         if (!blas && dx) {
 #pragma omp parallel for schedule(static) if (rows * nc * C > 65536)
-            for (int64_t i = 0; i < rows; i++)
-                for (int64_t k = 0; k < C; k++) {
-                    double acc = 0;
-                    for (int64_t c = 0; c < nc; c++) acc += (double)lg[i * nc + c] * tk_ld(w, dt, c * C + k);
-                    tk_st(dx, dxdt, (r0 + i) * C + k, (double)(float)(invx * acc));
+            for (int64_t i = 0; i < rows; i++) { /* a row of sums, each over the classes in order, along w's rows */
+                double *acc = (double *)tk_zalloc((size_t)C, sizeof(double));
+                for (int64_t c = 0; c < nc; c++) {
+                    double g = (double)lg[i * nc + c];
+                    for (int64_t k = 0; k < C; k++) acc[k] += g * tk_ld(w, dt, c * C + k);
                 }
+                for (int64_t k = 0; k < C; k++) tk_st(dx, dxdt, (r0 + i) * C + k, (double)(float)(invx * acc[k]));
+                free(acc);
+            }
         }
         if (dwa) {
 #pragma omp parallel for schedule(static) if (rows * nc * C > 65536)

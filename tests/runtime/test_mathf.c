@@ -47,6 +47,18 @@ static uint32_t to_bits(float f) {
     return b;
 }
 
+static uint64_t dbits(double x) {
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    return b;
+}
+
+static double from_dbits(uint64_t b) {
+    double x;
+    memcpy(&x, &b, sizeof x);
+    return x;
+}
+
 /* the spacing of floats at |ref| (2^-149 among the subnormals) */
 static double ulp_at(double ref) {
     double a = fabs(ref);
@@ -170,18 +182,6 @@ static void test_functions(void) {
     }
     CHECK(trn_tanhf(INFINITY) == 1.0f && trn_tanhf(-INFINITY) == -1.0f && isnan(trn_tanhf(NAN)), "tanh at inf, NaN");
     CHECK(trn_sigmoidf(-INFINITY) == 0.0f && trn_sigmoidf(INFINITY) == 1.0f, "sigmoid at inf");
-}
-
-static uint64_t dbits(double x) {
-    uint64_t b;
-    memcpy(&b, &x, sizeof b);
-    return b;
-}
-
-static double from_dbits(uint64_t b) {
-    double x;
-    memcpy(&x, &b, sizeof x);
-    return x;
 }
 
 /* trn_round_format against the reference on one value; counts it */
