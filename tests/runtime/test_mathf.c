@@ -222,8 +222,8 @@ static void test_round(void) {
         }
         /* the largest finite number, the tie above it (to inf) and its neighbours */
         double big = ldexp(2.0 - ldexp(1.0, 1 - p), fmt[k].emax), tie = ldexp(2.0 - ldexp(1.0, -p), fmt[k].emax);
-        const double special[] = {0.0,  -0.0, INFINITY, -INFINITY,       NAN,       0x1p-1074,       -0x1p-1060,      0x1.8p-1030,
-                                  1e300, -1e300, big,    nextafter(big, 0), tie,      nextafter(tie, 0), nextafter(tie, 1e9), 1.0};
+        const double special[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, 0x1p-1074, -0x1p-1060, 0x1.8p-1030, 1e300, -1e300,
+                                  big, nextafter(big, 0), tie, nextafter(tie, 0), nextafter(tie, 1e9), 1.0};
         for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) round_one(special[i], p, fmt[k].emin, fmt[k].emax);
         CHECK(isinf(trn_round_format(tie, p, fmt[k].emin, fmt[k].emax)), "%s: the tie above the largest number rounds to inf", fmt[k].name);
         printf("trn_round_format %s: %lld values, %lld differ from the reference\n", fmt[k].name, (long long)(nround - n0),
@@ -247,7 +247,8 @@ static void test_store_float(void) {
             if (f != r && !nan && bad++ < 5) CHECK(0, "dt %d: tk_st_y(%a) = %#x, tk_st %#x", dt, v, f, r);
         }
     }
-    const float edge[] = {0x1.fep127f, 0x1.ff8p127f, 0x1.ff7ffep127f, 65504.0f, 65519.99f, 65520.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-133f, 0x1p-134f};
+    const float edge[] = {0x1.fep127f, 0x1.ff8p127f, 0x1.ff7ffep127f, 65504.0f, 65519.99f, 65520.0f,
+                          0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-133f, 0x1p-134f};
     for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++)
         for (int dt = 2; dt <= 3; dt++) {
             uint16_t f, r;
