@@ -32,24 +32,16 @@
 /* The scratch memory of a template kernel (a few rows or one block; the
  * arena holds every tensor).  Kernels cannot return an error: out of
  * memory here ends the process with a message rather than a crash. */
-static inline void *tk_alloc(size_t bytes) {
-    void *p = malloc(bytes);
+static inline void *tk_scratch(void *p, size_t bytes) {
     if (!p) {
         fprintf(stderr, "trainc: out of memory in a kernel's scratch (%zu bytes)\n", bytes);
         abort();
     }
     return p;
 }
-
-/* n zeroed elements of size bytes each; aborts as tk_alloc does */
-static inline void *tk_zalloc(size_t n, size_t size) {
-    void *p = calloc(n, size);
-    if (!p) {
-        fprintf(stderr, "trainc: out of memory in a kernel's scratch (%zu bytes)\n", n * size);
-        abort();
-    }
-    return p;
-}
+static inline void *tk_alloc(size_t bytes) { return tk_scratch(malloc(bytes), bytes); }
+/* n zeroed elements of size bytes each */
+static inline void *tk_zalloc(size_t n, size_t size) { return tk_scratch(calloc(n, size), n * size); }
 
 /* A generated kernel function.  GCC's noipa: its callers (the schedule's
  * run function) use nothing the optimiser learns from its body.  GCC 12.2
