@@ -370,17 +370,19 @@ static inline void tk_bias_rows_f32(float *C, int64_t M, int64_t N, int64_t ldc,
 
 /* A product's GELU epilogues (tanh form), computed as the loop kernels
  * compute gelu and gelu_grad: y = gelu(x) (y may be x), and in place
- * c = gelu_grad(c, x).  n elements of dtype dt (0 f32, 2 bf16, 3 f16). */
+ * c = gelu_grad(c, x).  n elements of dtype dt (0 f32, 2 bf16, 3 f16).
+ * The loops differ only in dt: a constant in the f32 and bf16 loops, so
+ * they vectorise (f16's rounding branches on subnormals: a plain loop). */
 static inline void tk_gelu_dt(void *y, const void *x, int64_t n, int dt) {
     if (dt == 0) {
 #pragma omp parallel for simd schedule(static) if (parallel : n > 32768)
         for (int64_t i = 0; i < n; i++) tk_st_y(y, 0, i, trn_geluf(tk_ld_f(x, 0, i), 1));
-    } else if (dt == 2) { /* the same vector loop on bf16 */
+    } else if (dt == 2) {
 #pragma omp parallel for simd schedule(static) if (parallel : n > 32768)
         for (int64_t i = 0; i < n; i++) tk_st_y(y, 2, i, trn_geluf(tk_ld_f(x, 2, i), 1));
     } else {
 #pragma omp parallel for schedule(static) if (n > 32768)
-        for (int64_t i = 0; i < n; i++) tk_st(y, dt, i, (double)trn_geluf((float)tk_ld(x, dt, i), 1));
+        for (int64_t i = 0; i < n; i++) tk_st_y(y, dt, i, trn_geluf(tk_ld_f(x, dt, i), 1));
     }
 }
 static inline void tk_dgelu_dt(void *c, const void *x, int64_t n, int dt) {
@@ -392,7 +394,7 @@ static inline void tk_dgelu_dt(void *c, const void *x, int64_t n, int dt) {
         for (int64_t i = 0; i < n; i++) tk_st_y(c, 2, i, trn_gelu_gradf(tk_ld_f(c, 2, i), tk_ld_f(x, 2, i), 1));
     } else {
 #pragma omp parallel for schedule(static) if (n > 32768)
-        for (int64_t i = 0; i < n; i++) tk_st(c, dt, i, (double)trn_gelu_gradf((float)tk_ld(c, dt, i), (float)tk_ld(x, dt, i), 1));
+        for (int64_t i = 0; i < n; i++) tk_st_y(c, dt, i, trn_gelu_gradf(tk_ld_f(c, dt, i), tk_ld_f(x, dt, i), 1));
     }
 }
 

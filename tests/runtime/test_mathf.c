@@ -35,18 +35,7 @@
 #include "check.h"
 #include "trainc_kernels.h"
 
-static float from_bits(uint32_t b) {
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f;
-}
-
-static uint32_t to_bits(float f) {
-    uint32_t b;
-    memcpy(&b, &f, sizeof b);
-    return b;
-}
-
+/* a float's bits: trn_f32_bits and trn_bits_f32 of the header; a double's: */
 static uint64_t dbits(double x) {
     uint64_t b;
     memcpy(&b, &x, sizeof b);
@@ -80,7 +69,7 @@ static void test_expf(void) {
     double worst = 0, worst_x = 0;
     int64_t n = 0;
     for (uint64_t b = 0; b <= 0xffffffffu; b += 16) {
-        float x = from_bits((uint32_t)b);
+        float x = trn_bits_f32((uint32_t)b);
         if (!(x >= -110.0f && x <= 90.0f)) continue;
         double ref = exp((double)x);
         float y = expf_scalar(x);
@@ -116,7 +105,7 @@ static void test_vector_scalar(void) {
     int64_t diff = 0, first = -1;
     for (int64_t i = 0; i < N + 3; i++) {
         float z = expf_scalar(x[i]);
-        if (to_bits(z) != to_bits(y[i]) && !(isnan(z) && isnan(y[i]))) {
+        if (trn_f32_bits(z) != trn_f32_bits(y[i]) && !(isnan(z) && isnan(y[i]))) {
             if (first < 0) first = i;
             diff++;
         }
@@ -236,8 +225,8 @@ static void test_round(void) {
 
 static void test_store_float(void) {
     int64_t n = 0, bad = 0;
-    for (uint64_t b = 0; b <= 0xffffffffu; b += 61) { /* 61: every low bit pattern occurs */
-        float v = from_bits((uint32_t)b);
+    for (uint64_t b = 0; b <= 0xffffffffu; b += 61) { /* 61 is odd: every pattern of the low 16 bits occurs */
+        float v = trn_bits_f32((uint32_t)b);
         for (int dt = 2; dt <= 3; dt++) {
             uint16_t f, r;
             tk_st_y(&f, dt, 0, v);
