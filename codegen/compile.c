@@ -722,13 +722,23 @@ int cg_compile(const CompileOptions *o, Diag *d) {
         argv[a++] = "-lm";
         argv[a++] = "-lpthread";
         argv[a++] = "-ldl";
+        /* linked as NAME.tmp and renamed: a failed link (the linker
+         * removes its output) leaves an earlier NAME as it was */
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", out);
         argv[a++] = "-o";
-        argv[a++] = out;
+        argv[a++] = tmp;
         argv[a] = NULL;
         int st = run_cmd((char *const *)argv, o->verbose);
         if (st != 0) {
             error_at(d, NOLOC, "the C compiler failed on %s (status %d)", cpath, st);
+            remove(tmp);
             rc = 1;
+        } else if (rename(tmp, out) != 0) {
+            error_at(d, NOLOC, "cannot write %s: %s", out, strerror(errno));
+            remove(tmp);
+            rc = 1;
+            st = 1;
         }
         if (!o->keep && st == 0) remove(cpath);
     }

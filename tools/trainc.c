@@ -642,6 +642,15 @@ static int check_input(const Opts *o) {
     return EXIT_USER;
 }
 
+/* -o naming the input file itself ("trainc ir m.ir -o m.ir", a compile
+ * with -o m.model) would replace the source: refused. */
+static int check_output(const Opts *o) {
+    struct stat in, out;
+    if (!o->output || strcmp(o->output, "-") == 0 || stat(o->input, &in) != 0 || stat(o->output, &out) != 0) return -1;
+    if (in.st_dev != out.st_dev || in.st_ino != out.st_ino) return -1;
+    return usage_error(o->cmd, "-o %s is the input file", o->output);
+}
+
 static void free_opts(Opts *o) {
     for (int i = 0; i < o->ndefs; i++) free((char *)o->defs[i].name);
     for (int i = 0; i < o->npasses; i++) free((char *)o->passes[i]);
@@ -690,6 +699,7 @@ int main(int argc, char **argv) {
     o.cmd = cmd->name;
     int st = parse_args(&o, cmd, argc, argv, 2);
     if (st < 0) st = check_input(&o);
+    if (st < 0) st = check_output(&o);
     if (st < 0) st = cmd->run(&o);
     free_opts(&o);
     return stdout_checked(st);
