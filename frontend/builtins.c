@@ -349,10 +349,22 @@ BUILTIN(b_slice) {
 }
 
 /* embedding(table, idx) */
+/* Indices (embedding's, cross_entropy's targets) of another integer type
+ * are read through a cast to i32: the kernels index with i32 (the runtime
+ * checks the values fit before a step; docs/runtime.md). */
+static Value *index_i32(Elab *e, Value *idx, SrcLoc loc) {
+    if (dtype_is_float[idx->ty.dt] || idx->ty.dt == DT_i32) return idx; /* a float: the op's type error */
+    Node *nd = ir_new(e->g, OP_cast, 1, &idx, loc);
+    ir_set_str(e->g, nd, "dtype", dtype_name[DT_i32]);
+    return elab_emit(e, nd).t;
+}
+
 BUILTIN(b_embedding) {
     (void)given;
     ARG_TENSOR(0, table);
     ARG_TENSOR(1, idx);
+    idx = index_i32(e, idx, loc);
+    if (!idx) return val_poison();
     Value *in[2] = {table, idx};
     return elab_emit(e, ir_new(e->g, OP_embedding, 2, in, loc));
 }
@@ -435,6 +447,8 @@ BUILTIN(b_dropout) {
 BUILTIN(b_cross_entropy) {
     ARG_TENSOR(0, logits);
     ARG_TENSOR(1, targets);
+    targets = index_i32(e, targets, loc);
+    if (!targets) return val_poison();
     Value *in[2] = {logits, targets};
     Node *nd = ir_new(e->g, OP_cross_entropy, 2, in, loc);
     int64_t ig = -100;
