@@ -126,7 +126,9 @@ static bool allowed_has(const char *allowed, const char *v) {
     return false;
 }
 
-/* "40GB", "512MiB", "1.5 TB" -> bytes; false if not a size. */
+/* "40GB", "512MiB", "1.5 TB" -> bytes; false if not a size.  A size with a
+ * unit is rounded down to whole bytes; one that is not 0 but rounds to 0
+ * ("0.0001KB") is refused, since 0 means no budget. */
 bool train_parse_size(const char *s, int64_t *out) {
     char *end;
     errno = 0;
@@ -141,6 +143,7 @@ bool train_parse_size(const char *s, int64_t *out) {
         if (strcasecmp(end, units[i].unit) == 0) {
             double b = v * units[i].mul;
             if (b >= 9.2e18 || (units[i].mul == 1 && b != floor(b))) return false; /* "0.5B": no such size */
+            if (b > 0 && b < 1) return false;                                       /* "0.0001KB": not "no budget" */
             *out = (int64_t)b;
             return true;
         }
