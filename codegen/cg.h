@@ -20,6 +20,10 @@
 #include "trainc_rt.h"
 
 #define CG_ALIGN 256          /* every buffer starts on a 256-byte boundary */
+/* The largest arena a memory plan may have (memplan.c says so, an error,
+ * past it): every sum of sizes and offsets within it stays far from
+ * int64's limit, in the compiler and in the runtime. */
+#define CG_MAX_ARENA ((int64_t)1 << 62)
 
 /* ---- buffers ---- */
 

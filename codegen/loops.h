@@ -19,7 +19,11 @@
 
 #include "cg.h"
 
-#define LOOP_MAXACC 256       /* distinct accesses in one loop kernel */
+#define LOOP_MAXACC 256       /* distinct accesses in one loop kernel (lower.c's fuser keeps to it) */
+/* The cuda target's loop kernels take each buffer they access as a
+ * parameter, 128 at most with the workspace among them (emit_cuda.c's
+ * CU_MAXPARAM): the fuser keeps their accesses to this many. */
+#define LOOP_MAXACC_CUDA 120
 #define LOOP_MAXIN  8         /* operands of one node that get an access */
 
 /* One access of a loop kernel: a load or a store of a buffer through a

@@ -22,6 +22,7 @@
 #include "cuda.h"
 #include "loops.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,10 @@ typedef struct Lower {
     struct BgradPlan *bg;     /* by node id of a product: the bias gradient it sums (bgrad_plans) */
     Node   **bg_of;           /* by node id of such a sum and its cast: the product */
     bool    *waits;           /* by node id of a product: lowered at its gelu_grad (dgelu_waits) */
+    struct LoopBudget *lb;    /* by kernel id: a loop kernel's bound on its accesses (loop_budget) */
+    int      nlb;
+    int     *inuse;           /* by value id: its operand slots read inside the loop kernel that computes it */
+    bool     failed;          /* an error was reported (the schedule is not made) */
 } Lower;
 
 /* A product that also computes a bias gradient: the sum it absorbs, the
@@ -322,6 +327,95 @@ static void lower_view(Lower *L, Node *n) {
 
 /* ---- loop kernels (generic fusion) ---- */
 
+/* The access budget of a loop kernel.  Its access analysis (loops.c) holds
+ * at most LOOP_MAXACC accesses, and the emitters size their tables by it:
+ * a node that could take a kernel past that does not join it, and starts
+ * a kernel of its own (a chain of 300 adds of params is two kernels).
+ * What a kernel will store is not known while it grows, so the count is a
+ * bound, kept as nodes join: a load for each distinct operand computed
+ * elsewhere, by value and by whether the epilogue reads it (constants
+ * too: one materialised is loaded); a virtual access for each iota
+ * operand, iota and dropout; a store for each result that a node outside
+ * the kernel, an output or an update may still read (one whose readers
+ * have not all joined it). */
+typedef struct LoopBudget {
+    int      nacc;            /* the bound */
+    int64_t *keys;            /* the loads counted: value id * 4 + post * 2 + unreduced (max_grad's view) */
+    int      nkeys, capkeys;
+} LoopBudget;
+
+static LoopBudget *budget_of(Lower *L, const Kernel *k) {
+    if (k->id >= L->nlb) {
+        int n = 2 * k->id + 16;
+        L->lb = xrealloc(L->lb, sizeof *L->lb * (size_t)n);
+        memset(L->lb + L->nlb, 0, sizeof *L->lb * (size_t)(n - L->nlb));
+        L->nlb = n;
+    }
+    return &L->lb[k->id];
+}
+
+/* The most accesses a loop kernel of this program's target may have. */
+static int loop_maxacc(const Lower *L) { return strcmp(L->p->target, "cuda") == 0 ? LOOP_MAXACC_CUDA : LOOP_MAXACC; }
+
+/* May v, computed in a loop kernel that reads it in `inside` operand slots,
+ * be read elsewhere (stored)? */
+static bool may_escape(Lower *L, const Value *v, int inside) {
+    return inside < L->uses->of[v->id].n || L->uses->nout_refs[v->id] > 0;
+}
+
+/* The bound on loop kernel k's accesses with node n joined (n is in the
+ * epilogue when k has its reduction already); commit: n joins. */
+static int loop_budget(Lower *L, Kernel *k, Node *n, bool commit) {
+    LoopBudget *b = budget_of(L, k);
+    bool post = k->red != NULL;
+    int nacc = b->nacc;
+    int64_t fresh[LOOP_MAXIN];
+    int nfresh = 0;
+    for (int j = 0; j < n->nin; j++) {
+        Value *x = n->in[j];
+        ValInfo *xi = VI(L, x);
+        if (xi->inl && xi->kern == k) {
+            /* computed here: no load, and no store once n was its last reader */
+            int c = 0;
+            bool first = true;
+            for (int q = 0; q < n->nin; q++)
+                if (n->in[q] == x) {
+                    c++;
+                    first &= q >= j;
+                }
+            if (!first) continue;
+            if (may_escape(L, x, L->inuse[x->id]) && !may_escape(L, x, L->inuse[x->id] + c)) nacc--;
+            if (commit) L->inuse[x->id] += c;
+            continue;
+        }
+        if (j >= LOOP_MAXIN) continue;
+        if (x->def->op == OP_iota) { /* virtual: never merged */
+            nacc++;
+            continue;
+        }
+        int64_t key = (int64_t)x->id * 4 + post * 2 + (n->op == OP_max_grad && j != 1);
+        bool seen = false;
+        for (int q = 0; q < b->nkeys && !seen; q++) seen = b->keys[q] == key;
+        for (int q = 0; q < nfresh && !seen; q++) seen = fresh[q] == key;
+        if (seen) continue;
+        fresh[nfresh++] = key;
+        nacc++;
+    }
+    if (n->op == OP_dropout || n->op == OP_iota) nacc++;
+    for (int r = 0; r < n->nout; r++) nacc += may_escape(L, n->out[r], 0);
+    if (commit) {
+        b->nacc = nacc;
+        for (int q = 0; q < nfresh; q++) {
+            if (b->nkeys == b->capkeys) {
+                b->capkeys = b->capkeys ? 2 * b->capkeys : 16;
+                b->keys = xrealloc(b->keys, sizeof *b->keys * (size_t)b->capkeys);
+            }
+            b->keys[b->nkeys++] = fresh[q];
+        }
+    }
+    return nacc;
+}
+
 /* Can node n (a loop op, or a reduction when red) join loop kernel k? */
 static bool can_join(Lower *L, Kernel *k, Node *n, bool red) {
     if (!L->fuse || k->kind != KK_LOOP) return false;
@@ -345,7 +439,7 @@ static bool can_join(Lower *L, Kernel *k, Node *n, bool red) {
         /* computed elsewhere: that kernel must not depend on k */
         if (vi->kern && depends_on(L, vi->kern, k)) return false;
     }
-    return true;
+    return loop_budget(L, k, n, false) <= loop_maxacc(L);
 }
 
 /* Horizontal fusion: a pointwise node none of whose operands a loop kernel
@@ -379,6 +473,7 @@ static void lower_loop(Lower *L, Node *n, bool red) {
         k = new_kernel(L, KK_LOOP, n);
         k->space = red ? n->in[0]->ty.shape : n->out[0]->ty.shape;
     }
+    loop_budget(L, k, n, true); /* before k->red is set: a reduction reads its operands before it */
     if (red) {
         k->red = n;
         k->rspace = n->out[0]->ty.shape;
@@ -437,6 +532,18 @@ static View gemm_operand(Lower *L, Value *x, Kernel *k) {
 
 static Node *only_use(Lower *L, Value *v, Op op);
 static void after_readers(Lower *L, Kernel *k, int buf);
+
+/* BLAS and cuBLASLt take a product's sizes and leading dimensions as int:
+ * node n's products with one of the nd sizes v (named names) past INT_MAX
+ * are an error of the model, reported once. */
+static void gemm_ints(Lower *L, const Node *n, int nd, const char *const *names, const int64_t *v) {
+    for (int i = 0; i < nd && !L->failed; i++)
+        if (v[i] > INT_MAX) {
+            error_at(L->d, n->loc, "%s: a matrix product's %s is %lld, more than the 2^31 - 1 that BLAS and cuBLASLt take", op_name(n->op), names[i],
+                     (long long)v[i]);
+            L->failed = true;
+        }
+}
 
 /* The param or state whose update is v (`update %t = v`), or NULL. */
 static Node *update_target(Lower *L, const Value *v) {
@@ -769,6 +876,11 @@ static void lower_matmul(Lower *L, Node *n) {
         }
     }
     if (fold) {
+        int64_t m = gi->M;
+        for (int i = 0; i < nb; i++) m *= gi->bshape[i];
+        fold = m <= INT_MAX; /* else the batch stays a loop: BLAS takes an int M */
+    }
+    if (fold) {
         for (int i = 0; i < nb; i++) gi->M *= gi->bshape[i];
         gi->nbatch = 0;
     }
@@ -828,6 +940,12 @@ static void lower_matmul(Lower *L, Node *n) {
         view_contig(&gi->c, temp_buf(L, res), &res->ty.shape);
     }
     for (int i = 0; i < gi->nbatch; i++) gi->bsc[i] = gi->c.stride[i];
+    int t;
+    int64_t dims[6] = {gi->M, gi->N, gi->K, 0, 0, gi->c.stride[gi->c.rank - 2]};
+    cg_gemm_layout(&gi->a, &t, &dims[3]);
+    cg_gemm_layout(&gi->b, &t, &dims[4]);
+    static const char *const dnames[6] = {"M", "N", "K", "leading dimension of A", "leading dimension of B", "leading dimension of C"};
+    gemm_ints(L, n, 6, dnames, dims);
     if (L->bg && L->bg[n->id].sum) lower_bgrad(L, k, n);
     VI(L, res)->st = VS_BUF;
     VI(L, res)->view = gi->c;
@@ -983,6 +1101,11 @@ static void lower_linear_ce(Lower *L, Node *n) {
         temp_result(L, y);
     }
     int64_t rows = ir_int(n, "chunk", 1), nc = ir_int(n, "classes", n->in[1]->ty.shape.d[0]);
+    /* its products: a chunk of the N rows of x [N, C] by w [V, C] */
+    int64_t N = shape_numel(&n->in[2]->ty.shape);
+    int64_t dims[3] = {rows < N ? rows : N, n->in[1]->ty.shape.d[0], n->in[1]->ty.shape.d[1]};
+    static const char *const dnames[3] = {"M (rows a chunk)", "N (classes)", "K (the hidden size)"};
+    gemm_ints(L, n, 3, dnames, dims);
     int64_t d = rows * nc;
     /* the cuda target's kernels keep their own layout there (row losses,
      * then the chunk's logits and gradient in x's dtype: half the bytes of
@@ -1878,7 +2001,8 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
     s->g = g;
     s->phase = phase;
     if (!g) return true;
-    Lower L = {p, s, g, d, fuse, ir_uses(g), NULL, NULL, 0, NULL, 0, 0, NULL, NULL, NULL};
+    Lower L = {p, s, g, d, fuse, ir_uses(g), NULL, NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL, 0, NULL, false};
+    L.inuse = xcalloc((size_t)g->nvalues + 1, sizeof(int));
     L.in_sched = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
     L.done = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
     s->vi = arena_alloc(p->arena, sizeof(ValInfo) * (size_t)(g->nvalues + 1));
@@ -1969,11 +2093,23 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
         p->bufs[vi->view.buf].output = true;
     }
     lower_updates(&L);
-    bool ok = order_kernels(&L);
-    if (!ok) error_at(d, NOLOC, "internal: the kernel schedule has a cycle");
-    else merge_updates(&L);
+    bool ok = !L.failed && order_kernels(&L);
+    if (!ok && !L.failed) error_at(d, NOLOC, "internal: the kernel schedule has a cycle");
+    else if (ok) merge_updates(&L);
     name_kernels(&L);
+    /* the loop kernels' access analysis, as the emitters make it: every
+     * --emit checks what emitting C or CUDA would (loop_budget keeps each
+     * kernel within LOOP_MAXACC accesses) */
+    for (int i = 0; ok && i < s->nk; i++) {
+        if (s->k[i]->kind != KK_LOOP) continue;
+        LoopNest *N = cg_loop_analyse(s, s->k[i]);
+        if (N->nacc > loop_maxacc(&L)) die("loop kernel %s has %d accesses, more than %d", s->k[i]->name, N->nacc, loop_maxacc(&L));
+        cg_loop_free(N);
+    }
     ir_uses_free(L.uses);
+    for (int i = 0; i < L.nlb; i++) free(L.lb[i].keys);
+    free(L.lb);
+    free(L.inuse);
     free(L.in_sched);
     free(L.done);
     free(L.bg);

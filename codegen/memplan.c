@@ -129,8 +129,9 @@ static int cmp_size(const void *a, const void *b, void *ctx) {
 
 /* Greedy first fit: largest buffers first; each goes to the lowest offset
  * that overlaps no placed buffer whose live range intersects its own: one
- * sweep of the placed buffers, kept in order of offset. */
-static int64_t place(Program *p, int *ids, int n) {
+ * sweep of the placed buffers, kept in order of offset.  -1 when a buffer
+ * would end past room bytes (*over: its id). */
+static int64_t place(Program *p, int *ids, int n, int64_t room, int *over) {
     qsort_r(ids, (size_t)n, sizeof(int), cmp_size, p->bufs);
     Placed *pl = xmalloc(sizeof(Placed) * (size_t)(n ? n : 1));
     int np = 0;
@@ -143,6 +144,11 @@ static int64_t place(Program *p, int *ids, int n) {
         for (int j = 0; j < np && pl[j].off < off + size; j++) {
             bool live = !(pl[j].last < b->first || b->last < pl[j].first);
             if (live && pl[j].end > off) off = pl[j].end;
+        }
+        if (size > room - off) { /* off <= room: every placed buffer ends within it */
+            *over = ids[i];
+            free(pl);
+            return -1;
         }
         while (at < np && pl[at].off <= off) at++;
         memmove(&pl[at + 1], &pl[at], sizeof *pl * (size_t)(np - at));
@@ -186,6 +192,22 @@ static void check_plan(Program *p, int *ids, int n) {
     free(act);
 }
 
+/* The error of a plan past CG_MAX_ARENA: buffer b is the first that does
+ * not fit after `before` bytes (persistent buffers: those before it;
+ * temporaries: the persistent region); at its value's source (a param's
+ * declaration), where it has one. */
+static bool too_big(Diag *d, const Buf *b, int64_t before) {
+    static const char *const kinds[] = {"param", "state", "input", "temporary"};
+    SrcLoc loc = b->value && b->value->def ? b->value->def->loc : NOLOC;
+    char ts[160];
+    Type t = {b->dt, b->shape};
+    bool named = b->name && *b->name;
+    error_at(d, loc, "the memory plan exceeds 2^62 bytes: %s %s %s%s%s(%s) does not fit after %s%lld bytes", b->kind == BK_TEMP ? "a" : "the",
+             kinds[b->kind], named ? "'" : "", named ? b->name : "", named ? "' " : "", type_str(&t, ts, sizeof ts),
+             b->kind == BK_TEMP ? "the other temporaries of its schedule and the persistent " : "", (long long)before);
+    return false;
+}
+
 bool cg_plan_memory(Program *p, Diag *d) {
     /* persistent region: params, then states, then inputs */
     int64_t off = 0;
@@ -193,6 +215,7 @@ bool cg_plan_memory(Program *p, Diag *d) {
         for (int i = 0; i < p->nbufs; i++) {
             Buf *b = &p->bufs[i];
             if ((int)b->kind != kind) continue;
+            if (align_up(b->bytes) > CG_MAX_ARENA - off) return too_big(d, b, off);
             b->offset = off;
             off += align_up(b->bytes);
             b->cat = kind == BK_PARAM ? MC_PARAM : kind == BK_INPUT ? MC_INPUT
@@ -242,7 +265,12 @@ bool cg_plan_memory(Program *p, Diag *d) {
             if (b->output) b->last = s->nk;
             ids[n++] = i;
         }
-        int64_t extent = place(p, ids, n);
+        int over = -1;
+        int64_t extent = place(p, ids, n, CG_MAX_ARENA - p->persistent_bytes, &over);
+        if (extent < 0) {
+            free(ids);
+            return too_big(d, &p->bufs[over], p->persistent_bytes);
+        }
         p->extent[si] = extent;
         if (extent > max_extent) max_extent = extent;
         /* live bytes at each position: the peak of this schedule */
