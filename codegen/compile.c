@@ -469,6 +469,80 @@ bool cg_choose_checkpoint(CompileOptions *o, const TrainConfig *tc, Diag *d) {
     return true;
 }
 
+/* Index inputs: an integer input read, directly or through casts to i32
+ * or i64, as embedding indices or cross_entropy targets gets the
+ * attributes the runtime checks values fed to it against (TrnTensor's
+ * index_end, docs/runtime.md): "index_end", the fewest rows or classes of
+ * its readers, and "index_ignore" where every reader is a cross_entropy
+ * with that ignore_index.  Read from the graph before pad-tiles pads a
+ * vocabulary. */
+typedef struct IndexIn {
+    const char *name;
+    int64_t end, ignore;
+    int ignores; /* 0: no reader yet; 1: only cross_entropys with one ignore_index; -1: another reader */
+} IndexIn;
+
+static void index_readers(Uses *u, const Value *v, IndexIn *x) {
+    const UseList *l = &u->of[v->id];
+    for (int i = 0; i < l->n; i++) {
+        const Node *m = l->u[i].node;
+        int64_t end;
+        if (m->op == OP_cast && (m->out[0]->ty.dt == DT_i32 || m->out[0]->ty.dt == DT_i64)) {
+            index_readers(u, m->out[0], x);
+            continue;
+        } else if (m->op == OP_embedding && l->u[i].idx == 1) {
+            end = m->in[0]->ty.shape.d[0];
+            x->ignores = -1;
+        } else if (m->op == OP_cross_entropy && l->u[i].idx == 1) {
+            const Shape *s = &m->in[0]->ty.shape;
+            end = ir_int(m, "classes", s->d[s->rank - 1]);
+            int64_t ig = ir_int(m, "ignore_index", -100);
+            if (x->ignores == 0) x->ignores = 1, x->ignore = ig;
+            else if (x->ignores == 1 && x->ignore != ig) x->ignores = -1;
+        } else {
+            continue;
+        }
+        if (x->end == 0 || end < x->end) x->end = end;
+    }
+}
+
+/* The index inputs of g (unpadded), their names copied (g is freed
+ * before they are marked): *n of them, in an array to free with
+ * free_index_inputs. */
+static IndexIn *index_inputs(Graph *g, int *n) {
+    Uses *u = ir_uses(g);
+    IndexIn *x = xmalloc(sizeof *x * (size_t)(g->nnodes + 1));
+    int k = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *in = g->nodes[i];
+        if (in->op != OP_input || dtype_is_float[in->out[0]->ty.dt]) continue;
+        x[k] = (IndexIn){ir_source_name(in), 0, 0, 0};
+        index_readers(u, in->out[0], &x[k]);
+        if (x[k].end == 0) continue;
+        size_t len = strlen(x[k].name) + 1;
+        x[k].name = memcpy(xmalloc(len), x[k].name, len);
+        k++;
+    }
+    ir_uses_free(u);
+    *n = k;
+    return x;
+}
+
+static void free_index_inputs(IndexIn *x, int n) {
+    for (int i = 0; i < n; i++) free((char *)x[i].name);
+    free(x);
+}
+
+/* Gives the inputs x[] names in g their attributes. */
+static void mark_index_inputs(Graph *g, const IndexIn *x, int n) {
+    for (int i = 0; g && i < n; i++) {
+        Node *in = ir_find_source(g, OP_input, x[i].name);
+        if (!in) continue;
+        ir_set_int(g, in, "index_end", x[i].end);
+        if (x[i].ignores == 1) ir_set_int(g, in, "index_ignore", x[i].ignore);
+    }
+}
+
 bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Graph **sample_out, Diag *d) {
     Graph *fwd = fe_load_file(o->model, o->defs, o->ndefs, d);
     if (!fwd) return false;
@@ -486,6 +560,8 @@ bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Gr
         }
         o = &chosen;
     }
+    int nidx;
+    IndexIn *idx = index_inputs(fwd, &nidx);
     Graph *eval = make_eval(fwd, d);
     Graph *sample = eval ? make_sample(eval, d) : NULL;
     Graph *train = ir_clone(fwd);
@@ -511,6 +587,9 @@ bool cg_prepare(const CompileOptions *o, Graph **train_out, Graph **eval_out, Gr
         if (ok && read_half_copies(train, g) > 0) ok = pm_run(g, dce, 1, &fpo, &fpm, d);
         ok = ok && share_padding(train, g, d);
     }
+    Graph *gs[3] = {train, eval, sample};
+    for (int i = 0; ok && i < 3; i++) mark_index_inputs(gs[i], idx, nidx);
+    free_index_inputs(idx, nidx);
     if (!ok) {
         ir_graph_free(eval);
         ir_graph_free(sample);
@@ -696,7 +775,8 @@ int cg_compile(const CompileOptions *o, Diag *d) {
     {
         char inc[4096], blas_inc[] = "-I/usr/include/x86_64-linux-gnu";
         snprintf(inc, sizeof inc, "-I%s", rt);
-        const char *cc = o->cc ? o->cc : getenv("CC") ? getenv("CC") : "cc";
+        const char *env = getenv("CC");
+        const char *cc = o->cc ? o->cc : env && *env ? env : "cc";
         const char *argv[64];
         int a = 0;
         argv[a++] = cc;

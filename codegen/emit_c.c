@@ -1071,7 +1071,14 @@ static void emit_tensor(FILE *f, Program *p, const char *name, int kind, int buf
     const Attr *up = src ? ir_attr(src, "unpadded") : NULL;
     bool padded = up && up->kind == ATTR_INTS && up->n == b->shape.rank;
     for (int i = 0; i < b->shape.rank; i++) fprintf(f, "%s%lld", i ? ", " : "", (long long)(padded ? up->v[i] : b->shape.d[i]));
-    fputs("}},\n", f);
+    fputs("}", f);
+    /* an index input: the values trn_set takes (codegen/compile.c, index_inputs) */
+    int64_t iend = src && src->op == OP_input ? ir_int(src, "index_end", 0) : 0;
+    if (iend > 0) {
+        const Attr *ig = ir_attr(src, "index_ignore");
+        fprintf(f, ", %lld, %lld, %d", (long long)iend, (long long)(ig ? ir_int(src, "index_ignore", 0) : 0), ig != NULL);
+    }
+    fputs("},\n", f);
 }
 
 bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {

@@ -47,6 +47,7 @@ int trn_save(TrnSession *s, const char *path, int with_state) {
     char *err = s->err;
     size_t errn = sizeof s->err;
     err[0] = 0;
+    if (!path || !*path) return rt_seterr(s, "trn_save: the path is %s", path ? "empty" : "NULL");
     if (!rt_host_is_little_endian()) return rt_seterr(s, "checkpoints are little-endian; this host is not");
     Item *items = rt_calloc((size_t)m->ntensors + 1, sizeof *items, err, errn);
     RtStTensor *st = rt_calloc((size_t)m->ntensors + 1, sizeof *st, err, errn);
@@ -456,6 +457,7 @@ fail:
 
 int trn_load(TrnSession *s, const char *path, int params_only) {
     s->err[0] = 0;
+    if (!path || !*path) return rt_seterr(s, "trn_load: the path is %s", path ? "empty" : "NULL");
     FILE *f = rt_fopen(path, "rb", s->err, sizeof s->err);
     if (!f) return -1;
     int rc = rt_load_stream(s, f, path, params_only);

@@ -55,6 +55,8 @@ int rt_check_model(const TrnModel *m, char *err, size_t errn) {
         for (int d = 0; d < t->rank; d++)
             if (cs[d] < 0 || cs[d] > t->shape[d])
                 return rt_fail(err, errn, "model: tensor '%s' has a checkpoint shape larger than its shape", t->name);
+        if (t->index_end < 0 || (t->index_end > 0 && (t->kind != TRN_INPUT || (t->dtype != TRN_I32 && t->dtype != TRN_I64 && t->dtype != TRN_U8))))
+            return rt_fail(err, errn, "model: tensor '%s' has an index range but is not an integer input", t->name);
         if ((t->kind == TRN_PARAM || t->kind == TRN_STATE) && t->init && !valid_init(t->init))
             return rt_fail(err, errn, "model: tensor '%s' has an unknown init '%s'", t->name, t->init);
         if (t->offset >= 0 && (t->offset > m->arena_bytes || rt_nbytes(t->dtype, n) > m->arena_bytes - t->offset))
@@ -353,15 +355,31 @@ void trn_destroy(TrnSession *s) {
 }
 
 const char *trn_error(const TrnSession *s) { return s ? s->err : "no session"; }
-const TrnModel *trn_model(const TrnSession *s) { return s->m; }
+const TrnModel *trn_model(const TrnSession *s) { return s ? s->m : NULL; }
 
 int trn_find(const TrnSession *s, const char *name) {
-    for (int i = 0; i < s->m->ntensors; i++)
+    for (int i = 0; name && i < s->m->ntensors; i++)
         if (strcmp(s->m->tensors[i].name, name) == 0) return i;
     return -1;
 }
 
+/* An index input's values (TrnTensor index_end): 0 when every one is in range. */
+static int check_indices(TrnSession *s, const TrnTensor *tt, const void *data) {
+    for (int64_t i = 0; i < tt->numel; i++) {
+        int64_t v = tt->dtype == TRN_I32 ? ((const int32_t *)data)[i] : tt->dtype == TRN_I64 ? ((const int64_t *)data)[i] : ((const uint8_t *)data)[i];
+        if ((v < 0 || v >= tt->index_end) && !(tt->index_ignores && v == tt->index_ignore)) {
+            char ig[48] = "";
+            if (tt->index_ignores) snprintf(ig, sizeof ig, ", or %lld (ignored)", (long long)tt->index_ignore);
+            return rt_seterr(s, "trn_set '%s': element %lld is %lld, outside 0 .. %lld%s: the model reads it as an index", tt->name, (long long)i,
+                             (long long)v, (long long)(tt->index_end - 1), ig);
+        }
+    }
+    return 0;
+}
+
 static int xfer(TrnSession *s, const char *name, void *data, size_t bytes, int put) {
+    s->err[0] = 0;
+    if (!name || !data) return rt_seterr(s, "%s: %s is NULL", put ? "trn_set" : "trn_get", name ? "the data" : "the tensor name");
     int t = trn_find(s, name);
     if (t < 0) return rt_seterr(s, "%s: model '%s' has no tensor '%s'", put ? "trn_set" : "trn_get", s->m->name, name);
     const TrnTensor *tt = &s->m->tensors[t];
@@ -369,6 +387,7 @@ static int xfer(TrnSession *s, const char *name, void *data, size_t bytes, int p
     if (bytes != want)
         return rt_seterr(s, "%s '%s': %zu bytes given, the tensor (%s, %lld elements) has %zu", put ? "trn_set" : "trn_get", name, bytes,
                          trn_dtype_name[tt->dtype], (long long)tt->numel, want);
+    if (put && tt->kind == TRN_INPUT && tt->index_end > 0 && check_indices(s, tt, data) != 0) return -1;
     char e[512];
     int rc = put ? s->be.write(s->be.self, t, data, e, sizeof e) : s->be.read(s->be.self, t, data, e, sizeof e);
     if (rc != 0) return rt_seterr(s, "%s '%s': %s", put ? "trn_set" : "trn_get", name, e);
@@ -412,8 +431,11 @@ static int run(TrnSession *s, TrnRun which, const char *what) {
 int trn_step(TrnSession *s, TrnFeed feed, void *ctx, double lr) {
     const TrnModel *m = s->m;
     int64_t step = s->step + 1;
-    double lr_now = lr >= 0 ? lr : trn_lr_at(s, step);
     s->err[0] = 0;
+    if (isnan(lr) || isinf(lr)) return rt_seterr(s, "trn_step: learning rate %g (a negative one takes the schedule's)", lr);
+    if (!feed && s->grad_accum > 1)
+        return rt_seterr(s, "trn_step: no feed, and the model takes %lld micro-batches a step", (long long)s->grad_accum);
+    double lr_now = lr >= 0 ? lr : trn_lr_at(s, step);
     /* Set before the first micro-batch: with grad_accum == 1 the update runs inside TRN_RUN_MICRO. */
     if (m->t_lr >= 0 && rt_set_scalar(s, m->t_lr, lr_now) != 0) return -1;
     if (m->t_step >= 0 && rt_set_scalar(s, m->t_step, (double)step) != 0) return -1;
@@ -453,10 +475,11 @@ int rt_set_schedule_name(TrnSession *s, const char *schedule) {
 }
 
 int trn_set_schedule(TrnSession *s, const char *schedule, double lr, double min_lr, int64_t warmup, int64_t total) {
-    if (schedule && rt_set_schedule_name(s, schedule) != 0) return -1;
-    if (!(lr >= 0) || !(min_lr >= 0) || warmup < 0 || total < 0)
+    s->err[0] = 0;
+    if (!(lr >= 0) || !(min_lr >= 0) || isinf(lr) || isinf(min_lr) || warmup < 0 || total < 0)
         return rt_seterr(s, "bad learning-rate schedule: lr %g, min_lr %g, warmup %lld, steps %lld", lr, min_lr, (long long)warmup,
                          (long long)total);
+    if (schedule && rt_set_schedule_name(s, schedule) != 0) return -1;
     s->lr = lr;
     s->min_lr = min_lr;
     s->warmup = warmup;
@@ -465,6 +488,8 @@ int trn_set_schedule(TrnSession *s, const char *schedule, double lr, double min_
 }
 
 int trn_eval(TrnSession *s, double *loss) {
+    s->err[0] = 0;
+    if (!loss) return rt_seterr(s, "trn_eval: the loss pointer is NULL");
     if (s->m->t_eval_loss < 0) return rt_seterr(s, "model '%s' has no eval.loss output", s->m->name);
     if (run(s, TRN_RUN_EVAL, "the eval schedule") != 0) return -1;
     return rt_get_scalar(s, s->m->t_eval_loss, loss);
@@ -503,6 +528,7 @@ int rt_set_sample_rows(TrnSession *s, const int64_t *pos) {
 }
 
 int trn_predict_at(TrnSession *s, const int64_t *pos, void *logits, size_t bytes) {
+    s->err[0] = 0;
     if (s->m->t_logits < 0) return rt_seterr(s, "model '%s' has no logits output", s->m->name);
     if (rt_set_sample_rows(s, pos) != 0) return -1;
     if (run(s, TRN_RUN_SAMPLE, "the sampling schedule") != 0) return -1;

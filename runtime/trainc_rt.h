@@ -10,10 +10,15 @@
  * same interface, so data loading, the training loop, checkpoints, metrics
  * and sampling are written once.
  *
- * No global state, no exit() and no printing inside the library functions
- * except trn_main (the command-line program) and the progress line that
- * trn_train prints when asked.  Errors are return codes (0 = ok, -1 =
- * error) with a message in the session (trn_error).
+ * No exit() and no printing inside the library functions except trn_main
+ * (the command-line program) and trn_create's warning when --device auto
+ * finds a GPU that fails (it goes on on the CPU).  The process-wide state
+ * it touches: TrnOptions.threads > 0 sets OpenMP's and OpenBLAS's thread
+ * counts; a CPU kernel that cannot allocate its scratch memory (outside
+ * the memory plan: per-thread rows) prints why and aborts.
+ * Errors are return codes (0 = ok, -1 = error) with a message in the
+ * session (trn_error), cleared by the next call that can fail.  Pointers
+ * are not NULL unless a comment says so; s is a session trn_create made.
  */
 #ifndef TRAINC_RT_H
 #define TRAINC_RT_H
@@ -25,7 +30,7 @@
 extern "C" {
 #endif
 
-#define TRN_ABI_VERSION 2
+#define TRN_ABI_VERSION 3
 #define TRN_MAX_RANK 8
 
 /* Same order as DTYPES in ir/ir.h. */
@@ -55,6 +60,12 @@ typedef struct TrnTensor {
     /* Checkpoint view (pad-tiles): the tensor is saved and loaded as its leading
      * ckpt_shape sub-block; equal to shape when nothing is padded. */
     int64_t     ckpt_shape[TRN_MAX_RANK];
+    /* Inputs read as indices (embedding rows, cross_entropy classes): every
+     * element is in [0, index_end), or equals index_ignore when
+     * index_ignores (cross_entropy's ignore_index); trn_set refuses other
+     * values.  index_end 0: not an index input. */
+    int64_t     index_end, index_ignore;
+    int         index_ignores;
 } TrnTensor;
 /* A state named "amp.bf16.P" or "amp.f16.P" is mixed precision's
  * half-precision copy of param P (only the compiler makes states).  The
@@ -163,13 +174,16 @@ const char *trn_error(const TrnSession *s);             /* the last error messag
 const TrnModel *trn_model(const TrnSession *s);
 int         trn_find(const TrnSession *s, const char *name);   /* tensor index, -1 if none */
 
-/* Copies host data (tensor dtype, numel elements) into an input or any tensor, or out of one. */
+/* Copies host data (tensor dtype, numel elements) into an input or any
+ * tensor, or out of one.  An index input (TrnTensor index_end) takes only
+ * values in range: tokens below the vocabulary, say. */
 int trn_set(TrnSession *s, const char *name, const void *data, size_t bytes);
 int trn_get(TrnSession *s, const char *name, void *data, size_t bytes);
 
 /* One optimizer step of grad_accum micro-batches.  feed(ctx, s, micro) sets
  * the inputs of each micro-batch (trn_set); it may be NULL when the inputs
- * are already set and grad_accum == 1.  lr < 0 uses the schedule.  The mean
+ * are already set and grad_accum == 1.  lr < 0 uses the schedule; NaN and
+ * infinities are errors.  The mean
  * loss over the micro-batches is available from trn_loss afterwards. */
 typedef int (*TrnFeed)(void *ctx, TrnSession *s, int micro);
 int    trn_step(TrnSession *s, TrnFeed feed, void *ctx, double lr);

@@ -14,6 +14,11 @@ add_executable(test_runtime ${RT_TESTS}/test_runtime.c)
 target_link_libraries(test_runtime PRIVATE rt_test_models)
 add_test(NAME runtime_unit COMMAND test_runtime ${CMAKE_CURRENT_BINARY_DIR}/runtime-scratch/unit)
 
+# the embedding API against a caller's mistakes
+add_executable(test_api ${RT_TESTS}/test_api.c)
+target_link_libraries(test_api PRIVATE rt_test_models)
+add_test(NAME runtime_api COMMAND test_api)
+
 add_test(NAME runtime_cli COMMAND bash ${RT_TESTS}/cli.sh $<TARGET_FILE:rt_bigram> ${CMAKE_CURRENT_BINARY_DIR}/runtime-scratch/cli)
 
 # the fuzz target's corpus, run without libFuzzer (any compiler)
@@ -30,7 +35,7 @@ target_link_options(test_mathf PRIVATE -fopenmp)
 target_link_libraries(test_mathf PRIVATE m)
 add_test(NAME runtime_mathf COMMAND test_mathf)
 
-set_tests_properties(runtime_unit runtime_cli runtime_fuzz_corpus runtime_mathf PROPERTIES LABELS runtime)
+set_tests_properties(runtime_unit runtime_api runtime_cli runtime_fuzz_corpus runtime_mathf PROPERTIES LABELS runtime)
 
 if(TRAINC_FUZZ)
   add_executable(fuzz_safetensors ${RT_TESTS}/fuzz_safetensors.c)

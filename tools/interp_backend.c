@@ -63,6 +63,12 @@ static int add(InterpModel *m, const char *name, TrnKind kind, const Type *ty, N
         const Attr *up = ir_attr(src, "unpadded");
         if (up && up->kind == ATTR_INTS && up->n == t->rank)
             for (int i = 0; i < t->rank; i++) t->ckpt_shape[i] = up->v[i];
+        /* an index input: the values trn_set takes (codegen/compile.c, index_inputs) */
+        if (src->op == OP_input) {
+            t->index_end = ir_int(src, "index_end", 0);
+            t->index_ignores = ir_attr(src, "index_ignore") != NULL;
+            t->index_ignore = ir_int(src, "index_ignore", 0);
+        }
     }
     return m->n++;
 }

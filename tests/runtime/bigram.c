@@ -181,6 +181,9 @@ static void b_sample(unsigned char *a, int flags) { (void)flags; sample(&lay_b, 
     {.name = nm, .kind = k, .dtype = dt, .rank = r, .shape = sh, .numel = n, .offset = off, .init = ini, .init_a = ia, .init_b = ib,        \
      .trainable = 1, .ckpt_shape = cs}
 #define SH(...) {__VA_ARGS__}
+/* an index input: values below V (trn_set refuses others) */
+#define TENI(nm, r, sh, n, off, V)                                                                                                          \
+    {.name = nm, .kind = TRN_INPUT, .dtype = TRN_I32, .rank = r, .shape = sh, .numel = n, .offset = off, .ckpt_shape = sh, .index_end = V}
 
 /* ---- bigram_adam ---- */
 static const TrnTensor tens_a[] = {
@@ -190,8 +193,8 @@ static const TrnTensor tens_a[] = {
     TEN("adamw.v.w", TRN_STATE, TRN_F32, 2, SH(256, 264), 256 * 264, LA_vw, "zeros", 0, 0, SH(256, 256)),
     TEN("adamw.m.b", TRN_STATE, TRN_F32, 1, SH(256), 256, LA_mb, "zeros", 0, 0, SH(256)),
     TEN("adamw.v.b", TRN_STATE, TRN_F32, 1, SH(256), 256, LA_vb, "zeros", 0, 0, SH(256)),
-    TEN("tokens", TRN_INPUT, TRN_I32, 2, SH(4, 16), 64, LA_tok, NULL, 0, 0, SH(4, 16)),
-    TEN("targets", TRN_INPUT, TRN_I32, 2, SH(4, 16), 64, LA_tgt, NULL, 0, 0, SH(4, 16)),
+    TENI("tokens", 2, SH(4, 16), 64, LA_tok, 256),
+    TENI("targets", 2, SH(4, 16), 64, LA_tgt, 256),
     TEN("opt.lr", TRN_INPUT, TRN_F32, 0, SH(0), 1, LA_lr, NULL, 0, 0, SH(0)),
     TEN("opt.step", TRN_INPUT, TRN_I32, 0, SH(0), 1, LA_step, NULL, 0, 0, SH(0)),
     TEN("rng.seed", TRN_INPUT, TRN_I32, 0, SH(0), 1, LA_seed, NULL, 0, 0, SH(0)),
