@@ -100,26 +100,44 @@ static void ensure_values(Interp *it) {
     it->nvals = nv;
 }
 
-/* The tensor of v, allocated (zeroed) with v's type if it has none yet. */
+/* The tensor of v, allocated (zeroed) with v's type if it has none yet;
+ * NULL when there is no memory for it (a model too large for the
+ * interpreter's doubles: a user's error, which the caller reports with
+ * oom_error, not a compiler bug that dies). */
 static Tensor *alloc_value(Interp *it, const Value *v) {
     Tensor *t = &it->val[v->id];
     int64_t n = shape_numel(&v->ty.shape);
     if (!t->data || t->n != n) {
         free(t->data);
-        t->data = xcalloc((size_t)n, sizeof(double));
+        t->data = (uint64_t)n <= SIZE_MAX / sizeof(double) ? calloc(n ? (size_t)n : 1, sizeof(double)) : NULL;
+        t->n = 0;
+        if (!t->data) return NULL;
     }
     t->ty = v->ty;
     t->n = n;
     return t;
 }
 
+/* The error for a value alloc_value found no memory for: its name (a
+ * source's) or the op that computes it, its type and its size. */
+static void oom_error(Diag *d, const Value *v) {
+    char what[256], tb[160];
+    const Node *def = v->def;
+    const char *name = def && op_has(def->op, OPF_SOURCE) ? ir_source_name(def) : NULL;
+    if (name) snprintf(what, sizeof what, "%s '%s'", op_name(def->op), name);
+    else snprintf(what, sizeof what, "the result of %s", def ? op_name(def->op) : "a node");
+    int64_t n = shape_numel(&v->ty.shape);
+    error_at(d, def ? def->loc : NOLOC, "out of memory for %s (%%%d, %s): %lld elements, %.4g GiB as the interpreter's doubles", what, v->id,
+             type_str(&v->ty, tb, sizeof tb), (long long)n, (double)n * sizeof(double) / (1024.0 * 1024.0 * 1024.0));
+}
+
 /* The storage of a source node, made on first use: zeros for input, param
  * and state (interp_init fills params and states), {value} for constant,
- * the index along {axis} for iota. */
+ * the index along {axis} for iota.  NULL when out of memory (alloc_value). */
 static Tensor *source_storage(Interp *it, Node *n) {
     Tensor *t = &it->val[n->out[0]->id];
     if (t->data) return t;
-    t = alloc_value(it, n->out[0]);
+    if (!(t = alloc_value(it, n->out[0]))) return NULL;
     if (n->op == OP_constant) {
         double c = round_to(it, t->ty.dt, ir_float(n, "value", 0.0));
         for (int64_t i = 0; i < t->n; i++) t->data[i] = c;
@@ -1076,9 +1094,9 @@ static bool run_loss_scale_update(Interp *it, Node *n, Diag *d) {
 
 /* Sources have no work to do when their node runs: their storage is their value. */
 static bool run_source(Interp *it, Node *n, Diag *d) {
-    (void)d;
-    source_storage(it, n);
-    return true;
+    if (source_storage(it, n)) return true;
+    oom_error(d, n->out[0]);
+    return false;
 }
 
 /* ===================================================================== */
@@ -1136,6 +1154,8 @@ Interp *interp_new(Graph *g, InterpMode mode) {
     it->g = g;
     it->mode = mode;
     ensure_values(it);
+    /* a source there is no memory for stays NULL here (interp_source
+     * returns NULL for it); a run reports it, naming it (oom_error) */
     for (int i = 0; i < g->nnodes; i++)
         if (op_has(g->nodes[i]->op, OPF_SOURCE)) source_storage(it, g->nodes[i]);
     return it;
@@ -1172,6 +1192,7 @@ void interp_init(Interp *it, uint64_t seed) {
         if (n->op != OP_param && n->op != OP_state) continue;
         if (n->op == OP_state && ir_attr(n, "copy_of")) continue;
         Tensor *t = source_storage(it, n);
+        if (!t) continue; /* out of memory: the next run reports it */
         const char *init = ir_str(n, "init", "zeros"), *name = ir_source_name(n);
         double a = 0, b = 1;
         if (strcmp(init, "normal") == 0) a = ir_float(n, "std", 1.0);
@@ -1211,11 +1232,12 @@ void interp_refresh_copies(Interp *it) {
         Node *p = ir_find_source(g, OP_param, of);
         if (!p) continue;
         Tensor *t = source_storage(it, n), *src = source_storage(it, p);
-        if (src->n != t->n) continue;
+        if (!t || !src || src->n != t->n) continue; /* out of memory: the next run reports it */
         for (int64_t k = 0; k < t->n; k++) t->data[k] = round_to(it, t->ty.dt, src->data[k]);
     }
 }
 
+/* NULL also for a source there is no memory for (alloc_value). */
 Tensor *interp_source(Interp *it, const char *name) {
     ensure_values(it);
     for (int i = 0; i < it->g->nnodes; i++) {
@@ -1241,8 +1263,9 @@ static bool operands_ready(Interp *it, Node *n, Diag *d) {
     for (int j = 0; j < n->nin; j++) {
         const Value *v = n->in[j];
         if (op_has(v->def->op, OPF_SOURCE)) {
-            source_storage(it, v->def);
-            continue;
+            if (source_storage(it, v->def)) continue;
+            oom_error(d, v);
+            return false;
         }
         bool ok = v->def->phase == n->phase ? it->stamp[v->id] == it->run : it->val[v->id].data != NULL;
         if (!ok) {
@@ -1273,11 +1296,16 @@ static bool commit_updates(Interp *it, int phase, Diag *d) {
             ok = false;
         } else {
             Tensor *dst = source_storage(it, o->target);
-            if (src->n != dst->n) {
+            if (!dst) {
+                oom_error(d, o->target->out[0]);
+                ok = false;
+            } else if (src->n != dst->n) {
                 error_at(d, o->target->loc, "update '%s': %lld new elements for %lld", o->name, (long long)src->n, (long long)dst->n);
                 ok = false;
+            } else if (!(fresh[i] = malloc(sizeof(double) * (size_t)(src->n ? src->n : 1)))) {
+                error_at(d, o->target->loc, "update '%s': out of memory for a copy of its %lld new elements", o->name, (long long)src->n);
+                ok = false;
             } else {
-                fresh[i] = xmalloc(sizeof(double) * (size_t)(src->n ? src->n : 1));
                 for (int64_t k = 0; k < src->n; k++) fresh[i][k] = round_to(it, dst->ty.dt, src->data[k]);
             }
         }
@@ -1299,19 +1327,31 @@ bool interp_run_phase(Interp *it, int phase, Diag *d) {
     ensure_values(it);
     it->run++;
     /* Inputs, params and states hold what callers wrote: round them to their dtype. */
-    for (int i = 0; i < g->nnodes; i++)
-        if (is_persistent(g->nodes[i])) round_tensor(it, source_storage(it, g->nodes[i]));
+    for (int i = 0; i < g->nnodes; i++) {
+        Node *n = g->nodes[i];
+        if (!is_persistent(n)) continue;
+        Tensor *t = source_storage(it, n);
+        if (!t) {
+            oom_error(d, n->out[0]);
+            return false;
+        }
+        round_tensor(it, t);
+    }
     for (int i = 0; i < g->nnodes; i++) {
         Node *n = g->nodes[i];
         if (n->phase != phase) continue;
         if (op_has(n->op, OPF_SOURCE)) {
-            source_storage(it, n);
+            if (!run_source(it, n, d)) return false;
             continue;
         }
         if (!interp_fn[n->op]) die("interp: no interpreter function for op %s", op_name(n->op));
         if (!operands_ready(it, n, d)) return false;
         for (int k = 0; k < n->nout; k++) {
             Tensor *t = alloc_value(it, n->out[k]);
+            if (!t) {
+                oom_error(d, n->out[k]);
+                return false;
+            }
             memset(t->data, 0, sizeof(double) * (size_t)t->n);
         }
         int before = d->nerrors;

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -268,6 +269,37 @@ typedef struct Resume {
     int      has_lr;
 } Resume;
 
+/* The metadata that says what wrote the file (docs/runtime.md): format
+ * "trainc" (or absent: a file of another program's, which --init may
+ * take), version CKPT_VERSION, abi at most this runtime's.  A PyTorch
+ * file ("pt", as safetensors' torch writer and tools/hf_to_trainc.py mark
+ * theirs) holds parameters for --init, no state to resume. */
+static int check_origin(TrnSession *s, const RtSt *st, const char *label, int params_only) {
+    const char *format = rt_st_meta(st, "format"), *version = rt_st_meta(st, "version"), *abi = rt_st_meta(st, "abi");
+    if (format && strcmp(format, "pt") == 0) {
+        if (!params_only)
+            return rt_seterr(s, "%s is a PyTorch file (metadata 'format' is 'pt'): it can initialise a run (--init) but not resume one", label);
+        return 0;
+    }
+    if (format && strcmp(format, "trainc") != 0)
+        return rt_seterr(s, "%s: metadata 'format' is '%s' (expected trainc; pt for a PyTorch file of parameters)", label, format);
+    if (version && strcmp(version, CKPT_VERSION) != 0)
+        return rt_seterr(s, "%s: metadata 'version' is '%s': this runtime reads trainc checkpoints of version %s", label, version, CKPT_VERSION);
+    int64_t a;
+    if (abi && (parse_i64(abi, &a) != 0 || a < 1))
+        return rt_seterr(s, "%s: metadata 'abi' is '%s' (expected a runtime ABI version, a positive integer)", label, abi);
+    if (abi && a > TRN_ABI_VERSION)
+        return rt_seterr(s, "%s: metadata 'abi' is '%s': a newer runtime than this one (ABI %d) wrote it", label, abi, TRN_ABI_VERSION);
+    return 0;
+}
+
+/* The error for metadata key k: missing, or its value is not `want`. */
+static int meta_error(TrnSession *s, const RtSt *st, const char *label, const char *k, const char *want) {
+    const char *v = rt_st_meta(st, k);
+    if (!v) return rt_seterr(s, "%s: metadata '%s' is missing", label, k);
+    return rt_seterr(s, "%s: metadata '%s' is '%s' (expected %s)", label, k, v, want);
+}
+
 static int read_resume(TrnSession *s, const RtSt *st, const char *label, Resume *r) {
     const char *contents = rt_st_meta(st, "contents");
     if (!contents)
@@ -281,7 +313,7 @@ static int read_resume(TrnSession *s, const RtSt *st, const char *label, Resume 
     const char *k;
     if (parse_i64(rt_st_meta(st, k = "step"), &r->step) != 0 || r->step < 0 || parse_u64(rt_st_meta(st, k = "seed"), &r->seed) != 0 ||
         parse_i64(rt_st_meta(st, k = "data.pos"), &r->data_pos) != 0 || r->data_pos < 0)
-        return rt_seterr(s, "%s: metadata '%s' is missing or not a valid number", label, k);
+        return meta_error(s, st, label, k, "a non-negative integer");
     r->batches = rt_st_meta(st, "data.batches");
     if (r->batches && strcmp(r->batches, "random") != 0 && strcmp(r->batches, "sequential") != 0)
         return rt_seterr(s, "%s: metadata 'data.batches' is '%s' (expected random or sequential)", label, r->batches);
@@ -289,10 +321,14 @@ static int read_resume(TrnSession *s, const RtSt *st, const char *label, Resume 
     if (r->schedule) {
         if (strcmp(r->schedule, "constant") != 0 && strcmp(r->schedule, "cosine") != 0 && strcmp(r->schedule, "linear") != 0)
             return rt_seterr(s, "%s: metadata 'lr.schedule' is '%s' (expected constant, cosine or linear)", label, r->schedule);
-        if (parse_f64(rt_st_meta(st, k = "lr.max"), &r->lr) != 0 || parse_f64(rt_st_meta(st, k = "lr.min"), &r->min_lr) != 0 ||
-            parse_i64(rt_st_meta(st, k = "lr.warmup"), &r->warmup) != 0 || parse_i64(rt_st_meta(st, k = "lr.steps"), &r->total) != 0 ||
-            r->lr < 0 || r->min_lr < 0 || r->warmup < 0 || r->total < 0)
-            return rt_seterr(s, "%s: metadata '%s' is missing or not a valid number", label, k);
+        /* each value is checked as it is read, so that the message names
+         * its key; the rates are what --lr and --min-lr take */
+        if (parse_f64(rt_st_meta(st, k = "lr.max"), &r->lr) != 0 || !(isfinite(r->lr) && r->lr >= 0) ||
+            parse_f64(rt_st_meta(st, k = "lr.min"), &r->min_lr) != 0 || !(isfinite(r->min_lr) && r->min_lr >= 0))
+            return meta_error(s, st, label, k, "a finite non-negative number");
+        if (parse_i64(rt_st_meta(st, k = "lr.warmup"), &r->warmup) != 0 || r->warmup < 0 ||
+            parse_i64(rt_st_meta(st, k = "lr.steps"), &r->total) != 0 || r->total < 0)
+            return meta_error(s, st, label, k, "a non-negative integer");
         r->has_lr = 1;
     }
     r->grad_accum = s->grad_accum;
@@ -339,6 +375,7 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
     const RtStTensor **src = NULL;
     RtBuf probs = {0};
     int nprob = 0;
+    if (check_origin(s, &st, label, params_only) != 0) goto fail;
     if (!params_only && read_resume(s, &st, label, &r) != 0) goto fail;
 
     /* match the file's tensors with the model's: every problem is listed */

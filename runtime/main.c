@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- flags ---- */
@@ -223,6 +224,92 @@ static int fail(Run *r, const char *fmt, ...) {
     vsnprintf(r->err, sizeof r->err, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+/* ---- what the program reads and writes, checked before it starts ---- */
+
+/* The inputs trn_main writes: tokens and targets (feed_fn), opt.lr,
+ * opt.step and rng.seed (trn_step), sample.rows (--sample).  Another input
+ * would hold zeros (NaN under --poison) at every step: a model with inputs
+ * of its own is trained through the API, with a feed that sets them. */
+static int check_inputs(Run *r, const TrnModel *m) {
+    for (int i = 0; i < m->ntensors; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (t->kind != TRN_INPUT || i == m->t_tokens || i == m->t_targets || i == m->t_lr || i == m->t_step || i == m->t_seed ||
+            strcmp(t->name, "sample.rows") == 0)
+            continue;
+        char sh[160];
+        size_t k = (size_t)snprintf(sh, sizeof sh, "[");
+        for (int d = 0; d < t->rank && k < sizeof sh; d++) k += (size_t)snprintf(sh + k, sizeof sh - k, "%s%" PRId64, d ? "," : "", t->shape[d]);
+        if (k < sizeof sh) snprintf(sh + k, sizeof sh - k, "]");
+        return fail(r, "model '%s' has an input '%s' (%s%s) that this program does not set (it sets tokens, targets, opt.lr, opt.step, "
+                       "rng.seed and sample.rows): only the embedding API (docs/runtime.md), with a feed that sets '%s', can train it",
+                    m->name ? m->name : "?", t->name, trn_dtype_name[t->dtype], sh, t->name);
+    }
+    return 0;
+}
+
+/* The tokens of a file must be below this (0: unchecked): the fewest
+ * values the tokens and targets inputs take as indices (TrnTensor
+ * index_end: embedding rows, cross_entropy classes), else the vocabulary. */
+static int64_t token_end(const TrnModel *m) {
+    int64_t end = 0;
+    const int t[2] = {m->t_tokens, m->t_targets};
+    for (int i = 0; i < 2; i++) {
+        int64_t e = t[i] >= 0 ? m->tensors[t[i]].index_end : 0;
+        if (e > 0 && (end == 0 || e < end)) end = e;
+    }
+    return end > 0 ? end : m->vocab;
+}
+
+/* Whether paths a and b name the same existing file. */
+static int same_file(const char *a, const char *b) {
+    struct stat x, y;
+    return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* An output of --FLAG ARG: path, the file it names.  renamed: the file is
+ * written as path.tmp and renamed over path (--save), so the folder must
+ * take new files; else it is opened for writing (--metrics). */
+static int check_output(Run *r, const char *flag, const char *arg, const char *path, int renamed) {
+    if (!path[0]) return fail(r, "--%s: the path is empty", flag);
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return fail(r, "--%s %s: %s is a folder", flag, arg, path);
+        if (renamed && !S_ISREG(st.st_mode)) return fail(r, "--%s %s: %s is not a regular file (the checkpoint would replace it)", flag, arg, path);
+        if (!renamed) return access(path, W_OK) == 0 ? 0 : fail(r, "--%s %s: cannot write %s: %s", flag, arg, path, strerror(errno));
+    }
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
+    int e = stat(dir, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : access(dir, W_OK | X_OK) != 0 ? errno : 0;
+    if (e) return fail(r, "--%s %s: cannot write into folder %s: %s", flag, arg, dir, strerror(e));
+    return 0;
+}
+
+/* Before the first step, so that a run is not lost at its end: the outputs
+ * can be written, and none of them is an input, which writing it would
+ * destroy (--save may replace the checkpoint it resumes from: that one was
+ * read, and the new one replaces it whole). */
+static int check_outputs(Run *r, int64_t last_step) {
+    const Args *a = &r->a;
+    const struct { const char *flag, *path; } in[] = {{"data", a->data}, {"val", a->val}, {"resume", a->resume}, {"init", a->init}};
+    if (a->metrics) {
+        if (check_output(r, "metrics", a->metrics, a->metrics, 0) != 0) return -1;
+        for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+            if (same_file(a->metrics, in[i].path))
+                return fail(r, "--metrics %s is the --%s file %s: writing the metrics would destroy it", a->metrics, in[i].flag, in[i].path);
+    }
+    if (a->save) {
+        char path[4096];
+        save_path(path, sizeof path, a->save, last_step);
+        if (check_output(r, "save", a->save, path, 1) != 0) return -1;
+        for (size_t i = 0; i < 2; i++)   /* --data, --val */
+            if (same_file(path, in[i].path))
+                return fail(r, "--save %s is the --%s file %s: the checkpoint would replace it", a->save, in[i].flag, in[i].path);
+        if (same_file(path, a->metrics)) return fail(r, "--save %s and --metrics %s are the same file", a->save, a->metrics);
+    }
+    return 0;
 }
 
 static void end_line(Run *r) {
@@ -500,6 +587,9 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
         return fail(r, "model '%s' has no 'tokens' input of shape [B, T]: this program trains language models only; embed other models with "
                        "the API (docs/runtime.md)",
                     m->name);
+    if ((training || a->val || a->sample > 0) && check_inputs(r, m) != 0) return -1;
+    int64_t last = training ? s->total : s->step;   /* the step of the final checkpoint */
+    if (check_outputs(r, last) != 0) return -1;
     if (lm) {
         size_t bt = (size_t)(r->B * r->T);
         r->feed.tokens = rt_malloc(bt * sizeof(int32_t), r->err, sizeof r->err);
@@ -511,24 +601,18 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     t = rt_now();
     if (training || (a->data && a->sample > 0)) {
         if (!a->data) return fail(r, "--data FILE is needed");
-        RtDataSpec spec = {a->data, r->B, r->T, strcmp(s->batches, "random") == 0, s->seed, "data.train", m->vocab, 1};
+        RtDataSpec spec = {a->data, r->B, r->T, strcmp(s->batches, "random") == 0, s->seed, "data.train", token_end(m), 1};
         if (!(r->train = rt_data_open(&spec, e, sizeof e))) return fail(r, "--data: %s", e);
         if (s->has_data_pos) rt_data_seek(r->train, s->data_pos);
         r->feed.d = r->train;
     }
     if (a->val) {
-        RtDataSpec spec = {a->val, r->B, r->T, 0, s->seed, "data.val", m->vocab, 1};
+        RtDataSpec spec = {a->val, r->B, r->T, 0, s->seed, "data.val", token_end(m), 1};
         if (!(r->val = rt_data_open(&spec, e, sizeof e))) return fail(r, "--val: %s", e);
     }
     r->t_data = rt_now() - t;
     if (a->metrics && !(r->metrics = rt_fopen(a->metrics, "w", r->err, sizeof r->err))) return -1;
-    if (a->save) {   /* find out now, not after the training, that the checkpoint cannot be written */
-        char path[4096], dir[4096];
-        save_path(path, sizeof path, a->save, 0);
-        const char *slash = strrchr(path, '/');
-        snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
-        if (access(dir, W_OK) != 0) return fail(r, "--save %s: cannot write into folder %s: %s", a->save, dir, strerror(errno));
-    }
+    if (a->save && a->metrics && check_outputs(r, last) != 0) return -1;   /* again: --save naming the --metrics file made just now */
 
     if (!a->quiet) {
         int64_t np = 0, nt = 0;

@@ -15,3 +15,8 @@ add_test(NAME interp_tokenize_shakespeare
          COMMAND interp_tokens ${INTERP_TOK_SCRATCH} --tool $<TARGET_FILE:trainc-tokenize>
                  --data ${CMAKE_SOURCE_DIR}/../shared/data/tinyshakespeare.txt)
 set_tests_properties(interp_tokenize_shakespeare PROPERTIES SKIP_RETURN_CODE 77)
+
+# trainc run's errors: an input it does not set, a model too large for memory
+trainc_filecheck_test(${CMAKE_CURRENT_SOURCE_DIR}/interp/run-errors.model)
+# the tokens of a data file against the model's index inputs
+trainc_filecheck_test(${CMAKE_CURRENT_SOURCE_DIR}/interp/token-range.model)

@@ -4,7 +4,8 @@
  *
  * Byte-level vocabulary (token = byte value, 0..255).  The last fraction F
  * of the text (default 0.1, rounded down to whole bytes) goes to
- * OUT_PREFIX_val.bin, the rest to OUT_PREFIX_train.bin.
+ * OUT_PREFIX_val.bin, the rest to OUT_PREFIX_train.bin: both or neither
+ * (write_splits).
  */
 #include "tokens.h"
 
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void usage(FILE *f) {
     fprintf(f, "usage: trainc-tokenize IN.txt OUT_PREFIX [--val-fraction F]\n"
@@ -28,6 +30,7 @@ static char *slurp(const char *path, size_t *len) {
     }
     size_t cap = 1 << 20, n = 0;
     char *buf = malloc(cap);
+    int rerr = 0; /* errno of a failed read (a folder: EISDIR) */
     while (buf) {
         if (n == cap) {
             char *nb = realloc(buf, cap *= 2);
@@ -40,12 +43,16 @@ static char *slurp(const char *path, size_t *len) {
         }
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
-        if (got == 0) break;
+        if (got == 0) {
+            if (ferror(f)) rerr = errno;
+            break;
+        }
     }
     int bad = ferror(f);
     fclose(f);
     if (!buf || bad) {
-        fprintf(stderr, "trainc-tokenize: %s: %s\n", path, buf ? "read error" : "out of memory");
+        if (buf) fprintf(stderr, "trainc-tokenize: %s: read error: %s\n", path, strerror(rerr ? rerr : EIO));
+        else fprintf(stderr, "trainc-tokenize: %s: out of memory\n", path);
         free(buf);
         return NULL;
     }
@@ -53,16 +60,67 @@ static char *slurp(const char *path, size_t *len) {
     return buf;
 }
 
-static int write_split(const char *prefix, const char *suffix, const uint16_t *tok, int64_t n) {
-    size_t pl = strlen(prefix), sl = strlen(suffix);
-    char *path = malloc(pl + sl + 1), err[512];
-    if (!path) return -1;
-    memcpy(path, prefix, pl);
-    memcpy(path + pl, suffix, sl + 1);
-    int rc = tok_write(path, tok, n, err, sizeof err);
-    if (rc != 0) fprintf(stderr, "trainc-tokenize: %s\n", err);
-    else printf("%s: %lld tokens\n", path, (long long)n);
-    free(path);
+/* One output file: PREFIX + suffix, written to path.tmp first. */
+typedef struct Split {
+    const char     *suffix;
+    const uint16_t *tok;
+    int64_t         n;
+    char           *path, *tmp;
+} Split;
+
+static char *concat(const char *a, const char *b) {
+    size_t al = strlen(a), bl = strlen(b);
+    char *p = malloc(al + bl + 1);
+    if (!p) return NULL;
+    memcpy(p, a, al);
+    memcpy(p + al, b, bl + 1);
+    return p;
+}
+
+/* Writes both splits, or neither: each goes to PATH.tmp (tok_write), and
+ * the two are renamed into place only when both are whole, so a failure
+ * (a folder in the way, a full disk) leaves the old files as they were.
+ * A folder at either destination is refused before anything is written. */
+static int write_splits(const char *prefix, Split *sp, int nsp) {
+    int rc = 0;
+    for (int i = 0; i < nsp && rc == 0; i++) {
+        sp[i].path = concat(prefix, sp[i].suffix);
+        sp[i].tmp = sp[i].path ? concat(sp[i].path, ".tmp") : NULL;
+        if (!sp[i].tmp) {
+            fprintf(stderr, "trainc-tokenize: out of memory\n");
+            rc = -1;
+        }
+    }
+    for (int i = 0; i < nsp && rc == 0; i++) {
+        struct stat st;
+        if (stat(sp[i].path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "trainc-tokenize: %s: cannot write: %s (nothing was written)\n", sp[i].path, strerror(EISDIR));
+            rc = -1;
+        }
+    }
+    int written = 0;
+    for (; written < nsp && rc == 0; written++) {
+        char err[512];
+        if (tok_write(sp[written].tmp, sp[written].tok, sp[written].n, err, sizeof err) != 0) {
+            fprintf(stderr, "trainc-tokenize: %s (nothing was written)\n", err);
+            rc = -1;
+            break;
+        }
+    }
+    for (int i = 0; i < nsp && rc == 0; i++) {
+        if (rename(sp[i].tmp, sp[i].path) != 0) {
+            fprintf(stderr, "trainc-tokenize: cannot rename %s to %s: %s%s\n", sp[i].tmp, sp[i].path, strerror(errno),
+                    i ? "" : " (nothing was written)");
+            rc = -1;
+        }
+    }
+    if (rc != 0)
+        for (int i = 0; i < written; i++) remove(sp[i].tmp); /* what is left of them */
+    for (int i = 0; i < nsp && rc == 0; i++) printf("%s: %lld tokens\n", sp[i].path, (long long)sp[i].n);
+    for (int i = 0; i < nsp; i++) {
+        free(sp[i].path);
+        free(sp[i].tmp);
+    }
     return rc;
 }
 
@@ -111,8 +169,8 @@ int main(int argc, char **argv) {
     free(text);
     int64_t nval = (int64_t)(frac * (double)n), ntrain = n - nval;
     printf("%s: %lld bytes, byte vocabulary (256 tokens)\n", in, (long long)n);
-    int rc = write_split(prefix, "_train.bin", tok, ntrain);
-    if (rc == 0) rc = write_split(prefix, "_val.bin", tok + ntrain, nval);
+    Split sp[2] = {{"_train.bin", tok, ntrain, NULL, NULL}, {"_val.bin", tok + ntrain, nval, NULL, NULL}};
+    int rc = write_splits(prefix, sp, 2);
     free(tok);
     return rc == 0 ? 0 : 1;
 }

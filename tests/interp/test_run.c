@@ -292,6 +292,51 @@ static void test_fresh_interp(void) {
     ir_graph_free(g);
 }
 
+/* ASan ends the program on an allocation larger than it supports, where
+ * malloc returns NULL: test_out_of_memory needs the NULL. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
+/* Tensors too large for memory (2^48 doubles, more than an address space
+ * holds): interp_new and interp_init leave them unallocated (they used to
+ * abort: "internal error ... out of memory"), and a run fails with an
+ * error naming the tensor and its size. */
+static void test_out_of_memory(void) {
+    const SrcLoc at = {"model.l", 7, 3};
+    Graph *g = ir_graph_new("t");
+    Node *big = ir_source(g, OP_param, "big", ty(DT_f32, 3, 1 << 20, 1 << 20, 1 << 8), at);
+    ir_set_str(g, big, "init", "normal");
+    ir_add_output(g, "loss", emit1(g, node(g, OP_sum, 1, big->out[0])));
+    Interp *it = interp_new(g, INTERP_F32);
+    interp_init(it, 1);
+    CHECK(interp_source(it, "big") == NULL);
+    Capture c;
+    capture_begin(&c);
+    CHECK(!interp_run_phase(it, PH_MICRO, &c.d));
+    capture_end(&c);
+    CHECK(strstr(c.text, "model.l:7:3: error: out of memory for param 'big' (%0, f32[1048576,1048576,256]): 281474976710656 elements, "
+                         "2.097e+06 GiB as the interpreter's doubles") != NULL);
+    if (!strstr(c.text, "out of memory for param 'big'")) fprintf(stderr, "got: %s\n", c.text);
+    interp_free(it);
+    ir_graph_free(g);
+
+    /* a computed value: a small input broadcast to the large shape */
+    g = ir_graph_new("t");
+    Value *x = input(g, "x", ty(DT_f32, 1, 4));
+    Node *b = node(g, OP_broadcast, 1, x);
+    ir_set_ints(g, b, "shape", 3, (int64_t[]){1 << 20, 1 << 26, 4});
+    b->loc = at;
+    emit1(g, b);
+    it = interp_new(g, INTERP_F32);
+    capture_begin(&c);
+    CHECK(!interp_run_phase(it, PH_MICRO, &c.d));
+    capture_end(&c);
+    CHECK(strstr(c.text, "model.l:7:3: error: out of memory for the result of broadcast (%1, f32[1048576,67108864,4])") != NULL);
+    if (!strstr(c.text, "the result of broadcast")) fprintf(stderr, "got: %s\n", c.text);
+    interp_free(it);
+    ir_graph_free(g);
+}
+
 int main(void) {
     diag_init(&D, stderr);
     test_every_op_implemented();
@@ -301,6 +346,7 @@ int main(void) {
     test_located_errors();
     test_init();
     test_fresh_interp();
+    test_out_of_memory();
     diag_free(&D);
     return finish("interp_run");
 }

@@ -3,7 +3,8 @@
  *
  *   interp_tokens SCRATCH                         round trip, malformed files
  *   interp_tokens SCRATCH --tool T --data TEXT    tokenize TEXT (tinyshakespeare)
- *                                                 with T; exit 77 (skip) if TEXT is absent
+ *                                                 with T, and T's errors; exit 77 (skip)
+ *                                                 if TEXT is absent
  */
 #include "tokens.h"
 
@@ -11,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int failures;
 
@@ -240,6 +244,7 @@ static char *slurp(const char *path, long *len) {
     rewind(f);
     char *b = malloc((size_t)*len + 1);
     if (fread(b, 1, (size_t)*len, f) != (size_t)*len) *len = -1;
+    b[*len > 0 ? *len : 0] = 0;
     fclose(f);
     return b;
 }
@@ -306,6 +311,44 @@ static int test_tool(const char *tool, const char *data) {
     return 0;
 }
 
+/* trainc-tokenize writes both splits or neither: a folder where the
+ * validation file goes is an error before anything is written (the
+ * training file used to be replaced first), and a folder as the input is a
+ * read error that says why. */
+static void test_tool_errors(const char *tool) {
+    const char *text = path_in_scratch("tool_err.txt"), *log = path_in_scratch("tool_err.log");
+    write_text(text, "to be, or not to be\n", 10);
+    char prefix[1024], ptrain[1100], pval[1100], ptmp[1200], cmd[4096], err[512];
+    snprintf(prefix, sizeof prefix, "%s", path_in_scratch("tool_err"));
+    snprintf(ptrain, sizeof ptrain, "%s_train.bin", prefix);
+    snprintf(pval, sizeof pval, "%s_val.bin", prefix);
+    snprintf(ptmp, sizeof ptmp, "%s.tmp", ptrain);
+    remove(pval);
+    CHECK(tok_write(ptrain, (const uint16_t[]){1, 2, 3}, 3, err, sizeof err) == 0);
+    CHECK(mkdir(pval, 0755) == 0);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' > /dev/null 2> '%s'", tool, text, prefix, log);
+    int st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    TokFile t;
+    CHECK(tok_read(ptrain, &t, err, sizeof err) == 0 && t.n == 3 && t.tokens[2] == 3); /* the old file */
+    tok_free(&t);
+    CHECK(access(ptmp, F_OK) != 0);
+    long len;
+    char *msg = slurp(log, &len);
+    CHECK(msg && strstr(msg, "_val.bin: cannot write: Is a directory (nothing was written)"));
+    if (msg && !strstr(msg, "Is a directory")) fprintf(stderr, "got: %s\n", msg);
+    free(msg);
+    rmdir(pval);
+    /* a folder as the input */
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' > /dev/null 2> '%s'", tool, scratch, prefix, log);
+    st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    msg = slurp(log, &len);
+    CHECK(msg && strstr(msg, ": read error: Is a directory"));
+    if (msg && !strstr(msg, "read error: Is a directory")) fprintf(stderr, "got: %s\n", msg);
+    free(msg);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: interp_tokens SCRATCH [--tool T --data TEXT]\n");
@@ -318,8 +361,9 @@ int main(int argc, char **argv) {
         if (strcmp(argv[i], "--data") == 0) data = argv[i + 1];
     }
     if (tool && data) {
+        test_tool_errors(tool);
         int rc = test_tool(tool, data);
-        if (rc == 77) return 77;
+        if (rc == 77 && !failures) return 77;
     } else {
         test_round_trip();
         test_malformed();

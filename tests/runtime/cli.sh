@@ -109,6 +109,52 @@ check "unwritable --save: exit 1" test $? -eq 1
 check "unwritable --save: message" grep -q "cannot write into folder $dir/no/such/dir: No such file or directory" "$dir/err5.txt"
 check "unwritable --save: before training" test "$(grep -c '^step' "$dir/err5.txt")" -eq 0
 
+# outputs that cannot be written are found before the first step, not when
+# the run ends (the whole run was lost): a folder, an empty path, a folder
+# part that is a file
+mkdir -p "$dir/afolder"
+touch "$dir/afile"
+out_error() {   # out_error NAME MESSAGE FLAGS...: exit 1, MESSAGE, no step taken
+  local name=$1 msg=$2
+  shift 2
+  "$exe" --data "$dir/train.bin" --steps 2 "$@" 2> "$dir/out.txt"
+  check "$name: exit 1" test $? -eq 1
+  check "$name: message" grep -qF -- "$msg" "$dir/out.txt"
+  check "$name: before training" test "$(grep -c '^step' "$dir/out.txt")" -eq 0
+}
+out_error "--save a folder" "error: --save $dir/afolder: $dir/afolder is a folder" --save "$dir/afolder"
+out_error "--save ''" "error: --save: the path is empty" --save ""
+out_error "--save in a file" "error: --save $dir/afile/x.st: cannot write into folder $dir/afile: Not a directory" --save "$dir/afile/x.st"
+out_error "--metrics a folder" "error: --metrics $dir/afolder: $dir/afolder is a folder" --metrics "$dir/afolder"
+out_error "--metrics ''" "error: --metrics: the path is empty" --metrics ""
+out_error "--metrics in a missing folder" "error: --metrics $dir/no/m.jsonl: cannot write into folder $dir/no: No such file or directory" \
+  --metrics "$dir/no/m.jsonl"
+
+# an output naming an input is refused before anything is written: the
+# metrics would truncate it, a checkpoint replace it
+"$exe" --data "$dir/train.bin" --steps 2 --save "$dir/ck2.st" --quiet
+check "a checkpoint to resume: exit 0" test $? -eq 0
+cp "$dir/train.bin" "$dir/train.orig"
+cp "$dir/val.bin" "$dir/val.orig"
+cp "$dir/ck2.st" "$dir/ck2.orig"
+out_error "--metrics the --data file" "error: --metrics $dir/train.bin is the --data file $dir/train.bin" --metrics "$dir/train.bin"
+out_error "--metrics the --val file" "error: --metrics $dir/val.bin is the --val file $dir/val.bin" --val "$dir/val.bin" --metrics "$dir/val.bin"
+out_error "--metrics the --resume file" "error: --metrics $dir/ck2.st is the --resume file $dir/ck2.st" --steps 4 \
+  --resume "$dir/ck2.st" --metrics "$dir/ck2.st"
+out_error "--metrics the --init file" "error: --metrics $dir/ck2.st is the --init file $dir/ck2.st" --init "$dir/ck2.st" \
+  --metrics "$dir/ck2.st"
+out_error "--save the --data file" "error: --save $dir/train.bin is the --data file $dir/train.bin" --save "$dir/train.bin"
+out_error "--save the --val file" "error: --save $dir/val.bin is the --val file $dir/val.bin" --val "$dir/val.bin" --save "$dir/val.bin"
+out_error "--save the --metrics file" "error: --save $dir/mm.jsonl and --metrics $dir/mm.jsonl are the same file" --save "$dir/mm.jsonl" \
+  --metrics "$dir/mm.jsonl"
+check "the --data file is intact" cmp -s "$dir/train.bin" "$dir/train.orig"
+check "the --val file is intact" cmp -s "$dir/val.bin" "$dir/val.orig"
+check "the --resume file is intact" cmp -s "$dir/ck2.st" "$dir/ck2.orig"
+# --save over the checkpoint the run resumes from: read first, replaced whole
+"$exe" --data "$dir/train.bin" --steps 4 --resume "$dir/ck2.st" --save "$dir/ck2.st" --quiet
+check "--save over the --resume file: exit 0" test $? -eq 0
+check "--save over the --resume file: saved" test -s "$dir/ck2.st"
+
 # --quiet: nothing on stderr
 "$exe" --data "$dir/train.bin" --steps 3 --quiet 2> "$dir/quiet.txt"
 check "--quiet exits 0" test $? -eq 0

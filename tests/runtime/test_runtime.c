@@ -13,6 +13,7 @@
 #include "tokens.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
@@ -56,6 +57,30 @@ static int run_main(const TrnModel *m, const char *fmt, ...) {
     for (char *t = strtok(line, " "); t && argc < 63; t = strtok(NULL, " ")) argv[argc++] = t;
     argv[argc] = NULL;
     return trn_main(argc, argv, m, NULL);
+}
+
+static unsigned char *slurp(const char *path, size_t *n);
+
+/* run_main with what trn_main prints on stderr captured in err (NUL-terminated). */
+static int run_main_err(char *err, size_t errn, const TrnModel *m, const char *args) {
+    const char *log = P("stderr.txt");
+    fflush(stderr);
+    int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (saved < 0 || fd < 0) {
+        snprintf(err, errn, "cannot capture stderr");
+        return -1;
+    }
+    dup2(fd, 2);
+    close(fd);
+    int rc = run_main(m, "%s", args);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    size_t n;
+    unsigned char *text = slurp(log, &n);
+    snprintf(err, errn, "%s", text ? (char *)text : "");
+    free(text);
+    return rc;
 }
 
 static unsigned char *slurp(const char *path, size_t *n) {
@@ -874,6 +899,105 @@ static void test_corrupt(void) {
     trn_destroy(s);
 }
 
+/* Writes to path the checkpoint f (n bytes, header hl bytes) with the
+ * value of metadata key replaced by value.  0 when done. */
+static int with_meta(const unsigned char *f, size_t n, uint64_t hl, const char *key, const char *value, const char *path) {
+    char json[8192], k[64], out[8400];
+    if (hl >= sizeof json) return -1;
+    memcpy(json, f + 8, (size_t)hl);
+    size_t hn = (size_t)hl;
+    json[hn] = 0;
+    while (hn > 0 && json[hn - 1] == ' ') json[--hn] = 0;   /* the padding: write_st pads again */
+    snprintf(k, sizeof k, "\"%s\":\"", key);
+    char *at = strstr(json, k), *end = at ? strchr(at + strlen(k), '"') : NULL;
+    if (!end) return -1;
+    snprintf(out, sizeof out, "%.*s%s%s", (int)(at + strlen(k) - json), json, value, end);
+    return write_st(path, out, f + 8 + hl, n - 8 - (size_t)hl);
+}
+
+/* Metadata a reader does not understand, or values a run cannot use, are
+ * errors naming the key (lr.max -1 was reported as 'lr.steps'; inf, and
+ * the format, version and abi of other writers, were accepted). */
+static void test_ckpt_meta(void) {
+    TrnSession *s = cpu_session(&bigram_tiny, -1);
+    if (!s) { CHECK(0, "no session"); return; }
+    const char *good = P("meta.safetensors"), *bad = P("meta_bad.safetensors");
+    trn_step(s, NULL, NULL, -1);
+    CHECK(trn_save(s, good, 1) == 0, "%s", trn_error(s));
+    size_t n;
+    unsigned char *f = slurp(good, &n);
+    if (!f) { CHECK(0, "no file"); trn_destroy(s); return; }
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)f[i] << (8 * i);
+    static const struct { const char *key, *value; int params_only; const char *want; } cases[] = {
+        {"lr.max", "-1", 0, "meta_bad.safetensors: metadata 'lr.max' is '-1' (expected a finite non-negative number)"},
+        {"lr.max", "inf", 0, "metadata 'lr.max' is 'inf' (expected a finite non-negative number)"},
+        {"lr.min", "-0.5", 0, "metadata 'lr.min' is '-0.5'"},
+        {"lr.warmup", "-5", 0, "metadata 'lr.warmup' is '-5' (expected a non-negative integer)"},
+        {"seed", "abc", 0, "metadata 'seed' is 'abc' (expected a non-negative integer)"},
+        {"version", "2", 0, "metadata 'version' is '2': this runtime reads trainc checkpoints of version 1"},
+        {"version", "2", 1, "metadata 'version' is '2'"},
+        {"format", "pytorch", 1, "metadata 'format' is 'pytorch' (expected trainc; pt for a PyTorch file of parameters)"},
+        {"format", "pt", 0, "is a PyTorch file (metadata 'format' is 'pt'): it can initialise a run (--init) but not resume one"},
+        {"abi", "999", 0, "metadata 'abi' is '999': a newer runtime than this one"},
+        {"abi", "x", 1, "metadata 'abi' is 'x' (expected a runtime ABI version, a positive integer)"},
+        {"format", "pt", 1, NULL},   /* a PyTorch file's parameters load (tools/hf_to_trainc.py writes "pt") */
+        {"abi", "1", 0, NULL},       /* an older runtime's checkpoint loads */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        if (with_meta(f, n, hl, cases[c].key, cases[c].value, bad) != 0) {
+            CHECK(0, "cannot set metadata '%s'", cases[c].key);
+            continue;
+        }
+        int rc = trn_load(s, bad, cases[c].params_only);
+        if (cases[c].want)
+            CHECK(rc == -1 && strstr(trn_error(s), cases[c].want), "%s=%s: %s", cases[c].key, cases[c].value, rc ? trn_error(s) : "loaded");
+        else
+            CHECK(rc == 0, "%s=%s: %s", cases[c].key, cases[c].value, trn_error(s));
+    }
+    /* through the command line, as --lr inf is */
+    char data[2048], args[4096], err[4096];
+    snprintf(data, sizeof data, "%s", P("meta.bin"));
+    CHECK(bigram_write_text_tokens(data, 2000, 1) == 0, "tokens");
+    CHECK(with_meta(f, n, hl, "lr.max", "inf", bad) == 0, "lr.max");
+    snprintf(args, sizeof args, "--data %s --resume %s --steps 3 --quiet", data, bad);
+    CHECK(run_main_err(err, sizeof err, &bigram_tiny, args) == 1 && strstr(err, "error: --resume: ") &&
+              strstr(err, "metadata 'lr.max' is 'inf'"),
+          "%s", err);
+    free(f);
+    trn_destroy(s);
+}
+
+/* A model input trn_main does not set ('mask' here) is refused before the
+ * first step, named: it held zeros (NaN under --poison) at every step. */
+static void test_unset_input(void) {
+    static TrnTensor t[64];
+    TrnModel m = bigram_tiny;
+    if (m.ntensors + 1 > (int)(sizeof t / sizeof t[0])) { CHECK(0, "too many tensors"); return; }
+    memcpy(t, m.tensors, sizeof *t * (size_t)m.ntensors);
+    t[m.ntensors] = (TrnTensor){.name = "mask", .kind = TRN_INPUT, .dtype = TRN_F32, .rank = 2, .shape = {2, 4}, .numel = 8, .offset = 0,
+                                .ckpt_shape = {2, 4}};
+    m.tensors = t;
+    m.ntensors++;
+    char data[2048], args[4096], err[4096];
+    snprintf(data, sizeof data, "%s", P("unset.bin"));
+    uint16_t tok[2000];
+    for (int i = 0; i < 2000; i++) tok[i] = (uint16_t)(i * 7 % 8);   /* the tiny model's vocabulary is 8 */
+    CHECK(tok_write(data, tok, 2000, err, sizeof err) == 0, "%s", err);
+    remove(P("unset.jsonl"));
+    snprintf(args, sizeof args, "--data %s --steps 2 --metrics %s", data, P("unset.jsonl"));
+    CHECK(run_main_err(err, sizeof err, &m, args) == 1 &&
+              strstr(err, "error: model 'tiny' has an input 'mask' (f32[2,4]) that this program does not set") &&
+              strstr(err, "only the embedding API (docs/runtime.md)") && !strstr(err, "step 1"),
+          "%s", err);
+    CHECK(access(P("unset.jsonl"), F_OK) != 0, "--metrics was written");
+    snprintf(args, sizeof args, "--data %s --steps 0 --sample 4 --quiet", data);
+    CHECK(run_main_err(err, sizeof err, &m, args) == 1 && strstr(err, "input 'mask'"), "--sample: %s", err);
+    /* nothing runs the model: its checkpoint can be made */
+    snprintf(args, sizeof args, "--steps 0 --save %s --quiet", P("unset.st"));
+    CHECK(run_main_err(err, sizeof err, &m, args) == 0, "%s", err);
+}
+
 /* ---- the command-line program ---- */
 
 static int same_lines(char a[][256], int na, char b[][256], int nb, const char *what) {
@@ -1020,8 +1144,10 @@ int main(int argc, char **argv) {
         {"init_errors", test_init_errors},
         {"atomic_save", test_atomic_save},
         {"corrupt", test_corrupt},
+        {"ckpt_meta", test_ckpt_meta},
         {"train_cli", test_train_cli},
         {"resume", test_resume},
+        {"unset_input", test_unset_input},
     };
     int pass = 0, fail = 0;
     const char *only = getenv("RT_TEST");
