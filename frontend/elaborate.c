@@ -152,12 +152,16 @@ static bool number_text(const char *t) {
 }
 
 /* The value of -D name=TEXT: an integer, a float, true/false, or a string. */
-static Val define_value(Elab *e, const char *text) {
+static Val define_value(Elab *e, const char *name, const char *text) {
     char *end;
     if (number_text(text)) {
         errno = 0;
         long long i = strtoll(text, &end, 10);
         if (!*end && errno == 0) return val_int(i);
+        if (!*end) { /* digits only, out of range: as the lexer says of such a literal */
+            error_at(e->d, NOLOC, "-D %s=%s: integer '%s' does not fit in 64 bits", name, text, text);
+            return val_poison();
+        }
         errno = 0;
         double f = strtod(text, &end);
         if (!*end && errno == 0) return val_float(f);
@@ -609,7 +613,7 @@ bool elab_program(Program *prog, Graph *g, const char *file, const Define *defs,
             error_at(d, NOLOC, "-D %s: %s has no constant '%s'%s", name, file, name, elab_suggest_hint(e, &s));
             continue;
         }
-        c->v = define_value(e, defs[i].value ? defs[i].value : "");
+        c->v = define_value(e, name, defs[i].value ? defs[i].value : "");
         c->state = 2;
     }
     for (int i = 0; i < prog->tops.n; i++) {

@@ -437,7 +437,8 @@ void    interp_init(Interp *it, uint64_t seed);
  * (the half-precision weight copies of mixed-precision): after init and
  * after anything writes the params other than the graph's own updates. */
 void    interp_refresh_copies(Interp *it);
-/* The current value of a param/state (by its name) or input; NULL if none. */
+/* The current value of a param/state (by its name) or input; NULL if none,
+ * or if there was no memory for it (a run reports that, naming it). */
 Tensor *interp_source(Interp *it, const char *name);
 /* The value computed for v by the last run of its phase (NULL if not computed). */
 Tensor *interp_value(Interp *it, const Value *v);

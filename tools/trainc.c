@@ -642,10 +642,18 @@ static int check_input(const Opts *o) {
     return EXIT_USER;
 }
 
-/* -o naming the input file itself ("trainc ir m.ir -o m.ir", a compile
- * with -o m.model) would replace the source: refused. */
+/* -o: not empty, not a folder for compile, and not the input file itself
+ * ("trainc ir m.ir -o m.ir", a compile with -o m.model would replace the
+ * source). */
 static int check_output(const Opts *o) {
     struct stat in, out;
+    if (o->output && !o->output[0]) return usage_error(o->cmd, "-o: the path is empty");
+    /* compile's -o is a prefix (NAME, NAME.c, ...): a folder would give "dir/.c" */
+    size_t len = o->output ? strlen(o->output) : 0;
+    if (len && strcmp(o->cmd, "compile") == 0 &&
+        (o->output[len - 1] == '/' || (stat(o->output, &out) == 0 && S_ISDIR(out.st_mode))))
+        return usage_error(o->cmd, "-o %s is a folder: give the output's path and name (%s%sNAME)", o->output, o->output,
+                           o->output[len - 1] == '/' ? "" : "/");
     if (!o->output || strcmp(o->output, "-") == 0 || stat(o->input, &in) != 0 || stat(o->output, &out) != 0) return -1;
     if (in.st_dev != out.st_dev || in.st_ino != out.st_ino) return -1;
     return usage_error(o->cmd, "-o %s is the input file", o->output);
