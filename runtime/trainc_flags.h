@@ -17,13 +17,24 @@
 #include <stdlib.h>
 
 /* The values the flags take, checked alike by both programs: an INT is a
- * non-negative integer, an F64 a finite non-negative number.  0 and *out
- * set, or -1. */
+ * non-negative integer, an F64 a finite non-negative number, written in
+ * decimal digits (with a point and an exponent for an F64): not the
+ * spaces, signs, hex and inf that strtoll and strtod also read.  0 and
+ * *out set, or -1. */
+static inline int trn_flag_digits(const char *s, int real) {
+    if (!s || !*s) return 0;
+    for (const char *p = s; *p; p++)
+        if (!(*p >= '0' && *p <= '9') &&
+            !(real && (*p == '.' || *p == 'e' || *p == 'E' || ((*p == '+' || *p == '-') && p > s && (p[-1] == 'e' || p[-1] == 'E')))))
+            return 0;
+    return 1;
+}
+
 static inline int trn_flag_int(const char *s, int64_t *out) {
     char *end;
     errno = 0;
-    long long v = s && *s ? strtoll(s, &end, 10) : -1;
-    if (!s || !*s || errno || *end || v < 0) return -1;
+    long long v = trn_flag_digits(s, 0) ? strtoll(s, &end, 10) : -1;
+    if (v < 0 || errno || *end) return -1;
     *out = v;
     return 0;
 }
@@ -31,8 +42,8 @@ static inline int trn_flag_int(const char *s, int64_t *out) {
 static inline int trn_flag_f64(const char *s, double *out) {
     char *end;
     errno = 0;
-    double v = s && *s ? strtod(s, &end) : -1;
-    if (!s || !*s || errno || *end || !(v >= 0) || isinf(v)) return -1;
+    double v = trn_flag_digits(s, 1) ? strtod(s, &end) : -1;
+    if (!(v >= 0) || errno || *end || isinf(v)) return -1;
     *out = v;
     return 0;
 }
