@@ -465,7 +465,8 @@ static int train(Run *r) {
 }
 
 /* Sampling: row 0 of `tokens` holds the context (the rest is zero), the
- * next token is drawn from softmax(logits[0, len-1, :vocab]) with a uniform
+ * next token is drawn from softmax(logits[0, len-1, :vocab]) (:the tokens
+ * input's index_end when fewer: the values it takes) with a uniform
  * from Philox (seed, stream "sample", i); the context slides when full.
  * The logits are those of one position per sequence ([B, V], the sampling
  * graph pointed at position len-1 of row 0) or of every position. */
@@ -482,6 +483,8 @@ static int sample(Run *r, int32_t first) {
         return fail(r, "--sample: the logits output '%s' must have B*T rows of the vocabulary ([%" PRId64 ", %" PRId64 ", V])", lt->name, r->B,
                     r->T);
     int64_t V = m->vocab > 0 && m->vocab <= Vp ? m->vocab : Vp;
+    int64_t tend = m->tensors[m->t_tokens].index_end; /* a token the model cannot read next is never drawn */
+    if (tend > 0 && tend < V) V = tend;
     size_t lbytes = (size_t)rt_nbytes(lt->dtype, lt->numel);
     unsigned char *logits = rt_malloc(lbytes, r->err, sizeof r->err);
     int32_t *ctx = rt_calloc((size_t)r->T, sizeof *ctx, r->err, sizeof r->err);

@@ -20,3 +20,4 @@ set_tests_properties(interp_tokenize_shakespeare PROPERTIES SKIP_RETURN_CODE 77)
 trainc_filecheck_test(${CMAKE_CURRENT_SOURCE_DIR}/interp/run-errors.model)
 # the tokens of a data file against the model's index inputs
 trainc_filecheck_test(${CMAKE_CURRENT_SOURCE_DIR}/interp/token-range.model)
+trainc_filecheck_test(${CMAKE_CURRENT_SOURCE_DIR}/interp/sample-range.model)
