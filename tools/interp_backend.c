@@ -198,7 +198,13 @@ static int ib_write(void *self, int i, const void *src, char *err, size_t errn) 
     for (int gi = 0; gi < 3; gi++) {
         if (!m->it[gi]) continue;
         Tensor *t = storage(m, i, gi);
-        if (!t) continue;
+        if (!t) {
+            /* a source of this graph with no storage: there was no memory for it (interp_source) */
+            if (m->ib[i].kind != TRN_OUTPUT && m->ib[i].src[gi])
+                return snprintf(err, errn, "tensor '%s': out of memory for the interpreter's %lld doubles", m->ib[i].name,
+                                (long long)m->tensors[i].numel), -1;
+            continue;
+        }
         for (int64_t k = 0; k < t->n; k++) t->data[k] = rd_elem(m->tensors[i].dtype, src, k);
         any = true;
     }
