@@ -151,24 +151,62 @@ static void hash_add(Hash *h, const void *data, size_t n) {
     h->b = (h->b ^ sep) * 0x100000001b3ull;
 }
 
-static bool cache_read(const char *path, unsigned char **data, size_t *n) {
+/* A cache entry is one file: a header line "trainc-cache 1 IMAGE LOG
+ * HASH\n" (the two sizes in bytes and a hash of what follows, in hex),
+ * the image, then the ptxas log of the resource report.  An entry that
+ * does not read back whole (truncated, emptied by a crash, written by
+ * something else) is a miss: the image is compiled again and the entry
+ * replaced, so a broken file never reaches an executable. */
+#define CACHE_MAGIC "trainc-cache 1"
+
+static Hash hash_bytes(const void *data, size_t n) {
+    Hash h = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+    hash_add(&h, data, n);
+    return h;
+}
+
+static bool cache_read(const char *path, CudaImage *im) {
     size_t len;
     char *t = read_file(path, &len);
     if (!t) return false;
-    *data = (unsigned char *)t;
-    *n = len;
-    return true;
+    unsigned long long ni, nl, ha, hb;
+    int hdr = 0;
+    const char *nl_at = memchr(t, '\n', len < 256 ? len : 256);
+    bool ok = nl_at && sscanf(t, CACHE_MAGIC " %llu %llu %16llx%16llx%n", &ni, &nl, &ha, &hb, &hdr) == 4 && t + hdr == nl_at &&
+              ni > 0 && ni <= len && nl <= len && (size_t)(nl_at + 1 - t) + ni + nl == len;
+    if (ok) {
+        const char *body = nl_at + 1;
+        Hash h = hash_bytes(body, (size_t)(ni + nl));
+        ok = h.a == ha && h.b == hb;
+        if (ok) {
+            im->data = xmalloc((size_t)ni);
+            memcpy(im->data, body, (size_t)ni);
+            im->size = (size_t)ni;
+            im->log = xmalloc((size_t)nl + 1);
+            memcpy(im->log, body + ni, (size_t)nl);
+            im->log[nl] = 0;
+        }
+    }
+    free(t);
+    return ok;
 }
 
-static void cache_write(const char *path, const void *data, size_t n) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+static void cache_write(const char *path, const CudaImage *im) {
+    char tmp[4300], head[128];
+    snprintf(tmp, sizeof tmp, "%.4200s.%d.tmp", path, (int)getpid());
+    size_t nl = strlen(im->log);
+    unsigned char *body = xmalloc(im->size + nl + 1);
+    memcpy(body, im->data, im->size);
+    memcpy(body + im->size, im->log, nl);
+    Hash h = hash_bytes(body, im->size + nl);
+    int nh = snprintf(head, sizeof head, CACHE_MAGIC " %zu %zu %016llx%016llx\n", im->size, nl, (unsigned long long)h.a,
+                      (unsigned long long)h.b);
     FILE *f = fopen(tmp, "wb");
-    if (!f) return;
-    bool ok = fwrite(data, 1, n, f) == n;
-    if (fclose(f) != 0) ok = false;
+    bool ok = f && fwrite(head, 1, (size_t)nh, f) == (size_t)nh && fwrite(body, 1, im->size + nl, f) == im->size + nl;
+    if (f && fclose(f) != 0) ok = false;
     if (ok) ok = rename(tmp, path) == 0;
     if (!ok) remove(tmp);
+    free(body);
 }
 
 /* ---- one compilation ---- */
@@ -187,9 +225,11 @@ static void *compile_one(void *arg) {
     char archopt[64];
     snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", im->arch);
     /* no include path: the prelude and philox.h come as headers of the
-     * program, so the compiled code depends on no file of this machine */
-    const char *opts[] = {archopt, "-std=c++17", "-lineinfo", "-DNDEBUG", "-Xptxas", "-v"};
-    int nopt = im->ptx ? 4 : 6;
+     * program, so the compiled code depends on no file of this machine;
+     * no -lineinfo: its line table names the compiler's working folder,
+     * which would make the images (and the cache's) depend on it */
+    const char *opts[] = {archopt, "-std=c++17", "-DNDEBUG", "-Xptxas", "-v"};
+    int nopt = im->ptx ? 3 : 5;
     nvrtcProgram prog;
     nvrtcResult r = nv.CreateProgram(&prog, j->src, "trainc_model.cu", 2, j->hdr, j->hname);
     if (r != 0) {
@@ -267,13 +307,21 @@ bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d)
     /* the architectures: "sm_80,sm_90" (default sm_80,sm_90) */
     const char *list = archs && *archs ? archs : "sm_80,sm_90";
     int minsm = 1000;
-    for (const char *p = list; *p && out->n < 7;) {
+    int maxarch = (int)(sizeof out->img / sizeof out->img[0]) - 1; /* and the PTX */
+    for (const char *p = list; *p;) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        int sm = 0;
+        int sm = 0, used = 0;
         char a[16];
         snprintf(a, sizeof a, "%.*s", (int)(len < 15 ? len : 15), p);
-        if (sscanf(a, "sm_%d", &sm) != 1 || sm < 50) {
+        if (out->n == maxarch) {
+            error_at(d, NOLOC, "--arch: more than %d architectures", maxarch);
+            free(htext[0]);
+            free(htext[1]);
+            return false;
+        }
+        /* the whole name: sm_90a (the architecture-specific features) is not sm_90 */
+        if (sscanf(a, "sm_%d%n", &sm, &used) != 1 || (size_t)used != len || sm < 50) {
             error_at(d, NOLOC, "--arch: '%s' is not a GPU architecture like sm_80 or sm_90", a);
             free(htext[0]);
             free(htext[1]);
@@ -297,8 +345,8 @@ bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d)
     px->sm = minsm;
     px->ptx = true;
 
-    const char *dir = cg_cuda_cache_dir();
-    bool use_cache = !getenv("TRAINC_NO_CACHE");
+    const char *dir = cg_cuda_cache_dir(), *nc = getenv("TRAINC_NO_CACHE");
+    bool use_cache = !nc || !*nc || strcmp(nc, "0") == 0;
     if (use_cache) mkdirs(dir);
     Job jobs[8];
     pthread_t th[8];
@@ -308,7 +356,7 @@ bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d)
         CudaImage *im = &out->img[i];
         Hash h = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
         int ver[2] = {nv.major, nv.minor};
-        hash_add(&h, "trainc-cuda-3", 13); /* bumped when the options change */
+        hash_add(&h, "trainc-cuda-4", 13); /* bumped when the options or the entries change */
         hash_add(&h, ver, sizeof ver);
         hash_add(&h, im->arch, strlen(im->arch));
         hash_add(&h, src, strlen(src));
@@ -322,15 +370,7 @@ bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d)
             jobs[i].hdr[k] = htext[k];
             jobs[i].hname[k] = hnames[k];
         }
-        if (use_cache && cache_read(paths[i], &im->data, &im->size)) {
-            char lp[4400];
-            snprintf(lp, sizeof lp, "%.4200s.log", paths[i]);
-            size_t n;
-            im->log = read_file(lp, &n);
-            if (!im->log) {
-                im->log = xmalloc(1);
-                im->log[0] = 0;
-            }
+        if (use_cache && cache_read(paths[i], im)) {
             im->cached = true;
             jobs[i].ok = true;
             continue;
@@ -347,12 +387,7 @@ bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d)
             ok = false;
             continue;
         }
-        if (use_cache && !im->cached) {
-            cache_write(paths[i], im->data, im->size);
-            char lp[4400];
-            snprintf(lp, sizeof lp, "%.4200s.log", paths[i]);
-            cache_write(lp, im->log, strlen(im->log));
-        }
+        if (use_cache && !im->cached) cache_write(paths[i], im);
     }
     free(htext[0]);
     free(htext[1]);

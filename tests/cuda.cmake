@@ -317,6 +317,12 @@ add_test(NAME cuda_fallback
 set_tests_properties(cuda_fallback PROPERTIES LABELS cuda TIMEOUT 300
                      ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};TRAINC_RUNTIME_DIR=${CMAKE_SOURCE_DIR}/runtime")
 
+# the NVRTC cache: the same images cold, cached and from any folder; broken
+# entries compiled again; --arch names whole (its own cache folder: cold)
+add_test(NAME cuda_cache
+         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/cache.sh $<TARGET_FILE:trainc> ${CMAKE_CURRENT_BINARY_DIR}/cuda-cache-test)
+set_tests_properties(cuda_cache PROPERTIES LABELS cuda TIMEOUT 300)
+
 # tests/gpu/run.sh itself (the one GPU call): its parsing, table, Goal line
 # and time budget, with stand-ins for the GPU's programs
 add_test(NAME gpu_script
