@@ -144,10 +144,20 @@ static void json_num(char *out, size_t n, double v) {
 }
 
 /* "{step}" in a --save path becomes the step number. */
+/* --save's pattern with every {step} replaced by the step (cut at n - 1 bytes). */
 static void save_path(char *out, size_t n, const char *pattern, int64_t step) {
-    const char *p = strstr(pattern, "{step}");
-    if (!p) snprintf(out, n, "%s", pattern);
-    else snprintf(out, n, "%.*s%" PRId64 "%s", (int)(p - pattern), pattern, step, p + 6);
+    size_t k = 0;
+    out[0] = 0;
+    for (const char *p = pattern; *p && k + 1 < n;) {
+        if (strncmp(p, "{step}", 6) == 0) {
+            int w = snprintf(out + k, n - k, "%" PRId64, step);
+            k = w < 0 ? k : k + (size_t)w < n ? k + (size_t)w : n - 1;
+            p += 6;
+        } else {
+            out[k++] = *p++;
+            out[k] = 0;
+        }
+    }
 }
 
 static int report(const TrnModel *m) {
@@ -388,9 +398,11 @@ static void progress(Run *r, int64_t step, double loss, double lr, double gn, do
     fflush(stderr);
 }
 
-/* fp16: this many steps in a row skipped for an overflow draw a warning.
- * Each halves the loss scale, which from its default of 65536 is below 1
- * after 17: an overflow that a smaller scale cures is over by then. */
+/* fp16: this many steps in a row skipped for an overflow, the loss scale
+ * below 1 after them, draw a warning.  Each skip halves the scale, which
+ * from its default of 65536 is below 1 after 17: an overflow that a
+ * smaller scale cures is over by then (from a larger loss_scale the
+ * warning waits for the scale to get there). */
 #define TRN_SKIP_WARN 20
 
 static int train(Run *r) {
@@ -440,12 +452,12 @@ static int train(Run *r) {
              * the gradients hold infinities or NaNs whatever the scale */
             skip_run = skipped_before >= 0 && sk > skipped_before ? skip_run + 1 : 0;
             skipped_before = sk;
-            if (skip_run == TRN_SKIP_WARN && !warned_skip && !r->a.quiet) {
+            if (skip_run >= TRN_SKIP_WARN && sc < 1 && !warned_skip && !r->a.quiet) {
                 end_line(r);
                 fprintf(stderr,
-                        "%s: warning: step %" PRId64 ": fp16 loss scaling skipped the last %d steps (every one overflowed; the loss scale "
+                        "%s: warning: step %" PRId64 ": fp16 loss scaling skipped the last %" PRId64 " steps (every one overflowed; the loss scale "
                         "is now %s): the gradients hold infinities or NaNs that no scale removes\n",
-                        r->prog, step, TRN_SKIP_WARN, a);
+                        r->prog, step, skip_run, a);
                 warned_skip = 1;
             }
         }

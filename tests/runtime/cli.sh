@@ -155,6 +155,11 @@ check "the --resume file is intact" cmp -s "$dir/ck2.st" "$dir/ck2.orig"
 check "--save over the --resume file: exit 0" test $? -eq 0
 check "--save over the --resume file: saved" test -s "$dir/ck2.st"
 
+# every {step} of --save is the step
+"$exe" --data "$dir/train.bin" --steps 4 --save "$dir/d{step}_{step}.st" --save-every 2 --quiet
+check "two {step}: exit 0" test $? -eq 0
+check "two {step}: both replaced" test -s "$dir/d2_2.st" -a -s "$dir/d4_4.st"
+
 # --quiet: nothing on stderr
 "$exe" --data "$dir/train.bin" --steps 3 --quiet 2> "$dir/quiet.txt"
 check "--quiet exits 0" test $? -eq 0
