@@ -502,6 +502,7 @@ static void index_readers(Uses *u, const Value *v, IndexIn *x) {
         } else {
             continue;
         }
+        if (end > (int64_t)INT32_MAX + 1) end = (int64_t)INT32_MAX + 1; /* the kernels index with i32 */
         if (x->end == 0 || end < x->end) x->end = end;
     }
 }
@@ -802,10 +803,10 @@ int cg_compile(const CompileOptions *o, Diag *d) {
         argv[a++] = "-lm";
         argv[a++] = "-lpthread";
         argv[a++] = "-ldl";
-        /* linked as NAME.tmp and renamed: a failed link (the linker
+        /* linked as NAME.PID.tmp and renamed: a failed link (the linker
          * removes its output) leaves an earlier NAME as it was */
         char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp", out);
+        snprintf(tmp, sizeof tmp, "%.4096s.%d.tmp", out, (int)getpid());
         argv[a++] = "-o";
         argv[a++] = tmp;
         argv[a] = NULL;

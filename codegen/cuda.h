@@ -73,7 +73,7 @@ typedef struct CudaRes {
 void *cg_nvrtc_open(char *err, size_t errn);
 /* Compiles src (with the prelude headers from cg_runtime_dir()) to a cubin
  * for each architecture of archs ("sm_80,sm_90") and PTX for the lowest.
- * Uses the cache unless TRAINC_NO_CACHE is set. */
+ * Uses the cache unless TRAINC_NO_CACHE is set to something other than "" or "0". */
 bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d);
 void cg_cuda_build_free(CudaBuild *b);
 /* Parses the ptxas lines of every image's log; returns the row count (*rows malloc'd). */

@@ -269,18 +269,16 @@ typedef struct Resume {
     int      has_lr;
 } Resume;
 
-/* The metadata that says what wrote the file (docs/runtime.md): format
- * "trainc" (or absent: a file of another program's, which --init may
- * take), version CKPT_VERSION, abi at most this runtime's.  A PyTorch
- * file ("pt", as safetensors' torch writer and tools/hf_to_trainc.py mark
- * theirs) holds parameters for --init, no state to resume. */
-static int check_origin(TrnSession *s, const RtSt *st, const char *label, int params_only) {
+/* The metadata that says what wrote a file to resume from (docs/runtime.md):
+ * format "trainc" (or absent), version CKPT_VERSION, abi at most this
+ * runtime's.  A PyTorch file ("pt", as safetensors' torch writer and
+ * tools/hf_to_trainc.py mark theirs) holds parameters for --init, no
+ * state to resume.  --init takes any safetensors file with the parameters'
+ * names and shapes, whatever wrote it: not checked. */
+static int check_origin(TrnSession *s, const RtSt *st, const char *label) {
     const char *format = rt_st_meta(st, "format"), *version = rt_st_meta(st, "version"), *abi = rt_st_meta(st, "abi");
-    if (format && strcmp(format, "pt") == 0) {
-        if (!params_only)
-            return rt_seterr(s, "%s is a PyTorch file (metadata 'format' is 'pt'): it can initialise a run (--init) but not resume one", label);
-        return 0;
-    }
+    if (format && strcmp(format, "pt") == 0)
+        return rt_seterr(s, "%s is a PyTorch file (metadata 'format' is 'pt'): it can initialise a run (--init) but not resume one", label);
     if (format && strcmp(format, "trainc") != 0)
         return rt_seterr(s, "%s: metadata 'format' is '%s' (expected trainc; pt for a PyTorch file of parameters)", label, format);
     if (version && strcmp(version, CKPT_VERSION) != 0)
@@ -375,7 +373,7 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
     const RtStTensor **src = NULL;
     RtBuf probs = {0};
     int nprob = 0;
-    if (check_origin(s, &st, label, params_only) != 0) goto fail;
+    if (!params_only && check_origin(s, &st, label) != 0) goto fail;
     if (!params_only && read_resume(s, &st, label, &r) != 0) goto fail;
 
     /* match the file's tensors with the model's: every problem is listed */

@@ -573,9 +573,9 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     /* the session */
     TrnOptions opt = {a->device, (int)a->threads, a->given_seed ? a->seed : -1, (int)a->poison};
     char e[RT_ERRN];
-    /* a backend given (trainc run's interpreter) runs where it runs: on the CPU */
-    if (be && strcmp(a->device, "cuda") == 0)
-        return fail(r, "--device cuda: this program trains on its own backend (%s), on the CPU", be->name ? be->name : "?");
+    /* a backend given (trainc run's interpreter) runs where it runs */
+    if (be && strcmp(a->device, "cuda") == 0 && (!be->name || strcmp(be->name, "cuda") != 0))
+        return fail(r, "--device cuda: this program trains on the backend it was given (%s)", be->name ? be->name : "?");
     r->be_taken = be != NULL;
     r->s = be ? trn_create_with_backend(m, *be, &opt, e, sizeof e) : trn_create(m, &opt, e, sizeof e);
     if (!r->s) return fail(r, "%s", e);

@@ -109,8 +109,10 @@ static int write_splits(const char *prefix, Split *sp, int nsp) {
     }
     for (int i = 0; i < nsp && rc == 0; i++) {
         if (rename(sp[i].tmp, sp[i].path) != 0) {
-            fprintf(stderr, "trainc-tokenize: cannot rename %s to %s: %s%s\n", sp[i].tmp, sp[i].path, strerror(errno),
-                    i ? "" : " (nothing was written)");
+            /* the folders were checked, both files written whole: a rename
+             * that fails now, after another succeeded, says which is new */
+            fprintf(stderr, "trainc-tokenize: cannot rename %s to %s: %s%s%s%s\n", sp[i].tmp, sp[i].path, strerror(errno),
+                    i ? " (" : " (nothing was written)", i ? sp[0].path : "", i ? " was replaced)" : "");
             rc = -1;
         }
     }

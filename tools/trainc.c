@@ -642,9 +642,10 @@ static int check_input(const Opts *o) {
     return EXIT_USER;
 }
 
-/* -o: not empty, not a folder for compile, and not the input file itself
- * ("trainc ir m.ir -o m.ir", a compile with -o m.model would replace the
- * source). */
+/* -o: not empty, not a folder for compile, and not the input file where
+ * the output would replace a source with something else ("trainc ir
+ * m.model -o m.model", a compile with -o m.model); an .ir rewritten in
+ * place by ir or opt is fine (read whole before it is written). */
 static int check_output(const Opts *o) {
     struct stat in, out;
     if (o->output && !o->output[0]) return usage_error(o->cmd, "-o: the path is empty");
@@ -656,6 +657,8 @@ static int check_output(const Opts *o) {
                            o->output[len - 1] == '/' ? "" : "/");
     if (!o->output || strcmp(o->output, "-") == 0 || stat(o->input, &in) != 0 || stat(o->output, &out) != 0) return -1;
     if (in.st_dev != out.st_dev || in.st_ino != out.st_ino) return -1;
+    /* ir and opt read the whole .ir before writing: "opt --passes=dce m.ir -o m.ir" rewrites it */
+    if (strcmp(o->cmd, "compile") != 0 && !ends_with(o->input, ".model")) return -1;
     return usage_error(o->cmd, "-o %s is the input file", o->output);
 }
 

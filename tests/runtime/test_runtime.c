@@ -936,13 +936,16 @@ static void test_ckpt_meta(void) {
         {"lr.warmup", "-5", 0, "metadata 'lr.warmup' is '-5' (expected a non-negative integer)"},
         {"seed", "abc", 0, "metadata 'seed' is 'abc' (expected a non-negative integer)"},
         {"version", "2", 0, "metadata 'version' is '2': this runtime reads trainc checkpoints of version 1"},
-        {"version", "2", 1, "metadata 'version' is '2'"},
-        {"format", "pytorch", 1, "metadata 'format' is 'pytorch' (expected trainc; pt for a PyTorch file of parameters)"},
+        {"format", "pytorch", 0, "metadata 'format' is 'pytorch' (expected trainc; pt for a PyTorch file of parameters)"},
         {"format", "pt", 0, "is a PyTorch file (metadata 'format' is 'pt'): it can initialise a run (--init) but not resume one"},
         {"abi", "999", 0, "metadata 'abi' is '999': a newer runtime than this one"},
-        {"abi", "x", 1, "metadata 'abi' is 'x' (expected a runtime ABI version, a positive integer)"},
-        {"format", "pt", 1, NULL},   /* a PyTorch file's parameters load (tools/hf_to_trainc.py writes "pt") */
-        {"abi", "1", 0, NULL},       /* an older runtime's checkpoint loads */
+        {"abi", "x", 0, "metadata 'abi' is 'x' (expected a runtime ABI version, a positive integer)"},
+        {"abi", "1", 0, NULL},       /* an older runtime's checkpoint resumes */
+        /* --init takes the parameters of any safetensors file, whatever wrote it */
+        {"format", "pt", 1, NULL},   /* tools/hf_to_trainc.py writes "pt" */
+        {"format", "tf", 1, NULL},
+        {"version", "2", 1, NULL},
+        {"abi", "x", 1, NULL},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         if (with_meta(f, n, hl, cases[c].key, cases[c].value, bad) != 0) {
