@@ -8,7 +8,7 @@
 # every check) uses the C backend's plain GEMM loops (double accumulation)
 # instead of OpenBLAS: a static OpenBLAS adds ~25 MB per executable.  Check:
 # ldd build-gpu/*.  The folder travels packed, as
-# build-gpu-pack/build-gpu.tar.gz (about 11 MB of its 60: the device tool
+# build-gpu-pack/build-gpu.tar.gz (about 7.5 MB of its 33: the device tool
 # carries at most 64 MiB with the working tree), and run.sh unpacks it.
 #   bash tests/gpu/build.sh            (about 3 minutes on 2 cores, cold cache)
 set -euo pipefail
