@@ -15,6 +15,9 @@ steps=${2:-30}
 rounds=${3:-2}
 warm=3
 . "$root/bench/common.sh"   # $bin, $trainc, $work, $work/t_train.bin
+count THREADS "$threads" 0
+count STEPS "$steps" 1
+count ROUNDS "$rounds" 1
 defs=(-D vocab=256 -D layers=4 -D heads=4 -D dim=128 -D seq=256 -D batch=8)
 for ck in none blocks; do
     "$trainc" compile "$root/examples/gpt2.model" "${defs[@]}" --set checkpoint=$ck --report -o "$work/gpt2_$ck" > "$work/rep_$ck" 2>/dev/null

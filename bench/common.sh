@@ -5,7 +5,11 @@
 # and $work/t_val.bin.
 bin=${TRAINC_BIN:-$root/build/tools}
 trainc=$bin/trainc
-[ -x "$trainc" ] || "$root/scripts/build.sh" build >/dev/null
+[ -x "$trainc" ] || "$root/scripts/build.sh" "$root/build" >/dev/null
+# count NAME VALUE MIN: VALUE is a whole number >= MIN, else the usage error
+count() {
+    [[ $2 =~ ^[0-9]+$ ]] && [ "$2" -ge "$3" ] || { echo "$(basename "$0"): $1 is a whole number >= $3, not '$2'" >&2; exit 2; }
+}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 text=$root/../shared/data/tinyshakespeare.txt

@@ -20,6 +20,8 @@ bf16) tflag=(--bf16) dtype=bf16 result=cpu_bf16.json ;;
 esac
 warm=5
 . "$root/bench/common.sh"   # $bin, $trainc, $work, $work/t_train.bin
+count THREADS "$threads" 0
+count STEPS "$steps" 1
 # the model: vocab 256, 4 layers, 4 heads, 128 wide, context 128, batch 8
 declare -A size=([vocab]=256 [layers]=4 [heads]=4 [dim]=128 [seq]=128 [batch]=8)
 defs=()

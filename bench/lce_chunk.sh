@@ -13,6 +13,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 threads=${1:-2}
 steps=${2:-4}
 . "$root/bench/common.sh"   # $bin, $trainc, $work, $work/t_train.bin
+count THREADS "$threads" 0
+count STEPS "$steps" 2   # the first step of each run is a warm-up
 defs=(-D layers=1 -D seq=1024 -D batch=4)
 # budget / 16 / (4 V) = 64 rows
 "$trainc" compile "$root/examples/gpt2.model" "${defs[@]}" --set memory_budget=205852672 -o "$work/liger" >/dev/null

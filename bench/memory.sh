@@ -3,12 +3,13 @@
 # each combination of passes, as the markdown rows of docs/passes.md's
 # table: `trainc compile examples/gpt2.model -D batch=16 --report` per row
 # (CPU target; the plan is known at compile time, nothing runs).  Each row
-# takes about half a minute.
+# takes a few seconds.
 #
 #   bench/memory.sh [TARGET]     (cpu, the default, or cuda)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 target=${1:-cpu}
+case $target in cpu | cuda) ;; *) echo "bench/memory.sh: TARGET is cpu or cuda, not '$target'" >&2; exit 2 ;; esac
 trainc=${TRAINC_BIN:-$root/build/tools}/trainc
 [ -x "$trainc" ] || "$root/scripts/build.sh" build >/dev/null
 work=$(mktemp -d)

@@ -19,12 +19,16 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pf=${1:-989} pb=${2:-4.8}
 shift $(( $# < 2 ? $# : 2 ))
+for v in "$pf" "$pb"; do   # the peaks come first: `bench/roofline.sh 989 4.8 --set fusion=0`
+    [[ $v =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "bench/roofline.sh: the peaks (TFLOP/s, TB/s) come first, as numbers: not '$v'" >&2; exit 2; }
+done
 build=${TRAINC_BUILD:-$root/build}
 [ -x "$build/tools/trainc" ] || "$root/scripts/build.sh" "$build" >/dev/null
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-"$build/tools/trainc" compile "$root/examples/gpt2.model" -D batch=16 --target=cuda --precision=bf16 --arch=sm_90 "$@" --emit=c -o g >/dev/null 2>&1
+"$build/tools/trainc" compile "$root/examples/gpt2.model" -D batch=16 --target=cuda --precision=bf16 --arch=sm_90 "$@" --emit=c -o g >/dev/null 2> compile.err ||
+    { grep -v ': note: ' compile.err >&2; exit 1; }
 cc -O0 -w -I"$root/runtime" -Dmain=trn_generated_main -c g.c -o g.o
 cc -O1 -I"$root/runtime" -DTRN_MODULE=trn_cuda_module_gpt2 "$root/bench/roofline.c" g.o "$build/runtime/libtrainc_rt.a" -fopenmp -lm -ldl -lpthread -o roofline
 ./roofline "$pf" "$pb" kernels > all.jsonl
