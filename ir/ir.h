@@ -510,6 +510,9 @@ int  pm_pad_multiple(const Graph *g, const PassOptions *po, bool vocab);
 /* Whether po's target runs the ops the passes make (false for the cuda
  * target until codegen/emit_cuda.c has their templates: docs/passes.md). */
 bool pm_target_has_fused_ops(const PassOptions *po);
+/* False, with an error naming `pass`, when g has step nodes or updates:
+ * autodiff and mixed-precision take a forward graph (pm.c). */
+bool pm_need_forward(Graph *g, const char *pass, Diag *d);
 
 bool pass_verify(Graph *g, const PassOptions *po, Diag *d);     /* verify.c */
 bool pass_dce(Graph *g, const PassOptions *po, Diag *d);        /* dce.c */

@@ -153,14 +153,14 @@ bool train_parse_size(const char *s, int64_t *out) {
 /* What a numeric key's value must be, where not every value of its kind
  * means something: NULL when v is one of them, else the allowed values in
  * words.  Floats must be finite too (checked by the caller). */
-typedef enum { R_GE0, R_GE1, R_GT0, R_UNIT, R_BOOL, R_PAD } KeyRange;
+typedef enum { R_GE0, R_GE1, R_GT0, R_UNIT, R_BOOL, R_PAD, R_FUSION, R_SCALE, R_WINDOW } KeyRange;
 static const char *key_range(const TrainKeyInfo *k, double v) {
     static const struct { const char *name; KeyRange r; } ranges[] = {
         {"lr", R_GE0},           {"min_lr", R_GE0},       {"beta1", R_UNIT},       {"beta2", R_UNIT},
         {"eps", R_GE0},          {"weight_decay", R_GE0}, {"momentum", R_GE0},     {"grad_clip", R_GE0},
-        {"loss_scale", R_GT0},   {"lora_alpha", R_GE0},   {"decay_all", R_BOOL},   {"nesterov", R_BOOL},
+        {"loss_scale", R_SCALE},   {"lora_alpha", R_GE0},   {"decay_all", R_BOOL},   {"nesterov", R_BOOL},
         {"pad_tiles", R_BOOL},   {"warmup", R_GE0},       {"steps", R_GE0},        {"grad_accum", R_GE1},
-        {"loss_scale_window", R_GE1}, {"fusion", R_GE0},  {"pad_multiple", R_PAD}, {"checkpoint_blocks", R_GE0},
+        {"loss_scale_window", R_WINDOW}, {"fusion", R_FUSION},  {"pad_multiple", R_PAD}, {"checkpoint_blocks", R_GE0},
         {"memory_budget", R_GE0}, {"lora_rank", R_GE0},   {"seed", R_GE0},         {"eval_every", R_GE0},
         {"eval_steps", R_GE1},   {"save_every", R_GE0},
     };
@@ -174,6 +174,10 @@ static const char *key_range(const TrainKeyInfo *k, double v) {
         case R_UNIT: return v >= 0 && v < 1 ? NULL : "a number in [0, 1)";
         case R_BOOL: return v == 0 || v == 1 ? NULL : "0 or 1";
         case R_PAD: return v >= 0 && v <= 4096 ? NULL : "an integer in 0 .. 4096"; /* as --pad-multiple */
+        case R_FUSION: return v >= 0 && v <= 127 ? NULL : "0, 1 or a sum of the bits 2 .. 64 (at most 127)";
+        /* amp.scale is an f32 that doubles up to 2^40; amp.good_steps an f32 count */
+        case R_SCALE: return v >= 0x1p-24 && v <= 0x1p40 ? NULL : "a number in [2^-24, 2^40]";
+        case R_WINDOW: return v >= 1 && v <= 0x1p24 ? NULL : "an integer in 1 .. 2^24";
         }
     }
     return NULL;

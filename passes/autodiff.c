@@ -109,20 +109,7 @@ bool pass_autodiff(Graph *g, const PassOptions *po, Diag *d) {
         error_at(d, g->training_loc, "autodiff: graph '%s' is already a training graph", g->name);
         return false;
     }
-    /* a forward graph runs once per micro-batch and updates nothing: the
-     * step nodes and updates are autodiff's and the optimizer's to make */
-    for (int i = 0; i < g->nnodes; i++)
-        if (g->nodes[i]->phase == PH_STEP) {
-            error_at(d, g->nodes[i]->loc, "autodiff: graph '%s' has step nodes (this is the first): autodiff takes a forward graph, "
-                                          "whose nodes run once per micro-batch", g->name);
-            return false;
-        }
-    for (int i = 0; i < g->noutputs; i++)
-        if (g->outputs[i].kind == OUT_UPDATE) {
-            error_at(d, g->outputs[i].target->loc, "autodiff: graph '%s' updates '%s': autodiff takes a forward graph, which updates nothing "
-                                                   "(the optimizer pass writes the updates)", g->name, g->outputs[i].name);
-            return false;
-        }
+    if (!pm_need_forward(g, "autodiff", d)) return false;
     Value *loss = ir_output(g, "loss");
     if (!check_loss(g, loss, d)) return false;
     for (int i = 0; i < g->noutputs; i++)

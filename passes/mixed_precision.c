@@ -226,6 +226,7 @@ bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d) {
         error_at(d, g->training_loc, "mixed-precision: graph '%s' is already a training graph (run it before autodiff)", g->name);
         return false;
     }
+    if (!pm_need_forward(g, "mixed-precision", d)) return false;
     DType h;
     if (strcmp(prec, "fp32") == 0) return true;
     if (strcmp(prec, "tf32") == 0) {

@@ -273,6 +273,12 @@ bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d) {
         error_at(d, NOLOC, "optimizer: graph '%s' has no gradients (run autodiff first)", g->name);
         return false;
     }
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].kind == OUT_UPDATE) {
+            error_at(d, g->outputs[i].target->loc, "optimizer: graph '%s' already updates '%s' (the optimizer has run)", g->name,
+                     g->outputs[i].name);
+            return false;
+        }
     int64_t N = po && po->accum > 0 ? po->accum : tc->grad_accum;
     if (N < 1) {
         error_at(d, train_loc(&g->train, "grad_accum"), "optimizer: grad_accum must be >= 1, not %lld", (long long)N);

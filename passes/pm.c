@@ -150,6 +150,26 @@ int pm_pad_multiple(const Graph *g, const PassOptions *po, bool vocab) {
 }
 
 /* The precision the passes use: the option, else the train section's. */
+/* A forward graph runs once per micro-batch and updates nothing: the step
+ * nodes and updates are autodiff's and the optimizer's to make.  A pass
+ * that takes one (autodiff, mixed-precision) refuses a graph that has
+ * them, a training graph printed without its `training` word. */
+bool pm_need_forward(Graph *g, const char *pass, Diag *d) {
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i]->phase == PH_STEP) {
+            error_at(d, g->nodes[i]->loc, "%s: graph '%s' has step nodes (this is the first): %s takes a forward graph, "
+                                          "whose nodes run once per micro-batch", pass, g->name, pass);
+            return false;
+        }
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].kind == OUT_UPDATE) {
+            error_at(d, g->outputs[i].target->loc, "%s: graph '%s' updates '%s': %s takes a forward graph, which updates nothing "
+                                                   "(the optimizer pass writes the updates)", pass, g->name, g->outputs[i].name, pass);
+            return false;
+        }
+    return true;
+}
+
 const char *pm_precision(const Graph *g, const PassOptions *po) {
     if (po && po->precision) return po->precision;
     return g && g->train.precision ? g->train.precision : "fp32";
