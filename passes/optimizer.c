@@ -297,6 +297,8 @@ bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d) {
     ParamGrad *pg;
     int np;
     if (!collect(&o, &pg, &np)) return false;
+    if (np == 0 && !(po && po->quiet))
+        note_at(d, g->training_loc, "optimizer: graph '%s' has no trainable parameter (all frozen?): its steps change nothing", g->name);
     g->ip = -1;
     Copy *copies = NULL;
     int ncopies = half_copies(&o, &copies);
