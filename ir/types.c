@@ -158,9 +158,9 @@ static const char *key_range(const TrainKeyInfo *k, double v) {
     static const struct { const char *name; KeyRange r; } ranges[] = {
         {"lr", R_GE0},           {"min_lr", R_GE0},       {"beta1", R_UNIT},       {"beta2", R_UNIT},
         {"eps", R_GE0},          {"weight_decay", R_GE0}, {"momentum", R_GE0},     {"grad_clip", R_GE0},
-        {"loss_scale", R_SCALE},   {"lora_alpha", R_GE0},   {"decay_all", R_BOOL},   {"nesterov", R_BOOL},
+        {"loss_scale", R_SCALE}, {"lora_alpha", R_GE0},   {"decay_all", R_BOOL},   {"nesterov", R_BOOL},
         {"pad_tiles", R_BOOL},   {"warmup", R_GE0},       {"steps", R_GE0},        {"grad_accum", R_GE1},
-        {"loss_scale_window", R_WINDOW}, {"fusion", R_FUSION},  {"pad_multiple", R_PAD}, {"checkpoint_blocks", R_GE0},
+        {"loss_scale_window", R_WINDOW}, {"fusion", R_FUSION}, {"pad_multiple", R_PAD}, {"checkpoint_blocks", R_GE0},
         {"memory_budget", R_GE0}, {"lora_rank", R_GE0},   {"seed", R_GE0},         {"eval_every", R_GE0},
         {"eval_steps", R_GE1},   {"save_every", R_GE0},
     };

@@ -149,7 +149,6 @@ int pm_pad_multiple(const Graph *g, const PassOptions *po, bool vocab) {
     return half ? 8 : 1;
 }
 
-/* The precision the passes use: the option, else the train section's. */
 /* A forward graph runs once per micro-batch and updates nothing: the step
  * nodes and updates are autodiff's and the optimizer's to make.  A pass
  * that takes one (autodiff, mixed-precision) refuses a graph that has
@@ -170,6 +169,7 @@ bool pm_need_forward(Graph *g, const char *pass, Diag *d) {
     return true;
 }
 
+/* The precision the passes use: the option, else the train section's. */
 const char *pm_precision(const Graph *g, const PassOptions *po) {
     if (po && po->precision) return po->precision;
     return g && g->train.precision ? g->train.precision : "fp32";
