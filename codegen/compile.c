@@ -208,10 +208,11 @@ static bool may_replace(const char *path, const char *bytes, size_t n, Diag *d) 
     return true;
 }
 
-/* Writes n bytes to path through PATH.tmp and a rename. */
+/* Writes n bytes to path through PATH.PID.tmp and a rename (the PID: two
+ * compiles to one -o at once do not write into one another's file). */
 static bool write_bytes(const char *path, const char *bytes, size_t n, Diag *d) {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%.4096s.%d.tmp", path, (int)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         error_at(d, NOLOC, "cannot write %s: %s", tmp, strerror(errno));

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define TRAINC_VERSION "0.1.0"
 
@@ -491,11 +492,19 @@ static CompileOptions compile_options(Opts *o) {
     return c;
 }
 
-/* Writes the graph as IR text or Graphviz to -o (or stdout). */
+/* Writes the graph as IR text or Graphviz to -o (or stdout).  A regular
+ * file (or a new one) is written as OUT.PID.tmp and renamed over OUT, so
+ * that a failed write (a full disk) leaves OUT as it was: the input itself,
+ * where an .ir file is rewritten in place.  Anything else (a symbolic
+ * link, /dev/null, a pipe) is written where it is. */
 static int emit(Opts *o, Graph *g, Diag *d) {
     FILE *f = stdout;
+    char tmp[4200] = "";
     if (o->output && strcmp(o->output, "-") != 0) {
-        f = fopen(o->output, "w");
+        struct stat st;
+        if (lstat(o->output, &st) != 0 || S_ISREG(st.st_mode))
+            snprintf(tmp, sizeof tmp, "%.4096s.%d.tmp", o->output, (int)getpid());
+        f = fopen(tmp[0] ? tmp : o->output, "w");
         if (!f) {
             error_at(d, NOLOC, "cannot write '%s': %s", o->output, strerror(errno));
             return EXIT_USER;
@@ -510,8 +519,14 @@ static int emit(Opts *o, Graph *g, Diag *d) {
     /* stdout is checked by main (stdout_checked), after every command */
     bool bad = f != stdout && ferror(f) != 0;
     if (f != stdout && fclose(f) != 0) bad = true;
+    if (!bad && tmp[0] && rename(tmp, o->output) != 0) {
+        error_at(d, NOLOC, "cannot rename '%s' to '%s': %s", tmp, o->output, strerror(errno));
+        remove(tmp);
+        return EXIT_USER;
+    }
     if (bad) {
         error_at(d, NOLOC, "error writing '%s'", o->output);
+        if (tmp[0]) remove(tmp);
         return EXIT_USER;
     }
     if (o->stats) ir_print_stats(stderr, g);
