@@ -14,6 +14,7 @@
 #include "ir.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,6 +201,8 @@ static void lex_number(Parser *P) {
     if (is_float) {
         t->k = T_FLOAT;
         t->f = strtod(buf, NULL);
+        if (errno == ERANGE && isinf(t->f))
+            lex_error(P, "float %s does not fit in a double (write inf for infinity)", buf);
     } else {
         t->k = T_INT;
         t->i = strtoll(buf, NULL, 10);
