@@ -12,6 +12,11 @@ torch.compile.  Prints one JSON object: tokens/s, step time, MFU against
 --vocab 50304 pads the embedding table by hand, as nanoGPT does (what
 trainc's pad-tiles does by itself); the tokens stay below 50257.
 
+--data FILE takes the batches from a token file in llm.c's .bin format
+(trainc's --data; tests/gpu/run.sh gives both sides the same file), B x
+(T + 1) tokens each, in order from the start, instead of random tokens:
+the embedding's backward then sees the same repeated rows as trainc's.
+
 --device cpu (with --layers, --heads, --dim small) is the smoke test that
 runs where there is no GPU (tests/gpu/torch_smoke.sh: the script's shapes
 and its JSON line, eager; with Debian's PyTorch 1.13, which has neither
@@ -19,6 +24,7 @@ torch.compile nor scaled_dot_product_attention, the attention is written
 out for it).  The benchmark is the default, --device cuda.
 """
 import argparse
+import array
 import json
 import math
 import sys
@@ -86,6 +92,27 @@ class GPT2(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
 
+def read_batches(path, n, rows, cols, vocab):
+    """n batches of rows x cols tokens from a token file (runtime/tokens.h:
+    int32[256] header, [0] magic 20240520, [1] version 1, [2] count; then
+    uint16 tokens), in order, the file read round again if it is short."""
+    with open(path, "rb") as f:
+        head = array.array("i")
+        head.frombytes(f.read(1024))
+        if sys.byteorder != "little":
+            head.byteswap()
+        if len(head) < 3 or head[0] != 20240520 or head[1] != 1 or head[2] < 1:
+            sys.exit(f"gpt2_torch: {path} is not a token file (llm.c's .bin format)")
+        tok = array.array("H")
+        tok.frombytes(f.read(2 * min(head[2], n * rows * cols)))
+        if sys.byteorder != "little":
+            tok.byteswap()
+    if not tok or max(tok) >= vocab:
+        sys.exit(f"gpt2_torch: {path}: no tokens, or a token past the vocabulary's {vocab}")
+    t = torch.tensor([tok[i % len(tok)] for i in range(n * rows * cols)], dtype=torch.long)
+    return list(t.view(n, rows, cols))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=["eager", "compile"], default="eager")
@@ -99,6 +126,7 @@ def main():
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--heads", type=int, default=12)
     ap.add_argument("--dim", type=int, default=768)
+    ap.add_argument("--data", help="a token file (llm.c's .bin format): the batches from it, not random tokens")
     a = ap.parse_args()
     torch.manual_seed(1337)
     dev = a.device
@@ -117,7 +145,10 @@ def main():
     if a.mode == "compile":
         step_fn = torch.compile(model)
     g = torch.Generator(device="cpu").manual_seed(0)
-    data = [torch.randint(0, min(a.vocab, 50257), (a.batch, a.seq + 1), generator=g) for _ in range(4)]
+    if a.data:
+        data = read_batches(a.data, 4, a.batch, a.seq + 1, min(a.vocab, 50257))
+    else:
+        data = [torch.randint(0, min(a.vocab, 50257), (a.batch, a.seq + 1), generator=g) for _ in range(4)]
     if gpu:
         torch.cuda.reset_peak_memory_stats()
 
@@ -174,7 +205,7 @@ def main():
         "precision": "bf16 autocast", "step_ms": med * 1e3, "tokens_per_s": tokens / med, "mfu": flops / med / a.peak,
         "peak_mem_bytes": torch.cuda.max_memory_allocated() if gpu else None,
         "reserved_mem_bytes": torch.cuda.max_memory_reserved() if gpu else None, "graph_breaks": graph_breaks,
-        "warmup_s": warm_s, "last_loss": losses[-1],
+        "warmup_s": warm_s, "last_loss": losses[-1], "data": a.data or "random",
     }
     print(json.dumps(res))
     return 0

@@ -31,7 +31,7 @@
 #   4. profile: the device's ceilings measured (tests/gpu/ceilings.py: a
 #      device-to-device copy's TB/s, a large bf16 product's TFLOP/s;
 #      PyTorch's on a GPT-2 layer's products and attention), then
-#      3 steps of the bf16 GPT-2 small with TRAINC_CUDA_PROFILE (every
+#      4 steps of the bf16 GPT-2 small with TRAINC_CUDA_PROFILE (every
 #      kernel timed with events, no graphs): time per op, the 15 longest
 #      kernels, TFLOP/s of the products and attention, GB/s of the others
 #      (the bytes of the buffers each reads and writes), and the roofline's
@@ -136,7 +136,14 @@ if [ -z "${TRAINC_CUBLASLT:-}" ]; then
         [ -f "$c" ] && { export TRAINC_CUBLASLT=$c; break; }
     done
 fi
-echo "cuBLASLt: ${TRAINC_CUBLASLT:-(default search)}"
+# (their versions: trainc's and the one PyTorch's wheels carry, where
+# there is one: the products are most of a step)
+ltver() { timeout 30 python3 -c 'import ctypes, sys; print(int(ctypes.CDLL(sys.argv[1]).cublasLtGetVersion()))' "$1" 2>/dev/null || echo null; }
+lt_version=$(ltver "${TRAINC_CUBLASLT:-libcublasLt.so.13}")
+torch_lt=$(timeout 60 python3 -c 'import nvidia, os; print(next((q for p in nvidia.__path__ for d in ("cu13", "cublas") for q in [os.path.join(p, d, "lib/libcublasLt.so.13")] if os.path.exists(q)), ""))' 2>/dev/null)
+torch_lt_version=null
+[ -n "$torch_lt" ] && torch_lt_version=$(ltver "$torch_lt")
+echo "cuBLASLt: ${TRAINC_CUBLASLT:-(default search)}, version $lt_version; PyTorch's: ${torch_lt:-(none of its own)}, version $torch_lt_version"
 # the card as found (nothing here changes its settings): persistence and
 # MIG modes, the clocks now and at most
 timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,persistence_mode,mig.mode.current \
@@ -177,7 +184,7 @@ monitor=$!
 # (torch.compile's Triton builds a C launcher against Python.h: without it
 # the compile rows fail where eager runs)
 pyh=$(timeout 60 python3 -c 'import os, sysconfig; print(str(os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))).lower())' 2>/dev/null || echo null)
-rec "{\"stage\":\"env\",\"budget_s\":$budget,\"gpu\":\"$(head -1 "$L/gpu.txt" | tr -d '"')\",\"cublaslt\":\"${TRAINC_CUBLASLT:-}\",\"python_h\":$pyh,\"build_stale_files\":$stale,\"build_commit\":\"$(head -1 "$B/COMMIT" 2>/dev/null)\",\"missing_libs\":\"$missing\",\"libcuda\":\"$libcuda\",\"peak_tb_per_s\":$TRAINC_GPU_PEAK_TB,\"stages\":\"${stages:1:-1}\"}"
+rec "{\"stage\":\"env\",\"budget_s\":$budget,\"gpu\":\"$(head -1 "$L/gpu.txt" | tr -d '"')\",\"cublaslt\":\"${TRAINC_CUBLASLT:-}\",\"python_h\":$pyh,\"build_stale_files\":$stale,\"build_commit\":\"$(head -1 "$B/COMMIT" 2>/dev/null)\",\"missing_libs\":\"$missing\",\"libcuda\":\"$libcuda\",\"peak_tb_per_s\":$TRAINC_GPU_PEAK_TB,\"cublaslt_version\":$lt_version,\"torch_cublaslt_version\":$torch_lt_version,\"stages\":\"${stages:1:-1}\"}"
 
 # publish: results.json, table.txt and logs.tar.gz in $OUT from what the
 # stages recorded so far (after each stage and at the end)
@@ -204,10 +211,13 @@ peak_tb = env.get("peak_tb_per_s") or 4.8
 # the issue's Goal, from this run's own figures: trainc bf16 against
 # torch.compile, the faster of its two rows (the vocabulary as it is, and
 # padded by hand to 50304 as trainc pads it), speed and memory from that row
-bench = {r["impl"]: r.get("result") or {} for r in rows if r["stage"] == "bench" and not r.get("skipped")}
+# (a reference row only where its run ended well)
+brow = {r["impl"]: r for r in rows if r["stage"] == "bench" and not r.get("skipped")}
+bench = {k: r.get("result") or {} for k, r in brow.items()}
 tc = bench.get("trainc-gpt2_124m_bf16", {})
-ref = max(("pytorch-compile", "pytorch-compile-v50304"), key=lambda k: bench.get(k, {}).get("tokens_per_s") or 0)
-pc = bench.get(ref, {})
+ref = max(("pytorch-compile", "pytorch-compile-v50304"),
+          key=lambda k: (bench.get(k, {}).get("tokens_per_s") or 0) if brow.get(k, {}).get("rc") == 0 else 0)
+pc = bench.get(ref, {}) if brow.get(ref, {}).get("rc") == 0 else {}
 def ratio(a, b):
     return a / b if a is not None and b else None
 goal = {"speedup_vs_compile": ratio(tc.get("tokens_per_s"), pc.get("tokens_per_s")),
@@ -215,8 +225,27 @@ goal = {"speedup_vs_compile": ratio(tc.get("tokens_per_s"), pc.get("tokens_per_s
         "mfu": tc.get("mfu"), "start_s": tc.get("start_s")}
 met = {"speedup_vs_compile": lambda x: x >= 1.3, "device_memory_vs_compile": lambda x: x <= 1.0,
        "mfu": lambda x: x >= 0.45, "start_s": lambda x: x <= 2.0}
-goal["met"] = {k: (met[k](v) if v is not None else None) for k, v in goal.items() if k in met}
+# the Goal is judged only from a trainc run that ran every step with status
+# 0, every loss finite and falling, at an MFU that can be: a run that failed
+# part way, or whose kernels did less than the model, has figures but
+# meets nothing
+invalid = []
+trow = brow.get("trainc-gpt2_124m_bf16")
+if trow:
+    if trow.get("rc") != 0:
+        invalid.append(f"trainc's run ended with status {trow.get('rc')}")
+    if not tc.get("complete") and tc.get("steps_wanted"):
+        invalid.append(f"trainc ran {tc.get('steps')} of {tc.get('steps_wanted')} steps")
+    if tc.get("steps") and not tc.get("losses_finite"):
+        invalid.append("a loss not finite")
+    elif tc.get("steps") and not tc.get("loss_fell"):
+        invalid.append(f"the loss did not fall ({tc.get('first_loss')} -> {tc.get('last_loss')})")
+    if (tc.get("mfu") or 0) > 1:
+        invalid.append(f"an MFU of {100 * tc['mfu']:.0f}%")
+goal["met"] = {k: (met[k](v) if v is not None and not invalid else None) for k, v in goal.items() if k in met}
 goal["reference"] = ref if pc.get("tokens_per_s") else None
+goal["invalid"] = "; ".join(invalid) or None
+goal["build_stale_files"] = env.get("build_stale_files")
 res["goal"] = goal
 # the finding of gpt2_tiny_fp16_nofill (above kmodels): None when it did not run
 # (yes: the poison, NaN, came through a kernel; no says so for these sizes
@@ -243,11 +272,15 @@ def finite(v):
         return [finite(x) for x in v]
     return v
 json.dump(finite(res), open(sys.argv[2], "w"), indent=1, allow_nan=False)
-t = []
+# first what ran where: the card, the build, the libraries
+t = [f"env      {env.get('gpu') or '-'} | build {env.get('build_commit') or '-'}"
+     + (f" ({env['build_stale_files']} source files differ from this tree)" if env.get("build_stale_files") else "")
+     + f" | cuBLASLt {env.get('cublaslt_version')} (PyTorch's {env.get('torch_cublaslt_version')}) | Python.h {env.get('python_h')}"
+     + (f" | missing: {env['missing_libs'].strip()}" if (env.get("missing_libs") or "").strip() else "")]
 e2 = lambda v: "-" if v is None else f"{v:.2e}"
 for r in rows:
     if r.get("skipped"):
-        t.append(f"{r['stage']:<8} {r.get('model') or r.get('impl') or r.get('name')} skipped: out of time (TRAINC_GPU_BUDGET)")
+        t.append(f"{r['stage']:<8} {r.get('model') or r.get('impl') or r.get('name')} skipped: {r.get('why') or 'out of time (TRAINC_GPU_BUDGET)'}")
         continue
     if r["stage"] == "kernels" and r["model"] == "gpt2_tiny_fp16_nofill":
         s = r.get("summary") or {}
@@ -331,6 +364,10 @@ t.append(f"goal     trainc bf16 against {goal['reference'] or 'torch.compile (no
     g("device_memory_vs_compile", lambda v: f"{v:.2f}x its device memory", "<= 1"),
     g("mfu", lambda v: f"MFU {100 * v:.1f}%", ">= 45%"),
     g("start_s", lambda v: f"first step at {v:.2f} s", "<= 2 s"))))
+if goal["invalid"]:
+    t.append(f"goal     INVALID, nothing above is met: {goal['invalid']}")
+if goal["build_stale_files"]:
+    t.append(f"goal     (measured on a build of other sources: {goal['build_stale_files']} files differ; rerun tests/gpu/build.sh)")
 t.append(f"total {sys.argv[4]} s")
 open(sys.argv[3], "w").write("\n".join(t) + "\n")
 EOF
@@ -469,23 +506,46 @@ bench_trainc() {   # NAME STEPS LIMIT [RESERVE]
     # budget too small for both, as a rerun's, measures trainc)
     [ "$lim" -lt 30 ] && lim=$(cap 30 $r_prof)
     [ "$lim" -lt 10 ] && { skipped bench impl trainc-$name; return; }
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$L/mem_$name.txt" 2>/dev/null &
-    local smi=$!
+    local base smi
+    mem_start "$L/mem_$name.txt"
     timeout -k 5 "$lim" "$B/$name" --data "$B/data/ts_train.bin" --steps "$n" --lr 6e-4 --warmup 0 --device cuda \
         --metrics "$L/bench_$name.jsonl" > "$L/bench_$name.log" 2>&1
     local rc=$?
     kill $smi 2>/dev/null
     local res
-    res=$(python3 - "$L/bench_$name.jsonl" "$L/mem_$name.txt" <<'EOF'
-import json, sys
+    res=$(python3 - "$L/bench_$name.jsonl" "$L/mem_$name.txt" "$L/bench_$name.log" $rc "$n" "$base" <<'EOF'
+import json, math, re, sys
+sys.path.insert(0, "tests/gpu")
+from records import loads   # (a NaN loss as C writes it read as null)
+rows = []
 try:
-    rows = [json.loads(l) for l in open(sys.argv[1]) if '"ms"' in l]
-except Exception:
-    rows = []
+    for l in open(sys.argv[1]):
+        try:
+            if '"ms"' in l:
+                rows.append(loads(l))
+        except ValueError:
+            pass
+except OSError:
+    pass
 try:
     mem = [int(x) for x in open(sys.argv[2]).read().split() if x.isdigit()]
 except Exception:
     mem = []
+# the arena, as the run's first line gives it ("device cuda (23.41 GiB)"):
+# samples that never saw it (a monitor that started late) give no figure
+units = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+m = re.search(r"device cuda \(([0-9.]+) (B|KiB|MiB|GiB|TiB)\)", open(sys.argv[3], errors="replace").read())
+arena = float(m.group(1)) * units[m.group(2)] if m else None
+used = max(mem) * 2**20 if mem else None
+if used is not None and arena is not None and used < arena:
+    used = None
+# whether the run is one to judge by: every step run, its status 0, every
+# loss finite and the last below the first (a run that failed, or whose
+# kernels do less than the model, gives no Goal)
+loss = [r.get("loss") for r in rows]
+finite = bool(loss) and all(isinstance(x, (int, float)) and math.isfinite(x) for x in loss)
+complete = int(sys.argv[4]) == 0 and len(rows) == int(sys.argv[5])
+learned = finite and len(loss) > 1 and loss[-1] < loss[0]
 # model FLOPs (one count for both sides: run.sh's torch rows too): 6 N a
 # token for N = GPT-2 small's 123,653,376 weights that multiply (the
 # vocabulary unpadded, no wpe: a lookup), and 6 L T C for attention (QK^T
@@ -494,29 +554,34 @@ N, tok, T, C, L = 123653376, 16 * 1024, 1024, 768, 12
 flops = 6 * N * tok + 6 * L * T * C * tok
 ms = sorted(r["ms"] for r in rows[2:]) or sorted(r["ms"] for r in rows)
 med = ms[len(ms) // 2] if ms else None
-print(json.dumps({"steps": len(rows), "step_ms": med, "tokens_per_s": tok / med * 1e3 if med else None,
-                  "mfu": flops / (med / 1e3) / 989e12 if med else None, "device_used_bytes": max(mem) * 2**20 if mem else None,
+print(json.dumps({"steps": len(rows), "steps_wanted": int(sys.argv[5]), "complete": complete, "losses_finite": finite, "loss_fell": learned,
+                  "step_ms": med, "tokens_per_s": tok / med * 1e3 if med else None,
+                  "mfu": flops / (med / 1e3) / 989e12 if med else None, "device_used_bytes": used, "device_samples": len(mem),
+                  "device_before_bytes": int(sys.argv[6]) * 2**20 if sys.argv[6].isdigit() else None, "arena_bytes": arena,
                   "start_s": rows[0].get("start_s") if rows else None, "start_phases": rows[0].get("start_phases") if rows else None,
-                  "first_step_ms": rows[0]["ms"] if rows else None, "last_loss": rows[-1]["loss"] if rows else None}))
+                  "first_step_ms": rows[0]["ms"] if rows else None, "first_loss": loss[0] if loss else None, "last_loss": loss[-1] if loss else None}))
 EOF
 )
     echo "bench $name: $res"
     local w=
     [ $rc -ne 0 ] && w=$(why "$L/bench_$name.log" $rc)
     rec "{\"stage\":\"bench\",\"impl\":\"trainc-$name\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
+    publish
 }
 bench_torch() {   # MODE LIMIT [VOCAB]
     local mode=$1${3:+-v$3} lim smi rc res w
     lim=$(cap $2 $r_prof)
     [ "$lim" -lt 10 ] && { skipped bench impl pytorch-$mode; return; }
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$L/mem_torch_$mode.txt" 2>/dev/null &
-    smi=$!
-    PYTHONUNBUFFERED=1 timeout -k 5 $lim $TORCH_BENCH --mode $1 ${3:+--vocab $3} --batch 16 --steps 15 > "$L/torch_$mode.out" 2> "$L/torch_$mode.err"
+    local base
+    mem_start "$L/mem_torch_$mode.txt"
+    PYTHONUNBUFFERED=1 timeout -k 5 $lim $TORCH_BENCH --mode $1 ${3:+--vocab $3} --batch 16 --steps 15 --data "$B/data/ts_train.bin" \
+        > "$L/torch_$mode.out" 2> "$L/torch_$mode.err"
     rc=$?
+    torch_rc=$rc
     kill $smi 2>/dev/null
     # the device memory in use, sampled as for trainc (the context and
     # PyTorch's cache included), beside its max_memory_allocated
-    res=$(python3 - "$L/torch_$mode.out" "$L/mem_torch_$mode.txt" <<'EOF'
+    res=$(python3 - "$L/torch_$mode.out" "$L/mem_torch_$mode.txt" "$base" <<'EOF'
 import json, sys
 try:
     r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
@@ -527,6 +592,11 @@ try:
 except Exception:
     mem = []
 r["device_used_bytes"] = max(mem) * 2**20 if mem else None
+# (samples that never saw what PyTorch allocated give no figure)
+if r["device_used_bytes"] is not None and r["device_used_bytes"] < (r.get("peak_mem_bytes") or 0):
+    r["device_used_bytes"] = None
+r["device_samples"] = len(mem)
+r["device_before_bytes"] = int(sys.argv[3]) * 2**20 if sys.argv[3].isdigit() else None
 # the MFU from its tokens/s with trainc's FLOP count (its own, from its
 # parameter count, kept as mfu_script)
 r["mfu_script"] = r.get("mfu")
@@ -538,19 +608,35 @@ EOF
     w=
     [ $rc -ne 0 ] && w=$(why "$L/torch_$mode.err" $rc)
     rec "{\"stage\":\"bench\",\"impl\":\"pytorch-$mode\",\"rc\":$rc,\"why\":\"$w\",\"result\":${res:-null}}"
+    publish
+}
+# mem_start FILE: the device memory in use now (base) and a sampler of it
+# every 200 ms into FILE (smi), started a second ahead of the run it
+# watches, so that a monitor slow to start does not miss it
+mem_start() {
+    base=$(timeout 20 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1 | tr -cd 0-9)
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$1" 2>/dev/null &
+    smi=$!
+    sleep 1
 }
 if want bench; then
     # (60 s at most, about 10 expected, and 120 kept for torch.compile's
     # first row: a trainc run that hangs does not cost the Goal its
     # reference)
+    torch_rc=0
     bench_trainc gpt2_124m_bf16 14 60 120
     bench_torch compile 200
     # torch.compile with the vocabulary padded by hand (as nanoGPT does;
-    # trainc pads it by itself): the Goal's reference is the faster of the two
-    bench_torch compile 200 50304
+    # trainc pads it by itself): the Goal's reference is the faster of the
+    # two (not where the first timed out: the second would hang as well,
+    # and cost eager and fp32 their time)
+    case $torch_rc in
+    124|137) echo "bench torch compile-v50304: not run (torch.compile timed out)"
+             rec '{"stage":"bench","impl":"pytorch-compile-v50304","skipped":true,"why":"not run: the torch.compile row above timed out"}' ;;
+    *) bench_torch compile 200 50304 ;;
+    esac
     bench_torch eager 120
     bench_trainc gpt2_124m_fp32 6 120
-    publish
 fi
 
 # ---- 4. where the time goes: GPT-2 small bf16, every kernel timed with events ----
@@ -589,11 +675,11 @@ EOF
         [ "${ceil:-null}" != null ] && echo "$ceil" > "$L/ceilings.json"
     fi
 fi
-# profile NAME LIMIT: 3 steps of build-gpu/NAME with TRAINC_CUDA_PROFILE,
+# profile NAME LIMIT: 4 steps (the first not counted: runtime/cuda.c) of build-gpu/NAME with TRAINC_CUDA_PROFILE,
 # its kernels per op and the roofline's bound beside them
 profile() {
     local name=$1 lim=$2 rc res w=
-    TRAINC_CUDA_PROFILE=$L/profile-$name.jsonl timeout -k 5 $lim "$B/$name" --data "$B/data/ts_train.bin" --steps 3 --lr 6e-4 --warmup 0 \
+    TRAINC_CUDA_PROFILE=$L/profile-$name.jsonl timeout -k 5 $lim "$B/$name" --data "$B/data/ts_train.bin" --steps 4 --lr 6e-4 --warmup 0 \
         --device cuda --quiet > "$L/profile-$name.log" 2>&1
     rc=$?
     res=$(python3 - "$L/profile-$name.jsonl" "$L/ceilings.json" <<'EOF'

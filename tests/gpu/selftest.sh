@@ -41,6 +41,7 @@ case $me in
 nvidia-smi)
     case "$*" in
     *-lms*) while :; do echo 1234; sleep 0.1; done ;;
+    *memory.used*) echo 1000 ;;
     *) echo "Stand-in H200, 999.0, 143771 MiB, 1980 MHz" ;;
     esac
     exit 0 ;;
@@ -63,12 +64,14 @@ torch_bench)
             'Set TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this especially if you are reporting a bug to PyTorch).' >&2
         exit 1
     fi
+    # (STANDIN_TORCH_RC124=MODE: that mode ends as a run timeout stopped)
+    [ "${STANDIN_TORCH_RC124:-}" = $mode ] && [ -z "$suf" ] && { echo "gpt2_torch: warm-up step 1 of 5 done at 99.0 s" >&2; exit 124; }
     [ $mode = compile ] && ms=50.0
     [ -n "$suf" ] && ms=48.0
     # (eager's loss NaN, as Python's json writes it: results.json must say null)
     loss=7.0
     [ $mode = eager ] && loss=NaN
-    echo "{\"impl\":\"pytorch-$mode$suf\",\"torch\":\"0.0-stand-in\",\"step_ms\":$ms,\"tokens_per_s\":$(( 16384000 / ${ms%.0} )),\"mfu\":0.3,\"peak_mem_bytes\":10737418240,\"last_loss\":$loss}"
+    echo "{\"impl\":\"pytorch-$mode$suf\",\"torch\":\"0.0-stand-in\",\"step_ms\":$ms,\"tokens_per_s\":$(( 16384000 / ${ms%.0} )),\"mfu\":0.3,\"peak_mem_bytes\":1073741824,\"last_loss\":$loss}"
     exit 0 ;;
 kcheck_mlp)
     echo "kcheck mlp on Stand-in: arena 1 bytes"
@@ -137,6 +140,13 @@ if [ -n "${TRAINC_CUDA_PROFILE:-}" ]; then
 fi
 [ -n "$metrics" ] || exit 0
 : > "$metrics"
+# (STANDIN_TRAINC_FAIL: GPT-2 small's bf16 run stops after 4 steps, NaN
+# losses at 10 ms each, as a kernel fault would end it)
+if [ -n "${STANDIN_TRAINC_FAIL:-}" ] && [ "$me" = gpt2_124m_bf16 ]; then
+    for i in 1 2 3 4; do echo "{\"step\":$i,\"loss\":nan,\"ms\":10.000}" >> "$metrics"; done
+    echo "error: cuLaunchKernel failed: CUDA_ERROR_ILLEGAL_ADDRESS" >&2
+    exit 1
+fi
 for i in $(seq 1 "$steps"); do
     loss=$(awk -v i=$i 'BEGIN { printf "%.6f", 5.5 - i / 100 }')
     [ "$me" = gpt2_tiny_fp16 ] && [ "$dev" = cuda ] && loss=$(awk -v l=$loss 'BEGIN { printf "%.6f", l * 1.05 }')
@@ -221,11 +231,15 @@ b = one("bench", "impl", "trainc-gpt2_124m_bf16")["result"] or {}
 flops = 6 * 123653376 * 16384 + 6 * 12 * 1024 * 768 * 16384
 check("trainc bench: median of steps 3..14", b.get("steps") == 14 and b.get("step_ms") == 43.0)
 check("trainc bench: tokens/s, MFU", abs(b.get("tokens_per_s", 0) - 16384 / 0.043) < 1e-6 and abs(b.get("mfu", 0) - flops / 0.043 / 989e12) < 1e-9)
-check("trainc bench: device memory and first step", b.get("device_used_bytes") == 1234 * 2**20 and b.get("start_s") == 1.25)
+check("trainc bench: device memory and first step", b.get("device_used_bytes") == 1234 * 2**20 and b.get("start_s") == 1.25
+      and b.get("arena_bytes") == 1024 and b.get("device_before_bytes") == 1000 * 2**20)
+check("trainc bench: a run to judge by", b.get("complete") is True and b.get("losses_finite") is True and b.get("loss_fell") is True
+      and b.get("first_loss") == 5.49 and b.get("last_loss") == 5.36)
 check("trainc bench: the start's phases and the first step's time", (b.get("start_phases") or {}).get("cuda_gemm") == 0.15
       and len(b.get("start_phases") or {}) == 8 and b.get("first_step_ms") == 41.0)
 c = one("bench", "impl", "pytorch-compile")["result"] or {}
-check("torch.compile result", c.get("step_ms") == 50.0 and c.get("device_used_bytes") == 1234 * 2**20 and c.get("peak_mem_bytes") == 10737418240)
+check("torch.compile result", c.get("step_ms") == 50.0 and c.get("device_used_bytes") == 1234 * 2**20 and c.get("peak_mem_bytes") == 1073741824
+      and c.get("device_before_bytes") == 1000 * 2**20 and c.get("device_samples", 0) >= 5)
 order = [x.get("impl") for x in st if x["stage"] == "bench"]
 check("bench order", order == ["trainc-gpt2_124m_bf16", "pytorch-compile", "pytorch-compile-v50304", "pytorch-eager", "trainc-gpt2_124m_fp32"])
 check("torch rows' MFU from tokens/s with trainc's FLOP count", abs(c.get("mfu", 0) - 327680 * flops / 16384 / 989e12) < 1e-9 and c.get("mfu_script") == 0.3)
@@ -258,7 +272,11 @@ check("profile: the one-row-tile build's attention a layer beside the default's"
 gl = res.get("goal", {})
 check("goal: ratios of this run, against the faster torch.compile row", gl.get("reference") == "pytorch-compile-v50304"
       and abs(gl.get("speedup_vs_compile", 0) - (16384 / 0.043) / 341333) < 1e-9 and gl.get("device_memory_vs_compile") == 1.0
-      and gl.get("met") == {"speedup_vs_compile": False, "device_memory_vs_compile": True, "mfu": False, "start_s": True})
+      and gl.get("met") == {"speedup_vs_compile": False, "device_memory_vs_compile": True, "mfu": False, "start_s": True}
+      and gl.get("invalid") is None and gl.get("build_stale_files") == 1)
+check("the environment first in the table, the stale build under the goal", table.startswith("env      Stand-in H200")
+      and "(1 source files differ from this tree)" in table.splitlines()[0] and "goal     (measured on a build of other sources: 1 files differ" in table
+      and "INVALID" not in table)
 for line in ("against pytorch-compile-v50304: 1.12x torch.compile's tokens/s (>= 1.3: no)", "first step at 1.25 s (<= 2 s: yes)", "start: device 0.90 s, cuda_driver 0.50 s, cuda_module 0.20 s, cuda_arena 0.05 s, cuda_gemm 0.15 s, init 0.25 s, load 0.00 s, data 0.05 s; the first step 0.04 s", "skipped: out of time", "why: timed out", "e2e      gpt2_tiny_fp16  FAIL", "step 43.0 ms  381023 tok/s"):
     check(f"table has {line!r}", line in table)
 if bad:
@@ -275,14 +293,15 @@ grep -q "^unpacked $w/build-gpu.tar.gz" "$w/run.log" || { echo "selftest: FAILED
 # row failing: why is its exception, not the hint printed after it)
 rm "$w/bin/nvidia-smi" && sed 's/Stand-in H200/Stand-in H100 80GB HBM3/' "$w/stub" > "$w/bin/nvidia-smi" && chmod +x "$w/bin/nvidia-smi"
 PATH=$w/bin:$PATH OUT=$w/out2 TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_PACK=/nonexistent TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_CEILINGS=$w/bin/ceilings TRAINC_GPU_BUDGET=60 \
-    TRAINC_GPU_STAGES=bench STANDIN_TORCH_FAIL=eager TRAINC_CUBLASLT=/nonexistent bash "$root/tests/gpu/run.sh" > "$w/run2.log" 2>&1 || { cat "$w/run2.log"; echo "run.sh (bench only) failed"; exit 1; }
+    TRAINC_GPU_STAGES=bench STANDIN_TORCH_FAIL=eager STANDIN_TORCH_RC124=compile STANDIN_TRAINC_FAIL=1 TRAINC_CUBLASLT=/nonexistent bash "$root/tests/gpu/run.sh" > "$w/run2.log" 2>&1 || { cat "$w/run2.log"; echo "run.sh (bench only) failed"; exit 1; }
 rm "$w/bin/nvidia-smi" && ln -s "$w/stub" "$w/bin/nvidia-smi"
 python3 - "$w/out2/results.json" "$w/out2/table.txt" <<'EOF'
 import json, sys
-st = json.load(open(sys.argv[1]))["stages"]
+res = json.load(open(sys.argv[1]))
+st = res["stages"]
 table = open(sys.argv[2]).read()
 got = [(x["stage"], x.get("impl"), bool(x.get("skipped"))) for x in st]
-want = [("env", None, False)] + [("bench", i, False) for i in ("trainc-gpt2_124m_bf16", "pytorch-compile", "pytorch-compile-v50304", "pytorch-eager", "trainc-gpt2_124m_fp32")]
+want = [("env", None, False)] + [("bench", i, i == "pytorch-compile-v50304") for i in ("trainc-gpt2_124m_bf16", "pytorch-compile", "pytorch-compile-v50304", "pytorch-eager", "trainc-gpt2_124m_fp32")]
 if got != want:
     print(f"selftest: FAILED: TRAINC_GPU_STAGES=bench gave {got}")
     sys.exit(1)
@@ -291,7 +310,18 @@ e = [x for x in st if x.get("impl") == "pytorch-eager"][0]
 if st[0].get("peak_tb_per_s") != 3.35 or e.get("rc") != 1 or e.get("why") != why or f"why: {why}" not in table:
     print(f"selftest: FAILED: TRAINC_GPU_STAGES=bench on an H100: env {st[0]}, eager {e}")
     sys.exit(1)
-print("selftest: TRAINC_GPU_STAGES=bench ran the benchmark alone (an H100's 3.35 TB/s; the failed row's exception under it)")
+# trainc's run failed after 4 NaN steps: figures, but the Goal invalid,
+# nothing met; torch.compile timed out: no reference, its padded row not run
+g = res["goal"]
+inv = g.get("invalid") or ""
+if (g.get("met") != {"speedup_vs_compile": None, "device_memory_vs_compile": None, "mfu": None, "start_s": None} or g.get("reference") is not None
+        or "status 1" not in inv or "ran 4 of 14 steps" not in inv or "a loss not finite" not in inv or "an MFU of" not in inv
+        or f"goal     INVALID, nothing above is met: {inv}" not in table or "(>= 1.3: yes)" in table
+        or "pytorch-compile-v50304 skipped: not run: the torch.compile row above timed out" not in table):
+    print(f"selftest: FAILED: a failed trainc run and a timed-out torch.compile: goal {g}")
+    sys.exit(1)
+print("selftest: TRAINC_GPU_STAGES=bench ran the benchmark alone (an H100's 3.35 TB/s; the failed row's exception under it;"
+      " a failed trainc run gives an invalid Goal; a timed-out torch.compile, no padded row)")
 EOF
 
 # a third: the profile alone, where the ceilings' copy rate comes out NaN

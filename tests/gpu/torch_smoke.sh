@@ -44,6 +44,26 @@ sys.exit(1 if errs else 0)
 PY
     done
 done
+# --data (run.sh gives it the token file trainc trains on): its batches
+# read, the first loss an untrained model's; a file that is not one refused
+"$py" -c '
+import array, sys
+h = array.array("i", [20240520, 1, 5000] + [0] * 253)
+t = array.array("H", [(i * 7) % 256 for i in range(5000)])
+open(sys.argv[1], "wb").write(h.tobytes() + t.tobytes())
+open(sys.argv[2], "wb").write(b"not a token file" * 100)' /tmp/torch_smoke.$$.bin /tmp/torch_smoke.$$.bad
+out=$("$py" "$root/bench/gpt2_torch.py" --device cpu --mode eager $sizes --steps 2 --warmup 1 --data /tmp/torch_smoke.$$.bin 2> /tmp/torch_smoke.$$.err)
+echo "eager, --data: $out"
+"$py" -c '
+import json, math, sys
+r = json.loads(sys.argv[1])
+ok = r.get("data", "").endswith(".bin") and isinstance(r.get("last_loss"), float) and abs(r["last_loss"] - math.log(50257)) < 1
+sys.exit(0 if ok else 1)' "$out" || { echo "FAIL: --data"; tail -5 /tmp/torch_smoke.$$.err; fail=1; }
+if "$py" "$root/bench/gpt2_torch.py" --device cpu --mode eager $sizes --steps 1 --warmup 0 --data /tmp/torch_smoke.$$.bad > /dev/null 2> /tmp/torch_smoke.$$.err ||
+   ! grep -q "is not a token file" /tmp/torch_smoke.$$.err; then
+    echo "FAIL: --data of a file that is not a token file"; fail=1
+fi
+rm -f /tmp/torch_smoke.$$.bin /tmp/torch_smoke.$$.bad
 # tests/gpu/ceilings.py (run.sh's ceilings): on the CPU at a small size its
 # JSON line has positive figures; without --device, where there is no GPU,
 # it says so in an "error" field (run.sh then records no ceilings)
