@@ -15,16 +15,19 @@
  *
  * Every driver and cuBLASLt call is checked: a failure names the call, this
  * file and line, and the kernel and .model line it was for.  Kernel faults
- * surface at the next synchronisation; TRAINC_CUDA_SYNC=1 synchronises after
+ * surface at the next synchronisation (a graph capture they make fail
+ * synchronises: without_graphs); TRAINC_CUDA_SYNC=1 synchronises after
  * every kernel so the message names the one that failed.
  *
  * Environment: TRAINC_CUDA_DEVICE (device index, default 0),
  * TRAINC_CUDA_GRAPH=0 (no graphs), TRAINC_CUDA_SYNC=1, TRAINC_LIBCUDA and
  * TRAINC_CUBLASLT (paths of the libraries), TRAINC_CUDA_PROFILE=FILE (time
  * every kernel with events, no graphs; a JSON line per kernel into FILE
- * after every run of a schedule, the longest first), TRAINC_CUDA_GELU_EPILOGUE=0 (products run
- * without cuBLASLt's GELU epilogues, the module's kernels after them),
- * TRAINC_CUDA_BGRAD_EPILOGUE=0 (the same for the bias gradients).
+ * after every run of a schedule, the longest first, the first run of each
+ * schedule left out once it has run again: write_profile),
+ * TRAINC_CUDA_GELU_EPILOGUE=0 (products run without cuBLASLt's GELU
+ * epilogues, the module's kernels after them), TRAINC_CUDA_BGRAD_EPILOGUE=0
+ * (the same for the bias gradients).
  */
 #include "rt.h"
 #include "trainc_cuda.h"
@@ -65,7 +68,34 @@ enum {
     TRN_CUDA_ERROR_OUT_OF_MEMORY = 2,     /* CUDA_ERROR_OUT_OF_MEMORY */
     TRN_CUDA_ERROR_NO_DEVICE = 100,       /* CUDA_ERROR_NO_DEVICE */
     TRN_CUDA_ERROR_STUB_LIBRARY = 34,     /* CUDA_ERROR_STUB_LIBRARY */
+    TRN_CU_JIT_INFO_LOG_BUFFER = 3,       /* CU_JIT_INFO_LOG_BUFFER */
+    TRN_CU_JIT_INFO_LOG_SIZE = 4,         /* CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES */
+    TRN_CU_JIT_ERROR_LOG_BUFFER = 5,      /* CU_JIT_ERROR_LOG_BUFFER */
+    TRN_CU_JIT_ERROR_LOG_SIZE = 6,        /* CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES */
+    TRN_CUDA_ERROR_ILLEGAL_ADDRESS = 700, /* CUDA_ERROR_ILLEGAL_ADDRESS */
+    TRN_CUDA_ERROR_LAUNCH_TIMEOUT = 702,  /* CUDA_ERROR_LAUNCH_TIMEOUT */
+    TRN_CUDA_ERROR_ASSERT = 710,          /* CUDA_ERROR_ASSERT */
+    TRN_CUDA_ERROR_HW_STACK = 714,        /* CUDA_ERROR_HARDWARE_STACK_ERROR */
+    TRN_CUDA_ERROR_ILLEGAL_INSTR = 715,   /* CUDA_ERROR_ILLEGAL_INSTRUCTION */
+    TRN_CUDA_ERROR_MISALIGNED = 716,      /* CUDA_ERROR_MISALIGNED_ADDRESS */
+    TRN_CUDA_ERROR_ADDRESS_SPACE = 717,   /* CUDA_ERROR_INVALID_ADDRESS_SPACE */
+    TRN_CUDA_ERROR_INVALID_PC = 718,      /* CUDA_ERROR_INVALID_PC */
+    TRN_CUDA_ERROR_LAUNCH_FAILED = 719,   /* CUDA_ERROR_LAUNCH_FAILED */
+    TRN_CUDA_ERROR_TMEM_LEAK = 721,       /* CUDA_ERROR_TENSOR_MEMORY_LEAK */
 };
+
+/* The errors of a kernel that faulted as it ran, which cuda.h says of
+ * each: "any further CUDA work will return the same error".  A
+ * synchronisation that returns one reports a fault of work queued before
+ * it, not its own (SYNC_FAULT). */
+static int device_fault(CUresult r) {
+    switch (r) {
+    case TRN_CUDA_ERROR_ILLEGAL_ADDRESS: case TRN_CUDA_ERROR_LAUNCH_TIMEOUT: case TRN_CUDA_ERROR_ASSERT: case TRN_CUDA_ERROR_HW_STACK:
+    case TRN_CUDA_ERROR_ILLEGAL_INSTR: case TRN_CUDA_ERROR_MISALIGNED: case TRN_CUDA_ERROR_ADDRESS_SPACE: case TRN_CUDA_ERROR_INVALID_PC:
+    case TRN_CUDA_ERROR_LAUNCH_FAILED: case TRN_CUDA_ERROR_TMEM_LEAK: return 1;
+    default: return 0;
+    }
+}
 
 typedef int cublasStatus_t;
 typedef struct cublasLtContext *cublasLtHandle_t;
@@ -110,7 +140,7 @@ typedef struct Drv {
     CUresult (*DevicePrimaryCtxRetain)(CUcontext *, CUdevice);
     CUresult (*DevicePrimaryCtxRelease)(CUdevice);
     CUresult (*CtxSetCurrent)(CUcontext);
-    CUresult (*ModuleLoadData)(CUmodule *, const void *);
+    CUresult (*ModuleLoadDataEx)(CUmodule *, const void *, unsigned, int *, void **);
     CUresult (*ModuleUnload)(CUmodule);
     CUresult (*ModuleGetFunction)(CUfunction *, CUmodule, const char *);
     CUresult (*FuncSetAttribute)(CUfunction, int, int);
@@ -219,7 +249,7 @@ static int open_driver(void) {
     LOAD(drv, DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     LOAD(drv, DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
     LOAD(drv, CtxSetCurrent, "cuCtxSetCurrent");
-    LOAD(drv, ModuleLoadData, "cuModuleLoadData");
+    LOAD(drv, ModuleLoadDataEx, "cuModuleLoadDataEx");
     LOAD(drv, ModuleUnload, "cuModuleUnload");
     LOAD(drv, ModuleGetFunction, "cuModuleGetFunction");
     LOAD(drv, FuncSetAttribute, "cuFuncSetAttribute");
@@ -374,7 +404,8 @@ struct TrnCudaDev {
     const char          *prof_path;      /* TRAINC_CUDA_PROFILE */
     int                  prof_how;       /* how it is written: PROF_* (write_profile) */
     CUevent             *pev[TRN_RUN__COUNT];   /* per schedule: nkern + 1 timing events */
-    double              *pms[TRN_RUN__COUNT];   /* per kernel: milliseconds summed over runs */
+    double              *pms[TRN_RUN__COUNT];   /* per kernel: milliseconds summed over the runs after the first */
+    double              *pms0[TRN_RUN__COUNT];  /* per kernel: milliseconds of the first run (write_profile) */
     const TrnCudaImage  *img;
     char                 desc[256];
     size_t               desc_base;         /* desc's length before the epilogues' counts (describe_epilogues) */
@@ -832,6 +863,7 @@ void trn_cuda_close(TrnCudaDev *g) {
                 if (g->pev[s][i]) drv.EventDestroy(g->pev[s][i]);
             free(g->pev[s]);
             free(g->pms[s]);
+            free(g->pms0[s]);
         }
         for (int s = 0; s < TRN_RUN__COUNT; s++) {
             if (g->graph[s]) drv.GraphExecDestroy(g->graph[s]);
@@ -867,6 +899,67 @@ void trn_cuda_close(TrnCudaDev *g) {
     free(g);
 }
 
+/* The driver's JIT log on one line: its lines joined by "; ", runs of
+ * blanks as one space, cut with "..." where out (n >= 4) is full. */
+static void one_line(char *out, size_t n, const char *log) {
+    size_t o = 0;
+    const char *sep = "";
+    out[0] = 0;
+    for (const char *p = log; *p; p++) {
+        if (*p == '\n' || *p == '\r') {
+            if (o) sep = "; ";
+        } else if (*p == ' ' || *p == '\t') {
+            if (o && !*sep) sep = " ";
+        } else if (o + strlen(sep) + 1 + 4 > n) {
+            snprintf(out + o, n - o, "...");
+            return;
+        } else {
+            o += (size_t)snprintf(out + o, n - o, "%s%c", sep, *p);
+            sep = "";
+        }
+    }
+}
+
+/* One image into g->mod through cuModuleLoadDataEx, whose logs say why the
+ * driver's JIT refused PTX (cuModuleLoadData says only "invalid PTX"):
+ * the log, on one line, into log. */
+static CUresult load_image(TrnCudaDev *g, const TrnCudaImage *im, char *log, size_t logn) {
+    char elog[4096] = "", ilog[4096] = "";
+    int opt[4] = {TRN_CU_JIT_ERROR_LOG_BUFFER, TRN_CU_JIT_ERROR_LOG_SIZE, TRN_CU_JIT_INFO_LOG_BUFFER, TRN_CU_JIT_INFO_LOG_SIZE};
+    void *val[4] = {elog, (void *)(uintptr_t)sizeof elog, ilog, (void *)(uintptr_t)sizeof ilog}; /* sizes by value, as cuda.h says */
+    CUresult r = drv.ModuleLoadDataEx(&g->mod, im->data, 4, opt, val);
+    elog[sizeof elog - 1] = ilog[sizeof ilog - 1] = 0;
+    one_line(log, logn, elog[0] ? elog : ilog);
+    return r;
+}
+
+/* The module: the image select_image chose; a cubin the driver refuses (a
+ * driver that cannot take it, a damaged image) is followed by the PTX,
+ * compiled by the driver now (slower to start), said.  dsm: the device's
+ * sm, 10 major + minor. */
+static int load_module(TrnCudaDev *g, int dsm, char *err, size_t errn) {
+    const TrnCudaModule *cm = g->cm;
+    char log[1024];
+    CUresult lr = load_image(g, g->img, log, sizeof log);
+    const TrnCudaImage *px = NULL;
+    for (int i = 0; i < cm->nimages && lr != 0 && !g->img->ptx && !px; i++)
+        if (cm->images[i].ptx && cm->images[i].sm <= dsm) px = &cm->images[i];
+    if (px) {
+        const char *name = "?";
+        if (drv.GetErrorName) drv.GetErrorName(lr, &name);
+        fprintf(stderr, "trainc: warning: the %s cubin did not load (%s%s%s); compiling the %s PTX instead\n", g->img->arch, name ? name : "?",
+                log[0] ? ": " : "", log, px->arch);
+        g->img = px;
+        lr = load_image(g, g->img, log, sizeof log);
+    }
+    if (lr != 0) {
+        char w[1100];
+        snprintf(w, sizeof w, "%s%s", log[0] ? "the driver's log: " : "", log);
+        return cu_fail(lr, "cuModuleLoadDataEx", g->img->arch, w, __LINE__, err, errn);
+    }
+    return 0;
+}
+
 static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     const TrnModel *m = g->m;
     const TrnCudaModule *cm = g->cm;
@@ -894,21 +987,7 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     CU(DevicePrimaryCtxRetain, (&g->ctx, g->dev), "", "");
     CU(CtxSetCurrent, (g->ctx), "", "");
     g->t_driver += rt_now() - t, t = rt_now();
-    CUresult lr = drv.ModuleLoadData(&g->mod, g->img->data);
-    const TrnCudaImage *px = NULL;
-    for (int i = 0; i < cm->nimages && lr != 0 && !g->img->ptx && !px; i++)
-        if (cm->images[i].ptx && cm->images[i].sm <= major * 10 + minor) px = &cm->images[i];
-    if (px) {
-        /* the cubin refused (a driver that cannot take it, a damaged
-         * image): the PTX, compiled by the driver now (slower to start) */
-        const char *name = "?";
-        if (drv.GetErrorName) drv.GetErrorName(lr, &name);
-        fprintf(stderr, "trainc: warning: the %s cubin did not load (%s); compiling the %s PTX instead\n", g->img->arch, name ? name : "?",
-                px->arch);
-        g->img = px;
-        lr = drv.ModuleLoadData(&g->mod, g->img->data);
-    }
-    if (lr != 0) return cu_fail(lr, "cuModuleLoadData", g->img->arch, "", __LINE__, err, errn);
+    if (load_module(g, major * 10 + minor, err, errn) != 0) return -1;
     g->fn = rt_calloc((size_t)(cm->nfns ? cm->nfns : 1), sizeof(CUfunction), err, errn);
     g->fn_dyn = rt_calloc((size_t)(cm->nfns ? cm->nfns : 1), sizeof(unsigned), err, errn);
     if (!g->fn || !g->fn_dyn) return -1;
@@ -974,7 +1053,8 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
             int n = cm->nkern[s];
             g->pev[s] = rt_calloc((size_t)n + 1, sizeof(CUevent), err, errn);
             g->pms[s] = rt_calloc((size_t)n + 1, sizeof(double), err, errn);
-            if (!g->pev[s] || !g->pms[s]) return -1;
+            g->pms0[s] = rt_calloc((size_t)n + 1, sizeof(double), err, errn);
+            if (!g->pev[s] || !g->pms[s] || !g->pms0[s]) return -1;
             for (int i = 0; i <= n; i++) CU(EventCreate, (&g->pev[s][i], 0), "profile", "");
         }
     }
@@ -1043,9 +1123,15 @@ static int check_range(TrnCudaDev *g, int64_t off, size_t n, char *err, size_t e
     return 0;
 }
 
+/* What a failed synchronisation of the compute stream reports: a kernel
+ * or copy that faulted on the device (device_fault) is one queued before
+ * it, not the synchronisation; any other error is the call's own. */
+#define SYNC_FAULT "a kernel or copy queued before this point faulted on the device; TRAINC_CUDA_SYNC=1 names the kernel"
+
 int trn_cuda_sync(TrnCudaDev *g, char *err, size_t errn) {
     CU(CtxSetCurrent, (g->ctx), "", "");
-    CU(StreamSynchronize, (g->st), "compute stream", "a kernel failed; TRAINC_CUDA_SYNC=1 names it");
+    CUresult r = drv.StreamSynchronize(g->st);
+    if (r != 0) return cu_fail(r, "cuStreamSynchronize", "compute stream", device_fault(r) ? SYNC_FAULT : "", __LINE__, err, errn);
     return 0;
 }
 
@@ -1109,18 +1195,34 @@ static int capture(TrnCudaDev *g, int which, char *err, size_t errn) {
     return 0;
 }
 
+/* After a failed graph capture (err says how): the schedule ran eagerly
+ * once, so its kernels and products work, and it goes on without graphs
+ * (slower launches, the same results), said.  Unless the capture failed
+ * because a kernel or copy queued before it faulted: that error is sticky
+ * (every later call returns it), and the eager run would fail at an
+ * unrelated call.  So the compute stream is synchronised first, and its
+ * error, if any, is the one returned. */
+static int without_graphs(TrnCudaDev *g, char *err, size_t errn) {
+    char cap[2048], w[2200];
+    snprintf(cap, sizeof cap, "%s", err);
+    CUresult r = drv.StreamSynchronize(g->st);
+    if (r != 0) {
+        snprintf(w, sizeof w, "%s%sthe graph capture before it failed: %s", device_fault(r) ? SYNC_FAULT : "", device_fault(r) ? "; " : "", cap);
+        return cu_fail(r, "cuStreamSynchronize", "compute stream", w, __LINE__, err, errn);
+    }
+    fprintf(stderr, "trainc: warning: CUDA graph capture failed (%s); running without graphs\n", cap);
+    g->use_graphs = 0;
+    if (errn) err[0] = 0;
+    return 0;
+}
+
 int trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn) {
     if ((unsigned)which >= TRN_RUN__COUNT) return rt_fail(err, errn, "unknown schedule %d", which);
     int n = g->cm->nkern[which];
     if (!n) return 0;
     CU(CtxSetCurrent, (g->ctx), "", "");
-    if (g->use_graphs && g->runs[which] >= 1 && !g->graph[which] && capture(g, which, err, errn) != 0) {
-        /* the schedule ran eagerly once, so its kernels and products work:
-         * go on without graphs (slower launches, the same results), said */
-        fprintf(stderr, "trainc: warning: CUDA graph capture failed (%s); running without graphs\n", err);
-        g->use_graphs = 0;
-        if (errn) err[0] = 0;
-    }
+    if (g->use_graphs && g->runs[which] >= 1 && !g->graph[which] && capture(g, which, err, errn) != 0 && without_graphs(g, err, errn) != 0)
+        return -1;
     if (g->graph[which]) {
         CU(GraphLaunch, (g->graph[which], g->st), "", "schedule");
     } else if (g->prof_path) {
@@ -1132,10 +1234,11 @@ int trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn) {
             CU(EventRecord, (ev[i + 1], g->st), "", "profile");
         }
         CU(EventSynchronize, (ev[n]), "", "profile");
+        double *sum = g->runs[which] ? g->pms[which] : g->pms0[which]; /* the first run kept apart (write_profile) */
         for (int i = 0; i < n; i++) {
             float ms = 0;
             CU(EventElapsedTime, (&ms, ev[i], ev[i + 1]), g->cm->kern[which][i].name, "profile");
-            g->pms[which][i] += ms;
+            sum[i] += ms;
         }
     } else {
         for (int i = 0; i < n; i++)
@@ -1161,8 +1264,13 @@ void trn_cuda_kernel_work(const TrnCudaKernel *k, double *flops, double *bytes) 
 }
 
 /* TRAINC_CUDA_PROFILE: a JSON line per kernel that ran, the longest total
- * first: schedule, kernel, where, kind, calls (runs of its schedule), ms
- * (summed), flops and bytes (of one call: trn_cuda_kernel_work).  Written
+ * first: schedule, kernel, where, kind, cold, calls (the runs of its
+ * schedule counted), ms (summed over them), flops and bytes (of one call:
+ * trn_cuda_kernel_work).  The first run of each schedule is left out: in
+ * it each function's first launch loads it (lazy module loading) and
+ * cuBLASLt makes its first calls, which a step of training does not pay
+ * again.  A schedule that ran once only (the refresh, a one-step run) has
+ * that run counted, and says so: cold is true.  Written
  * after every profiled run of a schedule, so that a run stopped at any point
  * (a time limit's SIGTERM or SIGKILL) leaves the whole profile of the runs
  * before: a regular file (or none yet) into FILE.tmp, renamed over FILE; a
@@ -1192,15 +1300,16 @@ static void write_profile(TrnCudaDev *g, int closing) {
     if (f) {
         n = 0;
         for (int s = 0; s < TRN_RUN__COUNT; s++)
-            for (int i = 0; g->runs[s] && i < g->cm->nkern[s]; i++) row[n++] = (ProfRow){g->pms[s][i], s, i};
+            for (int i = 0; g->runs[s] && i < g->cm->nkern[s]; i++) row[n++] = (ProfRow){g->runs[s] > 1 ? g->pms[s][i] : g->pms0[s][i], s, i};
         qsort(row, (size_t)n, sizeof *row, prof_cmp);
         for (int r = 0; r < n; r++) {
             const TrnCudaKernel *k = &g->cm->kern[row[r].s][row[r].i];
+            int runs = g->runs[row[r].s];
             double fl, by;
             trn_cuda_kernel_work(k, &fl, &by);
-            fprintf(f, "{\"schedule\":\"%s\",\"kernel\":\"%s\",\"where\":\"%s\",\"kind\":\"%s\",\"calls\":%d,\"ms\":%.6f,\"flops\":%.0f,\"bytes\":%.0f}\n",
-                    sched[row[r].s], k->name, k->where ? k->where : "", (unsigned)k->kind < 4 ? kind[k->kind] : "?", g->runs[row[r].s], row[r].ms,
-                    fl, by);
+            fprintf(f, "{\"schedule\":\"%s\",\"kernel\":\"%s\",\"where\":\"%s\",\"kind\":\"%s\",\"cold\":%s,\"calls\":%d,\"ms\":%.6f,\"flops\":%.0f,\"bytes\":%.0f}\n",
+                    sched[row[r].s], k->name, k->where ? k->where : "", (unsigned)k->kind < 4 ? kind[k->kind] : "?", runs > 1 ? "false" : "true",
+                    runs > 1 ? runs - 1 : runs, row[r].ms, fl, by);
         }
         const char *wrote = g->prof_how == PROF_RENAME ? tmp : g->prof_path;
         if (rt_fclose(f, wrote, e, sizeof e) == 0 && g->prof_how == PROF_RENAME) rt_rename(tmp, g->prof_path, e, sizeof e);

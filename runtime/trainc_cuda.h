@@ -147,8 +147,12 @@ int         trn_cuda_download(TrnCudaDev *g, int64_t off, void *dst, size_t n, c
 int         trn_cuda_fill(TrnCudaDev *g, int64_t off, unsigned char byte, size_t n, char *err, size_t errn);
 /* Runs kernel i of schedule `which` and waits for it. */
 int         trn_cuda_run_kernel(TrnCudaDev *g, int which, int i, char *err, size_t errn);
-/* Runs a whole schedule (graph-captured after its first run unless TRAINC_CUDA_GRAPH=0). */
+/* Runs a whole schedule (graph-captured after its first run unless
+ * TRAINC_CUDA_GRAPH=0; run eagerly where the capture fails, unless the
+ * compute stream's synchronisation after it fails too: that error). */
 int         trn_cuda_run(TrnCudaDev *g, int which, char *err, size_t errn);
+/* Waits for the compute stream; a kernel's or copy's fault on the device
+ * is said to be one of the work queued before (docs/cuda.md). */
 int         trn_cuda_sync(TrnCudaDev *g, char *err, size_t errn);
 /* A call of kernel k: its FLOPs (its products' 2MNK and TrnCudaKernel.flops)
  * and the bytes of the buffers it reads and writes (TRAINC_CUDA_PROFILE,

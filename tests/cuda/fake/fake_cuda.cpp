@@ -38,6 +38,16 @@
  *     FAKE_CUBLASLT_BAD_FIRST, two unusable results before it (a state
  *     that is not success, a workspace larger than the preference's).
  *     FAKE_CUBLASLT_INF: D(0, 0) of every product is +inf.
+ * Modules: a cubin or PTX text (FAKE_CUDA_CUBIN_FAIL: every cubin refused;
+ * FAKE_CUDA_PTX_FAIL: PTX refused, CUDA_ERROR_INVALID_PTX, with ptxas's
+ * messages in the error log cuModuleLoadDataEx was given, if any).
+ * Timing (cuEventElapsedTime): a microsecond per operation between the
+ * events, and a millisecond more for a function's first launch (lazy
+ * module loading) and for a cuBLASLt handle's first product.
+ * FAKE_CUDA_FAULT_AT_CAPTURE: a kernel queued before the first graph
+ * capture faults (CUDA_ERROR_ILLEGAL_ADDRESS) while the host goes on, and
+ * cuStreamBeginCapture is the first call to see it; the error is sticky,
+ * as cuda.h says: every later call on the context returns it.
  * FAKE_CUDA_KILL_AT=N: the N-th cuLaunchKernel sends the process SIGTERM,
  * as a time limit's `timeout` would; when the process ends with fewer (0:
  * none is the N-th), it prints how many it made ("fake-cuda: N launches").
@@ -121,6 +131,7 @@ struct Op {
     CUstream_st          *on = NULL;    /* OP_WAIT: until that stream has done */
     uint64_t              seq = 0;      /*          this many operations */
     std::shared_ptr<Gemm> gemm;         /* shared by a graph's replays */
+    uint64_t              cost = 1;     /* microseconds, for cuEventElapsedTime */
 };
 
 struct Graph {
@@ -131,12 +142,14 @@ struct CUstream_st {
     bool            nonblocking = false;
     std::deque<Op>  q;
     uint64_t        queued = 0, done = 0;
+    uint64_t        cost = 0;           /* of the operations queued so far (Op.cost) */
     Graph          *capture = NULL;
 };
 
 struct CUevent_st {
     CUstream_st *s = NULL;
     uint64_t     seq = 0;
+    uint64_t     cost = 0;              /* the stream's when recorded */
     bool         timing = true;
 };
 struct CUgraph_st {
@@ -189,6 +202,7 @@ static CUresult enqueue(CUstream s, Op op) {
         w.kind = OP_WAIT, w.on = &legacy, w.seq = legacy.queued;
         st->q.push_back(w), st->queued++;
     }
+    st->cost += op.cost;
     st->q.push_back(op);
     st->queued++;
     return CUDA_SUCCESS;
@@ -197,7 +211,8 @@ static CUresult enqueue(CUstream s, Op op) {
 /* ---- modules and functions ---- */
 
 struct CUfunc_st {
-    int fn, nargs, max_threads, max_dyn_smem;
+    int  fn, nargs, max_threads, max_dyn_smem;
+    bool loaded;   /* launched before (its first launch loads it) */
 };
 struct CUmod_st {
     std::vector<unsigned char> image;
@@ -215,7 +230,8 @@ static int sm_version(void) {
 /* ---- cuBLASLt's objects ---- */
 
 struct cublasLtContext {
-    int live;
+    int  live;
+    bool warm;     /* a product made (the first costs more) */
 };
 struct Desc {
     cublasComputeType_t ct;
@@ -272,6 +288,7 @@ CUresult cuGetErrorName(CUresult r, const char **s) {
     case CUDA_ERROR_NOT_READY: *s = "CUDA_ERROR_NOT_READY"; break;
     case CUDA_ERROR_NO_BINARY_FOR_GPU: *s = "CUDA_ERROR_NO_BINARY_FOR_GPU"; break;
     case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: *s = "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"; break;
+    case CUDA_ERROR_INVALID_PTX: *s = "CUDA_ERROR_INVALID_PTX"; break;
     default: *s = "CUDA_ERROR_UNKNOWN"; return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
@@ -343,14 +360,16 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
 }
 
 static bool current;
+static CUresult sticky; /* a kernel's fault (FAKE_CUDA_FAULT_AT_CAPTURE): every call on the context returns it */
 CUresult cuCtxSetCurrent(CUcontext c) {
     if (c != NULL && c != &ctx0) return CUDA_ERROR_INVALID_HANDLE;
     if (c && ctx0.retained < 1) return REFUSE(CUDA_ERROR_INVALID_VALUE, "cuCtxSetCurrent: the primary context is not retained");
     current = c != NULL;
     return CUDA_SUCCESS;
 }
-#define NEED_CTX() \
-    if (!current) return REFUSE(CUDA_ERROR_INVALID_VALUE, "%s without a current context", __func__)
+#define NEED_CTX()                                                                                 \
+    if (!current) return REFUSE(CUDA_ERROR_INVALID_VALUE, "%s without a current context", __func__); \
+    if (sticky) return sticky
 
 CUresult cuCtxSynchronize(void) {
     NEED_CTX();
@@ -358,18 +377,55 @@ CUresult cuCtxSynchronize(void) {
     return CUDA_SUCCESS;
 }
 
+/* One of the JIT's logs (cuModuleLoadDataEx's options): its buffer, and
+ * the option value that holds its size (IN: bytes, the terminating zero
+ * included; OUT: bytes written). */
+struct JitLog {
+    char  *buf = NULL;
+    void **size = NULL;
+};
+
+static void jit_log(JitLog &l, const char *text) {
+    if (!l.buf || !l.size) return;
+    size_t cap = (size_t)(uintptr_t)*l.size, n = strlen(text);
+    if (!cap) return;
+    if (n > cap - 1) n = cap - 1;
+    memcpy(l.buf, text, n);
+    l.buf[n] = 0;
+    *l.size = (void *)(uintptr_t)n;
+}
+
+/* The options modelled: the error and info logs (a buffer with its size). */
+static CUresult jit_options(unsigned n, CUjit_option *opt, void **val, JitLog &elog, JitLog &ilog) {
+    if (n && (!opt || !val)) return REFUSE(CUDA_ERROR_INVALID_VALUE, "cuModuleLoadDataEx: %u options without their arrays", n);
+    for (unsigned i = 0; i < n; i++) {
+        switch (opt[i]) {
+        case CU_JIT_ERROR_LOG_BUFFER: elog.buf = (char *)val[i]; break;
+        case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES: elog.size = &val[i]; break;
+        case CU_JIT_INFO_LOG_BUFFER: ilog.buf = (char *)val[i]; break;
+        case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES: ilog.size = &val[i]; break;
+        default: return REFUSE(CUDA_ERROR_INVALID_VALUE, "cuModuleLoadDataEx: option %d not modelled", (int)opt[i]);
+        }
+    }
+    if (!elog.buf != !elog.size || !ilog.buf != !ilog.size)
+        return REFUSE(CUDA_ERROR_INVALID_VALUE, "cuModuleLoadDataEx: a log buffer without its size, or a size without its buffer");
+    return CUDA_SUCCESS;
+}
+
 /* A cubin (ELF for EM_CUDA) or PTX text. */
-CUresult cuModuleLoadData(CUmodule *m, const void *image) {
+CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned nopt, CUjit_option *opt, void **val) {
     NEED_CTX();
+    JitLog elog, ilog;
+    if (CUresult r = jit_options(nopt, opt, val, elog, ilog)) return r;
     const unsigned char *p = (const unsigned char *)image;
     size_t n;
     if (p && memcmp(p, "\177ELF", 4) == 0) {
-        if (getenv("FAKE_CUDA_CUBIN_FAIL")) return REFUSE(CUDA_ERROR_NO_BINARY_FOR_GPU, "cuModuleLoadData: no cubin taken (FAKE_CUDA_CUBIN_FAIL)");
-        if ((uintptr_t)p % 8) return REFUSE(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: the cubin at %p is not 8-byte aligned", image);
-        if (p[4] != 2) return REFUSE(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: not a 64-bit ELF");
+        if (getenv("FAKE_CUDA_CUBIN_FAIL")) return REFUSE(CUDA_ERROR_NO_BINARY_FOR_GPU, "cuModuleLoadDataEx: no cubin taken (FAKE_CUDA_CUBIN_FAIL)");
+        if ((uintptr_t)p % 8) return REFUSE(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadDataEx: the cubin at %p is not 8-byte aligned", image);
+        if (p[4] != 2) return REFUSE(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadDataEx: not a 64-bit ELF");
         uint16_t machine;
         memcpy(&machine, p + 18, 2);
-        if (machine != 190) return REFUSE(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: ELF for machine %d, not EM_CUDA", machine);
+        if (machine != 190) return REFUSE(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadDataEx: ELF for machine %d, not EM_CUDA", machine);
         uint64_t shoff;
         uint16_t shentsize, shnum;
         memcpy(&shoff, p + 0x28, 8);
@@ -378,14 +434,21 @@ CUresult cuModuleLoadData(CUmodule *m, const void *image) {
         n = (size_t)(shoff + (uint64_t)shentsize * shnum);
     } else if (p && (strstr((const char *)p, ".version") || strstr((const char *)p, ".target"))) {
         n = strlen((const char *)p) + 1;
+        if (getenv("FAKE_CUDA_PTX_FAIL")) { /* what ptxas says of a symbol it cannot resolve */
+            jit_log(elog, "ptxas application ptx input, line 7; error   : Unknown symbol 'trn_fake_missing' (FAKE_CUDA_PTX_FAIL)\n"
+                          "ptxas fatal   : Ptx assembly aborted due to errors\n");
+            return REFUSE(CUDA_ERROR_INVALID_PTX, "cuModuleLoadDataEx: the PTX refused (FAKE_CUDA_PTX_FAIL)");
+        }
     } else {
-        return REFUSE(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: neither a cubin nor PTX");
+        return REFUSE(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadDataEx: neither a cubin nor PTX");
     }
     CUmod_st *mod = new CUmod_st;
     mod->image.assign(p, p + n);
     *m = mod;
     return CUDA_SUCCESS;
 }
+
+CUresult cuModuleLoadData(CUmodule *m, const void *image) { return cuModuleLoadDataEx(m, image, 0, NULL, NULL); }
 
 CUresult cuModuleUnload(CUmodule m) {
     if (!m) return CUDA_ERROR_INVALID_HANDLE;
@@ -407,7 +470,7 @@ CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
     if (!found) return REFUSE(CUDA_ERROR_NOT_FOUND, "cuModuleGetFunction: %s is not in the module's image", name);
     int nargs, maxt, fn = fake_kernel_find(name, &nargs, &maxt);
     if (fn < 0) return REFUSE(CUDA_ERROR_NOT_FOUND, "cuModuleGetFunction: %s is not in the emulation's kernels", name);
-    CUfunc_st *F = new CUfunc_st{fn, nargs, maxt, 48 * 1024};
+    CUfunc_st *F = new CUfunc_st{fn, nargs, maxt, 48 * 1024, false};
     m->fns.push_back(F);
     *f = F;
     return CUDA_SUCCESS;
@@ -557,8 +620,8 @@ CUresult cuEventCreate(CUevent *e, unsigned flags) {
     return CUDA_SUCCESS;
 }
 
-/* Both recorded on one stream and completed; the "time" is a microsecond
- * per operation between them (deterministic). */
+/* Both recorded on one stream and completed; the "time" is the cost of the
+ * operations between them (Op.cost: deterministic). */
 CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) {
     NEED_CTX();
     if (!a || !b) return CUDA_ERROR_INVALID_HANDLE;
@@ -566,7 +629,7 @@ CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) {
     if (!a->s || !b->s) return REFUSE(CUDA_ERROR_INVALID_HANDLE, "cuEventElapsedTime: an event never recorded");
     if (a->s->done < a->seq || b->s->done < b->seq) return REFUSE(CUDA_ERROR_NOT_READY, "cuEventElapsedTime: an event not completed");
     if (a->s != b->s) return REFUSE(CUDA_ERROR_NOT_SUPPORTED, "cuEventElapsedTime: events of two streams (not modelled)");
-    *ms = (float)((double)b->seq - (double)a->seq) * 1e-3f;
+    *ms = (float)(((double)b->cost - (double)a->cost) * 1e-3);
     return CUDA_SUCCESS;
 }
 
@@ -584,6 +647,7 @@ CUresult cuEventRecord(CUevent e, CUstream s) {
     if (st->capture) return REFUSE(CUDA_ERROR_NOT_SUPPORTED, "cuEventRecord in a capture (not modelled)");
     e->s = st;
     e->seq = st->queued;
+    e->cost = st->cost;
     return CUDA_SUCCESS;
 }
 
@@ -627,6 +691,8 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     if (f->nargs > 0 && !params) return REFUSE(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel: no parameters");
     Op op;
     op.kind = OP_LAUNCH, op.fn = f->fn;
+    op.cost = f->loaded ? 1 : 1001; /* lazy loading: a function loads at its first launch */
+    f->loaded = true;
     op.grid[0] = gx, op.grid[1] = gy, op.grid[2] = gz, op.block[0] = bx, op.block[1] = by, op.block[2] = bz;
     for (int i = 0; i < f->nargs; i++) {
         void *p;
@@ -639,6 +705,8 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
 
 CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
     NEED_CTX();
+    if (getenv("FAKE_CUDA_FAULT_AT_CAPTURE"))
+        return sticky = REFUSE(CUDA_ERROR_ILLEGAL_ADDRESS, "cuStreamBeginCapture: a kernel queued before faulted (FAKE_CUDA_FAULT_AT_CAPTURE)");
     CUstream_st *st = stream_of(s);
     if (st == &legacy) return REFUSE(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuStreamBeginCapture of the legacy stream");
     if (st->capture) return REFUSE(CUDA_ERROR_ILLEGAL_STATE, "cuStreamBeginCapture: already capturing");
@@ -716,7 +784,7 @@ const char *cublasLtGetStatusName(cublasStatus_t s) {
 }
 
 cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
-    *h = new cublasLtContext{1};
+    *h = new cublasLtContext{1, false};
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -1010,6 +1078,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const
                               const void *B, cublasLtMatrixLayout_t Bd, const void *beta, const void *C, cublasLtMatrixLayout_t Cd, void *D,
                               cublasLtMatrixLayout_t Dd, const cublasLtMatmulAlgo_t *algo, void *ws, size_t wsn, cudaStream_t s) {
     if (!h || !h->live) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (sticky) return CUBLAS_STATUS_EXECUTION_FAILED;
     std::shared_ptr<Gemm> gp = std::make_shared<Gemm>();
     Gemm *g = gp.get();
     g->d = *(Desc *)(void *)dd;
@@ -1062,6 +1131,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const
     }
     Op op;
     op.kind = OP_GEMM, op.gemm = gp;
+    op.cost = h->warm ? 1 : 1001; /* the handle's first product: cuBLASLt's own start */
+    h->warm = true;
     return enqueue((CUstream)s, op) == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 

@@ -13,14 +13,19 @@
 #    (on the project's docs, evaluating every 2 steps): the losses on the
 #    fake GPU are within LIMIT (relative) of the CPU's, and the same with
 #    and without graphs, bit for bit, and so when the graph capture fails
-#    (FAKE_CUDA_CAPTURE_FAIL: the run warns and goes on without graphs);
-#    a cubin the driver refuses (FAKE_CUDA_CUBIN_FAIL): the PTX is loaded
-#    (and before that, the step-0
+#    (FAKE_CUDA_CAPTURE_FAIL: the run warns and goes on without graphs),
+#    but not when a kernel's fault made it fail (FAKE_CUDA_FAULT_AT_CAPTURE:
+#    the run stops with that error); a cubin the driver refuses
+#    (FAKE_CUDA_CUBIN_FAIL): the PTX is loaded, and PTX it refuses too
+#    (FAKE_CUDA_PTX_FAIL) is an error with the JIT's log (and before that, the step-0
 #    checkpoints of the CPU and of the fake GPU, which initialises the
 #    parameters itself, are the same bytes); a run on the fake GPU resumed from
 #    the step-2 checkpoint of the graph run continues it bit for bit; with
 #    TRAINC_CUDA_PROFILE, a 2-step run lists every kernel of the schedules
-#    that ran, and its losses are the same; so are those of a --poison run
+#    that ran, each schedule's first run left out where it ran again (the
+#    fake's first launch of a function costs a millisecond), and its losses
+#    are the same; a 1-step run's profile counts the runs it has, marked
+#    cold; the losses of a --poison run are the same
 #    (every temporary filled with NaN bytes after its last reader).
 set -u
 emit=$1 rtlib=$2 tokenize=$3 dir=$4 model=$5 name=$6 sym=$7 steps=$8 limit=$9
@@ -124,6 +129,11 @@ FAKE_CUDA_CUBIN_FAIL=1 ./train --steps 0 --seed 7 --device cuda --save init_ptx.
 grep -q "warning: the sm_90 cubin did not load (CUDA_ERROR_NO_BINARY_FOR_GPU); compiling the compute_[0-9]* PTX instead" init_ptx.log ||
     { cat init_ptx.log; echo "FAIL: no fallback to the PTX reported"; exit 1; }
 cmp init_cpu.safetensors init_ptx.safetensors || { echo "FAIL: the step-0 checkpoint from the PTX module differs"; exit 1; }
+# ... and PTX the driver's JIT refuses too: an error with the JIT's log on its line
+FAKE_CUDA_CUBIN_FAIL=1 FAKE_CUDA_PTX_FAIL=1 ./train --steps 0 --seed 7 --device cuda > ptx_fail.log 2>&1 &&
+    { cat ptx_fail.log; echo "FAIL: --device cuda ran with the cubin and the PTX refused"; exit 1; }
+grep -q "cuModuleLoadDataEx(compute_[0-9]*) failed at runtime/cuda.c:[0-9]*: CUDA_ERROR_INVALID_PTX: .*\[the driver's log: ptxas application ptx input, line 7; error : Unknown symbol 'trn_fake_missing' (FAKE_CUDA_PTX_FAIL); ptxas fatal : Ptx assembly aborted due to errors\]" ptx_fail.log ||
+    { cat ptx_fail.log; echo "FAIL: the PTX refused without the JIT's log in the error"; exit 1; }
 echo "initialisation: the step-0 checkpoints of the CPU and the fake GPU are the same $(wc -c < init_cpu.safetensors) bytes"
 ./train $args --device cpu --metrics cpu.jsonl > cpu.log 2>&1 || { cat cpu.log; echo "FAIL: --device cpu"; exit 1; }
 ./train $args --device cuda --metrics fake.jsonl --save 'ck_{step}.safetensors' --save-every 2 > fake.log 2>&1 ||
@@ -146,13 +156,21 @@ FAKE_CUDA_CAPTURE_FAIL=1 ./train $args --device cuda --metrics capfail.jsonl > c
     { cat capfail.log; echo "FAIL: --device cuda, the graph capture failing"; exit 1; }
 grep -q "warning: CUDA graph capture failed (.*CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.*); running without graphs" capfail.log ||
     { cat capfail.log; echo "FAIL: a failed graph capture not reported"; exit 1; }
+# ... unless a kernel queued before it faulted (FAKE_CUDA_FAULT_AT_CAPTURE:
+# the capture is the first call to see the sticky error): the run stops with
+# the synchronisation's error, not the eager run's next, unrelated call
+FAKE_CUDA_FAULT_AT_CAPTURE=1 ./train $args --device cuda > fault.log 2>&1 &&
+    { cat fault.log; echo "FAIL: --device cuda went on after a kernel's fault"; exit 1; }
+if grep -q "cuStreamSynchronize(compute stream) failed at runtime/cuda.c:[0-9]*: CUDA_ERROR_ILLEGAL_ADDRESS: .*\[a kernel or copy queued before this point faulted on the device; TRAINC_CUDA_SYNC=1 names the kernel; the graph capture before it failed: cuStreamBeginCapture() failed at runtime/cuda.c:[0-9]*: CUDA_ERROR_ILLEGAL_ADDRESS" fault.log &&
+    ! grep -q "running without graphs" fault.log; then echo "fault before a capture: $(grep -o 'cuStreamSynchronize(compute stream) failed at [^:]*:[0-9]*: [A-Z_]*' fault.log)"
+else cat fault.log; echo "FAIL: a kernel's fault that failed the graph capture not reported as such"; rc=1; fi
 ./train $args --device cuda --metrics resumed.jsonl --resume ck_2.safetensors > resumed.log 2>&1 ||
     { cat resumed.log; echo "FAIL: --device cuda --resume"; exit 1; }
 # --poison: the arena starts as NaN bytes and every temporary is filled with
 # them after its last reader (captured into the graph too): the same losses
 ./train $args --device cuda --poison --metrics poison.jsonl > poison.log 2>&1 || { cat poison.log; echo "FAIL: --device cuda --poison"; exit 1; }
 # TRAINC_CUDA_PROFILE: a line per kernel of the schedules that ran (micro, eval), each called
-# as often as its schedule ran; the losses unchanged
+# as often as its schedule ran after its first run; the losses unchanged
 FAKE_CUDA_KILL_AT=0 TRAINC_CUDA_PROFILE=profile.jsonl ./train $args --steps 2 --device cuda --metrics prof.jsonl > prof.log 2>&1 ||
     { cat prof.log; echo "FAIL: --device cuda, TRAINC_CUDA_PROFILE"; exit 1; }
 # the same run sent SIGTERM at its last launch (the fake counted them), as a
@@ -168,15 +186,31 @@ echo "profile of the run stopped at launch $nl of $nl (status $k): $(cat killed.
 TRAINC_CUDA_PROFILE=/dev/stdout ./train $args --steps 2 --device cuda 2> piped.log | cat > piped.jsonl
 [ "$(wc -l < piped.jsonl)" -eq "$(wc -l < profile.jsonl)" ] && [ "$(grep -c '^{"schedule":' piped.jsonl)" -eq "$(wc -l < profile.jsonl)" ] ||
     { cat piped.log; echo "FAIL: the profile into a pipe: $(wc -l < piped.jsonl) lines, not $(wc -l < profile.jsonl)"; rc=1; }
-# grad_accum micro-batches a step, then (grad_accum > 1) the update schedule once
+# grad_accum micro-batches a step, then (grad_accum > 1) the update schedule
+# once; each schedule's first run not counted (two steps: the micro-batch's
+# 2 grad_accum - 1 runs, one of the update and of evaluation), but for one
+# that ran once only, whose line says it is of that cold run
 accum=$(echo " $* " | sed -n 's/.*grad_accum=\([0-9][0-9]*\).*/\1/p'); accum=${accum:-1}
-np=$(grep -c "\"schedule\":\"micro\".*\"calls\":$((2 * accum))," profile.jsonl) ne=$(grep -c '"schedule":"eval".*"calls":2,' profile.jsonl)
-nu=$(grep -c '"schedule":"update".*"calls":2,' profile.jsonl || true)
-nr=$(grep -c '"schedule":"refresh".*"calls":1,' profile.jsonl || true) # the half copies, once at the start
+np=$(grep -c "\"schedule\":\"micro\".*\"cold\":false,\"calls\":$((2 * accum - 1))," profile.jsonl) ne=$(grep -c '"schedule":"eval".*"cold":false,"calls":1,' profile.jsonl)
+nu=$(grep -c '"schedule":"update".*"cold":false,"calls":1,' profile.jsonl || true)
+nr=$(grep -c '"schedule":"refresh".*"cold":true,"calls":1,' profile.jsonl || true) # the half copies, once at the start
 echo "profile: $(wc -l < profile.jsonl) kernels ($np of the micro-batch, $nu of the update, $ne of evaluation, $nr of the copies' refresh); the longest: $(head -1 profile.jsonl)"
 [ "$np" -gt 0 ] && [ "$ne" -gt 0 ] && { [ "$accum" -eq 1 ] || [ "$nu" -gt 0 ]; } && [ "$(wc -l < profile.jsonl)" -eq $((np + nu + ne + nr)) ] ||
     { echo "FAIL: the profile"; rc=1; }
 case " $* " in *precision=bf16*|*precision=fp16*) [ "$nr" -gt 0 ] || { echo "FAIL: no refresh of the half copies on the GPU"; rc=1; } ;; esac
+# the first runs left out: the fake's first launch of a function costs 1
+# ms (lazy loading), a warm call microseconds, so no line of warm runs
+# reaches 1 ms
+ms_at_least_1() { grep "$1" "$2" | sed 's/.*"ms":\([0-9.]*\),.*/\1/' | awk '$1 >= 1 { n++ } END { print n + 0 }'; }
+[ "$(ms_at_least_1 '"cold":false' profile.jsonl)" -eq 0 ] ||
+    { grep '"cold":false' profile.jsonl | head -3; echo "FAIL: a schedule's first run (the fake's loading) counted in the profile"; rc=1; }
+# one step: something to show all the same, the runs there were, cold ones
+# said (and their loading in them)
+TRAINC_CUDA_PROFILE=one.jsonl ./train $args --steps 1 --device cuda > one.log 2>&1 || { cat one.log; echo "FAIL: --device cuda, TRAINC_CUDA_PROFILE, 1 step"; exit 1; }
+echo "profile of 1 step: $(wc -l < one.jsonl) kernels, $(grep -c '"cold":true,"calls":1,' one.jsonl) of them of a cold run only, $(ms_at_least_1 '"cold":true' one.jsonl) with 1 ms or more"
+[ "$(grep -c '"schedule":"micro"' one.jsonl)" -eq "$(grep -c '"schedule":"micro"' profile.jsonl)" ] &&
+    [ "$(grep -c '"cold":true,"calls":1,' one.jsonl)" -eq "$(grep -c '"cold":true' one.jsonl)" ] && [ "$(ms_at_least_1 '"cold":true' one.jsonl)" -gt 0 ] ||
+    { cat one.log one.jsonl; echo "FAIL: the profile of a 1-step run"; rc=1; }
 # every line with the bytes its kernel reads and writes; attention (forward
 # and backward) with its FLOP count, the products with theirs
 [ "$(grep -c '"bytes":[1-9]' profile.jsonl)" -eq "$(wc -l < profile.jsonl)" ] || { echo "FAIL: a profile line without its bytes"; rc=1; }
