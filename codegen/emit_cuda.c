@@ -165,7 +165,9 @@ static void ind(StrBuf *b, int n) {
     for (int i = 0; i < n; i++) sb_puts(b, "    ");
 }
 
-static unsigned cdiv(int64_t a, int64_t b) { return (unsigned)((a + b - 1) / b); }
+/* (64-bit: a grid dimension past 2^32 blocks reaches launch()'s limit check
+ * whole, not wrapped) */
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 static int vbuf(Emit *e, Value *v) { return cg_value_buf(e->s, v); }
 
@@ -316,7 +318,7 @@ static char *arena_form(Emit *e, Params *P, char *text) {
     return sb_take(&out);
 }
 
-static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char *text, bool tmpl, unsigned gx, unsigned gy,
+static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char *text, bool tmpl, int64_t gx, int64_t gy,
                    unsigned bx, unsigned by) {
     bool packed = P->n > TRN_CUDA_MAXARGS;
     if (packed) text = arena_form(e, (Params *)P, text);
@@ -327,9 +329,15 @@ static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char
     if (r->kind == TRN_CK_STEPS) add_step(r, 0, r->nl);
     CuLaunch *l = &r->l[r->nl++];
     memset(l, 0, sizeof *l);
-    /* the launch limits of every GPU since sm_30: a grid past them is refused at run time */
-    if (gx > 0x7fffffffu || gy > 65535u)
-        die("cuda: kernel %s: a grid of %u x %u blocks is past the GPU's limits (2^31-1 x 65535)", r->k->name, gx, gy);
+    /* the launch limits of every GPU since sm_30: a grid past them would be
+     * refused at run time, so it is an error here, at the kernel's line
+     * (the module is not made: cg_cuda_emit) */
+    if (gx < 0 || gx > 0x7fffffff || gy < 0 || gy > 65535) {
+        error_at(e->d, r->k->loc, "the CUDA backend's kernel %s needs a grid of %lld x %lld blocks, past the GPU's limits (2^31-1 x 65535)",
+                 r->k->name, (long long)gx, (long long)gy);
+        e->ok = false;
+        gx = gy = 1;
+    }
     /* a block of more threads than the function's __launch_bounds__ (or
      * 1024) is refused at launch, after NVRTC fitted its registers to the
      * bound: said here, at compile time */
@@ -338,8 +346,8 @@ static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char
     if (nt < 1 || nt > 1024 || (lb && nt > (unsigned)atoi(lb + strlen("__launch_bounds__("))))
         die("cuda: kernel %s%s: a block of %u threads, past its function's __launch_bounds__ or 1024", r->k->name, suffix, nt);
     l->fn = add_fn(e, r->k, suffix, text, tmpl);
-    l->grid[0] = gx ? gx : 1;
-    l->grid[1] = gy ? gy : 1;
+    l->grid[0] = gx ? (unsigned)gx : 1;
+    l->grid[1] = gy ? (unsigned)gy : 1;
     l->grid[2] = 1;
     l->block[0] = bx;
     l->block[1] = by ? by : 1;
@@ -632,7 +640,7 @@ static int64_t row_groups(Emit *e, int64_t gx, int64_t R, int64_t min_rows, int6
  * W times fewer), and the row groups G returned (row_groups; group_bytes
  * of partials a group).  Loop kernels' column sums, the norms' dw and the
  * products' bias gradients where cuBLASLt has none. */
-static int64_t col_split(Emit *e, int64_t cols, int64_t R, int64_t group_bytes, int *w, unsigned *gx) {
+static int64_t col_split(Emit *e, int64_t cols, int64_t R, int64_t group_bytes, int *w, int64_t *gx) {
     if (*w && row_groups(e, cdiv(cols / *w, 32), R, 256, group_bytes) < 2) *w = 0;
     *gx = cdiv(cols / (*w ? *w : 1), 32);
     return row_groups(e, *gx, R, *w ? 256 : 1024, group_bytes);
@@ -720,7 +728,8 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
     StrBuf body = {0};
     L->b = &body;
     int depth = 1;
-    unsigned gx, bx = NT, by = 1;
+    int64_t gx;
+    unsigned bx = NT, by = 1;
     bool rows = false;
     int tpr = 32, rpb = 1, ny = 16;
     int64_t G = 1, RC = 0; /* columns: row groups (a second kernel adds their partials), rows per group */
@@ -765,11 +774,16 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
              * into G groups, about 256 blocks in all, at least 1024 rows a
              * group, partials in the workspace.  Split kernels of sums read
              * W columns a thread with vector loads when they can (then at
-             * least 256 rows a group, as the blocks are W times fewer). */
+             * least 256 rows a group, as the blocks are W times fewer).
+             * A kernel with dropout inlines a Philox-4x32-10 a column: at
+             * 8 columns a thread its 512 threads spill (GPT-2 small in
+             * bf16: 8 to 12 bytes), at 4 they do not. */
             int lk = -1, w = 0;
             for (int i = 0; i < L->N->nl; i++)
                 if (!L->N->lred[i]) lk = i;
             if (fl && ro != OP_max && lk >= 0 && R >= 4096) w = vec_width(L->N, lk, true);
+            for (int i = 0; i < k->nnodes && w > 4; i++)
+                if (op_has(k->nodes[i]->op, OPF_RANDOM)) w = 4;
             G = col_split(e, K, R, K * 8, &w, &gx);
             set_vec(L, lk, true, w);
             RC = cdiv(R, G);
@@ -842,7 +856,7 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
                 fn_head(e, &pb, &L->P, (int)(bx * by));
                 sb_puts(&pb, body.s);
                 sb_free(&body);
-                launch(e, r, "_part", &L->P, sb_take(&pb), false, gx, (unsigned)G, bx, by);
+                launch(e, r, "_part", &L->P, sb_take(&pb), false, gx, G, bx, by);
                 memset(&L->P, 0, sizeof L->P);
                 pw = param_ws(e, &L->P);
                 sb_printf(&body, "    const long long kk = (long long)blockIdx.x * %d + threadIdx.x;\n    if (kk >= %lldll) return;\n", NT, (long long)K);
@@ -986,6 +1000,9 @@ static void gemm_desc(Emit *e, Kernel *k, TrnCudaGemm *g) {
     g->ldb = ldb;
     g->ldc = gi->N;
     g->bias = gi->bias.buf >= 0 ? p->bufs[gi->bias.buf].offset + gi->bias.off * es : -1;
+    /* (lower.c leaves an f64 product's bias to a loop kernel on this target:
+     * cuBLASLt documents no bias epilogue for CUBLAS_COMPUTE_64F) */
+    if (g->bias >= 0 && g->dtype == DT_f64) die("cuda: kernel %s: a bias epilogue on an f64 product", k->name);
     g->accumulate = gi->accumulate;
     g->epi = gi->epi == GEPI_GELU ? TRN_GEMM_GELU : gi->epi == GEPI_DGELU ? TRN_GEMM_DGELU : TRN_GEMM_PLAIN;
     g->aux = gi->epi && gi->aux.buf >= 0 ? p->bufs[gi->aux.buf].offset + gi->aux.off * cs : -1;
@@ -1013,7 +1030,8 @@ static void emit_gemm_epilogue(Emit *e, Kernel *k, CuKern *r) {
     int pc = param_at(&P, gi->c.buf, p->bufs[gi->c.buf].offset + gi->c.off * es, true);
     int px = gi->aux.buf >= 0 ? param_at(&P, gi->aux.buf, p->bufs[gi->aux.buf].offset + gi->aux.off * es, false) : pc;
     int64_t n = gi->M * gi->N;
-    unsigned threads = 256, blocks = cdiv(n, threads);
+    unsigned threads = 256;
+    int64_t blocks = cdiv(n, threads);
     if (blocks > 4096) blocks = 4096;
     StrBuf b = {0};
     sb_printf(&b, "extern \"C\" __global__ void __launch_bounds__(%u) @FN@", threads);
@@ -1082,7 +1100,7 @@ static int64_t rvp(Emit *e, Params *P, Value *v, bool write, bool view, char out
 }
 
 /* One template launch: text = head + "    CALL;\n}\n". */
-static void tmpl_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, unsigned gx, unsigned gy,
+static void tmpl_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, int64_t gx, int64_t gy,
                         unsigned bx, unsigned by) {
     StrBuf b = {0};
     fn_head(e, &b, P, threads);
@@ -1094,8 +1112,8 @@ static void tmpl_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const
  * (__launch_bounds__'s second number): without it, ptxas's own occupancy
  * target made the bf16 attention forward at D = 16 spill (64 registers, 8
  * to 24 bytes of spills). */
-static void tmpl_launch_minb(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, int minb, unsigned gx,
-                             unsigned gy, unsigned bx, unsigned by) {
+static void tmpl_launch_minb(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, int minb, int64_t gx,
+                             int64_t gy, unsigned bx, unsigned by) {
     StrBuf b = {0};
     sb_printf(&b, "extern \"C\" __global__ void __launch_bounds__(%d, %d) @FN@", threads, minb);
     signature(e, P, &b, true);
@@ -1127,14 +1145,14 @@ static void emit_gemm_bgrad(Emit *e, Kernel *k, CuKern *r) {
     int px = param_at(&P, xv->buf, p->bufs[xv->buf].offset + xv->off * dtype_size[xt], false);
     int w = xt == DT_f32 ? 4 : 8;
     if (L % w || ld % w || xv->off % w) w = 0;
-    unsigned gx;
+    int64_t gx;
     int64_t G = col_split(e, L, K, L * 8, &w, &gx);
     char pw[24] = "(double *)0", call[512];
     if (G > 1) snprintf(pw, sizeof pw, "(double *)p%d", param_ws(e, &P));
     snprintf(call, sizeof call, "tk_colsum<16, %d, %s>(p%d, p%d, %lldll, %lldll, %lldll, %lldll, %s) /* bias gradient [%lld]%s */", w ? w : 1,
              st_type(xt), po, px, (long long)K, (long long)L, (long long)ld, (long long)(G > 1 ? (K + G - 1) / G : K), pw, (long long)L,
              G > 1 ? ": row groups" : "");
-    tmpl_launch(e, r, "_bgrad", &P, call, 512, gx, (unsigned)G, 32, 16);
+    tmpl_launch(e, r, "_bgrad", &P, call, 512, gx, G, 32, 16);
     if (G > 1) {
         Params F = {0};
         int fo = param_at(&F, gi->dbias.buf, p->bufs[gi->dbias.buf].offset + gi->dbias.off * 4, true);
@@ -1157,7 +1175,7 @@ static int att_tc_rows(const Program *p, int64_t D) {
 
 /* An attention launch: with launch bounds' blocks per multiprocessor when
  * minb > 0, else plain (blockDim threads x 1). */
-static void att_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, int minb, unsigned gx, unsigned gy) {
+static void att_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, int minb, int64_t gx, int64_t gy) {
     if (minb > 0) tmpl_launch_minb(e, r, suffix, P, call, threads, minb, gx, gy, (unsigned)threads, 1);
     else tmpl_launch(e, r, suffix, P, call, threads, gx, gy, (unsigned)threads, 1);
 }
@@ -1284,7 +1302,7 @@ static void emit_linear_ce(Emit *e, Kernel *k, CuKern *r) {
                  "cuBLASLt%s; then dx = g w, dw += g^T x */",
                  lt, t, nv, gp, pr, lt, pl, pq, (long long)V, (long long)nc, (long long)ig, (long long)chunk, (long long)V,
                  nv ? ", the row in registers" : "");
-        tmpl_launch_minb(e, r, "_rows", &Q, call, t, 1024 / t, (unsigned)rows, 1, (unsigned)t, 1);
+        tmpl_launch_minb(e, r, "_rows", &Q, call, t, 1024 / t, rows, 1, (unsigned)t, 1);
         /* dx_c [rows, C] = alpha g [rows, V] . w [V, C] (f32 accumulation, stored in dx's dtype) */
         if (dxb >= 0) {
             TrnCudaGemm d = {0};
@@ -1415,7 +1433,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
                  "%lldll) /* dtable [%lld,%lld]%s */",
                  k->acc_grads ? "true" : "false", a[0], a[1], pr, (long long)(2 * V4), pr, pr, (long long)V4, (long long)V, (long long)C, (long long)V,
                  (long long)C, k->acc_grads ? " += (in place)" : "");
-        tmpl_launch(e, r, "_rows", &P, call, (int)T, (unsigned)cdiv(V, 8), (unsigned)cdiv(C, T), (unsigned)T, 1);
+        tmpl_launch(e, r, "_rows", &P, call, (int)T, cdiv(V, 8), cdiv(C, T), (unsigned)T, 1);
         break;
     }
     case OP_softmax:
@@ -1433,7 +1451,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
             int t = len >= 2048 ? 256 : len >= 256 ? 128 : 32;
             if (fwd) snprintf(call, sizeof call, "%s_rows(%s, %s, %lldll, %lldll)", fn, a[0], a[1], (long long)outer, (long long)len);
             else snprintf(call, sizeof call, "%s_rows(%s, %s, %s, %lldll, %lldll)", fn, a[0], a[1], a[2], (long long)outer, (long long)len);
-            tmpl_launch(e, r, "", &P, call, t, (unsigned)outer, 1, (unsigned)t, 1);
+            tmpl_launch(e, r, "", &P, call, t, outer, 1, (unsigned)t, 1);
         } else {
             if (fwd) snprintf(call, sizeof call, "%s_cols(%s, %s, %lldll, %lldll, %lldll)", fn, a[0], a[1], (long long)outer, (long long)len, (long long)inner);
             else snprintf(call, sizeof call, "%s_cols(%s, %s, %s, %lldll, %lldll, %lldll)", fn, a[0], a[1], a[2], (long long)outer, (long long)len, (long long)inner);
@@ -1522,7 +1540,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
          * asked for two blocks of 512, ptxas spilled 28 bytes) */
         int vw = dtype_is_half(dy->ty.dt) ? 8 : 4;
         if (C % vw) vw = 0;
-        unsigned gx;
+        int64_t gx;
         int64_t G = col_split(e, C, N, C * 16, &vw, &gx);
         int ny = vw ? 8 : 16;
         char pw[24] = "(double *)0";
@@ -1533,7 +1551,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
         /* one block per multiprocessor asked for: with __launch_bounds__(512)
          * alone, ptxas gave the bf16-dy form 32 registers and a 4-byte spill
          * on sm_90 */
-        tmpl_launch_minb(e, r, "_dw", &Q, call, 32 * ny, vw ? 2 : 1, gx, (unsigned)G, 32, (unsigned)ny);
+        tmpl_launch_minb(e, r, "_dw", &Q, call, 32 * ny, vw ? 2 : 1, gx, G, 32, (unsigned)ny);
         if (G > 1) {
             Params F = {0};
             char f[2][16];
@@ -1580,7 +1598,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
                  a[0], lay[0], a[1], lay[1], (long long)hq, (long long)oq, yk, lay[2], xk, lay[3], (long long)hk, (long long)ok, (long long)T,
                  (long long)D, tab ? c[0] : "(const float *)0", tab ? c[1] : "(const float *)0", th, (int)ir_int(n, "inverse", 0), (long long)rpb,
                  (long long)oq, (long long)T, (long long)D, qk ? ", k" : "");
-        tmpl_launch(e, r, "", &P, call, NT, (unsigned)T, cdiv(oq + ok, rpb), NT, 1);
+        tmpl_launch(e, r, "", &P, call, NT, T, cdiv(oq + ok, rpb), NT, 1);
         break;
     }
     case OP_attention:
@@ -1620,7 +1638,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
                      "%s%s(%s, %s, %s, %s, %s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll, (float)(%s), %d) /* o [%lld,%lld,%lld,%lld] */", fn,
                      tq, a[0], lay[0], a[1], a[2], lay[1], a[3], lay[2], a[4], lay[3], (long long)H, (long long)Hkv, (long long)T,
                      (long long)S, sc, causal, (long long)B, (long long)H, (long long)T, (long long)D);
-            att_launch(e, r, "", &P, call, threads, minb, cdiv(T, bq * rw), (unsigned)(B * H));
+            att_launch(e, r, "", &P, call, threads, minb, cdiv(T, bq * rw), B * H);
         } else {
             /* dq first: it leaves Di = do . o per query row in the
              * workspace (B H T floats) for dkv, which would otherwise
@@ -1635,7 +1653,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
                      "/* dq [%lld,%lld,%lld,%lld] */",
                      fn, tq, a[0], lay[0], a[1], lay[1], a[2], lay[2], a[3], lay[3], a[4], lay[4], a[5], lay[5], a[6], ws, (long long)H,
                      (long long)Hkv, (long long)T, (long long)S, sc, causal, (long long)B, (long long)H, (long long)T, (long long)D);
-            att_launch(e, r, "_dq", &P, call, threads, minb, cdiv(T, bq * rw), (unsigned)(B * H));
+            att_launch(e, r, "_dq", &P, call, threads, minb, cdiv(T, bq * rw), B * H);
             Params Q = {0};
             char b[8][32], lb[6][64];
             avp(e, &Q, n->out[1], true, b[0], lb[0]);
@@ -1648,7 +1666,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
                      "/* dk, dv [%lld,%lld,%lld,%lld] */",
                      fn, ta, b[0], lb[0], b[1], lb[1], b[2], lb[2], b[3], lb[3], b[4], lb[4], b[5], lb[5], b[6], b[7], (long long)H,
                      (long long)Hkv, (long long)T, (long long)S, sc, causal, (long long)B, (long long)Hkv, (long long)S, (long long)D);
-            att_launch(e, r, "_dkv", &Q, call, threads, minb, cdiv(S, bq), (unsigned)(B * Hkv));
+            att_launch(e, r, "_dkv", &Q, call, threads, minb, cdiv(S, bq), B * Hkv);
         }
         break;
     }
@@ -1677,7 +1695,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
                      "tk_ce_rows<%d>(%s, (float *)%s, (float *)0, %s, %s, %s, %lldll, %lldll, %lldll, %lldll) /* logits [%lld,%lld] */",
                      k->ce_fused ? 1 : 0, b[0], b[1], b[2], k->ce_fused ? b[3] : "(const float *)0", w, (long long)N, (long long)V, (long long)nc,
                      (long long)ig, (long long)N, (long long)V);
-            tmpl_launch(e, r, "_rows", &Q, call, t, (unsigned)N, 1, (unsigned)t, 1);
+            tmpl_launch(e, r, "_rows", &Q, call, t, N, 1, (unsigned)t, 1);
             Params M = {0};
             vp(e, &M, n->out[0], true, b[4]);
             snprintf(w, sizeof w, "p%d", param_ws(e, &M));
@@ -1693,7 +1711,7 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
             snprintf(call, sizeof call,
                      "tk_ce_rows<2>((float *)%s, (float *)%s, %s, %s, %s, %s, %lldll, %lldll, %lldll, %lldll) /* dlogits [%lld,%lld] */", b[1],
                      b[2], b[0], b[3], b[4], w, (long long)N, (long long)V, (long long)nc, (long long)ig, (long long)N, (long long)V);
-            tmpl_launch(e, r, "_rows", &Q, call, t, (unsigned)N, 1, (unsigned)t, 1);
+            tmpl_launch(e, r, "_rows", &Q, call, t, N, 1, (unsigned)t, 1);
         }
         break;
     }
@@ -1857,7 +1875,7 @@ static void emit_multi(Emit *e, Kernel *k, CuKern *r) {
         }
     }
     sb_puts(&b, "}\n");
-    launch(e, r, "", &P, sb_take(&b), true, (unsigned)blk, 1, NT, 1);
+    launch(e, r, "", &P, sb_take(&b), true, blk, 1, NT, 1);
 }
 
 /* ===================================================================== */

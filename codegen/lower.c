@@ -885,10 +885,14 @@ static void lower_matmul(Lower *L, Node *n) {
         gi->nbatch = 0;
     }
 
-    /* bias epilogue: y used once, by `add(y, bias)` with bias a row vector */
+    /* bias epilogue: y used once, by `add(y, bias)` with bias a row vector.
+     * Not f64 on the cuda target: cublasLt.h documents no bias epilogue for
+     * CUBLAS_COMPUTE_64F, and the runtime has no plain fallback for a bias
+     * product cuBLASLt refuses; the add stays a loop kernel there. */
     UseList *ul = &L->uses->of[y->id];
     Value *res = y;
-    if (ul->n == 1 && L->uses->nout_refs[y->id] == 0 && L->fuse) {
+    bool bias_epi = L->fuse && !(y->ty.dt == DT_f64 && strcmp(L->p->target, "cuda") == 0);
+    if (ul->n == 1 && L->uses->nout_refs[y->id] == 0 && bias_epi) {
         Node *add = ul->u[0].node;
         Value *bias = add->op == OP_add ? add->in[1 - ul->u[0].idx] : NULL;
         bool ready = bias && (VI(L, bias)->st != VS_NONE || op_has(bias->def->op, OPF_SOURCE));

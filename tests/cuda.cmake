@@ -7,6 +7,12 @@
 # NVRTC output is cached under the build folder, so a rerun takes seconds.
 # The full-size models carry the label cuda-full (docs/cuda.md has the
 # times, cold and cached).
+# (without the toolkit too: the cuda target's lowering) an f64 product's
+# bias stays a loop kernel on the cuda target, absorbed on the C target
+if(TARGET trainc)
+  trainc_filecheck_test(${CMAKE_SOURCE_DIR}/tests/cuda/f64_bias.model)
+  set_property(TEST tests_cuda_f64_bias_model APPEND PROPERTY LABELS cuda)
+endif()
 if(NOT CUDAToolkit_FOUND)
   message(STATUS "trainc: no CUDA toolkit: the CUDA tests are not built")
   return()
@@ -100,6 +106,16 @@ foreach(model gpt2 llama)
 endforeach()
 set_tests_properties(cuda_nvrtc_gpt2_full_tf32 PROPERTIES DEPENDS cuda_nvrtc_gpt2_full_fp32)
 set_tests_properties(cuda_nvrtc_llama_full_tf32 PROPERTIES DEPENDS cuda_nvrtc_llama_full_fp32)
+# Dropout at GPT-2 small's width, vocabulary, sequence and batch, one layer
+# (about 15 s cold): the split column sums of the dropped-out gradients
+# (bias gradients: 4096 rows of 768 columns, a Philox a column) spill no
+# register, generated kernels included (at 8 columns a thread they spilled
+# 8 to 12 bytes: emit_cuda.c emit_loop takes 4 where a kernel draws random
+# numbers); with the fusions on and off (add_cast_dropout_sum)
+trainc_nvrtc_test(gpt2_l1_dropout_bf16 cuda 300 gpt2 bf16 -D layers=1 -D dropout=0.1 --no-generated-spills
+                  --expect dropout --expect-src "_dropout_cast_sum_gpt2_model_L59_part(")
+trainc_nvrtc_test(gpt2_l1_dropout_nofusion_bf16 cuda 300 gpt2 bf16 -D layers=1 -D dropout=0.1 --set fusion=0 --no-generated-spills
+                  --expect dropout --expect-src "_add_cast_dropout_sum_gpt2_model_L70_part(")
 
 # The generated CUDA C run on the CPU (tests/cuda/emu: g++, a block's
 # threads as fibers, cuBLASLt's products as their descriptors say), every
@@ -131,8 +147,16 @@ if(TRAINC_CXX)
                    -D batch=80 --set precision=bf16)
   set_tests_properties(cuda_emu_prim_rope_rows_bf16 PROPERTIES LABELS cuda TIMEOUT 600
                        ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
-  # 4096 rows of GPT-2 in bf16: split column reductions (8 columns a
-  # thread, dropout's mask recomputed in their prologue), the embedding
+  # an f64 product (f32 parameters cast) whose bias the cuda target leaves
+  # to the loop kernel after it (tests/cuda/f64_bias.model)
+  add_test(NAME cuda_emu_f64_bias
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
+                   ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/f64_bias ${CMAKE_SOURCE_DIR}/tests/cuda/f64_bias.model f64_bias trn_model_f64_bias)
+  set_tests_properties(cuda_emu_f64_bias PROPERTIES LABELS cuda TIMEOUT 300
+                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
+  # 4096 rows of GPT-2 in bf16: split column reductions (4 columns a
+  # thread, as they draw dropout's mask again in their prologue; 8 without
+  # random numbers: cuda_emu_mlp_rows_bf16), the embedding
   # backward over 4 chunks of indices and 2 table rows a block, attention
   # over several key tiles (about 80 s: not in the sanitizer run)
   trainc_emu_test(gpt2_rows_bf16 gpt2 -D vocab=500 -D layers=1 -D heads=2 -D dim=32 -D seq=128 -D batch=32 -D dropout=0.1 --set precision=bf16)
@@ -310,6 +334,16 @@ add_test(NAME cuda_arch_unsupported
                  $<TARGET_FILE:trainc> ${CMAKE_CURRENT_BINARY_DIR}
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cuda_arch_unsupported PROPERTIES LABELS cuda TIMEOUT 120)
+
+# A grid past 2^32 blocks (tests/cuda/huge_grid.model): refused at compile
+# time, at the line of its kernel, with the grid's true size (status 1),
+# not wrapped to 0 blocks and launched as 1
+add_test(NAME cuda_huge_grid
+         COMMAND bash -c "$0 compile tests/cuda/huge_grid.model --target=cuda --emit=cuda -o $1/huge-grid 2> $1/huge-grid.err; rc=$?; cat $1/huge-grid.err;
+                          [ $rc -eq 1 ] && grep -q 'huge_grid.model:9:.*error: the CUDA backend.s kernel k3_mul_huge_grid_model_L9 needs a grid of 4294967296 x 1 blocks, past the GPU.s limits' $1/huge-grid.err"
+                 $<TARGET_FILE:trainc> ${CMAKE_CURRENT_BINARY_DIR}
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cuda_huge_grid PROPERTIES LABELS cuda TIMEOUT 120 ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE}")
 
 add_test(NAME cuda_fallback
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/fallback.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc-tokenize>

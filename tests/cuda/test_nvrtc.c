@@ -1,12 +1,13 @@
 /* tests/cuda/test_nvrtc.c — every kernel of a model compiles with NVRTC to
  * sm_80 and sm_90 cubin (and PTX), without a GPU:
- *   test_nvrtc MODEL PRECISION [--no-spills] [--arch LIST] [-D NAME=VALUE]...
+ *   test_nvrtc MODEL PRECISION [--no-spills] [--no-generated-spills] [--arch LIST] [-D NAME=VALUE]...
  *              [--set KEY=VALUE]... [--expect OP[:ATTR]]... [--expect-half OP]...
  *              [--expect-src [!]TEXT]... [--no-tc-attention] [--tc-attention-rows N]
  * checks that every kernel of every schedule has its CUDA form (a launch, a
  * cuBLASLt product, a memset or a sequence of them), that each image holds
  * every function, with --no-spills that no template kernel spills registers
- * (the resource report of ptxas -v), with --expect that the training graph
+ * (the resource report of ptxas -v), with --no-generated-spills that no
+ * generated kernel does either, with --expect that the training graph
  * has the op (with the attribute: so that the test covers what it is meant
  * to: fused ops, padding's {classes}), and with --expect-half that some node of the op has
  * a bf16 or f16 operand, with --expect-src that the CUDA source has TEXT
@@ -23,18 +24,19 @@
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
     if (argc < 3) {
-        fprintf(stderr, "usage: test_nvrtc MODEL PRECISION [--no-spills] [--arch LIST] [-D NAME=VALUE]...\n");
+        fprintf(stderr, "usage: test_nvrtc MODEL PRECISION [--no-spills] [--no-generated-spills] [--arch LIST] [-D NAME=VALUE]...\n");
         return 2;
     }
     Define dv[32];
     const char *sets[34], *expect[16], *srcs[8];
     bool expect_half[16];
     int nd = 0, ns = 1, ne = 0, nsrc = 0;
-    bool nospill = false, notc = false;
+    bool nospill = false, nogspill = false, notc = false;
     int tcrows = 0;
     const char *archs = "sm_80,sm_90";
     for (int i = 3; i < argc; i++) {
         if (strcmp(argv[i], "--no-spills") == 0) nospill = true;
+        else if (strcmp(argv[i], "--no-generated-spills") == 0) nogspill = true;
         else if (strcmp(argv[i], "--no-tc-attention") == 0) notc = true;
         else if (strcmp(argv[i], "--tc-attention-rows") == 0 && i + 1 < argc) tcrows = atoi(argv[++i]);
         else if (strcmp(argv[i], "--expect-src") == 0 && i + 1 < argc && nsrc < 8) srcs[nsrc++] = argv[++i];
@@ -151,6 +153,10 @@ int main(int argc, char **argv) {
     printf("resource report: %d function images, at most %d registers, %d with spills (%d templates)\n", nr, maxregs, spills, tspills);
     if (nospill && tspills) {
         fprintf(stderr, "FAIL: %d template kernel image(s) spill registers\n", tspills);
+        fails++;
+    }
+    if (nogspill && spills > tspills) {
+        fprintf(stderr, "FAIL: %d generated kernel image(s) spill registers\n", spills - tspills);
         fails++;
     }
     free(rows);
