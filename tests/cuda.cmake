@@ -132,7 +132,7 @@ if(TRAINC_CXX)
   endfunction()
   trainc_emu_test(mlp_fp32 mlp --set precision=fp32)
   # SGD with Nesterov momentum, 2 micro-batches: the multi-tensor SGD with
-  # its buffer, each accumulator zeroed as read, tensors of 1 to 5 blocks
+  # its buffer, each accumulator zeroed as read, tensors of 1 to 100 blocks
   trainc_emu_test(mlp_sgd_fp32 mlp -D hidden=320 --set precision=fp32 --set optimizer=sgd --set momentum=0.9 --set nesterov=1 --set grad_accum=2)
   # 4096 rows in bf16: the erf GELU's vector loop kernels, and its
   # gradient stored 8 columns at a time by the bias gradient's split column
