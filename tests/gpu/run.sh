@@ -534,7 +534,10 @@ except Exception:
 # the arena, as the run's first line gives it ("device cuda (23.41 GiB)"):
 # samples that never saw it (a monitor that started late) give no figure
 units = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
-m = re.search(r"device cuda \(([0-9.]+) (B|KiB|MiB|GiB|TiB)\)", open(sys.argv[3], errors="replace").read())
+try:
+    m = re.search(r"device cuda \(([0-9.]+) (B|KiB|MiB|GiB|TiB)\)", open(sys.argv[3], errors="replace").read())
+except OSError:
+    m = None
 arena = float(m.group(1)) * units[m.group(2)] if m else None
 used = max(mem) * 2**20 if mem else None
 if used is not None and arena is not None and used < arena:
