@@ -323,6 +323,15 @@ if(TRAINC_CXX)
   set_property(TEST cuda_fake_gelu_mlp_rows_plain_bf16 APPEND PROPERTY ENVIRONMENT "FAKE_CUBLASLT_NO_BGRAD=1")
   # 8192 rows: the column reductions (bias gradients) split over row groups
   trainc_fake_test(mlp_rows_fp32 examples/mlp.model 0 0 -D batch=8192 --set precision=fp32)
+  # The embedding example (examples/embed, -DTRAINC_TARGET=cuda: `trainc
+  # compile --emit=lib --target=cuda`) through the API: device "auto" on
+  # this machine trains on the CPU as "cpu" does, "cuda" fails saying there
+  # is no driver; on the fake driver "cuda" trains to the CPU's losses
+  # (fp32: 1e-4 relative) (about 10 s)
+  add_test(NAME cuda_fake_embed
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/fake/embed.sh $<TARGET_FILE:trainc> ${CMAKE_CURRENT_BINARY_DIR}/cuda-fake/embed 1e-4)
+  set_tests_properties(cuda_fake_embed PROPERTIES LABELS "cuda;e2e" TIMEOUT 300 SKIP_RETURN_CODE 77
+                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER};CUDA_INCLUDE=${TRAINC_CUDA_INCDIR};FAKE_LDFLAGS=${TRAINC_FAKE_LDFLAGS}")
 else()
   message(STATUS "trainc: no C++ compiler: the CUDA emulation tests are not built")
 endif()

@@ -5,7 +5,11 @@
  * The model is examples/mlp.model (a classifier: x f32[32,16] -> 4
  * classes), compiled with `trainc compile --emit=lib` into mlp.c / mlp.h
  * (the build does that; see CMakeLists.txt).  The data is synthetic: the
- * class of a point is the quadrant of its first two features. */
+ * class of a point is the quadrant of its first two features.
+ *
+ *   embed [CHECKPOINT [DEVICE]]    DEVICE: cpu (default), auto or cuda; a
+ *                                  GPU needs the --target=cuda build
+ *                                  (-DTRAINC_TARGET=cuda) */
 #include "mlp.h"
 
 #include <math.h>
@@ -41,8 +45,9 @@ static int feed(void *ctx, TrnSession *s, int micro) {
 
 int main(int argc, char **argv) {
     const char *ckpt = argc > 1 ? argv[1] : "mlp.safetensors";
+    const char *device = argc > 2 ? argv[2] : "cpu";
     char err[1024];
-    TrnOptions opt = {.device = "cpu", .threads = 0, .seed = 7, .poison = 0};
+    TrnOptions opt = {.device = device, .threads = 0, .seed = 7, .poison = 0};
     TrnSession *s = trn_create(&trn_model_mlp, &opt, err, sizeof err);
     if (!s) {
         fprintf(stderr, "embed: %s\n", err);
@@ -58,7 +63,7 @@ int main(int argc, char **argv) {
         }
         if (k == 1) first = trn_loss(s);
         last = trn_loss(s);
-        if (k % 50 == 0) printf("step %3lld  loss %.4f\n", (long long)trn_step_count(s), last);
+        if (k == 1 || k % 50 == 0) printf("step %3lld  loss %.9g\n", (long long)trn_step_count(s), last);
     }
     /* accuracy on fresh data: forward only, the arg-max of the logits */
     int correct = 0, total = 0;
