@@ -97,18 +97,23 @@ def read_batches(path, n, rows, cols, vocab):
     int32[256] header, [0] magic 20240520, [1] version 1, [2] count; then
     uint16 tokens), in order, the file read round again if it is short."""
     with open(path, "rb") as f:
+        raw = f.read(1024)
         head = array.array("i")
-        head.frombytes(f.read(1024))
+        head.frombytes(raw[: len(raw) // 4 * 4])
         if sys.byteorder != "little":
             head.byteswap()
-        if len(head) < 3 or head[0] != 20240520 or head[1] != 1 or head[2] < 1:
+        if len(raw) < 1024 or head[0] != 20240520 or head[1] != 1 or head[2] < 1:
             sys.exit(f"gpt2_torch: {path} is not a token file (llm.c's .bin format)")
+        want = min(head[2], n * rows * cols)
+        raw = f.read(2 * want)
+        if len(raw) != 2 * want:
+            sys.exit(f"gpt2_torch: {path} holds fewer tokens than its header's {head[2]}")
         tok = array.array("H")
-        tok.frombytes(f.read(2 * min(head[2], n * rows * cols)))
+        tok.frombytes(raw)
         if sys.byteorder != "little":
             tok.byteswap()
-    if not tok or max(tok) >= vocab:
-        sys.exit(f"gpt2_torch: {path}: no tokens, or a token past the vocabulary's {vocab}")
+    if max(tok) >= vocab:
+        sys.exit(f"gpt2_torch: {path}: a token past the vocabulary's {vocab}")
     t = torch.tensor([tok[i % len(tok)] for i in range(n * rows * cols)], dtype=torch.long)
     return list(t.view(n, rows, cols))
 

@@ -370,7 +370,7 @@ set_tests_properties(cuda_cache PROPERTIES LABELS cuda TIMEOUT 300)
 # and time budget, with stand-ins for the GPU's programs
 add_test(NAME gpu_script
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu/selftest.sh ${CMAKE_CURRENT_BINARY_DIR}/gpu-script)
-set_tests_properties(gpu_script PROPERTIES LABELS cuda TIMEOUT 120)
+set_tests_properties(gpu_script PROPERTIES LABELS cuda TIMEOUT 240)
 # the benchmark's PyTorch reference (bench/gpt2_torch.py) and the ceilings'
 # measurement (tests/gpu/ceilings.py) on the CPU at a
 # tiny size: it runs, prints what run.sh parses, and builds trainc's GPT-2

@@ -16,6 +16,7 @@
 #include "trainc_rt.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -492,19 +493,40 @@ static CompileOptions compile_options(Opts *o) {
     return c;
 }
 
-/* Writes the graph as IR text or Graphviz to -o (or stdout).  A regular
- * file (or a new one) is written as OUT.PID.tmp and renamed over OUT, so
- * that a failed write (a full disk) leaves OUT as it was: the input itself,
- * where an .ir file is rewritten in place.  Anything else (a symbolic
- * link, /dev/null, a pipe) is written where it is. */
+/* Opens -o for emit: a regular file (or a new one) as DEST.PID.tmp beside
+ * it, to be renamed over DEST (*dest) once written whole, so that a failed
+ * write (a full disk) leaves DEST as it was: the input itself, where an .ir
+ * file is rewritten in place.  A symbolic link's DEST is the file it names
+ * (the link stays a link); the temporary takes DEST's mode.  Written where
+ * it is: a file with other hard links (they would keep the old text),
+ * anything not a regular file (/dev/null, a pipe), and a file in a folder
+ * that takes no new file. */
+static FILE *open_output(const char *out, char *tmp, size_t tmpn, char *dest, size_t destn) {
+    struct stat st;
+    bool exists = lstat(out, &st) == 0;
+    char real[PATH_MAX];
+    snprintf(dest, destn, "%s", out);
+    if (exists && S_ISLNK(st.st_mode) && realpath(out, real)) {
+        snprintf(dest, destn, "%s", real);
+        exists = stat(dest, &st) == 0;
+    }
+    tmp[0] = 0;
+    if (!exists || (S_ISREG(st.st_mode) && st.st_nlink == 1)) {
+        snprintf(tmp, tmpn, "%.4096s.%d.tmp", dest, (int)getpid());
+        FILE *f = fopen(tmp, "w");
+        if (f && exists) fchmod(fileno(f), st.st_mode & 07777);
+        if (f) return f;
+        tmp[0] = 0;
+    }
+    return fopen(out, "w");
+}
+
+/* Writes the graph as IR text or Graphviz to -o (or stdout): open_output. */
 static int emit(Opts *o, Graph *g, Diag *d) {
     FILE *f = stdout;
-    char tmp[4200] = "";
+    char tmp[4200] = "", dest[PATH_MAX + 1] = "";
     if (o->output && strcmp(o->output, "-") != 0) {
-        struct stat st;
-        if (lstat(o->output, &st) != 0 || S_ISREG(st.st_mode))
-            snprintf(tmp, sizeof tmp, "%.4096s.%d.tmp", o->output, (int)getpid());
-        f = fopen(tmp[0] ? tmp : o->output, "w");
+        f = open_output(o->output, tmp, sizeof tmp, dest, sizeof dest);
         if (!f) {
             error_at(d, NOLOC, "cannot write '%s': %s", o->output, strerror(errno));
             return EXIT_USER;
@@ -519,8 +541,8 @@ static int emit(Opts *o, Graph *g, Diag *d) {
     /* stdout is checked by main (stdout_checked), after every command */
     bool bad = f != stdout && ferror(f) != 0;
     if (f != stdout && fclose(f) != 0) bad = true;
-    if (!bad && tmp[0] && rename(tmp, o->output) != 0) {
-        error_at(d, NOLOC, "cannot rename '%s' to '%s': %s", tmp, o->output, strerror(errno));
+    if (!bad && tmp[0] && rename(tmp, dest) != 0) {
+        error_at(d, NOLOC, "cannot rename '%s' to '%s': %s", tmp, dest, strerror(errno));
         remove(tmp);
         return EXIT_USER;
     }

@@ -47,7 +47,8 @@
 # its own limit and not the measurements; a run that no longer fits is
 # recorded as skipped.  A failure is recorded in the JSON and the next run
 # starts.  Results: $OUT/results.json, $OUT/table.txt (also printed last),
-# logs in $OUT/logs.tar.gz.  About 6 minutes on an H200.
+# logs in $OUT/logs.tar.gz.  Within the budget; its time on a GPU not yet
+# measured (it has not run on one).
 #
 # From a session with a device (see docs/cuda.md):
 #   here:   bash tests/gpu/build.sh      (right before: run.sh checks build-gpu's sources)
@@ -326,7 +327,8 @@ for r in rows:
         x = r.get("result") or {}
         ms, c = x.get("step_ms_sum"), x.get("ceilings")
         near = lambda b, ms: f"{b:.2f} ms ({100 * b / ms:.0f}% of it)" if b and ms else "-"
-        t.append(f"profile  {r['model']}: {x.get('kernels')} kernels, {ms or 0:.2f} ms a micro-batch summed over kernels (eager, rc {r['rc']});"
+        t.append(f"profile  {r['model']}: {x.get('kernels')} kernels, {ms or 0:.2f} ms a micro-batch summed over kernels (eager, rc {r['rc']}"
+                 + ("; cold: its first run only" if x.get("cold") else "") + ");"
                  f" the roofline's bound at 989 TFLOP/s and {peak_tb} TB/s {near(x.get('bound_ms'), ms)}"
                  + (f", at the measured {c['tflops']:.0f} TFLOP/s and {c['tb_per_s']:.2f} TB/s {near(x.get('bound_measured_ms'), ms)}" if c else ""))
         for o in x.get("by_op", []):
@@ -623,7 +625,7 @@ mem_start() {
     sleep 1
 }
 if want bench; then
-    # (60 s at most, about 10 expected, and 120 kept for torch.compile's
+    # (60 s at most, about 10 guessed, and 120 kept for torch.compile's
     # first row: a trainc run that hangs does not cost the Goal its
     # reference)
     torch_rc=0
@@ -647,7 +649,7 @@ fi
 # device-to-device copy's TB/s, an 8192^3 bf16 product's TFLOP/s through
 # PyTorch, and PyTorch's rates on one GPT-2 small layer's products and on
 # its attention, forward and backward), for the roofline's bound at what the device does beside the one at its
-# datasheet's peaks (25 s at most: about 10 expected; 40 kept for the
+# datasheet's peaks (25 s at most: about 10 guessed; 40 kept for the
 # profiles)
 if want profile; then
     lim=$(cap 25 40)
@@ -722,7 +724,9 @@ by_op = sorted(({"op": k, "ms": v[0], "kernels": v[1], "share": v[0] / step if s
                  "tflops": v[2] / v[0] / 1e9 if v[2] and v[0] else None,
                  "gbps": v[3] / v[0] / 1e6 if v[3] and v[0] else None, "bound_ms": v[4],
                  "bound_measured_ms": v[5] if mbound else None} for k, v in ops.items()), key=lambda x: -x["ms"])
-print(json.dumps({"kernels": len(rows), "step_ms_sum": step, "bound_ms": sum(bound(r) for r in rows) if rows else None,
+# (cold: the micro-batch ran once only, its times with the module's
+# loading and cuBLASLt's first calls in them: runtime/cuda.c)
+print(json.dumps({"kernels": len(rows), "cold": any(r.get("cold") for r in rows), "step_ms_sum": step, "bound_ms": sum(bound(r) for r in rows) if rows else None,
                   "bound_measured_ms": sum(mbound(r) for r in rows) if rows and mbound else None,
                   "ceilings": {"tflops": ceil["bf16_tflops"], "tb_per_s": ceil["copy_tb_per_s"],
                                "layer_products_tflops": ceil["layer_products_tflops"], "attention_fwd_tflops": ceil["attention_fwd_tflops"],

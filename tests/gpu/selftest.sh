@@ -23,7 +23,11 @@
 #   - a second call with TRAINC_GPU_STAGES=bench runs the benchmark alone;
 #   - a third with TRAINC_GPU_STAGES=profile, whose ceilings come out with
 #     a NaN copy rate, records them as not measured and bounds the profile
-#     at the datasheet's peaks.
+#     at the datasheet's peaks;
+#   - in the second, trainc's run fails after 4 NaN steps and torch.compile
+#     times out: the Goal invalid, the padded row not run; a fourth, the
+#     benchmark alone, has trainc's losses rising and both sides' memory
+#     above what the samples saw: the Goal invalid, no memory figures.
 # The real programs' formats are tested where they are made (runtime:
 # e2e tests; kcheck: cuda_fake_*); this checks the script's side.
 # usage: selftest.sh [WORKDIR]
@@ -71,7 +75,7 @@ torch_bench)
     # (eager's loss NaN, as Python's json writes it: results.json must say null)
     loss=7.0
     [ $mode = eager ] && loss=NaN
-    echo "{\"impl\":\"pytorch-$mode$suf\",\"torch\":\"0.0-stand-in\",\"step_ms\":$ms,\"tokens_per_s\":$(( 16384000 / ${ms%.0} )),\"mfu\":0.3,\"peak_mem_bytes\":1073741824,\"last_loss\":$loss}"
+    echo "{\"impl\":\"pytorch-$mode$suf\",\"torch\":\"0.0-stand-in\",\"step_ms\":$ms,\"tokens_per_s\":$(( 16384000 / ${ms%.0} )),\"mfu\":0.3,\"peak_mem_bytes\":${STANDIN_TORCH_PEAK:-1073741824},\"last_loss\":$loss}"
     exit 0 ;;
 kcheck_mlp)
     echo "kcheck mlp on Stand-in: arena 1 bytes"
@@ -123,7 +127,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-[ "$dev" = cuda ] && echo "model '$me': 1 parameters in 1 tensors | device cuda (1 KiB) | seed 7, initialised on the device" >&2
+[ "$dev" = cuda ] && echo "model '$me': 1 parameters in 1 tensors | device cuda (${STANDIN_ARENA:-1 KiB}) | seed 7, initialised on the device" >&2
 if [ -n "$save" ]; then
     if [ "$me" = llama_tiny ] && [ "$dev" = cuda ]; then echo gpu > "$save"; else echo same > "$save"; fi
 fi
@@ -148,7 +152,7 @@ if [ -n "${STANDIN_TRAINC_FAIL:-}" ] && [ "$me" = gpt2_124m_bf16 ]; then
     exit 1
 fi
 for i in $(seq 1 "$steps"); do
-    loss=$(awk -v i=$i 'BEGIN { printf "%.6f", 5.5 - i / 100 }')
+    loss=$(awk -v i=$i -v r=${STANDIN_TRAINC_RISE:-0} 'BEGIN { printf "%.6f", r ? 5.5 + i / 100 : 5.5 - i / 100 }')
     [ "$me" = gpt2_tiny_fp16 ] && [ "$dev" = cuda ] && loss=$(awk -v l=$loss 'BEGIN { printf "%.6f", l * 1.05 }')
     ms=$(( 40 + i % 5 ))      # steps 3..14: 43 44 40 41 42 43 44 40 41 42 43 44: median 43
     start=
@@ -350,4 +354,28 @@ if bad:
     print("selftest: FAILED: TRAINC_GPU_STAGES=profile, the ceilings' copy rate NaN:\n  " + "\n  ".join(bad))
     sys.exit(1)
 print("selftest: TRAINC_GPU_STAGES=profile, the ceilings' copy rate NaN: not measured, the bounds at the datasheet's peaks alone")
+EOF
+
+# a fourth: the benchmark alone, trainc's losses rising (status 0, every
+# step run), its arena (2 GiB) and PyTorch's allocation (2 GiB) above what
+# the samples saw (1234 MiB): the Goal invalid for that reason alone, no
+# memory figure on either side
+PATH=$w/bin:$PATH OUT=$w/out4 TRAINC_GPU_BUILD=$w/build-gpu TRAINC_GPU_PACK=/nonexistent TRAINC_GPU_TORCH=$w/bin/torch_bench TRAINC_GPU_CEILINGS=$w/bin/ceilings TRAINC_GPU_BUDGET=60 \
+    TRAINC_GPU_STAGES=bench STANDIN_TRAINC_RISE=1 STANDIN_ARENA="2.00 GiB" STANDIN_TORCH_PEAK=2147483648 TRAINC_CUBLASLT=/nonexistent bash "$root/tests/gpu/run.sh" > "$w/run4.log" 2>&1 ||
+    { cat "$w/run4.log"; echo "run.sh (bench, rising losses) failed"; exit 1; }
+python3 - "$w/out4/results.json" "$w/out4/table.txt" <<'EOF'
+import json, sys
+res = json.load(open(sys.argv[1]))
+table = open(sys.argv[2]).read()
+b = {x["impl"]: x.get("result") or {} for x in res["stages"] if x["stage"] == "bench"}
+t, c, g = b.get("trainc-gpt2_124m_bf16", {}), b.get("pytorch-compile", {}), res["goal"]
+bad = []
+if t.get("arena_bytes") != 2 * 2**30 or t.get("device_used_bytes") is not None or c.get("device_used_bytes") is not None: bad.append(f"memory: trainc {t}, torch {c}")
+if g.get("invalid") != "the loss did not fall (5.51 -> 5.64)" or any(v is not None for v in g["met"].values()) or g.get("device_memory_vs_compile") is not None:
+    bad.append(f"goal {g}")
+if "goal     INVALID, nothing above is met: the loss did not fall (5.51 -> 5.64)" not in table: bad.append("table")
+if bad:
+    print("selftest: FAILED: rising losses, memory the samples did not see:\n  " + "\n  ".join(bad))
+    sys.exit(1)
+print("selftest: rising losses make the Goal invalid; memory the samples did not see gives no figure")
 EOF
