@@ -208,20 +208,17 @@ static bool may_replace(const char *path, const char *bytes, size_t n, Diag *d) 
     return true;
 }
 
-/* Writes n bytes to path through PATH.PID.tmp and a rename (the PID: two
- * compiles to one -o at once do not write into one another's file). */
+/* Writes n bytes to path whole or not at all (out_open: through
+ * PATH.PID.tmp and a rename, so two compiles to one -o at once do not
+ * write into one another's file). */
 static bool write_bytes(const char *path, const char *bytes, size_t n, Diag *d) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%.4096s.%d.tmp", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        error_at(d, NOLOC, "cannot write %s: %s", tmp, strerror(errno));
+    OutWrite w = {0};
+    if (!out_open(&w, path, "wb")) {
+        error_at(d, NOLOC, "cannot write %s: %s", path, strerror(errno));
         return false;
     }
-    bool ok = fwrite(bytes, 1, n, f) == n;
-    if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) {
+    if (!out_close(&w, fwrite(bytes, 1, n, w.f) == n)) {
         error_at(d, NOLOC, "cannot write %s: %s", path, strerror(errno));
-        remove(tmp);
         return false;
     }
     return true;

@@ -57,6 +57,24 @@ char *sb_take(StrBuf *b);                          /* returns s (heap, NUL-termi
 /* Reads a whole file into a NUL-terminated heap buffer; NULL (errno set) on failure. */
 char *read_file(const char *path, size_t *len);
 
+/* A file written whole or not at all (the driver's -o, compile's files):
+ * out_open opens a regular file (or a new one) as DEST.PID.tmp beside it,
+ * and out_close renames that over DEST once it is written, so that a
+ * failed write (a full disk) leaves DEST as it was.  A symbolic link's
+ * DEST is the file it names (the link stays a link); the temporary takes
+ * DEST's mode.  Written where it is: a file with other hard links (they
+ * would keep the old text), anything not a regular file (/dev/null, a
+ * pipe), and a file in a folder that takes no new file.  out_open: NULL
+ * (errno set) when it cannot be opened; out_close(w, ok): ok false (a
+ * write that failed) removes the temporary; false (errno set) on failure. */
+typedef struct OutWrite {
+    FILE *f;
+    char  tmp[4200];     /* "" where the file is written in place */
+    char  dest[4200];
+} OutWrite;
+FILE *out_open(OutWrite *w, const char *path, const char *mode);
+bool  out_close(OutWrite *w, bool ok);
+
 /* Formats a double so that strtod gives back exactly the same value, as
  * briefly as possible ("0.02", "1e-05", "65536").  Deterministic. */
 void fmt_double(char buf[32], double v);

@@ -2,8 +2,11 @@
 #include "ir.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- checked allocation ---- */
 
@@ -168,6 +171,38 @@ char *read_file(const char *path, size_t *len) {
     }
     if (len) *len = b.len;
     return sb_take(&b);
+}
+
+FILE *out_open(OutWrite *w, const char *path, const char *mode) {
+    struct stat st;
+    bool exists = lstat(path, &st) == 0;
+    char real[PATH_MAX];
+    snprintf(w->dest, sizeof w->dest, "%s", path);
+    if (exists && S_ISLNK(st.st_mode) && realpath(path, real)) {
+        snprintf(w->dest, sizeof w->dest, "%s", real);
+        exists = stat(w->dest, &st) == 0;
+    }
+    w->tmp[0] = 0;
+    if (!exists || (S_ISREG(st.st_mode) && st.st_nlink == 1)) {
+        snprintf(w->tmp, sizeof w->tmp, "%.4096s.%d.tmp", w->dest, (int)getpid());
+        if ((w->f = fopen(w->tmp, mode))) {
+            if (exists) fchmod(fileno(w->f), st.st_mode & 07777);
+            return w->f;
+        }
+        w->tmp[0] = 0;
+    }
+    return w->f = fopen(path, mode);
+}
+
+bool out_close(OutWrite *w, bool ok) {
+    if (ferror(w->f)) ok = false;
+    int e = errno;
+    if (fclose(w->f) != 0) ok = false, e = errno;
+    w->f = NULL;
+    if (ok && w->tmp[0] && rename(w->tmp, w->dest) != 0) ok = false, e = errno;
+    if (!ok && w->tmp[0]) remove(w->tmp);
+    errno = e;
+    return ok;
 }
 
 void fmt_double(char buf[32], double v) {

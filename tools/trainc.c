@@ -16,11 +16,9 @@
 #include "trainc_rt.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #define TRAINC_VERSION "0.1.0"
 
@@ -493,44 +491,15 @@ static CompileOptions compile_options(Opts *o) {
     return c;
 }
 
-/* Opens -o for emit: a regular file (or a new one) as DEST.PID.tmp beside
- * it, to be renamed over DEST (*dest) once written whole, so that a failed
- * write (a full disk) leaves DEST as it was: the input itself, where an .ir
- * file is rewritten in place.  A symbolic link's DEST is the file it names
- * (the link stays a link); the temporary takes DEST's mode.  Written where
- * it is: a file with other hard links (they would keep the old text),
- * anything not a regular file (/dev/null, a pipe), and a file in a folder
- * that takes no new file. */
-static FILE *open_output(const char *out, char *tmp, size_t tmpn, char *dest, size_t destn) {
-    struct stat st;
-    bool exists = lstat(out, &st) == 0;
-    char real[PATH_MAX];
-    snprintf(dest, destn, "%s", out);
-    if (exists && S_ISLNK(st.st_mode) && realpath(out, real)) {
-        snprintf(dest, destn, "%s", real);
-        exists = stat(dest, &st) == 0;
-    }
-    tmp[0] = 0;
-    if (!exists || (S_ISREG(st.st_mode) && st.st_nlink == 1)) {
-        snprintf(tmp, tmpn, "%.4096s.%d.tmp", dest, (int)getpid());
-        FILE *f = fopen(tmp, "w");
-        if (f && exists) fchmod(fileno(f), st.st_mode & 07777);
-        if (f) return f;
-        tmp[0] = 0;
-    }
-    return fopen(out, "w");
-}
-
-/* Writes the graph as IR text or Graphviz to -o (or stdout): open_output. */
+/* Writes the graph as IR text or Graphviz to -o (or stdout), whole or
+ * not at all (out_open: the input itself, where an .ir file is rewritten
+ * in place, survives a failed write). */
 static int emit(Opts *o, Graph *g, Diag *d) {
     FILE *f = stdout;
-    char tmp[4200] = "", dest[PATH_MAX + 1] = "";
-    if (o->output && strcmp(o->output, "-") != 0) {
-        f = open_output(o->output, tmp, sizeof tmp, dest, sizeof dest);
-        if (!f) {
-            error_at(d, NOLOC, "cannot write '%s': %s", o->output, strerror(errno));
-            return EXIT_USER;
-        }
+    OutWrite w = {0};
+    if (o->output && strcmp(o->output, "-") != 0 && !(f = out_open(&w, o->output, "w"))) {
+        error_at(d, NOLOC, "cannot write '%s': %s", o->output, strerror(errno));
+        return EXIT_USER;
     }
     if (o->emit && strcmp(o->emit, "dot") == 0) {
         ir_print_dot(f, g);
@@ -539,16 +508,8 @@ static int emit(Opts *o, Graph *g, Diag *d) {
         ir_print(f, g, &po);
     }
     /* stdout is checked by main (stdout_checked), after every command */
-    bool bad = f != stdout && ferror(f) != 0;
-    if (f != stdout && fclose(f) != 0) bad = true;
-    if (!bad && tmp[0] && rename(tmp, dest) != 0) {
-        error_at(d, NOLOC, "cannot rename '%s' to '%s': %s", tmp, dest, strerror(errno));
-        remove(tmp);
-        return EXIT_USER;
-    }
-    if (bad) {
+    if (f != stdout && !out_close(&w, true)) {
         error_at(d, NOLOC, "error writing '%s'", o->output);
-        if (tmp[0]) remove(tmp);
         return EXIT_USER;
     }
     if (o->stats) ir_print_stats(stderr, g);
