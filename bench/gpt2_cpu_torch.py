@@ -15,21 +15,12 @@ import argparse
 import json
 import math
 import statistics
-import struct
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
-
-def read_tokens(path):
-    with open(path, "rb") as f:
-        header = struct.unpack("<256i", f.read(1024))
-        assert header[0] == 20240520 and header[1] == 1, "not an llm.c token file"
-        n = header[2]
-        data = f.read(2 * n)
-    return torch.frombuffer(bytearray(data), dtype=torch.int16).to(torch.int64) & 0xFFFF
+from tokens import read_tokens
 
 
 class Block(nn.Module):
@@ -97,7 +88,7 @@ def main():
     a = p.parse_args()
     torch.manual_seed(1337)
     torch.set_num_threads(a.threads)
-    data = read_tokens(a.tokens)
+    data = torch.frombuffer(read_tokens(a.tokens), dtype=torch.int16).to(torch.int64) & 0xFFFF
     model = GPT2(a.vocab, a.layers, a.heads, a.dim, a.seq)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]

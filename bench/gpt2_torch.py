@@ -24,15 +24,19 @@ torch.compile nor scaled_dot_product_attention, the attention is written
 out for it).  The benchmark is the default, --device cuda.
 """
 import argparse
-import array
 import json
 import math
+import os
 import sys
 import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+# (bench/ on the path: tests/torch/parity.py loads this file as a module)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tokens import read_tokens  # noqa: E402
 
 
 def sdpa(q, k, v):
@@ -93,25 +97,9 @@ class GPT2(nn.Module):
 
 
 def read_batches(path, n, rows, cols, vocab):
-    """n batches of rows x cols tokens from a token file (runtime/tokens.h:
-    int32[256] header, [0] magic 20240520, [1] version 1, [2] count; then
-    uint16 tokens), in order, the file read round again if it is short."""
-    with open(path, "rb") as f:
-        raw = f.read(1024)
-        head = array.array("i")
-        head.frombytes(raw[: len(raw) // 4 * 4])
-        if sys.byteorder != "little":
-            head.byteswap()
-        if len(raw) < 1024 or head[0] != 20240520 or head[1] != 1 or head[2] < 1:
-            sys.exit(f"gpt2_torch: {path} is not a token file (llm.c's .bin format)")
-        want = min(head[2], n * rows * cols)
-        raw = f.read(2 * want)
-        if len(raw) != 2 * want:
-            sys.exit(f"gpt2_torch: {path} holds fewer tokens than its header's {head[2]}")
-        tok = array.array("H")
-        tok.frombytes(raw)
-        if sys.byteorder != "little":
-            tok.byteswap()
+    """n batches of rows x cols tokens from a token file (tokens.py), in
+    order, the file read round again if it is short."""
+    tok = read_tokens(path, n * rows * cols)
     if max(tok) >= vocab:
         sys.exit(f"gpt2_torch: {path}: a token past the vocabulary's {vocab}")
     t = torch.tensor([tok[i % len(tok)] for i in range(n * rows * cols)], dtype=torch.long)

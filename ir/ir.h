@@ -20,7 +20,7 @@
 #include <stdio.h>
 
 /* ===================================================================== */
-/* util.c — arena, growable buffers, diagnostics, fatal errors            */
+/* util.c — arena, growable buffers, files, diagnostics, fatal errors     */
 /* ===================================================================== */
 
 typedef struct Arena Arena;
