@@ -563,6 +563,13 @@ static bool infer_cross_entropy_grad(Graph *g, Node *n, Diag *d) {
     if (!need_scalar(d, n, 0) || !check_ce(g, n, d, 1)) return false;
     Type lse = {DT_f32, IN(2)->shape};
     if (!type_eq(IN(3), &lse)) return fail(d, n, "lse must be %s, not %s", TS(&lse, a), TS(IN(3), b));
+    /* lse summed the forward's first {classes} columns: the gradient must
+     * mask the same ones, or the padding gets a softmax gradient */
+    const Node *f = n->in[3]->def;
+    int64_t V = IN(1)->shape.d[IN(1)->shape.rank - 1];
+    if (f && f->op == OP_cross_entropy && n->in[3]->res == 1 && f->in[0] == n->in[1] && ir_int(f, "classes", V) != ir_int(n, "classes", V))
+        return fail(d, n, "classes %lld, but the cross_entropy whose lse it reads has classes %lld", (long long)ir_int(n, "classes", V),
+                    (long long)ir_int(f, "classes", V));
     *OUT(0) = *IN(1);
     return true;
 }

@@ -389,11 +389,14 @@ static void grad_dropout(GradCtx *c, Node *n, Value *const *dy) {
     give(c, n, 0, fin(c, m));
 }
 
-/* dlogits = cross_entropy_grad(dloss, logits, targets, lse){ignore_index} */
+/* dlogits = cross_entropy_grad(dloss, logits, targets, lse){ignore_index,
+ * classes}: the columns from {classes} on (pad-tiles' padding) get no
+ * gradient, as they had no part in the loss. */
 static void grad_cross_entropy(GradCtx *c, Node *n, Value *const *dy) {
     Value *in[4] = {dy[0], n->in[0], n->in[1], n->out[1]};
     Node *m = mk(c, OP_cross_entropy_grad, 4, in);
     copy_attr(c, m, n, "ignore_index");
+    copy_attr(c, m, n, "classes");
     give(c, n, 0, fin(c, m));
 }
 

@@ -12,7 +12,8 @@
  *            step does not count in AdamW's bias correction; an eval
  *            graph stores a frozen param in half precision where the
  *            training graph does, and only there
- *   pad      tiny GPT-2 with vocabulary 257, padded to 8 and to 64, gives
+ *   pad      tiny GPT-2 with vocabulary 257, padded to 8 and to 64, fused and
+ *            not (cross_entropy and its gradient masking the padding), gives
  *            bit-identical losses and parameters and byte-identical
  *            checkpoints; the padding stays zero
  *   report   --report's saved activations for GPT-2 small (batch 16) in
@@ -423,10 +424,12 @@ static void test_mixed_follow(void) {
 
 /* ---- pad-tiles ---- */
 
-static void test_pad(void) {
+/* fusion "fusion=1": the fused linear + cross-entropy masks the padding;
+ * "fusion=0": cross_entropy and its gradient each mask it ({classes}) */
+static void test_pad(const char *fusion) {
     enum { STEPS = 10 };
-    printf("== pad-tiles: tiny GPT-2, vocabulary 257, fp32\n");
-    const char *base[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "weight_decay=0.1", "grad_clip=1.0", "pad_multiple=1", NULL};
+    printf("== pad-tiles: tiny GPT-2, vocabulary 257, fp32, %s\n", fusion);
+    const char *base[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "weight_decay=0.1", "grad_clip=1.0", "pad_multiple=1", fusion, NULL};
     double ref[STEPS], got[STEPS];
     Run u;
     if (!run_open(&u, "examples/gpt2.model", gpt2_257, base, NULL) || !run_steps(&u, STEPS, ref)) {
@@ -440,7 +443,7 @@ static void test_pad(void) {
     for (int m = 8; m <= 64; m *= 8) {
         char key[32];
         snprintf(key, sizeof key, "pad_multiple=%d", m);
-        const char *sets[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "weight_decay=0.1", "grad_clip=1.0", key, NULL};
+        const char *sets[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "weight_decay=0.1", "grad_clip=1.0", key, fusion, NULL};
         Run p;
         if (!run_open(&p, "examples/gpt2.model", gpt2_257, sets, NULL) || !run_steps(&p, STEPS, got)) {
             CHECK(0, "padded run failed");
@@ -920,7 +923,7 @@ int main(int argc, char **argv) {
         const char *w = all ? NULL : argv[i];
         if (all || strcmp(w, "fusion") == 0) test_fusion();
         if (all || strcmp(w, "mixed") == 0) test_mixed(), test_mixed_follow();
-        if (all || strcmp(w, "pad") == 0) test_pad();
+        if (all || strcmp(w, "pad") == 0) test_pad("fusion=1"), test_pad("fusion=0");
         if (all || strcmp(w, "report") == 0) test_report();
         if (all || strcmp(w, "freeze") == 0) test_freeze();
         if (all || strcmp(w, "checkpoint") == 0) test_checkpoint();

@@ -8,7 +8,7 @@
  *              in the forward, its backward stored [B,T,H,D], no copy
  *   bf16, fp16 tiny GPT-2 and Llama in mixed precision: the emulated half
  *              GEMM and templates against the interpreter's rounding
- *   padded     tiny GPT-2 with vocabulary 257 padded to 8: compiled against
+ *   padded     tiny GPT-2 with vocabulary 257 padded to 8, fused and not: compiled against
  *              the interpreter, and against the unpadded compiled code
  *   sample     the sampling graph's logits of one position per sequence
  *              against those of every position (sample_logits=all),
@@ -202,10 +202,12 @@ static void test_half(const char *prec) {
 
 /* ---- padding ---- */
 
-static void test_padded(void) {
-    printf("== pad-tiles: vocabulary 257 padded to 8 (fp32)\n");
-    const char *sets[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "grad_clip=1.0", "pad_multiple=8", NULL};
-    const char *none[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "grad_clip=1.0", "pad_multiple=1", NULL};
+/* fusion "fusion=0": cross_entropy and its gradient each mask the padding
+ * ({classes}), compiled and interpreted */
+static void test_padded(const char *fusion) {
+    printf("== pad-tiles: vocabulary 257 padded to 8 (fp32, %s)\n", fusion);
+    const char *sets[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "grad_clip=1.0", "pad_multiple=8", fusion, NULL};
+    const char *none[] = {"optimizer=adamw", "lr=0.003", "warmup=0", "schedule=constant", "grad_clip=1.0", "pad_multiple=1", fusion, NULL};
     double lp, lu;
     double w = compare("gpt2 vocab 257 padded", "examples/gpt2.model", gpt2_257, sets, 10, &tokens, NULL, &lp, 1e-5);
     CHECK(w < 1e-5, "padded: compiled and interpreted differ by %.3e (limit 1e-5)", w);
@@ -642,7 +644,7 @@ int main(int argc, char **argv) {
         if (all || strcmp(w, "bf16") == 0) test_half("bf16");
         if (all || strcmp(w, "fusion") == 0) test_fusion();
         if (all || strcmp(w, "fp16") == 0) test_half("fp16");
-        if (all || strcmp(w, "padded") == 0) test_padded();
+        if (all || strcmp(w, "padded") == 0) test_padded("fusion=1"), test_padded("fusion=0");
         if (all || strcmp(w, "sample") == 0) test_sample();
         if (all || strcmp(w, "refresh") == 0) test_refresh();
         if (all || strcmp(w, "checkpoint") == 0) test_checkpoint();
