@@ -9,8 +9,11 @@ torch.compile.  Prints one JSON object: tokens/s, step time, MFU against
 
     python3 bench/gpt2_torch.py --mode eager|compile [--batch 16] [--seq 1024] [--steps 20] [--vocab 50257]
 
---vocab 50304 pads the embedding table by hand, as nanoGPT does (what
-trainc's pad-tiles does by itself); the tokens stay below 50257.
+--vocab 50304 pads the embedding table by hand, as nanoGPT does: the
+matrices then have the shapes trainc's pad-tiles gives them by itself, so
+the work is the same, but not the loss: the padded rows are logits that
+enter nanoGPT's softmax (trainc's padded columns do not).  The tokens stay
+below 50257.
 
 --data FILE takes the batches from a token file in llm.c's .bin format
 (trainc's --data; tests/gpu/run.sh gives both sides the same file), B x
@@ -112,7 +115,7 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--vocab", type=int, default=50257, help="embedding rows (50304: padded by hand)")
+    ap.add_argument("--vocab", type=int, default=50257, help="embedding rows (50304: padded by hand, as nanoGPT; the extra rows enter the softmax, so the loss is not 50257's)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--peak", type=float, default=989e12, help="peak FLOP/s for MFU")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: the smoke test (small sizes), not a benchmark")

@@ -9,7 +9,15 @@ import sys
 def read_tokens(path, limit=None):
     """The tokens of the file as an array of uint16, the first `limit` of
     them where given; exits with a message naming the file when it is not a
-    token file or holds fewer tokens than its header says."""
+    token file, cannot be read (missing, a folder) or holds fewer tokens
+    than its header says."""
+    try:
+        return _read(path, limit)
+    except OSError as e:
+        sys.exit(f"{path}: cannot read it: {e.strerror or e}")
+
+
+def _read(path, limit):
     with open(path, "rb") as f:
         raw = f.read(1024)
         head = array.array("i")

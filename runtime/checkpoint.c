@@ -9,9 +9,12 @@
  * name and their data is contiguous in that order; the header is padded
  * with spaces to a multiple of 8 bytes so the data section is aligned.
  *
- * Saving writes PATH.tmp, fsyncs it and renames it over PATH: a failure at
- * any point removes PATH.tmp and leaves PATH as it was. */
+ * Saving writes a new file beside PATH (PATH.PID.tmp, made with O_EXCL:
+ * rt_tmp_create), fsyncs it and renames it over PATH: a failure at any
+ * point removes that file and leaves PATH as it was. */
 #include "rt.h"
+
+#include "trainc_flags.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,25 +46,35 @@ static void sync_dir(const char *path) {
     close(fd);
 }
 
-int trn_save(TrnSession *s, const char *path, int with_state) {
-    const TrnModel *m = s->m;
-    char *err = s->err;
-    size_t errn = sizeof s->err;
-    err[0] = 0;
-    if (!path || !*path) return rt_seterr(s, "trn_save: the path is %s", path ? "empty" : "NULL");
-    if (!rt_host_is_little_endian()) return rt_seterr(s, "checkpoints are little-endian; this host is not");
-    Item *items = rt_calloc((size_t)m->ntensors + 1, sizeof *items, err, errn);
-    RtStTensor *st = rt_calloc((size_t)m->ntensors + 1, sizeof *st, err, errn);
-    char *tmp = rt_tmp_path(path, err, errn);
-    char *hdr = NULL;
-    unsigned char *full = NULL, *blk = NULL;
-    FILE *f = NULL;
-    RtBuf pnames = {0};
-    if (!items || !st || !tmp) goto fail;
+/* What trn_save writes: the tensors, sorted by name, with contiguous
+ * offsets in the data section, and the header (metadata included). */
+typedef struct Plan {
+    Item       *items;      /* [n]: the tensors and their model indices */
+    RtStTensor *st;         /* [n]: the same, for the header */
+    int         n;
+    int64_t     maxb;       /* the largest tensor's bytes (padding included) */
+    uint64_t    data_bytes; /* the data section's */
+    char       *hdr;        /* the header, padded: hlen bytes */
+    size_t      hlen;
+    RtBuf       pnames;
+} Plan;
 
-    /* the tensors, sorted by name, with contiguous offsets */
+static void plan_free(Plan *p) {
+    free(p->items);
+    free(p->st);
+    free(p->hdr);
+    rt_buf_free(&p->pnames);
+    memset(p, 0, sizeof *p);
+}
+
+static int plan_save(TrnSession *s, int with_state, Plan *p, char *err, size_t errn) {
+    const TrnModel *m = s->m;
+    memset(p, 0, sizeof *p);
+    p->items = rt_calloc((size_t)m->ntensors + 1, sizeof *p->items, err, errn);
+    p->st = rt_calloc((size_t)m->ntensors + 1, sizeof *p->st, err, errn);
+    if (!p->items || !p->st) return -1;
+    Item *items = p->items;
     int n = 0;
-    int64_t maxb = 0;
     for (int i = 0; i < m->ntensors; i++) {
         const TrnTensor *t = &m->tensors[i];
         if (t->kind != TRN_PARAM && !(with_state && t->kind == TRN_STATE)) continue;
@@ -73,7 +86,7 @@ int trn_save(TrnSession *s, const char *path, int with_state) {
         it->st.rank = t->rank;
         rt_ckpt_shape(t, it->st.shape);
         int64_t b = rt_nbytes(t->dtype, t->numel);
-        if (b > maxb) maxb = b;
+        if (b > p->maxb) p->maxb = b;
     }
     qsort(items, (size_t)n, sizeof *items, item_by_name);
     uint64_t off = 0;
@@ -81,8 +94,10 @@ int trn_save(TrnSession *s, const char *path, int with_state) {
         items[i].st.begin = off;
         off += (uint64_t)rt_nbytes(items[i].st.dtype, rt_ckpt_numel(&m->tensors[items[i].ti]));
         items[i].st.end = off;
-        st[i] = items[i].st;
+        p->st[i] = items[i].st;
     }
+    p->n = n;
+    p->data_bytes = off;
 
     /* the metadata: every value a string */
     char v[16][64];
@@ -114,38 +129,55 @@ int trn_save(TrnSession *s, const char *path, int with_state) {
     nm++;
     if (with_state) { /* which tensors are parameters: --init loads those and skips the rest */
         for (int i = 0; i < n; i++)
-            if (m->tensors[items[i].ti].kind == TRN_PARAM) rt_buf_printf(&pnames, "%s%s", pnames.len ? "," : "", items[i].st.name);
-        if (pnames.oom) {
-            rt_fail(err, errn, "out of memory listing the parameters");
-            goto fail;
-        }
+            if (m->tensors[items[i].ti].kind == TRN_PARAM) rt_buf_printf(&p->pnames, "%s%s", p->pnames.len ? "," : "", items[i].st.name);
+        if (p->pnames.oom) return rt_fail(err, errn, "out of memory listing the parameters");
         meta[nm].key = "params";
-        meta[nm].value = pnames.p ? pnames.p : "";
+        meta[nm].value = p->pnames.p ? p->pnames.p : "";
         nm++;
     }
     qsort(meta, (size_t)nm, sizeof *meta, meta_by_key);
+    return rt_st_header(p->st, n, meta, nm, &p->hdr, &p->hlen, err, errn);
+}
 
-    size_t hlen;
-    if (rt_st_header(st, n, meta, nm, &hdr, &hlen, err, errn) != 0) goto fail;
+int64_t rt_ckpt_bytes(TrnSession *s, int with_state) {
+    Plan p;
+    char e[RT_ERRN];
+    int64_t bytes = plan_save(s, with_state, &p, e, sizeof e) == 0 ? (int64_t)(8 + p.hlen + p.data_bytes) : -1;
+    plan_free(&p);
+    return bytes;
+}
 
-    full = rt_malloc((size_t)maxb, err, errn);
-    blk = full ? rt_malloc((size_t)maxb, err, errn) : NULL;
+int trn_save(TrnSession *s, const char *path, int with_state) {
+    const TrnModel *m = s->m;
+    char *err = s->err;
+    size_t errn = sizeof s->err;
+    err[0] = 0;
+    if (!path || !*path) return rt_seterr(s, "trn_save: the path is %s", path ? "empty" : "NULL");
+    if (!rt_host_is_little_endian()) return rt_seterr(s, "checkpoints are little-endian; this host is not");
+    Plan p;
+    char *tmp = NULL;
+    unsigned char *full = NULL, *blk = NULL;
+    FILE *f = NULL;
+    if (plan_save(s, with_state, &p, err, errn) != 0) goto fail;
+    full = rt_malloc((size_t)p.maxb, err, errn);
+    blk = full ? rt_malloc((size_t)p.maxb, err, errn) : NULL;
     if (!blk) goto fail;
-    if (!(f = rt_fopen(tmp, "wb", err, errn))) goto fail;
+    if (!(f = rt_tmp_create(path, &tmp, err, errn))) goto fail;
     unsigned char len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    if (rt_fwrite(len8, 8, f, tmp, err, errn) != 0 || rt_fwrite(hdr, hlen, f, tmp, err, errn) != 0) goto fail;
-    for (int i = 0; i < n; i++) {
-        const TrnTensor *t = &m->tensors[items[i].ti];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)p.hlen >> (8 * i));
+    if (rt_fwrite(len8, 8, f, tmp, err, errn) != 0 || rt_fwrite(p.hdr, p.hlen, f, tmp, err, errn) != 0) goto fail;
+    for (int i = 0; i < p.n; i++) {
+        const Item *it = &p.items[i];
+        const TrnTensor *t = &m->tensors[it->ti];
         char e[512];
-        if (s->be.read(s->be.self, items[i].ti, full, e, sizeof e) != 0) {
+        if (s->be.read(s->be.self, it->ti, full, e, sizeof e) != 0) {
             rt_fail(err, errn, "saving %s: reading '%s': %s", path, t->name, e);
             goto fail;
         }
-        size_t bytes = (size_t)(items[i].st.end - items[i].st.begin);
+        size_t bytes = (size_t)(it->st.end - it->st.begin);
         const unsigned char *src = full;
         if (bytes != (size_t)rt_nbytes(t->dtype, t->numel)) {   /* padded: save the leading block */
-            rt_block_copy(blk, full, t->rank, t->shape, items[i].st.shape, (size_t)trn_dtype_size[t->dtype], 1);
+            rt_block_copy(blk, full, t->rank, t->shape, it->st.shape, (size_t)trn_dtype_size[t->dtype], 1);
             src = blk;
         }
         if (rt_fwrite(src, bytes, f, tmp, err, errn) != 0) goto fail;
@@ -156,13 +188,10 @@ int trn_save(TrnSession *s, const char *path, int with_state) {
     if (rt_fclose(fc, tmp, err, errn) != 0) goto fail;
     if (rt_rename(tmp, path, err, errn) != 0) goto fail;
     sync_dir(path);
-    free(items);
-    free(st);
+    plan_free(&p);
     free(tmp);
-    free(hdr);
     free(full);
     free(blk);
-    rt_buf_free(&pnames);
     return 0;
 fail:
     if (f) fclose(f);   /* already failing: the first error is the one reported */
@@ -172,13 +201,10 @@ fail:
         snprintf(e, sizeof e, "%s", err);
         rt_seterr(s, "cannot save %s (the previous file, if any, is untouched): %s", path, e);
     }
-    free(items);
-    free(st);
+    plan_free(&p);
     free(tmp);
-    free(hdr);
     free(full);
     free(blk);
-    rt_buf_free(&pnames);
     return -1;
 }
 
@@ -213,16 +239,6 @@ static int parse_u64(const char *str, uint64_t *out) {
     errno = 0;
     unsigned long long v = strtoull(str, &end, 10);
     if (errno || *end) return -1;
-    *out = v;
-    return 0;
-}
-
-static int parse_f64(const char *str, double *out) {
-    if (!str || !*str) return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(str, &end);
-    if (errno || *end || !(v == v)) return -1;
     *out = v;
     return 0;
 }
@@ -266,7 +282,6 @@ typedef struct Resume {
     uint64_t seed;
     double   lr, min_lr;
     const char *batches, *schedule;
-    int      has_lr;
 } Resume;
 
 /* The metadata that says what wrote a file to resume from (docs/runtime.md):
@@ -307,31 +322,29 @@ static int read_resume(TrnSession *s, const RtSt *st, const char *label, Resume 
     if (strcmp(contents, "params+state") != 0)
         return rt_seterr(s, "%s has no optimizer state (it was saved with parameters only): it can initialise a run (--init) but not resume one",
                          label);
+    /* every resume key is required (a default would continue another
+     * run than the one saved), and each value is checked as it is read, so
+     * that the message names its key; the numbers as the flags take them
+     * (trainc_flags.h: decimal digits, no sign, space or hex; the rates
+     * finite and >= 0, as --lr's) */
     memset(r, 0, sizeof *r);
     const char *k;
-    if (parse_i64(rt_st_meta(st, k = "step"), &r->step) != 0 || r->step < 0 || parse_u64(rt_st_meta(st, k = "seed"), &r->seed) != 0 ||
-        parse_i64(rt_st_meta(st, k = "data.pos"), &r->data_pos) != 0 || r->data_pos < 0)
+    if (trn_flag_int(rt_st_meta(st, k = "step"), &r->step) != 0 || parse_u64(rt_st_meta(st, k = "seed"), &r->seed) != 0 ||
+        trn_flag_int(rt_st_meta(st, k = "data.pos"), &r->data_pos) != 0)
         return meta_error(s, st, label, k, "a non-negative integer");
-    r->batches = rt_st_meta(st, "data.batches");
-    if (r->batches && strcmp(r->batches, "random") != 0 && strcmp(r->batches, "sequential") != 0)
-        return rt_seterr(s, "%s: metadata 'data.batches' is '%s' (expected random or sequential)", label, r->batches);
-    r->schedule = rt_st_meta(st, "lr.schedule");
-    if (r->schedule) {
-        if (strcmp(r->schedule, "constant") != 0 && strcmp(r->schedule, "cosine") != 0 && strcmp(r->schedule, "linear") != 0)
-            return rt_seterr(s, "%s: metadata 'lr.schedule' is '%s' (expected constant, cosine or linear)", label, r->schedule);
-        /* each value is checked as it is read, so that the message names
-         * its key; the rates are what --lr and --min-lr take */
-        if (parse_f64(rt_st_meta(st, k = "lr.max"), &r->lr) != 0 || !(isfinite(r->lr) && r->lr >= 0) ||
-            parse_f64(rt_st_meta(st, k = "lr.min"), &r->min_lr) != 0 || !(isfinite(r->min_lr) && r->min_lr >= 0))
-            return meta_error(s, st, label, k, "a finite non-negative number");
-        if (parse_i64(rt_st_meta(st, k = "lr.warmup"), &r->warmup) != 0 || r->warmup < 0 ||
-            parse_i64(rt_st_meta(st, k = "lr.steps"), &r->total) != 0 || r->total < 0)
-            return meta_error(s, st, label, k, "a non-negative integer");
-        r->has_lr = 1;
-    }
-    r->grad_accum = s->grad_accum;
-    const char *ga = rt_st_meta(st, "grad_accum");
-    if (ga && (parse_i64(ga, &r->grad_accum) != 0 || r->grad_accum != s->grad_accum))
+    r->batches = rt_st_meta(st, k = "data.batches");
+    if (!r->batches || (strcmp(r->batches, "random") != 0 && strcmp(r->batches, "sequential") != 0))
+        return meta_error(s, st, label, k, "random or sequential");
+    r->schedule = rt_st_meta(st, k = "lr.schedule");
+    if (!r->schedule || (strcmp(r->schedule, "constant") != 0 && strcmp(r->schedule, "cosine") != 0 && strcmp(r->schedule, "linear") != 0))
+        return meta_error(s, st, label, k, "constant, cosine or linear");
+    if (trn_flag_f64(rt_st_meta(st, k = "lr.max"), &r->lr) != 0 || trn_flag_f64(rt_st_meta(st, k = "lr.min"), &r->min_lr) != 0)
+        return meta_error(s, st, label, k, "a finite non-negative number");
+    if (trn_flag_int(rt_st_meta(st, k = "lr.warmup"), &r->warmup) != 0 || trn_flag_int(rt_st_meta(st, k = "lr.steps"), &r->total) != 0)
+        return meta_error(s, st, label, k, "a non-negative integer");
+    const char *ga = rt_st_meta(st, k = "grad_accum");
+    if (trn_flag_int(ga, &r->grad_accum) != 0 || r->grad_accum < 1) return meta_error(s, st, label, k, "a positive integer");
+    if (r->grad_accum != s->grad_accum)
         return rt_seterr(s, "%s was saved by a run with grad_accum %s; this executable accumulates %lld micro-batches per step", label, ga,
                          (long long)s->grad_accum);
     return 0;
@@ -463,14 +476,12 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
         s->seed = r.seed;
         s->data_pos = r.data_pos;
         s->has_data_pos = 1;
-        if (r.batches) snprintf(s->batches, sizeof s->batches, "%s", r.batches);
-        if (r.has_lr) {
-            snprintf(s->schedule, sizeof s->schedule, "%s", r.schedule);
-            s->lr = r.lr;
-            s->min_lr = r.min_lr;
-            s->warmup = r.warmup;
-            s->total = r.total;
-        }
+        snprintf(s->batches, sizeof s->batches, "%s", r.batches);
+        snprintf(s->schedule, sizeof s->schedule, "%s", r.schedule);
+        s->lr = r.lr;
+        s->min_lr = r.min_lr;
+        s->warmup = r.warmup;
+        s->total = r.total;
     }
     rt_buf_free(&probs);
     free(src);

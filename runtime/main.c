@@ -2,8 +2,12 @@
  * executable (flags: docs/runtime.md and --help).
  *
  *   parse flags -> session (device, seed) -> --init / --resume -> schedule
- *   -> data (train, val) -> steps: trn_step, progress line, metrics, eval,
+ *   -> the outputs checked (every checkpoint's path, free space) -> data
+ *   (train, val) -> steps: trn_step, progress line, metrics, eval,
  *   periodic checkpoints -> final checkpoint -> --sample
+ *
+ * A failure during training ends the run with the current step's
+ * checkpoint saved where it can be (train_failed).
  *
  * Messages go to stderr; stdout carries only what the user asked to see
  * (--help, --report, --sample). */
@@ -15,11 +19,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* ---- flags ---- */
@@ -222,6 +228,11 @@ typedef struct Run {
     Feed        feed;
     int64_t     B, T;
     int         tty, line_open, be_taken;
+    int         reported;                /* the error in err is printed already */
+    int         step_failed;             /* a step failed: its update may be half applied */
+    char        failed_save[4096];       /* the checkpoint whose save failed, or "" */
+    char        saved[4096];             /* the last checkpoint this run saved, or "" */
+    int64_t     saved_step;
     double      launched;                /* rt_now() at trn_main's start */
     double      t_load, t_data;          /* seconds spent on --init/--resume, on opening the data */
     char        err[RT_ERRN];
@@ -278,9 +289,16 @@ static int same_file(const char *a, const char *b) {
     return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
 }
 
+/* The folder of path (".": none named). */
+static void folder_of(char *out, size_t n, const char *path) {
+    const char *slash = strrchr(path, '/');
+    snprintf(out, n, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
+}
+
 /* An output of --FLAG ARG: path, the file it names.  renamed: the file is
- * written as path.tmp and renamed over path (--save), so the folder must
- * take new files; else it is opened for writing (--metrics). */
+ * written as a new file beside path and renamed over it (--save,
+ * trn_save), so the folder must take new files; else it is opened for
+ * writing (--metrics). */
 static int check_output(Run *r, const char *flag, const char *arg, const char *path, int renamed) {
     if (!path[0]) return fail(r, "--%s: the path is empty", flag);
     struct stat st;
@@ -290,18 +308,30 @@ static int check_output(Run *r, const char *flag, const char *arg, const char *p
         if (!renamed) return access(path, W_OK) == 0 ? 0 : fail(r, "--%s %s: cannot write %s: %s", flag, arg, path, strerror(errno));
     }
     char dir[4096];
-    const char *slash = strrchr(path, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
+    folder_of(dir, sizeof dir, path);
     int e = stat(dir, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : access(dir, W_OK | X_OK) != 0 ? errno : 0;
     if (e) return fail(r, "--%s %s: cannot write into folder %s: %s", flag, arg, dir, strerror(e));
     return 0;
 }
 
+/* The steps the run saves at, in order: each multiple of --save-every
+ * after the current step and before the last, then the last (the final
+ * checkpoint).  The first is save_step(r, -1, ...), the next after k
+ * save_step(r, k, ...), and -1 follows the last.  A --save without {step}
+ * names one file: only the last counts. */
+static int64_t save_step(const Run *r, int64_t k, int64_t last, int training) {
+    int64_t from = r->s->step, every = training && strstr(r->a.save, "{step}") ? r->a.save_every : 0;
+    if (k == last) return -1;
+    if (k < 0) k = from - (every > 0 ? from % every : 0);   /* the periodic step at or before the current */
+    return every > 0 && every < last - k ? k + every : last;
+}
+
 /* Before the first step, so that a run is not lost at its end: the outputs
- * can be written, and none of them is an input, which writing it would
- * destroy (--save may replace the checkpoint it resumes from: that one was
- * read, and the new one replaces it whole). */
-static int check_outputs(Run *r, int64_t last_step) {
+ * can be written (every checkpoint's: {step} may name a folder), and none
+ * of them is an input, which writing it would destroy (--save may replace
+ * the checkpoint it resumes from: that one was read, and the new one
+ * replaces it whole). */
+static int check_outputs(Run *r, int training) {
     const Args *a = &r->a;
     const struct { const char *flag, *path; } in[] = {{"data", a->data}, {"val", a->val}, {"resume", a->resume}, {"init", a->init}};
     if (a->metrics) {
@@ -310,16 +340,67 @@ static int check_outputs(Run *r, int64_t last_step) {
             if (same_file(a->metrics, in[i].path))
                 return fail(r, "--metrics %s is the --%s file %s: writing the metrics would destroy it", a->metrics, in[i].flag, in[i].path);
     }
-    if (a->save) {
+    if (!a->save) return 0;
+    int64_t last = training ? r->s->total : r->s->step;
+    for (int64_t k = save_step(r, -1, last, training); k >= 0; k = save_step(r, k, last, training)) {
         char path[4096];
-        save_path(path, sizeof path, a->save, last_step);
-        if (check_output(r, "save", a->save, path, 1) != 0) return -1;
+        save_path(path, sizeof path, a->save, k);
+        if (check_output(r, "save", a->save, path, 1) != 0) {
+            if (strstr(a->save, "{step}")) {   /* which checkpoint */
+                size_t n = strlen(r->err);
+                snprintf(r->err + n, sizeof r->err - n, " (the checkpoint of step %" PRId64 ")", k);
+            }
+            return -1;
+        }
         for (size_t i = 0; i < 2; i++)   /* --data, --val */
             if (same_file(path, in[i].path))
                 return fail(r, "--save %s is the --%s file %s: the checkpoint would replace it", a->save, in[i].flag, in[i].path);
         if (same_file(path, a->metrics)) return fail(r, "--save %s and --metrics %s are the same file", a->save, a->metrics);
     }
     return 0;
+}
+
+/* A warning, before the first step, when a folder the run saves into has
+ * less space free (statvfs) than the checkpoints it will hold there: not
+ * an error, since space can be freed while the run trains. */
+static void check_space(Run *r, int training) {
+    if (!r->a.save || r->a.quiet) return;
+    int64_t bytes = rt_ckpt_bytes(r->s, 1), last = training ? r->s->total : r->s->step;
+    if (bytes <= 0) return;
+    char dir[4096] = "", path[4096], d[4096];
+    int64_t files = 0, k = save_step(r, -1, last, training);
+    for (; k >= 0 || files > 0; k = save_step(r, k, last, training)) {   /* the checkpoints of each folder, counted */
+        if (k >= 0) {
+            save_path(path, sizeof path, r->a.save, k);
+            folder_of(d, sizeof d, path);
+            if (files == 0 || strcmp(d, dir) == 0) {
+                snprintf(dir, sizeof dir, "%s", d);
+                files++;
+                continue;
+            }
+        }
+        struct statvfs v;
+        int64_t need = files > INT64_MAX / bytes ? INT64_MAX : files * bytes;
+        uint64_t avail = statvfs(dir, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize : UINT64_MAX;
+        if (avail < (uint64_t)need) {
+            char hf[64], hc[64], hn[64];
+            rt_human_bytes(hf, sizeof hf, (int64_t)avail);
+            rt_human_bytes(hc, sizeof hc, bytes);
+            rt_human_bytes(hn, sizeof hn, need);
+            if (files == 1)
+                fprintf(stderr, "%s: warning: --save: folder %s has %s (%" PRId64 " bytes) free, less than the checkpoint's %s (%" PRId64
+                                " bytes): saving it will fail unless space is freed\n",
+                        r->prog, dir, hf, (int64_t)avail, hc, bytes);
+            else
+                fprintf(stderr, "%s: warning: --save: folder %s has %s (%" PRId64 " bytes) free, less than the %" PRId64 " checkpoints saved "
+                                "there take: %s (%s, %" PRId64 " bytes, each): saving them will fail unless space is freed\n",
+                        r->prog, dir, hf, (int64_t)avail, files, hn, hc, bytes);
+            return;
+        }
+        if (k < 0) return;
+        snprintf(dir, sizeof dir, "%s", d);
+        files = 1;
+    }
 }
 
 static void end_line(Run *r) {
@@ -364,16 +445,60 @@ static int evaluate(Run *r, int64_t step) {
     return metric(r, "{\"step\":%" PRId64 ",\"val_loss\":%s}\n", step, v);
 }
 
-static int save(Run *r, int64_t step) {
-    char path[4096];
-    save_path(path, sizeof path, r->a.save, step);
+/* The checkpoint of the current step, to --save's path for it (which
+ * failed is remembered: train_failed does not try it again). */
+static int save_now(Run *r, char path[4096]) {
+    save_path(path, 4096, r->a.save, r->s->step);
     if (r->train) r->s->data_pos = rt_data_pos(r->train);
-    if (trn_save(r->s, path, 1) != 0) return fail(r, "%s", trn_error(r->s));
+    if (trn_save(r->s, path, 1) != 0) {
+        snprintf(r->failed_save, sizeof r->failed_save, "%s", path);
+        return fail(r, "%s", trn_error(r->s));
+    }
+    snprintf(r->saved, sizeof r->saved, "%s", path);
+    r->saved_step = r->s->step;
+    return 0;
+}
+
+static int save(Run *r) {
+    char path[4096];
+    if (save_now(r, path) != 0) return -1;
     if (!r->a.quiet) {
         end_line(r);
-        fprintf(stderr, "step %" PRId64 ": saved %s\n", step, path);
+        fprintf(stderr, "step %" PRId64 ": saved %s\n", r->s->step, path);
     }
     return 0;
+}
+
+static void print_error(Run *r) {
+    end_line(r);
+    fprintf(stderr, "%s: error: %s\n", r->prog, r->err[0] ? r->err : "failed");
+    r->reported = 1;
+}
+
+/* Training failed (a step, the metrics, an evaluation, a periodic save):
+ * the error is reported, then nothing is lost that can be kept.  After a
+ * completed step the state of that step is saved to --save's path for it,
+ * unless saving there is what failed; a step that failed may have half
+ * applied its update (with grad_accum 1 the update runs with the
+ * micro-batch), so its state is not saved.  Says where the run can resume
+ * from; -1 (exit status 1). */
+static int train_failed(Run *r) {
+    TrnSession *s = r->s;
+    char path[4096] = "", last[4200] = "";
+    print_error(r);
+    if (!r->a.save) return -1;
+    if (r->saved[0]) snprintf(last, sizeof last, "; the last checkpoint saved is %s (step %" PRId64 ")", r->saved, r->saved_step);
+    save_path(path, sizeof path, r->a.save, s->step);
+    if (r->step_failed)
+        fprintf(stderr, "%s: nothing saved: a step that fails may leave its update half applied%s\n", r->prog, last);
+    else if (strcmp(path, r->failed_save) == 0)
+        fprintf(stderr, "%s: the checkpoint of step %" PRId64 " is not saved (above)%s\n", r->prog, s->step, last);
+    else if (save_now(r, path) == 0)
+        fprintf(stderr, "%s: stopped at step %" PRId64 " of %" PRId64 ": saved %s (--resume %s continues the run)\n", r->prog, s->step, s->total,
+                path, path);
+    else
+        print_error(r);
+    return -1;
 }
 
 static void progress(Run *r, int64_t step, double loss, double lr, double gn, double tok_s, double eta, int last) {
@@ -416,7 +541,10 @@ static int train(Run *r) {
     if (tsk0 >= 0 && rt_get_scalar(s, tsk0, &skipped_before) != 0) skipped_before = -1;
     for (int64_t step = first; step <= s->total; step++) {
         double t0 = rt_now();
-        if (trn_step(s, feed_fn, &r->feed, -1) != 0) return fail(r, "step %" PRId64 ": %s", step, trn_error(s));
+        if (trn_step(s, feed_fn, &r->feed, -1) != 0) {
+            r->step_failed = 1;
+            return fail(r, "step %" PRId64 ": %s", step, trn_error(s));
+        }
         double dt = rt_now() - t0;
         s->data_pos = rt_data_pos(r->train);
         ema = ema < 0 ? dt : 0.9 * ema + 0.1 * dt;
@@ -465,7 +593,7 @@ static int train(Run *r) {
                    amp, tok_s, dt * 1e3, start) != 0)
             return -1;
         if (r->val && ((r->a.eval_every > 0 && step % r->a.eval_every == 0) || last) && evaluate(r, step) != 0) return -1;
-        if (r->a.save && r->a.save_every > 0 && step % r->a.save_every == 0 && !last && save(r, step) != 0) return -1;
+        if (r->a.save && r->a.save_every > 0 && step % r->a.save_every == 0 && !last && save(r) != 0) return -1;
     }
     if (!r->a.quiet && s->step > 0) {
         end_line(r);
@@ -606,8 +734,7 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
                        "the API (docs/runtime.md)",
                     m->name);
     if ((training || a->val || a->sample > 0) && check_inputs(r, m) != 0) return -1;
-    int64_t last = training ? s->total : s->step;   /* the step of the final checkpoint */
-    if (check_outputs(r, last) != 0) return -1;
+    if (check_outputs(r, training) != 0) return -1;
     if (lm) {
         size_t bt = (size_t)(r->B * r->T);
         r->feed.tokens = rt_malloc(bt * sizeof(int32_t), r->err, sizeof r->err);
@@ -630,7 +757,7 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     }
     r->t_data = rt_now() - t;
     if (a->metrics && !(r->metrics = rt_fopen(a->metrics, "w", r->err, sizeof r->err))) return -1;
-    if (a->save && a->metrics && check_outputs(r, last) != 0) return -1;   /* again: --save naming the --metrics file made just now */
+    if (a->save && a->metrics && check_outputs(r, training) != 0) return -1;   /* again: --save naming the --metrics file made just now */
 
     if (!a->quiet) {
         int64_t np = 0, nt = 0;
@@ -642,16 +769,21 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
                 s->be.name ? s->be.name : "?", ab, s->seed, s->init_on_device ? ", initialised on the device" : "");
         if (a->init) fprintf(stderr, "initialised from %s\n", a->init);
         if (a->resume) fprintf(stderr, "resumed from %s at step %" PRId64 " (micro-batch %" PRId64 ")\n", a->resume, s->step, s->data_pos);
+        if (a->resume && !training)   /* it still evaluates, saves and samples, as asked */
+            fprintf(stderr, "%s: note: %s is at step %" PRId64 ", and the run has %" PRId64 " steps (%s): nothing to train%s\n", r->prog,
+                    a->resume, s->step, s->total, a->given_steps ? "--steps" : "the checkpoint's lr.steps, the schedule's length",
+                    a->given_steps ? "" : "; --steps N trains it on to step N");
         if (r->train && training)
             fprintf(stderr, "data %s: %" PRId64 " tokens, %s batches of B=%" PRId64 " x T=%" PRId64 ", grad_accum %" PRId64 " | steps %" PRId64
                             "/%" PRId64 " | lr %g %s (warmup %" PRId64 ", min %g)\n",
                     a->data, rt_data_ntokens(r->train), s->batches, r->B, r->T, s->grad_accum, s->step, s->total, s->lr, s->schedule, s->warmup,
                     s->min_lr);
     }
+    check_space(r, training);
     int32_t first = r->train ? (int32_t)rt_data_tokens(r->train)[0] : 0;
-    if (training && train(r) != 0) return -1;
+    if (training && train(r) != 0) return train_failed(r);
     if (!training && r->val && evaluate(r, s->step) != 0) return -1;
-    if (a->save && save(r, s->step) != 0) return -1;
+    if (a->save && save(r) != 0) return -1;
     if (a->sample > 0 && sample(r, first) != 0) return -1;
     return 0;
 }
@@ -677,6 +809,16 @@ int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
     a->eval_steps = m->train.eval_steps > 0 ? m->train.eval_steps : 10;
     a->save_every = m->train.save_every;
     r->tty = isatty(fileno(stderr));
+    /* A file-size limit (ulimit -f) would kill the process in the middle
+     * of a write (SIGXFSZ), leaving the checkpoint's temporary file
+     * behind: ignored, the write fails with EFBIG, which is reported like
+     * a full disk, and the file is removed.  Restored on return (a program
+     * that embeds the runtime decides for itself: docs/runtime.md). */
+    struct sigaction ign, old_xfsz;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    int xfsz = sigaction(SIGXFSZ, &ign, &old_xfsz) == 0;
     int status = 0;
     if (parse_args(argc, argv, a, r->err, sizeof r->err) != 0) {
         fprintf(stderr, "%s: error: %s\n(run %s --help for the flags)\n", r->prog, r->err, r->prog);
@@ -686,8 +828,7 @@ int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
     } else if (a->report) {
         report(m);
     } else if (run_main(r, m, be) != 0) {
-        end_line(r);
-        fprintf(stderr, "%s: error: %s\n", r->prog, r->err[0] ? r->err : "failed");
+        if (!r->reported) print_error(r);
         status = 1;
     }
     /* what the user asked to see (the report, samples, --help) is lost if stdout cannot take it */
@@ -708,5 +849,6 @@ int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
     free(r->feed.targets);
     free(r->feed.conv);
     free(r);
+    if (xfsz) sigaction(SIGXFSZ, &old_xfsz, NULL);
     return status;
 }

@@ -71,9 +71,17 @@ int   rt_rename_at(const char *from, const char *to, const char *file, int line,
 void rt_fmt_double(char *out, size_t n, double x);
 void rt_human_bytes(char *out, size_t n, int64_t b);   /* "4.21 GiB", "512 B" */
 double rt_now(void);                                   /* monotonic seconds */
-/* "PATH.tmp" (malloc'd), where a file is written before it is renamed over
- * PATH: a write stopped at any point leaves PATH whole. */
+/* "PATH.tmp" (malloc'd): the CUDA profile's file before it is renamed over
+ * PATH.  It may name an existing file: checkpoints use rt_tmp_create. */
 char *rt_tmp_path(const char *path, char *err, size_t errn);
+/* Creates the file that PATH is written to before it is renamed over PATH
+ * (a write stopped at any point leaves PATH whole): "PATH.PID.tmp" beside
+ * it, made with O_CREAT|O_EXCL so that no existing file is ever opened for
+ * writing; where that name is taken (a file, a link, a folder), the next
+ * of "PATH.PID.1.tmp", "PATH.PID.2.tmp", ...  The name is malloc'd into
+ * *tmp (the caller removes the file on failure and frees it). */
+FILE *rt_tmp_create_at(const char *path, char **tmp, const char *file, int line, char *err, size_t errn);
+#define rt_tmp_create(path, tmp, err, errn) rt_tmp_create_at((path), (tmp), __FILE__, __LINE__, (err), (errn))
 
 /* A growing string (header JSON, error lists). */
 typedef struct RtBuf { char *p; size_t len, cap; int oom; } RtBuf;
@@ -286,5 +294,8 @@ int rt_st_header(const RtStTensor *t, int n, const RtStMeta *meta, int nmeta, ch
 /* trn_load from an open stream (the fuzz target feeds it memory through
  * fmemopen); label names the file in messages. */
 int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only);
+/* The bytes trn_save(s, path, with_state) writes now (header and data): -1
+ * when that cannot be worked out (out of memory). */
+int64_t rt_ckpt_bytes(TrnSession *s, int with_state);
 
 #endif /* TRAINC_RT_INTERNAL_H */

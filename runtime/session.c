@@ -357,6 +357,8 @@ void trn_destroy(TrnSession *s) {
 const char *trn_error(const TrnSession *s) { return s ? s->err : "no session"; }
 const TrnModel *trn_model(const TrnSession *s) { return s ? s->m : NULL; }
 
+const char *trn_device(const TrnSession *s) { return s ? (s->be.name ? s->be.name : "?") : NULL; }
+
 int trn_find(const TrnSession *s, const char *name) {
     for (int i = 0; name && i < s->m->ntensors; i++)
         if (strcmp(s->m->tensors[i].name, name) == 0) return i;

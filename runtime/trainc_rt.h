@@ -172,6 +172,10 @@ TrnSession *trn_create_with_backend(const TrnModel *m, TrnBackend be, const TrnO
 void        trn_destroy(TrnSession *s);
 const char *trn_error(const TrnSession *s);             /* the last error message */
 const TrnModel *trn_model(const TrnSession *s);
+/* The backend the session runs on: "cpu", "cuda" (what device "auto"
+ * chose), or the name of a backend made by the caller ("interp").  NULL
+ * for a NULL session. */
+const char *trn_device(const TrnSession *s);
 int         trn_find(const TrnSession *s, const char *name);   /* tensor index, -1 if none */
 
 /* Copies host data (tensor dtype, numel elements) into an input or any
@@ -211,8 +215,9 @@ int    trn_predict_at(TrnSession *s, const int64_t *pos, void *logits, size_t by
 
 /* Checkpoints (safetensors): parameters by name; with_state adds the
  * optimizer/accumulator states and the step, data position and seed in the
- * metadata.  Written to PATH.tmp and renamed: a crash never leaves a broken
- * checkpoint.  trn_load with params_only checks names and shapes strictly
+ * metadata.  Written to a new file beside PATH (PATH.PID.tmp, made with
+ * O_EXCL: no existing file is opened) and renamed: a crash never leaves a
+ * broken checkpoint.  trn_load with params_only checks names and shapes strictly
  * (missing, extra or mis-shaped tensors are errors naming them). */
 int trn_save(TrnSession *s, const char *path, int with_state);
 /* (params_only: a LoRA model's adapters, params named "….lora_A…" and

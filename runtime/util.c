@@ -3,6 +3,7 @@
 #include "rt.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -114,6 +115,37 @@ char *rt_tmp_path(const char *path, char *err, size_t errn) {
     char *t = rt_malloc(n + 5, err, errn);
     if (t) memcpy(t, path, n), memcpy(t + n, ".tmp", 5);
     return t;
+}
+
+FILE *rt_tmp_create_at(const char *path, char **tmp, const char *file, int line, char *err, size_t errn) {
+    size_t n = strlen(path) + 48;
+    char *t = rt_malloc_at(n, file, line, err, errn);
+    *tmp = NULL;
+    if (!t) return NULL;
+    /* O_EXCL: a name that is taken (a file of the run, a link to one, a
+     * folder) is never opened; the next number is tried */
+    int fd = -1;
+    for (int k = 0; k < 100 && fd < 0; k++) {
+        if (k == 0) snprintf(t, n, "%s.%d.tmp", path, (int)getpid());
+        else snprintf(t, n, "%s.%d.%d.tmp", path, (int)getpid(), k);
+        fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        rt_fail(err, errn, "open(\"%s\", O_WRONLY|O_CREAT|O_EXCL) failed at %s:%d: %s", t, AT, strerror(errno));
+        free(t);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        rt_fail(err, errn, "fdopen(%s) failed at %s:%d: %s", t, AT, strerror(errno));
+        close(fd);
+        unlink(t);
+        free(t);
+        return NULL;
+    }
+    *tmp = t;
+    return f;
 }
 
 double rt_now(void) {

@@ -20,6 +20,8 @@ target_link_libraries(test_api PRIVATE rt_test_models)
 add_test(NAME runtime_api COMMAND test_api)
 
 add_test(NAME runtime_cli COMMAND bash ${RT_TESTS}/cli.sh $<TARGET_FILE:rt_bigram> ${CMAKE_CURRENT_BINARY_DIR}/runtime-scratch/cli)
+# the program's files when writing them fails (full disks, file-size limits)
+add_test(NAME runtime_disk COMMAND bash ${RT_TESTS}/disk.sh $<TARGET_FILE:rt_bigram> ${CMAKE_CURRENT_BINARY_DIR}/runtime-scratch/disk)
 
 # the fuzz target's corpus, run without libFuzzer (any compiler)
 add_executable(rt_fuzz_corpus ${RT_TESTS}/fuzz_safetensors.c ${RT_TESTS}/fuzz_main.c)
@@ -35,7 +37,7 @@ target_link_options(test_mathf PRIVATE -fopenmp)
 target_link_libraries(test_mathf PRIVATE m)
 add_test(NAME runtime_mathf COMMAND test_mathf)
 
-set_tests_properties(runtime_unit runtime_api runtime_cli runtime_fuzz_corpus runtime_mathf PROPERTIES LABELS runtime)
+set_tests_properties(runtime_unit runtime_api runtime_cli runtime_disk runtime_fuzz_corpus runtime_mathf PROPERTIES LABELS runtime)
 
 if(TRAINC_FUZZ)
   add_executable(fuzz_safetensors ${RT_TESTS}/fuzz_safetensors.c)

@@ -17,3 +17,13 @@ if(TARGET trainc AND TARGET trainc-tokenize)
                    ${CMAKE_CURRENT_BINARY_DIR}/torch-hf-import)
   set_tests_properties(torch_hf_import PROPERTIES LABELS torch TIMEOUT 300 SKIP_RETURN_CODE 77)
 endif()
+# tools/hf_to_trainc.py on what it must refuse (cut or malformed files,
+# pickles, bad -o paths, an untied GPT-2 head, --to-hf of what is not a
+# trainc checkpoint), --config, and a LoRA model merged by --to-hf giving
+# trainc's loss (tests/torch/hf_tool.sh)
+if(TARGET trainc AND TARGET trainc-tokenize)
+  add_test(NAME torch_hf_tool
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/torch/hf_tool.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
+                   ${CMAKE_CURRENT_BINARY_DIR}/torch-hf-tool)
+  set_tests_properties(torch_hf_tool PROPERTIES LABELS torch TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()

@@ -53,6 +53,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "embed: %s\n", err);
         return 1;
     }
+    fprintf(stderr, "embed: training on %s (device %s)\n", trn_device(s), device);
     Data d = {12345};
     double first = 0, last = 0;
     for (int k = 1; k <= 300; k++) {

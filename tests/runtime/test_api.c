@@ -55,6 +55,8 @@ static void test_null(void) {
     CHECK(trn_load(s, NULL, 1) == -1 && has(s, "NULL"), "trn_load NULL");
     CHECK(trn_save(s, "", 1) == -1 && has(s, "empty"), "trn_save of an empty path");
     CHECK(trn_model(NULL) == NULL, "trn_model NULL");
+    CHECK(trn_device(NULL) == NULL, "trn_device NULL");
+    CHECK(strcmp(trn_device(s), "cpu") == 0, "trn_device: %s", trn_device(s));
     /* a call that works clears the last message */
     CHECK(trn_set(s, "tokens", b, sizeof b / 2) == 0 && trn_error(s)[0] == 0, "the message stays: '%s'", trn_error(s));
     CHECK(trn_eval(s, &loss) == 0 && isfinite(loss), "trn_eval after the errors: %s", trn_error(s));

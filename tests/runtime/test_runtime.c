@@ -12,14 +12,17 @@
 #include "schedule.h"
 #include "tokens.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -785,30 +788,84 @@ static void test_init_errors(void) {
     trn_destroy(s);
 }
 
+/* The temporary files of path's saves left in its folder (PATH.*.tmp). */
+static int tmp_files_of(const char *path) {
+    char dir[2048];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) return -1;
+    *slash = 0;
+    const char *base = slash + 1;
+    size_t bn = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t k = strlen(e->d_name);
+        if (k > bn + 5 && strncmp(e->d_name, base, bn) == 0 && e->d_name[bn] == '.' && strcmp(e->d_name + k - 4, ".tmp") == 0) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* trn_save writes a new file beside PATH and renames it over PATH: a
+ * failure leaves PATH as it was and no temporary file behind.  The new
+ * file is made with O_EXCL under PATH.PID.tmp, so that no existing file
+ * is ever opened for writing (the fixed PATH.tmp truncated and renamed
+ * whatever was there: a --metrics file, a --data file). */
 static void test_atomic_save(void) {
     TrnSession *s = cpu_session(&bigram_tiny, -1);
     if (!s) { CHECK(0, "no session"); return; }
-    const char *path = P("atomic.safetensors"), *tmp = P("atomic.safetensors.tmp");
+    const char *path = P("atomic.safetensors");
+    char tmp[2][2048], dir2[2048], other[2048];
+    snprintf(tmp[0], sizeof tmp[0], "%s.%d.tmp", path, (int)getpid());
+    snprintf(tmp[1], sizeof tmp[1], "%s.%d.1.tmp", path, (int)getpid());
+    snprintf(dir2, sizeof dir2, "%s.%d.2.tmp", path, (int)getpid());
+    snprintf(other, sizeof other, "%s", P("other.txt"));
     CHECK(trn_save(s, path, 1) == 0, "%s", trn_error(s));
-    size_t n0, n1;
+    size_t n0, n1, nk;
     unsigned char *before = slurp(path, &n0);
     trn_step(s, NULL, NULL, -1);   /* change the state */
-    /* 1: PATH.tmp cannot be created (it is a folder) */
-    mkdir(tmp, 0755);
-    CHECK(trn_save(s, path, 1) == -1 && strstr(trn_error(s), "fopen") && strstr(trn_error(s), "untouched"), "%s", trn_error(s));
-    rmdir(tmp);
+    /* 1: the names taken, by a file, a link to another file, a folder, and
+     * the old fixed name: none is opened, the save takes the next name */
+    spit(tmp[0], "keep", 4);
+    spit(other, "other", 5);
+    spit(P("atomic.safetensors.tmp"), "data", 4);
+    CHECK(symlink(other, tmp[1]) == 0, "symlink: %s", strerror(errno));
+    CHECK(mkdir(dir2, 0755) == 0, "mkdir: %s", strerror(errno));
+    CHECK(trn_save(s, path, 1) == 0, "with the temporary names taken: %s", trn_error(s));
+    unsigned char *k0 = slurp(tmp[0], &nk), *k1 = slurp(other, &n1), *k2 = slurp(P("atomic.safetensors.tmp"), &n1);
+    CHECK(k0 && memcmp(k0, "keep", 4) == 0 && k1 && memcmp(k1, "other", 5) == 0 && k2 && memcmp(k2, "data", 4) == 0,
+          "a file at a temporary name was written");
+    free(k0), free(k1), free(k2);
+    struct stat st;
+    CHECK(lstat(tmp[1], &st) == 0 && S_ISLNK(st.st_mode) && stat(dir2, &st) == 0 && S_ISDIR(st.st_mode), "a link or folder was replaced");
+    CHECK(tmp_files_of(path) == 3, "%d PATH.*.tmp names in the folder (3 made here)", tmp_files_of(path));
     unsigned char *after = slurp(path, &n1);
-    CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "the old checkpoint changed");
+    CHECK(after && !(n0 == n1 && memcmp(before, after, n0) == 0) && trn_load(s, path, 0) == 0, "not saved: %s", trn_error(s));
     free(after);
-    /* 2: writing fails half way (PATH.tmp leads to a full disk) */
-    if (access("/dev/full", W_OK) == 0 && symlink("/dev/full", tmp) == 0) {
-        CHECK(trn_save(s, path, 1) == -1 && (strstr(trn_error(s), "fwrite") || strstr(trn_error(s), "fflush")), "%s", trn_error(s));
+    unlink(tmp[0]), unlink(tmp[1]), rmdir(dir2), unlink(P("atomic.safetensors.tmp"));
+    free(before);
+    before = slurp(path, &n0);
+    trn_step(s, NULL, NULL, -1);
+    /* 2: writing fails half way: a file-size limit, SIGXFSZ ignored (as
+     * trn_main does) so that the write fails with EFBIG */
+    struct rlimit old;
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    if (getrlimit(RLIMIT_FSIZE, &old) == 0) {
+        struct rlimit lim = old;
+        lim.rlim_cur = (rlim_t)(n0 / 2);
+        CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0, "setrlimit: %s", strerror(errno));
+        int rc = trn_save(s, path, 1);
+        setrlimit(RLIMIT_FSIZE, &old);
+        CHECK(rc == -1 && strstr(trn_error(s), "File too large") && strstr(trn_error(s), "cannot save ") && strstr(trn_error(s), path),
+              "%s", rc ? trn_error(s) : "saved");
         after = slurp(path, &n1);
-        CHECK(after && n0 == n1 && memcmp(before, after, n0) == 0, "the old checkpoint changed");
+        CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0, "the old checkpoint changed");
         free(after);
-        struct stat st;
-        CHECK(lstat(tmp, &st) != 0, "PATH.tmp left behind");
+        CHECK(tmp_files_of(path) == 0, "a temporary file left behind");
     }
+    signal(SIGXFSZ, old_handler);
     /* 3: a folder without write permission (not for root, who may write anywhere) */
     if (geteuid() != 0) {
         const char *dir = P("ro");
@@ -827,7 +884,8 @@ static void test_atomic_save(void) {
         free(after);
     }
     /* 4: a missing folder */
-    CHECK(trn_save(s, P("no/such/dir/x.safetensors"), 0) == -1 && strstr(trn_error(s), "No such file"), "%s", trn_error(s));
+    CHECK(trn_save(s, P("no/such/dir/x.safetensors"), 0) == -1 && strstr(trn_error(s), "No such file") && strstr(trn_error(s), "O_EXCL"),
+          "%s", trn_error(s));
     free(before);
     trn_destroy(s);
 }
@@ -915,6 +973,25 @@ static int with_meta(const unsigned char *f, size_t n, uint64_t hl, const char *
     return write_st(path, out, f + 8 + hl, n - 8 - (size_t)hl);
 }
 
+/* Writes to path the checkpoint f (n bytes, header hl bytes) without
+ * metadata key.  0 when done. */
+static int without_meta(const unsigned char *f, size_t n, uint64_t hl, const char *key, const char *path) {
+    char json[8192], k[64], out[8400];
+    if (hl >= sizeof json) return -1;
+    memcpy(json, f + 8, (size_t)hl);
+    size_t hn = (size_t)hl;
+    json[hn] = 0;
+    while (hn > 0 && json[hn - 1] == ' ') json[--hn] = 0;
+    snprintf(k, sizeof k, "\"%s\":\"", key);
+    char *at = strstr(json, k), *end = at ? strchr(at + strlen(k), '"') : NULL;
+    if (!end) return -1;
+    end++;                               /* after the value's closing quote */
+    if (*end == ',') end++;              /* "key":"v", ... */
+    else if (at[-1] == ',') at--;        /* ..., "key":"v" (the last) */
+    snprintf(out, sizeof out, "%.*s%s", (int)(at - json), json, end);
+    return write_st(path, out, f + 8 + hl, n - 8 - (size_t)hl);
+}
+
 /* Metadata a reader does not understand, or values a run cannot use, are
  * errors naming the key (lr.max -1 was reported as 'lr.steps'; inf, and
  * the format, version and abi of other writers, were accepted). */
@@ -941,6 +1018,14 @@ static void test_ckpt_meta(void) {
         {"abi", "999", 0, "metadata 'abi' is '999': a newer runtime than this one"},
         {"abi", "x", 0, "metadata 'abi' is 'x' (expected a runtime ABI version, a positive integer)"},
         {"abi", "1", 0, NULL},       /* an older runtime's checkpoint resumes */
+        /* the numbers as the flags take them: no hex, space or sign */
+        {"lr.max", "0x1p-10", 0, "metadata 'lr.max' is '0x1p-10' (expected a finite non-negative number)"},
+        {"lr.max", " 0.001", 0, "metadata 'lr.max' is ' 0.001' (expected a finite non-negative number)"},
+        {"lr.min", "-0", 0, "metadata 'lr.min' is '-0' (expected a finite non-negative number)"},
+        {"lr.max", "0.001", 0, NULL},
+        {"step", "-0", 0, "metadata 'step' is '-0' (expected a non-negative integer)"},
+        {"lr.steps", "+5", 0, "metadata 'lr.steps' is '+5' (expected a non-negative integer)"},
+        {"grad_accum", "0", 0, "metadata 'grad_accum' is '0' (expected a positive integer)"},
         /* --init takes the parameters of any safetensors file, whatever wrote it */
         {"format", "pt", 1, NULL},   /* tools/hf_to_trainc.py writes "pt" */
         {"format", "tf", 1, NULL},
@@ -957,6 +1042,21 @@ static void test_ckpt_meta(void) {
             CHECK(rc == -1 && strstr(trn_error(s), cases[c].want), "%s=%s: %s", cases[c].key, cases[c].value, rc ? trn_error(s) : "loaded");
         else
             CHECK(rc == 0, "%s=%s: %s", cases[c].key, cases[c].value, trn_error(s));
+    }
+    /* every resume key is required: a missing one is an error, not the
+     * model's default (lr.schedule and data.batches were) */
+    static const char *const keys[] = {"step", "seed", "data.pos", "data.batches", "grad_accum", "lr.schedule", "lr.max", "lr.min",
+                                       "lr.warmup", "lr.steps"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "meta_bad.safetensors: metadata '%s' is missing", keys[i]);
+        if (without_meta(f, n, hl, keys[i], bad) != 0) {
+            CHECK(0, "cannot remove metadata '%s'", keys[i]);
+            continue;
+        }
+        int rc = trn_load(s, bad, 0);
+        CHECK(rc == -1 && strstr(trn_error(s), want), "without %s: %s", keys[i], rc ? trn_error(s) : "resumed");
+        CHECK(trn_load(s, bad, 1) == 0, "--init without %s: %s", keys[i], trn_error(s));   /* --init reads none of them */
     }
     /* through the command line, as --lr inf is */
     char data[2048], args[4096], err[4096];

@@ -11,6 +11,7 @@ matrices, torch.nn.utils.clip_grad_norm_).
 
     parity.py gpt2|llama DIR --batch B --seq T --heads H [--kv-heads K] [--accum A]
               [--beta2 B2] [--eps E] [--wd W] [--clip C] [--sgd --momentum M --nesterov]
+              [--lora-scale S] [--bench] [--tol TOL] [--ptol PTOL]
               [--control gqa-tiled|rope-interleaved|no-decay|clip-per-tensor]
 
 DIR holds what parity.sh left there: init.safetensors (trainc's step-0
@@ -34,8 +35,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
 import hf_to_trainc as st  # noqa: E402  (the safetensors reader and writer of the Python tools and tests)
+from tokens import read_tokens  # noqa: E402  (the token-file reader of the PyTorch scripts)
 
 DT = torch.float64
 
@@ -56,11 +60,8 @@ def load_safetensors(path):
 
 
 def load_tokens(path):
-    """llm.c's .bin: a header of 256 int32 (magic 20240520, version, count), then uint16 tokens."""
-    h = np.fromfile(path, dtype="<i4", count=256)
-    if h[0] != 20240520:
-        sys.exit(f"{path}: not an llm.c token file")
-    return np.fromfile(path, dtype="<u2", offset=1024, count=int(h[2])).astype(np.int64)
+    """The tokens of a token file (llm.c's .bin: bench/tokens.py's reader) as int64."""
+    return np.frombuffer(read_tokens(path), dtype=np.uint16).astype(np.int64)
 
 
 def batch(tok, B, T, k):
@@ -196,7 +197,8 @@ def rel(a, b):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description="trainc's training (DIR: parity.sh's init.safetensors, tok_train.bin, "
+                                             "metrics.jsonl, end.safetensors) against PyTorch's, step by step, in float64")
     ap.add_argument("model", choices=["gpt2", "llama"])
     ap.add_argument("dir")
     ap.add_argument("--batch", type=int, required=True)

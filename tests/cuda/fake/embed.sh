@@ -45,6 +45,7 @@ else
     ./embed/embed auto.safetensors auto > auto.out 2> auto.err
     check "[ $? -eq 0 ]" "device auto trains (exit 0)"
     check "! grep -q warning auto.err" "device auto says nothing of a GPU this machine does not have"
+    check "grep -q '^embed: training on cpu (device auto)' auto.err && grep -q '^embed: training on cpu (device cpu)' cpu.err" "trn_device: auto chose the CPU"
     check "[ -n \"\$(losses cpu.out)\" ] && [ \"\$(losses auto.out)\" = \"\$(losses cpu.out)\" ] && cmp -s auto.out <(sed s/cpu.safetensors/auto.safetensors/ cpu.out) && cmp -s auto.safetensors cpu.safetensors" \
         "device auto: the CPU's losses, accuracy and checkpoint, bit for bit"
 fi
@@ -61,6 +62,7 @@ rc=$?
 cat fake.out fake.err
 check "[ $rc -eq 0 ]" "device cuda on the fake GPU trains, reaches the accuracy and reloads its checkpoint (exit 0, got $rc)"
 check "grep -q '^fake-cuda: [1-9][0-9]* launches$' fake.err" "its kernels ran on the fake GPU"
+check "grep -q '^embed: training on cuda (device cuda)' fake.err" "trn_device says cuda"
 c=$(losses cpu.out) f=$(losses fake.out)
 awk -v c="$c" -v e="$f" -v lim="$limit" 'BEGIN {
     n = split(c, a, " "); m = split(e, b, " "); w = 0
