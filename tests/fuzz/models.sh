@@ -20,6 +20,8 @@
 #     weights read only by linear (models.py's `# lora_targets:` line), with
 #     one parameter frozen (its `# freeze:` line): the same losses (1e-4;
 #     bf16, fp16 3e-2);
+#   - pad-tiles: the interpreter's fp32 losses padded to 24 (vocabulary
+#     256 to 264) and not, fused and not, the same (1e-6);
 #   - its CUDA C on the CPU emulation against the C backend, kernel by
 #     kernel (tests/cuda/emu/run.sh; fp32 for odd seeds, bf16 for even;
 #     with 2 micro-batches a step for seeds 2 and 3 modulo 4; with the
@@ -113,6 +115,24 @@ print('interpreter', a, 'compiled', b)
 sys.exit(0 if ok else 1)
 PY
   done; done
+  # pad-tiles changes nothing: the interpreter's fp32 losses padded to 24
+  # (the vocabulary 256 to 264) and not padded, fused and not, the same to
+  # 1e-6 (a cross_entropy_grad without the forward's {classes} failed it)
+  for o in "" "--set fusion=0"; do
+    tag=pad$(echo "$o" | tr -dc a-z0-9)
+    timeout 120 "$T" run m.model $A $o --set pad_tiles=0 --metrics u$tag.jsonl > u$tag.log 2>&1 &&
+      timeout 120 "$T" run m.model $A $o --pad-multiple=24 --metrics p$tag.jsonl > p$tag.log 2>&1 ||
+      { grep -q "$expected" u$tag.log p$tag.log || echo "[$s] trainc run padded or not $o: $(tail -qn1 u$tag.log p$tag.log | joined 2 300)" >> "$log"; continue; }
+    python3 - u$tag.jsonl p$tag.jsonl 1e-6 > cmp$tag.txt <<'PY' || echo "[$s] padding changes the losses $o: $(sed 's/interpreter/unpadded/; s/compiled/padded/' cmp$tag.txt)" >> "$log"
+import json, sys
+a = [json.loads(l)['loss'] for l in open(sys.argv[1]) if '"step"' in l]
+b = [json.loads(l)['loss'] for l in open(sys.argv[2]) if '"step"' in l]
+lim = float(sys.argv[3])
+ok = len(a) == len(b) == 3 and all(abs(x - y) <= lim * max(1, abs(x)) for x, y in zip(a, b))
+print('interpreter', a, 'compiled', b)
+sys.exit(0 if ok else 1)
+PY
+  done
   P=$([ $((s % 2)) -eq 0 ] && echo bf16 || echo fp32)
   tsan=$([ $((s % 3)) -eq 0 ] && echo 1 || echo 0)
   acc=$([ $((s % 4)) -ge 2 ] && echo 2 || echo 1)
