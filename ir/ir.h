@@ -285,7 +285,7 @@ typedef struct TrainConfig {
 #define X(name, kind, def, allowed) TK_FIELD_##kind name;
     TRAIN_KEYS(X)
 #undef X
-    SrcLoc at[TRAIN_NKEYS];       /* each key's value in a .model's train section (NOLOC: a default, --set, an .ir file) */
+    SrcLoc at[TRAIN_NKEYS];       /* each key's value in a .model's train section or an .ir file's train line (NOLOC: a default, -D on an .ir file, --set) */
 } TrainConfig;
 
 typedef struct TrainKeyInfo {
@@ -528,6 +528,9 @@ int  pm_pad_multiple(const Graph *g, const PassOptions *po, bool vocab);
 /* Whether po's target runs the ops the passes make (false for the cuda
  * target until codegen/emit_cuda.c has their templates: docs/passes.md). */
 bool pm_target_has_fused_ops(const PassOptions *po);
+/* The precision mixed-precision already gave g ("tf32", "bf16", "fp16"),
+ * or NULL when it has not run (pm.c). */
+const char *pm_mixed_precision_of(const Graph *g);
 /* False, with an error naming `pass`, when g has step nodes or updates:
  * autodiff and mixed-precision take a forward graph (pm.c). */
 bool pm_need_forward(Graph *g, const char *pass, Diag *d);

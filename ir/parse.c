@@ -729,6 +729,9 @@ static void parse_train(Parser *P) {
                 ok = perr(P, &val, "%s", err);
                 break;
             }
+            /* the errors about the value point at it, as in a .model's
+             * train section (TrainConfig.at) */
+            P->g->train.at[idx] = (SrcLoc){P->lfile, val.line, val.col};
             if (!accept_punct(P, ',')) break;
         }
     }

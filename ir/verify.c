@@ -13,7 +13,9 @@
  *     PH_STEP node reads only sources and PH_STEP values;
  *   - outputs: refer to values of the graph; result names are unique; an
  *     update targets a param or state node of the graph, at most once per
- *     phase, with a value of the target's type.
+ *     phase, with a value of the target's type;
+ *   - gradient accumulation: accumulators (states grad_acc.*) iff
+ *     train.grad_accum > 1, where a trainable param is updated.
  * Each failure is a located error that names the node (ir_print_node).
  */
 #include "ir.h"
@@ -302,6 +304,38 @@ static void check_outputs(Verifier *V) {
     free(updated);
 }
 
+/* ---- gradient accumulation ----
+ * The optimizer pass (passes/optimizer.c) gives every trainable param it
+ * updates an accumulator, state grad_acc.<p>, when grad_accum > 1, and
+ * none when it is 1; the runtime runs grad_accum micro-batches a step.  A
+ * header that says otherwise (an .ir file's train line edited, or set
+ * with -D after the optimizer ran) would train another way than the graph
+ * was built for. */
+static void check_accum(Verifier *V) {
+    Graph *g = V->g;
+    Node *acc = NULL, *updated = NULL;
+    for (int i = 0; i < g->nnodes && !acc; i++) {
+        Node *n = g->nodes[i];
+        const char *name = n->op == OP_state ? ir_source_name(n) : NULL;
+        if (name && strncmp(name, "grad_acc.", 9) == 0) acc = n;
+    }
+    for (int i = 0; i < g->noutputs && !updated; i++) {
+        Output *o = &g->outputs[i];
+        if (o->kind == OUT_UPDATE && o->target && o->target->op == OP_param && ir_is_trainable(o->target)) updated = o->target;
+    }
+    SrcLoc at = train_loc(&g->train, "grad_accum");
+    if (!at.file) at = g->training_loc;
+    long long n = (long long)g->train.grad_accum;
+    if (acc && n <= 1) {
+        error_at(V->d, at, "grad_accum is %lld, but graph '%s' accumulates gradients over micro-batches (state '%s'): the optimizer built it for grad_accum > 1",
+                 n, g->name, ir_source_name(acc));
+        note_at(V->d, acc->loc, "the accumulator is here");
+    } else if (!acc && updated && n > 1) {
+        error_at(V->d, at, "grad_accum is %lld, but graph '%s' updates '%s' with no gradient accumulator (state grad_acc.%s): the optimizer built it for grad_accum = 1",
+                 n, g->name, ir_source_name(updated), ir_source_name(updated));
+    }
+}
+
 bool ir_verify(Graph *g, Diag *d) {
     int errors = d->nerrors;
     Verifier V = {g, d, d->max_errors ? d->max_errors : 20, NULL, NULL, NULL, NULL, NULL, 0};
@@ -339,6 +373,7 @@ bool ir_verify(Graph *g, Diag *d) {
         for (int i = 0; i < g->nnodes; i++) check_node(&V, g->nodes[i], i, &phase);
         check_source_names(&V);
         check_outputs(&V);
+        check_accum(&V);
     }
     ir_graph_free(V.scratch);
     if (V.inf) fclose(V.inf);

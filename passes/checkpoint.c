@@ -30,8 +30,10 @@
  * attributes and operands; dropout draws from Philox by its stream and the
  * element index), so training is bit for bit the same; the memory plan
  * sees short-lived forward values and one block's recomputed values at a
- * time.  Runs after the optimizer and the last cse (cse would merge the
- * clones back into the originals).  A model with no repeated blocks is an
+ * time.  Each clone carries {recompute=1}: cse leaves such nodes alone
+ * (it would merge them back into the originals), and the mark survives
+ * printing and parsing.  Runs after the optimizer, on a training graph (a
+ * forward graph is an error).  A model with no repeated blocks is an
  * error: the option would change nothing.
  *
  * checkpoint_blocks = N (with blocks) recomputes the first N repeated
@@ -112,6 +114,7 @@ static Node *clone_node(Ck *c, Node *n, const bool *kept, Diag *d) {
     k->nattr = n->nattr;
     k->attrs = arena_alloc(g->arena, sizeof(Attr) * (size_t)(n->nattr ? n->nattr : 1));
     if (n->nattr) memcpy(k->attrs, n->attrs, sizeof(Attr) * (size_t)n->nattr);
+    ir_set_int(g, k, "recompute", 1); /* the mark cse keeps it by */
     k->phase = n->phase;
     if (!ir_emit(g, k, d)) return NULL;
     for (int r = 0; r < n->nout; r++)
@@ -125,6 +128,13 @@ static Node *clone_node(Ck *c, Node *n, const bool *kept, Diag *d) {
 bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
     const char *policy = g->train.checkpoint ? g->train.checkpoint : "none";
     int64_t count = g->train.checkpoint_blocks;
+    /* a forward graph has no backward to recompute for: the pass would
+     * clone nothing and say so in a note, the header keeping the policy */
+    if (!g->is_training) {
+        error_at(d, train_loc(&g->train, "checkpoint"), "checkpoint: graph '%s' is not a training graph; checkpointing takes one: run it after autodiff and the optimizer",
+                 g->name);
+        return false;
+    }
     if (count != 0 && strcmp(policy, "blocks") != 0) {
         error_at(d, train_loc(&g->train, "checkpoint_blocks"), "checkpoint_blocks = %lld needs checkpoint = blocks%s", (long long)count,
                  strcmp(policy, "budget") == 0 ? " (checkpoint = budget chooses the blocks itself)" : "");

@@ -8,8 +8,11 @@
  * node must not come to read a micro-batch value).  Sources are never merged
  * except constant and iota, which are pure.  OPF_RANDOM nodes (dropout) merge
  * only with equal attributes, stream included, which the rule above already
- * demands: two such nodes draw the same numbers.  Uses are redirected through
- * a replacement map as the sweep goes, so the pass is O(n).
+ * demands: two such nodes draw the same numbers.  Nodes marked
+ * {recompute=1} (gradient checkpointing's clones, passes/checkpoint.c) are
+ * neither merged nor merged into: they exist to compute again what an
+ * earlier node computed.  Uses are redirected through a replacement map as
+ * the sweep goes, so the pass is O(n).
  */
 #include "ir.h"
 
@@ -77,6 +80,9 @@ static bool node_equal(const Node *a, const Node *b) {
 
 static bool mergeable(const Node *n) {
     if (op_has(n->op, OPF_SOURCE)) return n->op == OP_constant || n->op == OP_iota;
+    /* checkpoint's recomputation: merged into the original, the backward
+     * would read the saved activation again */
+    if (ir_int(n, "recompute", 0)) return false;
     return true;
 }
 

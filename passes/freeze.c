@@ -51,11 +51,14 @@ bool pm_match_params(Graph *g, const char *key, const char *list, bool (*fn)(Gra
         int matched = 0;
         for (int i = 0; i < np; i++)
             if (fnmatch(glob, ir_source_name(params[i]), 0) == 0) hit[i] = true, matched++;
-        if (!matched) {
+        if (!matched && !np) {
+            error_at(d, train_loc(&g->train, key), "train.%s: '%s' matches no parameter: graph '%s' has no parameters", key, glob, g->name);
+            ok = false;
+        } else if (!matched) {
             StrBuf names = {0};
             for (int i = 0; i < np && i < 6; i++) sb_printf(&names, "%s'%s'", i ? ", " : "", ir_source_name(params[i]));
-            error_at(d, train_loc(&g->train, key), "train.%s: '%s' matches no parameter (the %d parameters are named like %s%s)", key, glob, np,
-                     names.s ? names.s : "nothing", np > 6 ? ", ..." : "");
+            error_at(d, train_loc(&g->train, key), "train.%s: '%s' matches no parameter (the %d parameter%s %s named like %s%s)", key, glob, np,
+                     np == 1 ? "" : "s", np == 1 ? "is" : "are", names.s, np > 6 ? ", ..." : "");
             sb_free(&names);
             ok = false;
         }
@@ -77,7 +80,7 @@ static bool freeze_one(Graph *g, Node *p, void *ctx, Diag *d) {
 bool pass_freeze(Graph *g, const PassOptions *po, Diag *d) {
     (void)po;
     if (g->is_training && g->train.freeze && g->train.freeze[0]) {
-        error_at(d, train_loc(&g->train, "freeze"), "freeze: graph '%s' is already a training graph; freeze applies to a forward graph", g->name);
+        error_at(d, g->training_loc, "freeze: graph '%s' is already a training graph; freeze applies to a forward graph", g->name);
         return false;
     }
     return pm_match_params(g, "freeze", g->train.freeze, freeze_one, NULL, d);

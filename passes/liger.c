@@ -32,7 +32,9 @@
  * have no other users.  The nodes a sweep leaves dead are removed after
  * it.  The cuda target gets only the rewrites into ops it already has
  * until codegen/emit_cuda.c has templates for the fused ops
- * (pm_target_has_fused_ops).
+ * (pm_target_has_fused_ops).  Runs before mixed-precision: after its
+ * bf16/fp16 casts the pass is an error where the graph shows them
+ * (pm_mixed_precision_of; pm_run refuses the order in one list).
  */
 #include "ir.h"
 
@@ -608,9 +610,19 @@ bool pass_liger_fusion(Graph *g, const PassOptions *po, Diag *d) {
         error_at(d, g->training_loc, "liger-fusion: graph '%s' is already a training graph (run it before autodiff)", g->name);
         return false;
     }
+    int64_t on = g->train.fusion == 1 ? ~(int64_t)0 : g->train.fusion;
+    /* the patterns are matched as the model wrote them: mixed precision's
+     * casts between their ops (a product's H result widened for the
+     * cross-entropy, a norm's operands) hide them, and the fused ops would
+     * quietly not be made */
+    const char *mp = on ? pm_mixed_precision_of(g) : NULL;
+    if (mp && strcmp(mp, "tf32") != 0) {   /* (within one list of passes, pm_run says so first) */
+        error_at(d, NOLOC, "liger-fusion: graph '%s' already has %s mixed precision, whose casts hide the patterns: run liger-fusion before mixed-precision",
+                 g->name, mp);
+        return false;
+    }
     Lg L = {.g = g, .d = d, .budget = g->train.memory_budget};
     L.new_ops = pm_target_has_fused_ops(po);
-    int64_t on = g->train.fusion == 1 ? ~(int64_t)0 : g->train.fusion;
     grow(&L);
     if (on & F_NORM) sweep(&L, rule_norm, OP__COUNT);
     if (on & F_SOFTMAX_CE) sweep(&L, fuse_softmax_ce, OP_cross_entropy);

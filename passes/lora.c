@@ -44,6 +44,12 @@ static const char *adapter_name(Graph *g, const char *w, const char *which) {
     return arena_printf(g->arena, "%s.%s", w, which);
 }
 
+/* The ops liger-fusion makes (passes/liger.c) that may read a weight. */
+static bool fused_op(Op op) {
+    return op == OP_linear_cross_entropy || op == OP_swiglu || op == OP_geglu || op == OP_add_rms_norm || op == OP_add_layer_norm ||
+           op == OP_rope_qk;
+}
+
 /* One target: its adapters, and every product reading it rewritten. */
 static bool adapt(Graph *g, Node *w, void *ctx, Diag *d) {
     Lora *L = ctx;
@@ -65,8 +71,11 @@ static bool adapt(Graph *g, Node *w, void *ctx, Diag *d) {
     for (int i = 0; i < n && ok; i++) {
         Node *m = ul->u[i].node;
         if (m->op != OP_matmul || ul->u[i].idx != 1 || ir_int(m, "ta", 0) || !ir_int(m, "tb", 0)) {
-            error_at(d, m->loc, "LoRA: '%s' is read by %s, not as a linear layer's weight (linear(x, W), a matmul {tb=1} by W)", name,
-                     op_name(m->op));
+            /* a cast (mixed precision's) or a fused op (liger-fusion's)
+             * hides the products: the order, not the model, is wrong */
+            bool late = m->op == OP_cast || fused_op(m->op);
+            error_at(d, m->loc, "LoRA: '%s' is read by %s, not as a linear layer's weight (linear(x, W), a matmul {tb=1} by W)%s", name,
+                     op_name(m->op), late ? ": run lora before mixed-precision and liger-fusion" : "");
             ok = false;
         }
         mm[i] = m;
@@ -147,7 +156,7 @@ bool pass_lora(Graph *g, const PassOptions *po, Diag *d) {
         return L.r == 0 && !targets[0] && g->train.lora_alpha == 0;
     }
     if (g->is_training) {
-        error_at(d, train_loc(&g->train, "lora_rank"), "LoRA: graph '%s' is already a training graph; LoRA adapts a forward graph", g->name);
+        error_at(d, g->training_loc, "LoRA: graph '%s' is already a training graph; LoRA adapts a forward graph", g->name);
         return false;
     }
     if (!targets[0]) {

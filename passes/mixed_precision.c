@@ -1,7 +1,8 @@
 /* passes/mixed_precision.c — mixed-precision: what autocast and GradScaler
  * do in PyTorch, decided by the compiler (docs/passes.md).  Runs on the
  * forward graph, before autodiff; the precision is --precision or
- * train.precision.
+ * train.precision.  On a graph it already ran on (pm_mixed_precision_of)
+ * the same precision changes nothing and another one is an error.
  *
  * bf16 / fp16 (H below).  Every op is one of three kinds:
  *   - matrix ops (matmul, attention, linear_cross_entropy): their float
@@ -227,6 +228,31 @@ bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d) {
         return false;
     }
     if (!pm_need_forward(g, "mixed-precision", d)) return false;
+    /* a second run: the same precision changes nothing; another one would
+     * leave the first one's casts (or marks) beside its own, and the
+     * header naming only the second */
+    const char *done = pm_mixed_precision_of(g);
+    if (done && strcmp(done, prec) != 0) {
+        /* (prec is --precision's: the header's is done) */
+        error_at(d, NOLOC, "mixed-precision: graph '%s' already has %s mixed precision; it cannot take %s as well (run mixed-precision once, with one precision)",
+                 g->name, done, prec);
+        return false;
+    }
+    if (done) return true;
+    /* the other half type's matrix products (an earlier bf16 run, which
+     * leaves no other sign, or the model's own casts): one graph does not
+     * mix bf16 and fp16 */
+    DType other = strcmp(prec, "bf16") == 0 ? DT_f16 : strcmp(prec, "fp16") == 0 ? DT_bf16 : DT__COUNT;
+    for (int i = 0; other != DT__COUNT && i < g->nnodes; i++) {
+        Node *n = g->nodes[i];
+        if (n->op != OP_matmul && n->op != OP_attention && n->op != OP_linear_cross_entropy) continue;
+        for (int j = 0; j < n->nin; j++)
+            if (n->in[j]->ty.dt == other) {
+                error_at(d, n->loc, "mixed-precision: graph '%s' already has %s matrix products (an earlier mixed-precision run, or the model's casts); %s would mix the two",
+                         g->name, dtype_name[other], prec);
+                return false;
+            }
+    }
     DType h;
     if (strcmp(prec, "fp32") == 0) return true;
     if (strcmp(prec, "tf32") == 0) {

@@ -293,6 +293,10 @@ bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d) {
         error_at(d, NOLOC, "optimizer: the graph already has a result named 'grad_norm'");
         return false;
     }
+    /* the header says what the graph is built for (PassOptions.accum
+     * overrides the key): the runtime runs that many micro-batches, and
+     * the verifier checks the accumulators against it */
+    g->train.grad_accum = N;
     Opt o = {.g = g, .d = d, .phase = N > 1 ? PH_STEP : PH_MICRO};
     ParamGrad *pg;
     int np;

@@ -6,7 +6,8 @@
  *
  * Vocabulary (class) dimension: a param W [V, C] (through an optional cast)
  * read as the weight of the class projection, matmul(x, W^T) [+ bias]
- * feeding cross_entropy or the "logits" result, or linear_cross_entropy's
+ * feeding cross_entropy or the "logits" result (and nothing else: a
+ * softmax of the logits would count the padding), or linear_cross_entropy's
  * w, and otherwise only by embedding lookups (a tied embedding).  W
  * becomes [Vp, C] and its bias [Vp]; cross_entropy and linear_cross_entropy
  * get {classes=V}, so the padded logits never reach the softmax, the loss,
@@ -77,6 +78,22 @@ static bool uses_ok(Pad *P, Value *v, UseOk *ok, void *ctx) {
     return true;
 }
 
+/* A param that an earlier pad-tiles padded is left as it is (its
+ * {unpadded} shape is the one checkpoints keep, and the runtime pads it
+ * once): a note when this run's multiple would have padded it otherwise. */
+static bool padded_before(Pad *P, Node *param, int axis, int mult) {
+    if (!param || !ir_attr(param, "unpadded")) return false;
+    int64_t n = param->out[0]->ty.shape.d[axis];
+    if (round_up(n, mult) != n && !P->quiet) {
+        const Attr *u = ir_attr(param, "unpadded");
+        char from[48] = "";
+        if (u->kind == ATTR_INTS && u->n > axis) snprintf(from, sizeof from, " (from %lld)", (long long)u->v[axis]);
+        note_at(P->d, param->loc, "pad-tiles: %s is already padded to %lld%s: not padded again to a multiple of %d", ir_source_name(param),
+                (long long)n, from, mult);
+    }
+    return true;
+}
+
 static void set_shape(Pad *P, Node *param, int axis, int64_t to, const char *what, int mult) {
     Shape old = param->out[0]->ty.shape;
     if (!ir_attr(param, "unpadded")) ir_set_ints(P->g, param, "unpadded", old.rank, old.d);
@@ -136,14 +153,54 @@ static bool bias_use_ok(Node *m, int idx, void *ctx) {
     return m->op == OP_add;
 }
 
+/* Every reader of a product of the padded weight (the logits, whose
+ * padded columns are exact zeros) masks the padding or drops it: a
+ * cross_entropy (which gets {classes}), a graph result (sliced back), or on
+ * the way to one a cast or the add of the bias padded with the weight.
+ * Anything else (a softmax, a z-loss's sum of exp) would count the padded
+ * columns.  *who: the first reader that does not. */
+static bool logits_ok(Pad *P, Value *v, Node *bias, Node **who) {
+    UseList *ul = &P->u->of[v->id];
+    for (int i = 0; i < ul->n; i++) {
+        Node *m = ul->u[i].node;
+        int idx = ul->u[i].idx;
+        bool ok = (m->op == OP_cross_entropy && idx == 0) ||
+                  ((m->op == OP_cast || (m->op == OP_add && bias && param_under(m->in[1 - idx]) == bias)) && logits_ok(P, m->out[0], bias, who));
+        if (!ok) {
+            if (!*who) *who = m;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The products of w (matmul by W^T, through a cast) all read as logits_ok
+ * says. */
+static bool products_ok(Pad *P, Value *w, Node *bias, Node **who) {
+    UseList *ul = &P->u->of[w->id];
+    for (int i = 0; i < ul->n; i++) {
+        Node *m = ul->u[i].node;
+        if (m->op == OP_cast && !products_ok(P, m->out[0], bias, who)) return false;
+        if (m->op == OP_matmul && ul->u[i].idx == 1 && !logits_ok(P, m->out[0], bias, who)) return false;
+    }
+    return true;
+}
+
 /* Pads a class projection's weight w (and its bias) to a multiple of mult
  * rows when every use allows it; note: say why not when they do not. */
 static void pad_head(Pad *P, Node *w, Node *bias, int mult, bool note) {
-    if (!w || ir_attr(w, "unpadded")) return;
+    if (!w || padded_before(P, w, 0, mult)) return;
     int64_t V = w->out[0]->ty.shape.d[0], Vp = round_up(V, mult);
     if (Vp == V) return;
     if (!uses_ok(P, w->out[0], vocab_use_ok, NULL) || (bias && !uses_ok(P, bias->out[0], bias_use_ok, NULL))) {
         if (note && !P->quiet) note_at(P->d, w->loc, "pad-tiles: %s not padded: it has uses other than class projections and embeddings", ir_source_name(w));
+        return;
+    }
+    Node *who = NULL;
+    if (!products_ok(P, w->out[0], bias, &who)) {
+        if (note && !P->quiet)
+            note_at(P->d, who->loc, "pad-tiles: %s not padded: its logits are read by %s, which would count the padded columns", ir_source_name(w),
+                    op_name(who->op));
         return;
     }
     if (!like_ok(P, w, 0, Vp) || !like_ok(P, bias, 0, Vp)) return;
@@ -231,7 +288,7 @@ static void pad_hidden(Pad *P, int mult) {
         Ffn f;
         if (g->nodes[i]->op != OP_matmul || !ffn_of(P, g->nodes[i], &f)) continue;
         int64_t Fp = round_up(f.F, mult);
-        if (Fp == f.F || ir_attr(f.w2, "unpadded") || ir_attr(f.w1, "unpadded")) continue;
+        if (Fp == f.F || padded_before(P, f.w2, 1, mult) || padded_before(P, f.w1, 0, mult)) continue;
         Node *rows[4] = {f.w1, f.b1, f.w3, f.b3};
         bool like = like_ok(P, f.w2, 1, Fp);
         for (int k = 0; k < 4; k++) like = like && like_ok(P, rows[k], 0, Fp);

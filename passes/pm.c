@@ -104,6 +104,19 @@ bool pm_run(Graph *g, const char *const *names, int n, const PassOptions *po, co
             error_at(d, NOLOC, "unknown pass '%s' (available: %s)", names[i], avail);
             return false;
         }
+    /* liger-fusion matches the patterns as the model wrote them: after
+     * mixed precision's casts it would quietly fuse less (the graph does
+     * not always show that the pass ran: pm_mixed_precision_of) */
+    for (int i = 0, mp = -1; i < n; i++) {
+        if (strcmp(names[i], "mixed-precision") == 0 && mp < 0) mp = i;
+        if (strcmp(names[i], "liger-fusion") == 0 && mp >= 0) {
+            const char *prec = pm_precision(g, po);
+            if (strcmp(prec, "bf16") != 0 && strcmp(prec, "fp16") != 0) continue;
+            error_at(d, NOLOC, "passes: liger-fusion after mixed-precision (%s): its casts hide the patterns the fusion matches; run liger-fusion first",
+                     prec);
+            return false;
+        }
+    }
     if (pm->verify_each && n > 0 && !verify_around(g, d, "before", names[0])) return false;
     Timing *times = xcalloc((size_t)n + 1, sizeof(Timing));
     bool ok = true;
@@ -173,6 +186,27 @@ bool pm_need_forward(Graph *g, const char *pass, Diag *d) {
 const char *pm_precision(const Graph *g, const PassOptions *po) {
     if (po && po->precision) return po->precision;
     return g && g->train.precision ? g->train.precision : "fp32";
+}
+
+/* The mixed precision g already has, from what only the pass makes
+ * (a model can cast a weight to bf16 itself, so such casts do not say):
+ * "tf32" for a matmul {tf32=1}, "fp16" for the loss scale amp.scale,
+ * "bf16" or "fp16" for a persistent half copy (state {copy_of}); else
+ * NULL.  The header does not say either: it names the precision the passes
+ * are to use before mixed-precision runs.  A bf16 graph whose weights are
+ * all trained has none of these: the pass manager refuses the orders that
+ * would need them within one list (pm_run). */
+const char *pm_mixed_precision_of(const Graph *g) {
+    for (int i = 0; i < g->nnodes; i++) {
+        const Node *n = g->nodes[i];
+        if (n->op == OP_matmul && ir_int(n, "tf32", 0)) return "tf32";
+        if (n->op != OP_state) continue;
+        const char *name = ir_source_name(n);
+        if (name && strcmp(name, "amp.scale") == 0) return "fp16";
+        if (ir_attr(n, "copy_of") && (n->out[0]->ty.dt == DT_bf16 || n->out[0]->ty.dt == DT_f16))
+            return n->out[0]->ty.dt == DT_bf16 ? "bf16" : "fp16";
+    }
+    return NULL;
 }
 
 /* The forward passes, each where its train key (or option) turns it on:

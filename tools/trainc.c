@@ -389,6 +389,106 @@ static bool ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* ---- train keys an .ir graph already embodies ---- */
+
+/* Which pass built the key's value into g, and when the key must be set
+ * instead; NULL where g does not embody it (a key only the runtime reads:
+ * lr, steps, schedule, warmup, seed, ...; or one whose pass has not run). */
+typedef struct Built { const char *pass, *before; } Built;
+
+static bool has_updates(const Graph *g) {
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].kind == OUT_UPDATE) return true;
+    return ir_find_source((Graph *)g, OP_input, "opt.lr") != NULL;
+}
+
+static bool has_node(const Graph *g, Op op, const char *attr) {
+    for (int i = 0; i < g->nnodes; i++)
+        if ((op == OP__COUNT || g->nodes[i]->op == op) && (!attr || ir_int(g->nodes[i], attr, 0))) return true;
+    return false;
+}
+
+static const Built built_opt = {"the optimizer pass", "before autodiff and the optimizer run"};
+static const Built built_lora = {"lora", "before lora runs"};
+static const Built built_freeze = {"freeze", "before freeze runs"};
+static const Built built_liger = {"liger-fusion", "before liger-fusion runs"};
+static const Built built_mp = {"mixed-precision", "before mixed-precision runs"};
+static const Built built_pad = {"pad-tiles", "before pad-tiles runs"};
+static const Built built_ckpt = {"the checkpoint pass", "before the checkpoint pass runs"};
+
+static const Built *built_by(const Graph *g, const char *key) {
+    static const struct { const char *key; const Built *by; } keys[] = {
+        {"optimizer", &built_opt},   {"beta1", &built_opt},     {"beta2", &built_opt},        {"eps", &built_opt},
+        {"weight_decay", &built_opt}, {"decay_all", &built_opt}, {"momentum", &built_opt},     {"nesterov", &built_opt},
+        {"grad_clip", &built_opt},   {"grad_accum", &built_opt}, {"loss_scale_window", &built_opt},
+        {"lora_rank", &built_lora},  {"lora_alpha", &built_lora}, {"lora_targets", &built_lora}, {"freeze", &built_freeze},
+        {"fusion", &built_liger},    {"memory_budget", &built_liger}, {"precision", &built_mp}, {"loss_scale", &built_mp},
+        {"pad_tiles", &built_pad},   {"pad_multiple", &built_pad}, {"checkpoint", &built_ckpt}, {"checkpoint_blocks", &built_ckpt},
+    };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        if (strcmp(keys[i].key, key) != 0) continue;
+        const Built *b = keys[i].by;
+        if (b == &built_opt) return has_updates(g) ? b : NULL;
+        /* checkpointing runs on a training graph: settable before it, kept after */
+        if (b == &built_ckpt) return has_node(g, OP__COUNT, "recompute") ? b : NULL;
+        /* the chunk of linear + cross-entropy comes from the budget */
+        if (strcmp(key, "memory_budget") == 0) return g->is_training && has_node(g, OP_linear_cross_entropy, NULL) ? b : NULL;
+        if (g->is_training) return b;
+        /* a forward graph after mixed-precision (the other forward passes
+         * may run on theirs again) */
+        const char *mp = b == &built_mp ? pm_mixed_precision_of(g) : NULL;
+        return mp && (strcmp(key, "precision") == 0 || strcmp(mp, "fp16") == 0) ? b : NULL;
+    }
+    return NULL;
+}
+
+static bool same_value(const TrainConfig *a, const TrainConfig *b, const TrainKeyInfo *k) {
+    const char *p = (const char *)a + k->offset, *q = (const char *)b + k->offset;
+    switch (k->kind) {
+    case TK_INT: return *(const int64_t *)p == *(const int64_t *)q;
+    case TK_FLOAT: return *(const double *)p == *(const double *)q;
+    case TK_ENUM:
+    case TK_STR: return strcmp(*(const char *const *)p, *(const char *const *)q) == 0;
+    }
+    return true;
+}
+
+static void key_value(const TrainConfig *tc, const TrainKeyInfo *k, char *buf, size_t n) {
+    const char *p = (const char *)tc + k->offset;
+    switch (k->kind) {
+    case TK_INT: snprintf(buf, n, "%lld", (long long)*(const int64_t *)p); break;
+    case TK_FLOAT: {
+        char f[32];
+        fmt_double(f, *(const double *)p);
+        snprintf(buf, n, "%s", f);
+        break;
+    }
+    case TK_ENUM: snprintf(buf, n, "%s", *(const char *const *)p); break;
+    case TK_STR: snprintf(buf, n, "\"%s\"", *(const char *const *)p); break;
+    }
+}
+
+/* -D or --set KEY=VALUE on an .ir graph: false, after an error at the key
+ * in the file (or the graph's `training` word), when VALUE changes a key
+ * that the graph's passes have built into it, e.g. grad_accum in a graph
+ * whose optimizer made no accumulators: the header would say one thing and
+ * the graph do another (the runtime runs grad_accum micro-batches). */
+static bool train_change_ok(Graph *g, const char *flag, const char *key, const char *value, Diag *d) {
+    const TrainKeyInfo *k = train_key_lookup(key);
+    const Built *b = k ? built_by(g, k->name) : NULL;
+    TrainConfig t = g->train;
+    char err[256], was[160];
+    if (!b || !train_set(&t, g->arena, key, value, err, sizeof err)) return true; /* (a bad value: train_set's error, after) */
+    if (same_value(&g->train, &t, k)) return true;
+    key_value(&g->train, k, was, sizeof was);
+    SrcLoc at = g->train.at[k - train_keys];
+    bool dflt = !at.file;
+    if (dflt) at = g->training_loc;
+    error_at(d, at, "%s %s=%s: %s is %s%s in %sgraph '%s', which %s built for it: set %s %s", flag, key, value, k->name, was,
+             dflt ? " (the default)" : "", g->is_training ? "training " : "", g->name, b->pass, k->name, b->before);
+    return false;
+}
+
 /* Loads the input: .ir files with the IR parser, everything else with the
  * front end.  Verifies the result unless --no-verify.  NULL after errors. */
 static Graph *load(Opts *o, Diag *d) {
@@ -414,6 +514,10 @@ static Graph *load(Opts *o, Diag *d) {
         if (!g) return NULL;
         for (int i = 0; i < o->ndefs; i++) {
             char err[256];
+            if (!train_change_ok(g, "-D", o->defs[i].name, o->defs[i].value, d)) {
+                ir_graph_free(g);
+                return NULL;
+            }
             if (!train_set(&g->train, g->arena, o->defs[i].name, o->defs[i].value, err, sizeof err)) {
                 error_at(d, NOLOC, "-D %s=%s: %s", o->defs[i].name, o->defs[i].value, err);
                 ir_graph_free(g);
@@ -535,7 +639,13 @@ static int cmd_ir(Opts *o) {
     diag_init(&d, stderr);
     Graph *g = load(o, &d);
     int st = g ? EXIT_OK : EXIT_USER;
-    if (g && !cg_apply_sets(g, o->sets, &d)) st = EXIT_USER;
+    for (int i = 0; g && st == EXIT_OK && i < o->nsets; i++) {
+        const char *eq = strchr(o->sets[i], '=');
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - o->sets[i]), o->sets[i]);
+        if (!train_change_ok(g, "--set", key, eq + 1, &d)) st = EXIT_USER;
+    }
+    if (g && st == EXIT_OK && !cg_apply_sets(g, o->sets, &d)) st = EXIT_USER;
     if (g && st == EXIT_OK && o->train && g->is_training) {
         /* each pass of the pipeline would refuse it, the first one to run without a location */
         error_at(&d, g->training_loc, "graph '%s' is already a training graph: --train takes a forward graph", g->name);
