@@ -220,6 +220,17 @@ static Value *c_cross_entropy(GT *t) {
     return gt_emit(t, n);
 }
 
+/* {classes=4} of 6 columns (pad-tiles' padding): the last two columns take
+ * no part in the loss, so their gradient is 0 */
+static Value *c_cross_entropy_classes(GT *t) {
+    static const double tg[6] = {2, 0, -100, 3, 3, 1};
+    Value *in[2] = {PF(t, "logits", FILL_UNIFORM, -2, 2, 2, 3, 6), gt_input(t, "targets", DT_i32, 2, D(2, 3), tg)};
+    Node *n = gt_node(t, OP_cross_entropy, 2, in);
+    ir_set_int(t->g, n, "ignore_index", -100);
+    ir_set_int(t->g, n, "classes", 4);
+    return gt_emit(t, n);
+}
+
 /* ---- fused ops (passes/liger.c) ---- */
 
 static Value *glu(GT *t, Op op, int approx) {
@@ -316,6 +327,7 @@ static const Case cases[] = {
     {OP_attention, "attention GQA non-causal S=7", c_attn_full_s7},
     {OP_dropout, "dropout p=0.3", c_dropout},
     {OP_cross_entropy, "cross_entropy (ignored target)", c_cross_entropy},
+    {OP_cross_entropy, "cross_entropy (classes < V, ignored target)", c_cross_entropy_classes},
 
     {OP_swiglu, "swiglu", c_swiglu}, {OP_geglu, "geglu approx=0", c_geglu_erf}, {OP_geglu, "geglu approx=1", c_geglu_tanh},
     {OP_add_layer_norm, "add_layer_norm (y and s)", c_add_layer_norm}, {OP_add_layer_norm, "add_layer_norm (y only)", c_add_layer_norm_y},
