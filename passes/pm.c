@@ -111,7 +111,7 @@ bool pm_run(Graph *g, const char *const *names, int n, const PassOptions *po, co
         if (strcmp(names[i], "mixed-precision") == 0 && mp < 0) mp = i;
         if (strcmp(names[i], "liger-fusion") == 0 && mp >= 0) {
             const char *prec = pm_precision(g, po);
-            if (strcmp(prec, "bf16") != 0 && strcmp(prec, "fp16") != 0) continue;
+            if (g->train.fusion == 0 || (strcmp(prec, "bf16") != 0 && strcmp(prec, "fp16") != 0)) continue;
             error_at(d, NOLOC, "passes: liger-fusion after mixed-precision (%s): its casts hide the patterns the fusion matches; run liger-fusion first",
                      prec);
             return false;
@@ -197,16 +197,17 @@ const char *pm_precision(const Graph *g, const PassOptions *po) {
  * all trained has none of these: the pass manager refuses the orders that
  * would need them within one list (pm_run). */
 const char *pm_mixed_precision_of(const Graph *g) {
-    for (int i = 0; i < g->nnodes; i++) {
+    bool tf32 = false;
+    for (int i = 0; i < g->nnodes; i++) {   /* a half precision first: tf32 may mark what bf16 left in f32 */
         const Node *n = g->nodes[i];
-        if (n->op == OP_matmul && ir_int(n, "tf32", 0)) return "tf32";
+        if (n->op == OP_matmul && ir_int(n, "tf32", 0)) tf32 = true;
         if (n->op != OP_state) continue;
         const char *name = ir_source_name(n);
         if (name && strcmp(name, "amp.scale") == 0) return "fp16";
         if (ir_attr(n, "copy_of") && (n->out[0]->ty.dt == DT_bf16 || n->out[0]->ty.dt == DT_f16))
             return n->out[0]->ty.dt == DT_bf16 ? "bf16" : "fp16";
     }
-    return NULL;
+    return tf32 ? "tf32" : NULL;
 }
 
 /* The forward passes, each where its train key (or option) turns it on:

@@ -493,11 +493,14 @@ static int train_failed(Run *r) {
         fprintf(stderr, "%s: nothing saved: a step that fails may leave its update half applied%s\n", r->prog, last);
     else if (strcmp(path, r->failed_save) == 0)
         fprintf(stderr, "%s: the checkpoint of step %" PRId64 " is not saved (above)%s\n", r->prog, s->step, last);
-    else if (save_now(r, path) == 0)
+    else if (save_now(r, path) != 0) {   /* a path no check saw: the current step's, between two --save-every steps */
+        print_error(r);
+        if (last[0]) fprintf(stderr, "%s: the checkpoint of step %" PRId64 " is not saved%s\n", r->prog, s->step, last);
+    } else if (s->step < s->total)
         fprintf(stderr, "%s: stopped at step %" PRId64 " of %" PRId64 ": saved %s (--resume %s continues the run)\n", r->prog, s->step, s->total,
                 path, path);
     else
-        print_error(r);
+        fprintf(stderr, "%s: the last step, %" PRId64 ", is done: saved %s\n", r->prog, s->step, path);
     return -1;
 }
 

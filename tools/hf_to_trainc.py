@@ -188,8 +188,11 @@ def to_f64(t):
 def from_f64(dt, a):
     """float64 values as dtype dt's bytes, rounded to nearest even."""
     if dt == "BF16":
-        u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
-        return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2").tobytes()
+        f = np.ascontiguousarray(a, dtype=np.float32)
+        u = f.view(np.uint32).astype(np.uint64)
+        h = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+        h[np.isnan(f)] = 0x7FC0   # (the rounding would carry a NaN's payload into the sign)
+        return h.tobytes()
     return np.ascontiguousarray(a, dtype={"F16": "<f2", "F32": "<f4", "F64": "<f8"}[dt]).tobytes()
 
 
@@ -226,7 +229,7 @@ def gpt2(src):
             out[n[:-len(".weight")]] = t
         elif n.startswith("h.") and n.endswith(CONV1D):
             out[n] = transpose(t)
-        elif n.startswith(("h.", "ln_f.")):
+        elif GPT2_NAMES.fullmatch(n):
             out[n] = t
         else:
             bad.append(k)
@@ -244,7 +247,7 @@ def llama(src):
             continue
         if n == "embed_tokens.weight":
             out["embed_tokens"] = t
-        elif n.startswith("layers.") or n in ("norm.weight", "lm_head.weight"):
+        elif LLAMA_NAMES.fullmatch(n):   # (a q_proj.bias, say, is not examples/llama.model's)
             out[n] = t
         else:
             bad.append(k)

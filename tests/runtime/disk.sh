@@ -42,6 +42,16 @@ check "metrics fail: saved, and says where" grep -qF "stopped at step 1 of 6: sa
 "$exe" $T --resume "$dir/f_1.st" --save "$dir/r.st" --quiet
 check "metrics fail: the checkpoint resumes" test $? -eq 0
 check "metrics fail: resumed, the uninterrupted run's checkpoint" cmp -s "$dir/u.st" "$dir/r.st"
+"$exe" $T --steps 1 --save "$dir/last.st" --metrics /dev/full 2> "$dir/full1.txt"
+check "metrics fail at the last step: saved, no resume offered" grep -qF "the last step, 1, is done: saved $dir/last.st" "$dir/full1.txt"
+check "metrics fail at the last step: no --resume" test "$(grep -c -- '--resume' "$dir/full1.txt")" -eq 0
+# the current step's path between two --save-every steps, never checked:
+# its failure says which checkpoint was saved last
+mkdir -p "$dir/ev_2" "$dir/ev_4" "$dir/ev_6"
+"$exe" $T --steps 6 --save-every 2 --save "$dir/ev_{step}/ck.st" --metrics /dev/full 2> "$dir/ev.txt"
+check "an unchecked path: exit 1" test $? -eq 1
+check "an unchecked path: its error" grep -q "ev_1/ck.st.*No such file or directory" "$dir/ev.txt"
+check "an unchecked path: nothing claimed saved" test "$(grep -c 'stopped at step' "$dir/ev.txt")" -eq 0
 "$exe" $T --steps 6 --metrics /dev/full 2> "$dir/full2.txt"
 check "metrics fail without --save: exit 1" test $? -eq 1
 check "metrics fail without --save: nothing said of saving" test "$(grep -c 'saved' "$dir/full2.txt")" -eq 0
@@ -125,7 +135,7 @@ check "ulimit -f: exit 1" test $? -eq 1
 check "ulimit -f: the error names the path" grep -q "error: cannot save $dir/big.st .*: fwrite([0-9]* bytes) to $dir/big.st\.[0-9]*\.tmp failed .*File too large" "$dir/big.txt"
 check "ulimit -f: nothing left behind" test -z "$(ls "$dir" | grep '^big\.st')"
 
-# 6. a checkpoint at or past the run's steps trains nothing, and says so
+# 5. a checkpoint at or past the run's steps trains nothing, and says so
 "$exe" $T --steps 4 --save "$dir/c4.st" --quiet
 "$exe" $T --resume "$dir/c4.st" --save "$dir/c4b.st" 2> "$dir/n1.txt"
 check "resume at the end: exit 0" test $? -eq 0

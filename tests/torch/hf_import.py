@@ -274,6 +274,13 @@ def refuse(a):
          lambda r: same("hard2.safetensors"))
     # 4: an untied head
     bad("an untied lm_head", conv("untied.safetensors"), ["untied.safetensors", "lm_head.weight", "untied", "ties"])
+    # names examples/*.model does not have under a known prefix (a bias on
+    # Llama's q_proj, a GPT-2 attention weight of another name)
+    st_file("qbias.safetensors", {"model.layers.0.self_attn.q_proj.bias": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, bytes(16))
+    bad("a Llama name the model lacks", ["--arch", "llama", "qbias.safetensors", "-o", "out.safetensors"],
+        ["qbias.safetensors", "model.layers.0.self_attn.q_proj.bias", "not of a llama model"])
+    st_file("gname.safetensors", {"transformer.h.0.attn.q.weight": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, bytes(16))
+    bad("a GPT-2 name the model lacks", conv("gname.safetensors"), ["gname.safetensors", "transformer.h.0.attn.q.weight", "not of a gpt2 model"])
     # 5 and 7: --to-hf of what is not a trainc checkpoint, or the wrong --arch
     to_hf = lambda arch, i, *x: ["--arch", arch, "--to-hf", i, "-o", "out.safetensors", *x]
     bad("--to-hf of a Hugging Face file", to_hf("gpt2", "hf.safetensors"), ["hf.safetensors", "transformer.h.0.attn.c_attn.weight", "not of examples/gpt2.model"])
