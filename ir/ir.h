@@ -306,6 +306,7 @@ bool train_set(TrainConfig *tc, Arena *a, const char *key, const char *value, ch
  * the key's value points at. */
 SrcLoc train_loc(const TrainConfig *tc, const char *key);
 bool train_is_default(const TrainConfig *tc, const TrainKeyInfo *k);
+bool train_value_eq(const TrainConfig *a, const TrainConfig *b, const TrainKeyInfo *k);   /* key k has one value in a and b */
 bool train_parse_size(const char *s, int64_t *bytes);   /* "40GB", "512MiB", "1.5 TB", "123" -> bytes; false if not a size */
 void train_copy_strings(TrainConfig *tc, Arena *a);   /* re-homes enum/string values and the file names of at[] into a */
 

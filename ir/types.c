@@ -280,7 +280,11 @@ SrcLoc train_loc(const TrainConfig *tc, const char *key) {
 bool train_is_default(const TrainConfig *tc, const TrainKeyInfo *k) {
     TrainConfig d;
     train_defaults(&d);
-    const char *p = (const char *)tc + k->offset, *q = (const char *)&d + k->offset;
+    return train_value_eq(tc, &d, k);
+}
+
+bool train_value_eq(const TrainConfig *a, const TrainConfig *b, const TrainKeyInfo *k) {
+    const char *p = (const char *)a + k->offset, *q = (const char *)b + k->offset;
     switch (k->kind) {
     case TK_INT: return *(const int64_t *)p == *(const int64_t *)q;
     case TK_FLOAT: return *(const double *)p == *(const double *)q;

@@ -442,17 +442,6 @@ static const Built *built_by(const Graph *g, const char *key) {
     return NULL;
 }
 
-static bool same_value(const TrainConfig *a, const TrainConfig *b, const TrainKeyInfo *k) {
-    const char *p = (const char *)a + k->offset, *q = (const char *)b + k->offset;
-    switch (k->kind) {
-    case TK_INT: return *(const int64_t *)p == *(const int64_t *)q;
-    case TK_FLOAT: return *(const double *)p == *(const double *)q;
-    case TK_ENUM:
-    case TK_STR: return strcmp(*(const char *const *)p, *(const char *const *)q) == 0;
-    }
-    return true;
-}
-
 static void key_value(const TrainConfig *tc, const TrainKeyInfo *k, char *buf, size_t n) {
     const char *p = (const char *)tc + k->offset;
     switch (k->kind) {
@@ -479,7 +468,7 @@ static bool train_change_ok(Graph *g, const char *flag, const char *key, const c
     TrainConfig t = g->train;
     char err[256], was[160];
     if (!b || !train_set(&t, g->arena, key, value, err, sizeof err)) return true; /* (a bad value: train_set's error, after) */
-    if (same_value(&g->train, &t, k)) return true;
+    if (train_value_eq(&g->train, &t, k)) return true;
     key_value(&g->train, k, was, sizeof was);
     SrcLoc at = g->train.at[k - train_keys];
     bool dflt = !at.file;

@@ -59,6 +59,19 @@ mismatch() {
     f64=" fp64 interpreter [$(grep -o '"loss":[^,]*' f$tag.jsonl | cut -d: -f2 | paste -sd, -)]"
   echo "[$s] losses $P $*: $(cat cmp$tag.txt)$f64" >> "$log"
 }
+# same_losses LABEL A.jsonl LABEL B.jsonl LIMIT: both runs' losses on one
+# line; status 0 when the 3 steps agree within LIMIT (relative)
+same_losses() {
+  python3 - "$@" <<'PY'
+import json, sys
+la, fa, lb, fb, lim = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+a = [json.loads(l)['loss'] for l in open(fa) if '"step"' in l]
+b = [json.loads(l)['loss'] for l in open(fb) if '"step"' in l]
+ok = len(a) == len(b) == 3 and all(abs(x - y) <= lim * max(1, abs(x)) for x, y in zip(a, b))
+print(la, a, lb, b)
+sys.exit(0 if ok else 1)
+PY
+}
 for s in $(seq "$first" "$last"); do
   d=$out/s$s
   rm -rf "$d" && mkdir -p "$d" && cd "$d" || exit 2
@@ -105,15 +118,7 @@ for s in $(seq "$first" "$last"); do
     timeout 120 "$T" compile m.model --precision=$P $o -o x$tag > c$tag.log 2>&1 || { echo "[$s] compile $P $o: $(grep -v '^ \|warning' c$tag.log | tail -1)" >> "$log"; continue; }
     timeout 60 ./x$tag $A --metrics c$tag.jsonl > r$tag.log 2>&1 || { echo "[$s] executable $P $o: $(tail -1 r$tag.log)" >> "$log"; continue; }
     lim=1e-4; [ $P != fp32 ] && lim=3e-2
-    python3 - i$tag.jsonl c$tag.jsonl $lim > cmp$tag.txt <<'PY' || mismatch "$P" "$tag" $o
-import json, sys
-a = [json.loads(l)['loss'] for l in open(sys.argv[1]) if '"step"' in l]
-b = [json.loads(l)['loss'] for l in open(sys.argv[2]) if '"step"' in l]
-lim = float(sys.argv[3])
-ok = len(a) == len(b) == 3 and all(abs(x - y) <= lim * max(1, abs(x)) for x, y in zip(a, b))
-print('interpreter', a, 'compiled', b)
-sys.exit(0 if ok else 1)
-PY
+    same_losses interpreter i$tag.jsonl compiled c$tag.jsonl $lim > cmp$tag.txt || mismatch "$P" "$tag" $o
   done; done
   # pad-tiles changes nothing: the interpreter's fp32 losses padded to 24
   # (the vocabulary 256 to 264) and not padded, fused and not, the same to
@@ -123,15 +128,7 @@ PY
     timeout 120 "$T" run m.model $A $o --set pad_tiles=0 --metrics u$tag.jsonl > u$tag.log 2>&1 &&
       timeout 120 "$T" run m.model $A $o --pad-multiple=24 --metrics p$tag.jsonl > p$tag.log 2>&1 ||
       { grep -q "$expected" u$tag.log p$tag.log || echo "[$s] trainc run padded or not $o: $(tail -qn1 u$tag.log p$tag.log | joined 2 300)" >> "$log"; continue; }
-    python3 - u$tag.jsonl p$tag.jsonl 1e-6 > cmp$tag.txt <<'PY' || echo "[$s] padding changes the losses $o: $(sed 's/interpreter/unpadded/; s/compiled/padded/' cmp$tag.txt)" >> "$log"
-import json, sys
-a = [json.loads(l)['loss'] for l in open(sys.argv[1]) if '"step"' in l]
-b = [json.loads(l)['loss'] for l in open(sys.argv[2]) if '"step"' in l]
-lim = float(sys.argv[3])
-ok = len(a) == len(b) == 3 and all(abs(x - y) <= lim * max(1, abs(x)) for x, y in zip(a, b))
-print('interpreter', a, 'compiled', b)
-sys.exit(0 if ok else 1)
-PY
+    same_losses unpadded u$tag.jsonl padded p$tag.jsonl 1e-6 > cmp$tag.txt || echo "[$s] padding changes the losses $o: $(cat cmp$tag.txt)" >> "$log"
   done
   P=$([ $((s % 2)) -eq 0 ] && echo bf16 || echo fp32)
   tsan=$([ $((s % 3)) -eq 0 ] && echo 1 || echo 0)
