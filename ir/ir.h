@@ -407,6 +407,7 @@ typedef struct PrintOptions { bool locs; } PrintOptions;   /* locs: trailing "# 
 void  ir_print(FILE *f, Graph *g, const PrintOptions *po);
 char *ir_print_str(Graph *g, const PrintOptions *po);        /* heap */
 void  ir_print_node(FILE *f, Graph *g, Node *n);             /* one line, for messages */
+void  ir_put_train_value(StrBuf *b, const TrainConfig *tc, const TrainKeyInfo *k);   /* as the train line writes it */
 /* Parses IR text; errors at file:line:col of the text.  NULL on error. */
 Graph *ir_parse(const char *name, const char *text, Diag *d);
 /* Graphviz. */
@@ -529,8 +530,8 @@ int  pm_pad_multiple(const Graph *g, const PassOptions *po, bool vocab);
 /* Whether po's target runs the ops the passes make (false for the cuda
  * target until codegen/emit_cuda.c has their templates: docs/passes.md). */
 bool pm_target_has_fused_ops(const PassOptions *po);
-/* The precision mixed-precision already gave g ("tf32", "bf16", "fp16"),
- * or NULL when it has not run (pm.c). */
+/* The mixed precision a forward graph shows it already has ("fp16",
+ * "tf32"), or NULL: not run, or bf16, which leaves no mark of its own (pm.c). */
 const char *pm_mixed_precision_of(const Graph *g);
 /* False, with an error naming `pass`, when g has step nodes or updates:
  * autodiff and mixed-precision take a forward graph (pm.c). */

@@ -235,15 +235,19 @@ static void put_train(StrBuf *b, const TrainConfig *tc) {
         any = true;
         sb_puts(b, k->name);
         sb_putc(b, '=');
-        const char *p = (const char *)tc + k->offset;
-        switch (k->kind) {
-        case TK_INT: sb_printf(b, "%lld", (long long)*(const int64_t *)p); break;
-        case TK_FLOAT: put_double(b, *(const double *)p); break;
-        case TK_ENUM:
-        case TK_STR: put_string(b, *(const char *const *)p); break;
-        }
+        ir_put_train_value(b, tc, k);
     }
     if (any) sb_puts(b, "}\n");
+}
+
+void ir_put_train_value(StrBuf *b, const TrainConfig *tc, const TrainKeyInfo *k) {
+    const char *p = (const char *)tc + k->offset;
+    switch (k->kind) {
+    case TK_INT: sb_printf(b, "%lld", (long long)*(const int64_t *)p); break;
+    case TK_FLOAT: put_double(b, *(const double *)p); break;
+    case TK_ENUM:
+    case TK_STR: put_string(b, *(const char *const *)p); break;
+    }
 }
 
 /* Trailing location comments start at this column (0-based) when the line is shorter. */

@@ -616,7 +616,7 @@ bool pass_liger_fusion(Graph *g, const PassOptions *po, Diag *d) {
      * cross-entropy, a norm's operands) hide them, and the fused ops would
      * quietly not be made */
     const char *mp = on ? pm_mixed_precision_of(g) : NULL;
-    if (mp && strcmp(mp, "tf32") != 0) {   /* (within one list of passes, pm_run says so first) */
+    if (mp && strcmp(mp, "fp16") == 0) {   /* (within one list of passes, pm_run says so first) */
         error_at(d, NOLOC, "liger-fusion: graph '%s' already has %s mixed precision, whose casts hide the patterns: run liger-fusion before mixed-precision",
                  g->name, mp);
         return false;

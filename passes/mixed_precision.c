@@ -1,8 +1,9 @@
 /* passes/mixed_precision.c — mixed-precision: what autocast and GradScaler
  * do in PyTorch, decided by the compiler (docs/passes.md).  Runs on the
  * forward graph, before autodiff; the precision is --precision or
- * train.precision.  On a graph it already ran on (pm_mixed_precision_of)
- * the same precision changes nothing and another one is an error.
+ * train.precision.  On a graph that shows it already ran
+ * (pm_mixed_precision_of) the same precision changes nothing and another
+ * one is an error; bf16 and fp16 matrix products are never mixed.
  *
  * bf16 / fp16 (H below).  Every op is one of three kinds:
  *   - matrix ops (matmul, attention, linear_cross_entropy): their float

@@ -188,24 +188,19 @@ const char *pm_precision(const Graph *g, const PassOptions *po) {
     return g && g->train.precision ? g->train.precision : "fp32";
 }
 
-/* The mixed precision g already has, from what only the pass makes
- * (a model can cast a weight to bf16 itself, so such casts do not say):
- * "tf32" for a matmul {tf32=1}, "fp16" for the loss scale amp.scale,
- * "bf16" or "fp16" for a persistent half copy (state {copy_of}); else
- * NULL.  The header does not say either: it names the precision the passes
- * are to use before mixed-precision runs.  A bf16 graph whose weights are
- * all trained has none of these: the pass manager refuses the orders that
- * would need them within one list (pm_run). */
+/* The mixed precision a forward graph shows it already has, from what only
+ * the pass makes (a model may cast a weight to bf16 itself, so casts do not
+ * say, and neither does the header, which names the precision the passes
+ * are to use): "fp16" for the loss scale amp.scale, else "tf32" for a
+ * matmul {tf32=1}; NULL otherwise, bf16 included, which leaves no other
+ * mark: pm_run refuses the orders that would need one within one list. */
 const char *pm_mixed_precision_of(const Graph *g) {
     bool tf32 = false;
-    for (int i = 0; i < g->nnodes; i++) {   /* a half precision first: tf32 may mark what bf16 left in f32 */
+    for (int i = 0; i < g->nnodes; i++) {
         const Node *n = g->nodes[i];
-        if (n->op == OP_matmul && ir_int(n, "tf32", 0)) tf32 = true;
-        if (n->op != OP_state) continue;
-        const char *name = ir_source_name(n);
+        const char *name = n->op == OP_state ? ir_source_name(n) : NULL;
         if (name && strcmp(name, "amp.scale") == 0) return "fp16";
-        if (ir_attr(n, "copy_of") && (n->out[0]->ty.dt == DT_bf16 || n->out[0]->ty.dt == DT_f16))
-            return n->out[0]->ty.dt == DT_bf16 ? "bf16" : "fp16";
+        tf32 = tf32 || (n->op == OP_matmul && ir_int(n, "tf32", 0));
     }
     return tf32 ? "tf32" : NULL;
 }

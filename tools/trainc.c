@@ -442,21 +442,6 @@ static const Built *built_by(const Graph *g, const char *key) {
     return NULL;
 }
 
-static void key_value(const TrainConfig *tc, const TrainKeyInfo *k, char *buf, size_t n) {
-    const char *p = (const char *)tc + k->offset;
-    switch (k->kind) {
-    case TK_INT: snprintf(buf, n, "%lld", (long long)*(const int64_t *)p); break;
-    case TK_FLOAT: {
-        char f[32];
-        fmt_double(f, *(const double *)p);
-        snprintf(buf, n, "%s", f);
-        break;
-    }
-    case TK_ENUM: snprintf(buf, n, "%s", *(const char *const *)p); break;
-    case TK_STR: snprintf(buf, n, "\"%s\"", *(const char *const *)p); break;
-    }
-}
-
 /* -D or --set KEY=VALUE on an .ir graph: false, after an error at the key
  * in the file (or the graph's `training` word), when VALUE changes a key
  * that the graph's passes have built into it, e.g. grad_accum in a graph
@@ -466,15 +451,17 @@ static bool train_change_ok(Graph *g, const char *flag, const char *key, const c
     const TrainKeyInfo *k = train_key_lookup(key);
     const Built *b = k ? built_by(g, k->name) : NULL;
     TrainConfig t = g->train;
-    char err[256], was[160];
+    char err[256];
     if (!b || !train_set(&t, g->arena, key, value, err, sizeof err)) return true; /* (a bad value: train_set's error, after) */
     if (train_value_eq(&g->train, &t, k)) return true;
-    key_value(&g->train, k, was, sizeof was);
+    StrBuf was = {0};
+    ir_put_train_value(&was, &g->train, k);
     SrcLoc at = g->train.at[k - train_keys];
     bool dflt = !at.file;
     if (dflt) at = g->training_loc;
-    error_at(d, at, "%s %s=%s: %s is %s%s in %sgraph '%s', which %s built for it: set %s %s", flag, key, value, k->name, was,
+    error_at(d, at, "%s %s=%s: %s is %s%s in %sgraph '%s', which %s built for it: set %s %s", flag, key, value, k->name, was.s,
              dflt ? " (the default)" : "", g->is_training ? "training " : "", g->name, b->pass, k->name, b->before);
+    sb_free(&was);
     return false;
 }
 
