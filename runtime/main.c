@@ -360,47 +360,37 @@ static int check_outputs(Run *r, int training) {
     return 0;
 }
 
-/* A warning, before the first step, when a folder the run saves into has
- * less space free (statvfs) than the checkpoints it will hold there: not
- * an error, since space can be freed while the run trains. */
+/* A warning, before the first step, when the folder of the final
+ * checkpoint has less space free (statvfs) than the checkpoints the run
+ * saves there: not an error, since space can be freed while it trains. */
 static void check_space(Run *r, int training) {
     if (!r->a.save || r->a.quiet) return;
-    int64_t bytes = rt_ckpt_bytes(r->s, 1), last = training ? r->s->total : r->s->step;
-    if (bytes <= 0) return;
-    char dir[4096] = "", path[4096], d[4096];
-    int64_t files = 0, k = save_step(r, -1, last, training);
-    for (; k >= 0 || files > 0; k = save_step(r, k, last, training)) {   /* the checkpoints of each folder, counted */
-        if (k >= 0) {
-            save_path(path, sizeof path, r->a.save, k);
-            folder_of(d, sizeof d, path);
-            if (files == 0 || strcmp(d, dir) == 0) {
-                snprintf(dir, sizeof dir, "%s", d);
-                files++;
-                continue;
-            }
-        }
-        struct statvfs v;
-        int64_t need = files > INT64_MAX / bytes ? INT64_MAX : files * bytes;
-        uint64_t avail = statvfs(dir, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize : UINT64_MAX;
-        if (avail < (uint64_t)need) {
-            char hf[64], hc[64], hn[64];
-            rt_human_bytes(hf, sizeof hf, (int64_t)avail);
-            rt_human_bytes(hc, sizeof hc, bytes);
-            rt_human_bytes(hn, sizeof hn, need);
-            if (files == 1)
-                fprintf(stderr, "%s: warning: --save: folder %s has %s (%" PRId64 " bytes) free, less than the checkpoint's %s (%" PRId64
-                                " bytes): saving it will fail unless space is freed\n",
-                        r->prog, dir, hf, (int64_t)avail, hc, bytes);
-            else
-                fprintf(stderr, "%s: warning: --save: folder %s has %s (%" PRId64 " bytes) free, less than the %" PRId64 " checkpoints saved "
-                                "there take: %s (%s, %" PRId64 " bytes, each): saving them will fail unless space is freed\n",
-                        r->prog, dir, hf, (int64_t)avail, files, hn, hc, bytes);
-            return;
-        }
-        if (k < 0) return;
-        snprintf(dir, sizeof dir, "%s", d);
-        files = 1;
+    int64_t bytes = rt_ckpt_bytes(r->s, 1), last = training ? r->s->total : r->s->step, files = 0;
+    char dir[4096], path[4096], d[4096];
+    struct statvfs v;
+    save_path(path, sizeof path, r->a.save, last);
+    folder_of(dir, sizeof dir, path);
+    if (bytes <= 0 || statvfs(dir, &v) != 0) return;
+    for (int64_t k = save_step(r, -1, last, training); k >= 0; k = save_step(r, k, last, training)) {
+        save_path(path, sizeof path, r->a.save, k);
+        folder_of(d, sizeof d, path);
+        files += strcmp(d, dir) == 0;
     }
+    int64_t need = files > INT64_MAX / bytes ? INT64_MAX : files * bytes;
+    uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+    if (avail >= (uint64_t)need) return;
+    char hf[64], hc[64], hn[64];
+    rt_human_bytes(hf, sizeof hf, (int64_t)avail);
+    rt_human_bytes(hc, sizeof hc, bytes);
+    rt_human_bytes(hn, sizeof hn, need);
+    if (files == 1)
+        fprintf(stderr, "%s: warning: --save: folder %s has %s (%" PRId64 " bytes) free, less than the checkpoint's %s (%" PRId64
+                        " bytes): saving it will fail unless space is freed\n",
+                r->prog, dir, hf, (int64_t)avail, hc, bytes);
+    else
+        fprintf(stderr, "%s: warning: --save: folder %s has %s (%" PRId64 " bytes) free, less than the %" PRId64 " checkpoints saved "
+                        "there take: %s (%s, %" PRId64 " bytes, each): saving them will fail unless space is freed\n",
+                r->prog, dir, hf, (int64_t)avail, files, hn, hc, bytes);
 }
 
 static void end_line(Run *r) {

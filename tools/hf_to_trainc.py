@@ -371,8 +371,7 @@ def write(path, tensors):
         off += len(raw)
     h = json.dumps(head, separators=(",", ":")).encode()
     h += b" " * ((8 - len(h) % 8) % 8)
-    check_out(path)
-    dest, st = path, None
+    dest, st = path, None   # (path passed check_out before the work)
     try:
         st = os.lstat(path)
         if os.path.islink(path):

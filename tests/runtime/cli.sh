@@ -2,16 +2,7 @@
 # tests/runtime/cli.sh — a training executable's command line, as a user
 # sees it: flags, the progress line, sampling, errors and exit statuses.
 #   cli.sh EXE SCRATCH      (EXE: rt_bigram, the bigram test model + trn_main)
-set -u
-exe=$1 dir=$2
-rm -rf "$dir"
-mkdir -p "$dir"
-pass=0 fail=0
-check() {   # check NAME COMMAND...
-  local name=$1
-  shift
-  if "$@"; then pass=$((pass + 1)); else echo "FAILED: $name"; fail=$((fail + 1)); fi
-}
+. "$(dirname "$0")/check.sh"
 
 "$exe" --write-test-tokens "$dir/train.bin" 20000 1 || exit 1
 "$exe" --write-test-tokens "$dir/val.bin" 3000 2 || exit 1
@@ -165,5 +156,4 @@ check "two {step}: both replaced" test -s "$dir/d2_2.st" -a -s "$dir/d4_4.st"
 check "--quiet exits 0" test $? -eq 0
 check "--quiet is quiet" test ! -s "$dir/quiet.txt"
 
-echo "$pass passed, $fail failed"
-test "$fail" -eq 0
+checks_done

@@ -6,16 +6,7 @@
 #   disk.sh EXE SCRATCH      (EXE: rt_bigram, the bigram test model + trn_main)
 # The full-tmpfs checks need root and mount(8); without them they are
 # skipped, with a message, and the rest runs (/dev/full and ulimit -f).
-set -u
-exe=$1 dir=$2
-rm -rf "$dir"
-mkdir -p "$dir"
-pass=0 fail=0
-check() {   # check NAME COMMAND...
-  local name=$1
-  shift
-  if "$@"; then pass=$((pass + 1)); else echo "FAILED: $name"; fail=$((fail + 1)); fi
-}
+. "$(dirname "$0")/check.sh"
 steps_of() { grep -c '^step ' "$1"; }   # progress and save lines in a stderr file
 
 "$exe" --write-test-tokens "$dir/train.bin" 20000 1 || exit 1
@@ -147,5 +138,4 @@ check "resume past --steps: a note" grep -qF "note: $dir/c4.st is at step 4, and
 "$exe" $T --resume "$dir/c4.st" --steps 6 2> "$dir/n3.txt"
 check "resume with steps to go: no note" test "$(grep -c 'note:' "$dir/n3.txt")" -eq 0
 
-echo "$pass passed, $fail failed"
-test "$fail" -eq 0
+checks_done
