@@ -1273,9 +1273,10 @@ void trn_cuda_kernel_work(const TrnCudaKernel *k, double *flops, double *bytes) 
  * that run counted, and says so: cold is true.  Written
  * after every profiled run of a schedule, so that a run stopped at any point
  * (a time limit's SIGTERM or SIGKILL) leaves the whole profile of the runs
- * before: a regular file (or none yet) into FILE.tmp, renamed over FILE; a
- * symbolic link to one, or a file in a folder that takes no FILE.tmp,
- * rewritten in place; anything else (a pipe, /dev/stdout) once, when the
+ * before: a regular file (or none yet) into a new file beside it
+ * (rt_tmp_create: FILE.PID.tmp, no existing file opened), renamed over
+ * FILE; a symbolic link to one, or a file in a folder that takes no new
+ * file, rewritten in place; anything else (a pipe, /dev/stdout) once, when the
  * device closes. */
 typedef struct { double ms; int s, i; } ProfRow;
 
@@ -1293,10 +1294,13 @@ static void write_profile(TrnCudaDev *g, int closing) {
     for (int s = 0; s < TRN_RUN__COUNT; s++)
         if (g->runs[s]) n += g->cm->nkern[s];
     ProfRow *row = rt_malloc((size_t)(n ? n : 1) * sizeof *row, e, sizeof e);
-    char *tmp = row ? rt_tmp_path(g->prof_path, e, sizeof e) : NULL;
+    char *tmp = NULL;
     FILE *f = NULL;
-    if (tmp && g->prof_how == PROF_RENAME && !(f = fopen(tmp, "w"))) g->prof_how = PROF_INPLACE; /* a folder that takes no new file */
-    if (tmp && !f) f = rt_fopen(g->prof_path, "w", e, sizeof e);
+    if (row && g->prof_how == PROF_RENAME) {
+        char e2[RT_ERRN];
+        if (!(f = rt_tmp_create(g->prof_path, &tmp, e2, sizeof e2))) g->prof_how = PROF_INPLACE; /* a folder that takes no new file */
+    }
+    if (row && !f) f = rt_fopen(g->prof_path, "w", e, sizeof e);
     if (f) {
         n = 0;
         for (int s = 0; s < TRN_RUN__COUNT; s++)

@@ -71,9 +71,6 @@ int   rt_rename_at(const char *from, const char *to, const char *file, int line,
 void rt_fmt_double(char *out, size_t n, double x);
 void rt_human_bytes(char *out, size_t n, int64_t b);   /* "4.21 GiB", "512 B" */
 double rt_now(void);                                   /* monotonic seconds */
-/* "PATH.tmp" (malloc'd): the CUDA profile's file before it is renamed over
- * PATH.  It may name an existing file: checkpoints use rt_tmp_create. */
-char *rt_tmp_path(const char *path, char *err, size_t errn);
 /* Creates the file that PATH is written to before it is renamed over PATH
  * (a write stopped at any point leaves PATH whole): "PATH.PID.tmp" beside
  * it, made with O_CREAT|O_EXCL so that no existing file is ever opened for

@@ -1,14 +1,17 @@
 /* runtime/tokens.c — reading and writing llm.c token files (tokens.h).
- * Plain C11 and stdio; byte order is handled explicitly, so the files are
- * little-endian whatever the host. */
+ * C11, stdio and POSIX files (a new file is written beside its
+ * destination and renamed); byte order is handled explicitly, so the files
+ * are little-endian whatever the host. */
 #include "tokens.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int fail(char *err, size_t errn, const char *fmt, ...) {
     if (err && errn) {
@@ -117,20 +120,40 @@ void tok_free(TokFile *f) {
     f->n = 0;
 }
 
-int tok_write(const char *path, const uint16_t *tokens, int64_t n, char *err, size_t errn) {
-    if (n < 0 || n > INT32_MAX) return fail(err, errn, "%s: cannot write %lld tokens: the header holds a 32-bit count", path, (long long)n);
-    if (n > 0 && !tokens) return fail(err, errn, "%s: no tokens given", path);
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (!tmp) return fail(err, errn, "%s: out of memory", path);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    FILE *f = fopen(tmp, "wb");
+/* A new file beside path that no one else has: "PATH.PID.tmp", or where
+ * that name is taken (a file, a link, a folder) "PATH.PID.K.tmp", created
+ * with O_EXCL so that no existing file is ever opened for writing. */
+static FILE *create_tmp(const char *path, char **tmp, char *err, size_t errn) {
+    size_t n = strlen(path) + 48;
+    char *t = malloc(n);
+    *tmp = NULL;
+    if (!t) return fail(err, errn, "%s: out of memory", path), NULL;
+    int fd = -1;
+    for (int k = 0; k < 100 && fd < 0; k++) {
+        if (k == 0) snprintf(t, n, "%s.%d.tmp", path, (int)getpid());
+        else snprintf(t, n, "%s.%d.%d.tmp", path, (int)getpid(), k);
+        fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         int e = errno;
-        free(tmp);
-        return fail(err, errn, "%s: cannot create: %s", path, strerror(e));
+        if (fd >= 0) close(fd), unlink(t);
+        fail(err, errn, "%s: cannot create %s: %s", path, t, strerror(e));
+        free(t);
+        return NULL;
     }
+    *tmp = t;
+    return f;
+}
+
+int tok_write_tmp(const char *path, const uint16_t *tokens, int64_t n, char **tmp, char *err, size_t errn) {
+    *tmp = NULL;
+    if (n < 0 || n > INT32_MAX) return fail(err, errn, "%s: cannot write %lld tokens: the header holds a 32-bit count", path, (long long)n);
+    if (n > 0 && !tokens) return fail(err, errn, "%s: no tokens given", path);
+    char *t;
+    FILE *f = create_tmp(path, &t, err, errn);
+    if (!f) return -1;
     unsigned char h[TOK_HEADER_SIZE] = {0};
     put_le32(h, TOK_MAGIC);
     put_le32(h + 4, TOK_VERSION);
@@ -146,23 +169,28 @@ int tok_write(const char *path, const uint16_t *tokens, int64_t n, char *err, si
         ok = fwrite(buf, 1, k, f) == k;
     }
     int e = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        e = errno;
-    }
+    if (ok && (fflush(f) != 0 || fsync(fileno(f)) != 0)) ok = 0, e = errno;
+    if (fclose(f) != 0 && ok) ok = 0, e = errno;
     if (!ok) {
-        remove(tmp);
-        free(tmp);
-        return fail(err, errn, "%s: write error: %s", path, strerror(e));
+        unlink(t);
+        fail(err, errn, "%s: write error: %s", t, strerror(e));
+        free(t);
+        return -1;
     }
+    *tmp = t;
+    return 0;
+}
+
+int tok_write(const char *path, const uint16_t *tokens, int64_t n, char *err, size_t errn) {
+    char *tmp;
+    if (tok_write_tmp(path, tokens, n, &tmp, err, errn) != 0) return -1;
+    int rc = 0;
     if (rename(tmp, path) != 0) {
-        e = errno;
-        remove(tmp);
-        free(tmp);
-        return fail(err, errn, "%s: cannot rename the temporary file into place: %s", path, strerror(e));
+        rc = fail(err, errn, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+        unlink(tmp);
     }
     free(tmp);
-    return 0;
+    return rc;
 }
 
 int tok_from_text_bytes(const char *text, size_t len, uint16_t **out, int64_t *n) {

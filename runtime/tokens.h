@@ -29,8 +29,17 @@ typedef struct TokFile { uint16_t *tokens; int64_t n; } TokFile;
 int  tok_read(const char *path, TokFile *out, char *err, size_t errn);
 void tok_free(TokFile *f);
 
-/* Writes n tokens to path: first to "path.tmp", then renamed over path, so a
- * reader never sees half a file.  0 on success; -1 with a message. */
+/* Writes n tokens to a new file beside path, "PATH.PID.tmp" (PID the
+ * process's id; created with O_EXCL, so no existing file is opened for
+ * writing: where the name is taken, "PATH.PID.1.tmp", ...), flushed and
+ * fsynced.  0 with its malloc'd name in *tmp, for the caller to rename over
+ * path or remove; -1 with a message, nothing left on disk and *tmp NULL. */
+int  tok_write_tmp(const char *path, const uint16_t *tokens, int64_t n, char **tmp, char *err, size_t errn);
+
+/* tok_write_tmp, then the file renamed over path: a reader never sees half
+ * a file, and a failure leaves an existing path as it was.  A symbolic link
+ * at path is replaced, as a checkpoint's is.  0 on success; -1 with a
+ * message. */
 int  tok_write(const char *path, const uint16_t *tokens, int64_t n, char *err, size_t errn);
 
 /* The byte-level vocabulary: token i = byte i of text (0..255).  *out is a

@@ -110,13 +110,6 @@ int rt_rename_at(const char *from, const char *to, const char *file, int line, c
     return rt_fail(err, errn, "rename(\"%s\", \"%s\") failed at %s:%d: %s", from, to, AT, strerror(errno));
 }
 
-char *rt_tmp_path(const char *path, char *err, size_t errn) {
-    size_t n = strlen(path);
-    char *t = rt_malloc(n + 5, err, errn);
-    if (t) memcpy(t, path, n), memcpy(t + n, ".tmp", 5);
-    return t;
-}
-
 FILE *rt_tmp_create_at(const char *path, char **tmp, const char *file, int line, char *err, size_t errn) {
     size_t n = strlen(path) + 48;
     char *t = rt_malloc_at(n, file, line, err, errn);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static void usage(FILE *f) {
     fprintf(f, "usage: trainc-tokenize IN.txt OUT_PREFIX [--val-fraction F]\n"
@@ -60,7 +61,8 @@ static char *slurp(const char *path, size_t *len) {
     return buf;
 }
 
-/* One output file: PREFIX + suffix, written to path.tmp first. */
+/* One output file: PREFIX + suffix, written to a new file beside it first
+ * (tok_write_tmp). */
 typedef struct Split {
     const char     *suffix;
     const uint16_t *tok;
@@ -77,16 +79,16 @@ static char *concat(const char *a, const char *b) {
     return p;
 }
 
-/* Writes both splits, or neither: each goes to PATH.tmp (tok_write), and
- * the two are renamed into place only when both are whole, so a failure
- * (a folder in the way, a full disk) leaves the old files as they were.
- * A folder at either destination is refused before anything is written. */
+/* Writes both splits, or neither: each goes to a new file beside PATH
+ * (tok_write_tmp: PATH.PID.tmp, no existing file opened), and the two are
+ * renamed into place only when both are whole, so a failure (a folder in
+ * the way, a full disk) leaves the old files as they were.  A folder at
+ * either destination is refused before anything is written. */
 static int write_splits(const char *prefix, Split *sp, int nsp) {
     int rc = 0;
     for (int i = 0; i < nsp && rc == 0; i++) {
         sp[i].path = concat(prefix, sp[i].suffix);
-        sp[i].tmp = sp[i].path ? concat(sp[i].path, ".tmp") : NULL;
-        if (!sp[i].tmp) {
+        if (!sp[i].path) {
             fprintf(stderr, "trainc-tokenize: out of memory\n");
             rc = -1;
         }
@@ -101,7 +103,7 @@ static int write_splits(const char *prefix, Split *sp, int nsp) {
     int written = 0;
     for (; written < nsp && rc == 0; written++) {
         char err[512];
-        if (tok_write(sp[written].tmp, sp[written].tok, sp[written].n, err, sizeof err) != 0) {
+        if (tok_write_tmp(sp[written].path, sp[written].tok, sp[written].n, &sp[written].tmp, err, sizeof err) != 0) {
             fprintf(stderr, "trainc-tokenize: %s (nothing was written)\n", err);
             rc = -1;
             break;
@@ -117,7 +119,7 @@ static int write_splits(const char *prefix, Split *sp, int nsp) {
         }
     }
     if (rc != 0)
-        for (int i = 0; i < written; i++) remove(sp[i].tmp); /* what is left of them */
+        for (int i = 0; i < written; i++) unlink(sp[i].tmp); /* what is left of them */
     for (int i = 0; i < nsp && rc == 0; i++) printf("%s: %lld tokens\n", sp[i].path, (long long)sp[i].n);
     for (int i = 0; i < nsp; i++) {
         free(sp[i].path);

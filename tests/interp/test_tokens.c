@@ -8,6 +8,7 @@
  */
 #include "tokens.h"
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,31 @@ static void expect_error(const char *path, const char *want) {
     }
 }
 
+static char *slurp(const char *path, long *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *len = ftell(f);
+    rewind(f);
+    char *b = malloc((size_t)*len + 1);
+    if (fread(b, 1, (size_t)*len, f) != (size_t)*len) *len = -1;
+    b[*len > 0 ? *len : 0] = 0;
+    fclose(f);
+    return b;
+}
+
+/* How many files in the scratch folder start with prefix and end ".tmp". */
+static int count_tmp(const char *prefix) {
+    DIR *d = opendir(scratch);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0 && l > 4 && strcmp(e->d_name + l - 4, ".tmp") == 0;
+    }
+    if (d) closedir(d);
+    return n;
+}
+
 static void test_round_trip(void) {
     enum { N = 70000 };
     uint16_t *tok = malloc(sizeof(uint16_t) * N);
@@ -103,9 +129,7 @@ static void test_round_trip(void) {
         CHECK(ftell(f) == TOK_HEADER_SIZE + 2L * N);
         fclose(f);
     }
-    FILE *tmp = fopen(path_in_scratch("rt_round.bin.tmp"), "rb");
-    CHECK(tmp == NULL); /* renamed into place */
-    if (tmp) fclose(tmp);
+    CHECK(count_tmp("rt_round.bin.") == 0); /* renamed into place */
     TokFile t;
     CHECK(tok_read(p, &t, err, sizeof err) == 0);
     CHECK(t.n == N && memcmp(t.tokens, tok, sizeof(uint16_t) * N) == 0);
@@ -120,6 +144,29 @@ static void test_round_trip(void) {
     CHECK(tok_read(p, &t, err, sizeof err) == 0 && t.n == 3 && t.tokens[1] == 65535);
     tok_free(&t);
     CHECK(tok_write(path_in_scratch("no/such/dir/x.bin"), tok, 3, err, sizeof err) == -1 && strstr(err, "cannot create"));
+    /* no existing file is opened for writing: a file of the user's named
+     * PATH.tmp stays as it was, and a link at PATH.PID.tmp is not written
+     * through (the next name, PATH.PID.1.tmp, is taken instead) */
+    char victim[1024], link[1024], user_tmp[1024];
+    snprintf(victim, sizeof victim, "%s", path_in_scratch("rt_victim.txt"));
+    snprintf(link, sizeof link, "%s.%d.tmp", p, (int)getpid());
+    snprintf(user_tmp, sizeof user_tmp, "%s.tmp", p);
+    write_text(victim, "keep me\n", 1);
+    write_text(user_tmp, "mine\n", 1);
+    remove(link);
+    CHECK(symlink(victim, link) == 0);
+    CHECK(tok_write(p, tok, 5, err, sizeof err) == 0);
+    CHECK(tok_read(p, &t, err, sizeof err) == 0 && t.n == 5 && t.tokens[1] == 65535);
+    tok_free(&t);
+    long vlen, ulen;
+    char *v = slurp(victim, &vlen), *u = slurp(user_tmp, &ulen);
+    CHECK(v && strcmp(v, "keep me\n") == 0);
+    CHECK(u && strcmp(u, "mine\n") == 0);
+    free(v), free(u);
+    struct stat st;
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode));
+    CHECK(count_tmp("rt_round.bin.") == 2); /* the two planted above, nothing else */
+    remove(link), remove(user_tmp), remove(victim);
     CHECK(tok_write(p, tok, -1, err, sizeof err) == -1);
     free(tok);
 }
@@ -236,18 +283,6 @@ static void test_bytes(void) {
     free(t);
 }
 
-static char *slurp(const char *path, long *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *len = ftell(f);
-    rewind(f);
-    char *b = malloc((size_t)*len + 1);
-    if (fread(b, 1, (size_t)*len, f) != (size_t)*len) *len = -1;
-    b[*len > 0 ? *len : 0] = 0;
-    fclose(f);
-    return b;
-}
 
 /* trainc-tokenize on the text; both splits read back and together are the
  * text's bytes. */
@@ -332,13 +367,26 @@ static void test_tool_errors(const char *tool) {
     TokFile t;
     CHECK(tok_read(ptrain, &t, err, sizeof err) == 0 && t.n == 3 && t.tokens[2] == 3); /* the old file */
     tok_free(&t);
-    CHECK(access(ptmp, F_OK) != 0);
+    CHECK(count_tmp("tool_err_") == 0);
     long len;
     char *msg = slurp(log, &len);
     CHECK(msg && strstr(msg, "_val.bin: cannot write: Is a directory (nothing was written)"));
     if (msg && !strstr(msg, "Is a directory")) fprintf(stderr, "got: %s\n", msg);
     free(msg);
     rmdir(pval);
+    /* a successful run leaves a file of the user's at the old temporary
+     * name (PATH.tmp) alone, and no temporary file of its own */
+    write_text(ptmp, "mine\n", 1);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' > /dev/null 2> '%s'", tool, text, prefix, log);
+    st = system(cmd);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(tok_read(ptrain, &t, err, sizeof err) == 0 && t.n == 180);
+    tok_free(&t);
+    msg = slurp(ptmp, &len);
+    CHECK(msg && strcmp(msg, "mine\n") == 0);
+    free(msg);
+    CHECK(count_tmp("tool_err_") == 1);
+    remove(ptmp);
     /* a folder as the input */
     snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' > /dev/null 2> '%s'", tool, scratch, prefix, log);
     st = system(cmd);
