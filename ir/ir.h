@@ -157,6 +157,7 @@ enum {
     OPF_VIEW      = 1 << 5,  /* reinterprets memory without moving it */
     OPF_RANDOM    = 1 << 6,  /* depends on the RNG (never merged by CSE unless attrs equal) */
     OPF_OPT       = 1 << 7,  /* optimizer op */
+    OPF_FUSED     = 1 << 8,  /* made by liger-fusion from plainer ops (passes/liger.c), never by the frontend */
 };
 
 typedef enum {

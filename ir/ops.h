@@ -87,14 +87,14 @@ OP(cross_entropy,   2, 2, 2, OPF_DIFF)           /* (logits [...,V], targets i32
 OP(cross_entropy_grad, 4, 4, 1, 0)               /* (dloss f32[], logits, targets, lse) {ignore_index, classes} -> dlogits */
 
 /* ---- fused ops (passes/liger.c makes them; docs/passes.md) ---- */
-OP(add_layer_norm,      4, 4, 4, OPF_DIFF)       /* (x [...,C], r [...,C], w [C], b [C]) {eps} -> (y, s = x + r, mean [...], rstd [...]): layer_norm of the residual sum s, which is a result too */
-OP(add_layer_norm_grad, 6, 6, 3, 0)              /* (dy, ds, s, w, mean, rstd) -> (dx, dw, db): dx = ds + layer_norm's input gradient (x and r both get dx) */
-OP(add_rms_norm,        3, 3, 3, OPF_DIFF)       /* (x [...,C], r [...,C], w [C]) {eps} -> (y, s = x + r, rstd [...]) */
-OP(add_rms_norm_grad,   5, 5, 2, 0)              /* (dy, ds, s, w, rstd) -> (dx, dw): dx = ds + rms_norm's input gradient */
-OP(rope_qk,         2, 4, 2, OPF_DIFF)           /* (q [...,T,D], k [...,T,D] [, cos [T,D], sin [T,D]]) {theta, inverse} -> (q', k'): rope of q and k in one kernel; with tables y = x cos + rotate_half(x) sin; inverse=1 applies the transpose (its own gradient) */
-OP(swiglu,     2, 2, 1, OPF_POINTWISE|OPF_DIFF)  /* (a, b): silu(a) * b; the gradient recomputes silu(a) */
-OP(geglu,      2, 2, 1, OPF_POINTWISE|OPF_DIFF)  /* (a, b) {approx}: gelu(a) * b; the gradient recomputes gelu(a) */
-OP(linear_cross_entropy, 3, 3, 3, OPF_DIFF)      /* (x [...,C], w [V,C], targets i32[...]) {ignore_index, classes, chunk} -> (loss f32[], dx f32[...,C], dw f32[V,C]): cross_entropy(x w^T) and its gradients (for dloss = 1), chunk rows at a time; the logits never exist; they and softmax - onehot are rounded to x's dtype */
+OP(add_layer_norm,      4, 4, 4, OPF_DIFF|OPF_FUSED) /* (x [...,C], r [...,C], w [C], b [C]) {eps} -> (y, s = x + r, mean [...], rstd [...]): layer_norm of the residual sum s, which is a result too */
+OP(add_layer_norm_grad, 6, 6, 3, OPF_FUSED)      /* (dy, ds, s, w, mean, rstd) -> (dx, dw, db): dx = ds + layer_norm's input gradient (x and r both get dx) */
+OP(add_rms_norm,        3, 3, 3, OPF_DIFF|OPF_FUSED) /* (x [...,C], r [...,C], w [C]) {eps} -> (y, s = x + r, rstd [...]) */
+OP(add_rms_norm_grad,   5, 5, 2, OPF_FUSED)      /* (dy, ds, s, w, rstd) -> (dx, dw): dx = ds + rms_norm's input gradient */
+OP(rope_qk,         2, 4, 2, OPF_DIFF|OPF_FUSED) /* (q [...,T,D], k [...,T,D] [, cos [T,D], sin [T,D]]) {theta, inverse} -> (q', k'): rope of q and k in one kernel; with tables y = x cos + rotate_half(x) sin; inverse=1 applies the transpose (its own gradient) */
+OP(swiglu,     2, 2, 1, OPF_POINTWISE|OPF_DIFF|OPF_FUSED) /* (a, b): silu(a) * b; the gradient recomputes silu(a) */
+OP(geglu,      2, 2, 1, OPF_POINTWISE|OPF_DIFF|OPF_FUSED) /* (a, b) {approx}: gelu(a) * b; the gradient recomputes gelu(a) */
+OP(linear_cross_entropy, 3, 3, 3, OPF_DIFF|OPF_FUSED) /* (x [...,C], w [V,C], targets i32[...]) {ignore_index, classes, chunk} -> (loss f32[], dx f32[...,C], dw f32[V,C]): cross_entropy(x w^T) and its gradients (for dloss = 1), chunk rows at a time; the logits never exist; they and softmax - onehot are rounded to x's dtype */
 
 /* ---- optimizer ---- */
 OP(global_norm, 1, -1, 1, OPF_OPT)               /* (g...) -> f32[] sqrt(sum of squares of every element of every operand) */

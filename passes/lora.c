@@ -44,12 +44,6 @@ static const char *adapter_name(Graph *g, const char *w, const char *which) {
     return arena_printf(g->arena, "%s.%s", w, which);
 }
 
-/* The ops liger-fusion makes (passes/liger.c) that may read a weight. */
-static bool fused_op(Op op) {
-    return op == OP_linear_cross_entropy || op == OP_swiglu || op == OP_geglu || op == OP_add_rms_norm || op == OP_add_layer_norm ||
-           op == OP_rope_qk;
-}
-
 /* One target: its adapters, and every product reading it rewritten. */
 static bool adapt(Graph *g, Node *w, void *ctx, Diag *d) {
     Lora *L = ctx;
@@ -73,7 +67,7 @@ static bool adapt(Graph *g, Node *w, void *ctx, Diag *d) {
         if (m->op != OP_matmul || ul->u[i].idx != 1 || ir_int(m, "ta", 0) || !ir_int(m, "tb", 0)) {
             /* a cast (mixed precision's) or a fused op (liger-fusion's)
              * hides the products: the order, not the model, is wrong */
-            bool late = m->op == OP_cast || fused_op(m->op);
+            bool late = m->op == OP_cast || (op_info[m->op].flags & OPF_FUSED);
             error_at(d, m->loc, "LoRA: '%s' is read by %s, not as a linear layer's weight (linear(x, W), a matmul {tb=1} by W)%s", name,
                      op_name(m->op), late ? ": run lora before mixed-precision and liger-fusion" : "");
             ok = false;
