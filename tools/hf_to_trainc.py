@@ -59,6 +59,7 @@ status 1.  Needs numpy.
 import argparse
 import json
 import math
+import mmap
 import os
 import re
 import stat
@@ -106,20 +107,25 @@ def _is_uint(x):
 
 def read_meta(path):
     """({name: (dtype, shape, raw bytes)}, {metadata}) of a safetensors file,
-    every tensor checked against the file; an error names the file and the tensor."""
+    every tensor checked against the file; an error names the file and the tensor.
+    A regular file is mapped, not read: its tensors' bytes are views of the
+    mapping (memoryviews), so a shard costs no memory until it is used."""
     try:
         with open(path, "rb") as f:
-            b = f.read()
+            try:
+                b = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+            except (ValueError, OSError):   # empty, or not a file that maps (a pipe)
+                b = f.read()
     except OSError as e:
         die(f"{path}: {e.strerror or e}")
-    n = struct.unpack("<Q", b[:8])[0] if len(b) >= 8 else None
+    n = struct.unpack("<Q", bytes(b[:8]))[0] if len(b) >= 8 else None
     if n is None or n > len(b) - 8:
         # torch.save's zip or (before PyTorch 1.6) pickle: what its first bytes would be as a header length
-        if b[:4] == b"PK\x03\x04" or b[:2] in (b"\x80\x02", b"\x80\x04", b"\x80\x05"):
+        if bytes(b[:4]) == b"PK\x03\x04" or bytes(b[:2]) in (b"\x80\x02", b"\x80\x04", b"\x80\x05"):
             die(f"{path}: a PyTorch pickle (pytorch_model.bin?), not supported; convert it to safetensors")
         die(f"{path}: not a safetensors file (" + (f"{len(b)} bytes" if n is None else f"header length {n}, file size {len(b)}") + ")")
     try:
-        text = b[8:8 + n].decode("utf-8")
+        text = bytes(b[8:8 + n]).decode("utf-8")
     except UnicodeDecodeError as e:
         die(f"{path}: the header is not UTF-8 (byte {e.start})")
     try:
@@ -209,8 +215,8 @@ def same_values(a, b):
     """Two tensors hold the same values (exactly; across dtypes, as float64)."""
     if a[1] != b[1]:
         return False
-    if a[0] == b[0]:
-        return a[2] == b[2]
+    if a[0] == b[0]:   # (bytes or views of a mapping: compared as arrays, not byte by byte)
+        return bool(np.array_equal(np.frombuffer(a[2], np.uint8), np.frombuffer(b[2], np.uint8)))
     try:
         return bool(np.array_equal(to_f64(a), to_f64(b), equal_nan=True))
     except ValueError:

@@ -15,7 +15,8 @@
 # --to-hf --lora-alpha merges them, and Hugging Face's forward (float64)
 # of the merged file gives the loss trainc computes from the checkpoint;
 # controls: the base file, and the adapters merged with alpha = r, give
-# other losses.  HF_TOOL=FILE tests another converter (an old one must
+# other losses.  A pipe's file (read, not mapped) converts to the same
+# bytes.  HF_TOOL=FILE tests another converter (an old one must
 # fail).  Skips (77) without a python3 that imports torch and numpy.
 set -u
 trainc=$1 tokenize=$2 out=$3
@@ -57,6 +58,15 @@ if $hf make gpt2 lora --vocab 256 --layers 2 --heads 4 --dim 64 --seq 64 &&
     done
 else
     echo "FAIL: lora: making, converting or training the model"; tail -3 lora/compile.log; fail=1
+fi
+
+echo "== pipe"
+# a file that cannot be mapped (a pipe) is read instead: the same bytes out
+if [ -s lora/hf.safetensors ] && cat lora/hf.safetensors | $conv --arch gpt2 /dev/stdin -o lora/piped.safetensors 2> lora/piped.log &&
+    cmp -s lora/base.safetensors lora/piped.safetensors; then
+    echo "a pipe's file converts as the mapped file does"
+else
+    echo "FAIL: pipe: $(tail -1 lora/piped.log 2>/dev/null)"; fail=1
 fi
 [ $fail -eq 0 ] && echo "PASS"
 exit $fail
