@@ -130,7 +130,7 @@ BUILTIN(b_reduce) {
         else if (a[1].k == V_TENSOR && bi->op == OP_max) {
             error_at(e->d, al[1], "axis must be an integer or a list of integers; for the elementwise maximum of two tensors use maximum(a, b)");
             return val_poison();
-        } else if (!elab_want_ints(e, a[1], al[1], "axis", IR_MAX_RANK, axes, &na)) return val_poison();
+        } else if (!elab_want_ints(e, a[1], al[1], "axis", IR_MAX_RANK, axes, &na, true)) return val_poison();
         ir_set_ints(e->g, n, "axes", na, axes);
     }
     if (given[2]) {
@@ -211,7 +211,7 @@ BUILTIN(b_reshape) {
     ARG_TENSOR(0, x);
     int64_t dims[IR_MAX_RANK];
     int n;
-    if (!elab_want_ints(e, a[1], al[1], "the shape", IR_MAX_RANK, dims, &n)) return val_poison();
+    if (!elab_want_ints(e, a[1], al[1], "the shape", IR_MAX_RANK, dims, &n, false)) return val_poison();
     int64_t numel = 1;
     for (int i = 0; i < n; i++) {
         if (dims[i] == -1) continue;
@@ -260,7 +260,7 @@ BUILTIN(b_permute) {
     ARG_TENSOR(0, x);
     int64_t perm[IR_MAX_RANK];
     int n;
-    if (!elab_want_ints(e, a[1], al[1], "the permutation", IR_MAX_RANK, perm, &n)) return val_poison();
+    if (!elab_want_ints(e, a[1], al[1], "the permutation", IR_MAX_RANK, perm, &n, false)) return val_poison();
     Node *nd = ir_new(e->g, OP_permute, 1, &x, loc);
     ir_set_ints(e->g, nd, "perm", n, perm);
     return elab_emit(e, nd);
@@ -295,7 +295,7 @@ BUILTIN(b_split) {
         n = (int)a[1].i;
         for (int i = 0; i < n; i++) sizes[i] = dim / n;
     } else {
-        if (!elab_want_ints(e, a[1], al[1], "the parts", 256, sizes, &n)) return val_poison();
+        if (!elab_want_ints(e, a[1], al[1], "the parts", 256, sizes, &n, true)) return val_poison();
         int64_t total = 0;
         bool ok = n > 0;
         for (int i = 0; i < n && ok; i++) ok = sizes[i] > 0 && !__builtin_add_overflow(total, sizes[i], &total);
@@ -473,6 +473,10 @@ BUILTIN(b_arange) {
     (void)given;
     int64_t n;
     if (!elab_want_int(e, a[0], al[0], "argument 'n' of arange", &n) || !tensors_allowed(e, bi, loc)) return val_poison();
+    if (n > (int64_t)INT32_MAX + 1) { /* its values are i32s */
+        error_at(e->d, al[0], "arange(%lld): the values 0 to n - 1 are i32, so n is at most 2147483648", (long long)n);
+        return val_poison();
+    }
     Type t = {DT_i32, {1, {n}}};
     if (!elab_check_type(e, &t, al[0])) return val_poison();
     Node *nd = ir_source(e->g, OP_iota, NULL, t, loc);
@@ -487,12 +491,17 @@ BUILTIN(b_fill) {
     int64_t dims[IR_MAX_RANK];
     int n = 0;
     if (a[0].k == V_INT) dims[n++] = a[0].i;
-    else if (!elab_want_ints(e, a[0], al[0], "the shape", IR_MAX_RANK, dims, &n)) return val_poison();
+    else if (!elab_want_ints(e, a[0], al[0], "the shape", IR_MAX_RANK, dims, &n, true)) return val_poison();
     t.shape = shape_make(n, dims);
     double v = strcmp(bi->name, "ones") == 0 ? 1.0 : 0.0;
     if (full && !elab_want_num(e, a[1], al[1], "value", &v)) return val_poison();
     int dt = full ? 2 : 1;
     if (given[dt] && !elab_want_dtype(e, a[dt], al[dt], &t.dt)) return val_poison();
+    if (full) { /* the value is one the dtype holds */
+        char of[64];
+        snprintf(of, sizeof of, "dtype %s", dtype_name[t.dt]);
+        if (!elab_num_fits(e, a[1], t.dt, of, al[1])) return val_poison();
+    }
     if (!elab_check_type(e, &t, al[0]) || !tensors_allowed(e, bi, loc)) return val_poison();
     return val_tensor(ir_const(e->g, v, t, loc));
 }

@@ -36,7 +36,7 @@ typedef struct Map { MapEnt *e; int n, cap; } Map;
 void *elab_map_get(const Map *m, const char *key);
 void  elab_map_put(Arena *a, Map *m, const char *key, void *val);
 
-typedef struct Binding { const char *name; Val v; } Binding;
+typedef struct Binding { const char *name; Val v; bool unknown; /* bound to report an unknown name once */ } Binding;
 
 /* One activation: the model body or a block call. */
 typedef struct Frame Frame;
@@ -47,8 +47,9 @@ struct Frame {
     SrcLoc      call_loc;     /* the call (blocks) */
     bool        unlabelled;   /* called without `as`: scope = block name */
     bool        tainted;      /* an if or repeat was skipped after an error: unknown names are not reported */
-    Binding    *vars;
+    Binding    *vars;         /* in the order they were first bound */
     int         nvars, capvars;
+    Map         var_ix;       /* name -> index + 1 in vars */
     int         id;           /* unique per activation */
     bool        returned;
     Val         ret;
@@ -109,6 +110,13 @@ Val  elab_emit(Elab *e, Node *n);                          /* ir_emit; result 0,
 bool elab_check_type(Elab *e, const Type *t, SrcLoc loc);  /* positive dims, not too many elements */
 Val  elab_binary(Elab *e, int op, Val a, Val b, SrcLoc loc);
 Val  elab_unary(Elab *e, int op, Val a, SrcLoc loc);
+/* Whether the number num is a value of dtype dt, with an error at loc if
+ * not (of names where it goes: "dtype u8", "the tensor f16[4]"): an
+ * integer dtype takes an integer it holds (u8 0..255, i32 32 bits; i64 up
+ * to 2^53, which a constant's double holds exactly), a float dtype a
+ * number that does not round to infinity in it (f16 65504; bf16 and f32
+ * about 3.4e38).  One that rounds to 0 is taken, as a literal that small is. */
+bool elab_num_fits(Elab *e, Val num, DType dt, const char *of, SrcLoc loc);
 /* A number used with a tensor: a scalar constant node of like's dtype (NULL after an error). */
 Value *elab_scalar_for(Elab *e, Val num, const Value *like, SrcLoc loc);
 /* Argument checks: false (after reporting, unless v is poison) when v is not
@@ -119,7 +127,7 @@ bool elab_want_num(Elab *e, Val v, SrcLoc loc, const char *what, double *out);
 bool elab_want_bool(Elab *e, Val v, SrcLoc loc, const char *what, bool *out);  /* true/false or an integer */
 bool elab_want_tensor(Elab *e, Val v, SrcLoc loc, const char *what, Value **out);
 bool elab_want_str(Elab *e, Val v, SrcLoc loc, const char *what, const char **out);
-bool elab_want_ints(Elab *e, Val v, SrcLoc loc, const char *what, int max, int64_t *out, int *n);  /* a list */
+bool elab_want_ints(Elab *e, Val v, SrcLoc loc, const char *what, int max, int64_t *out, int *n, bool or_int);  /* a list */
 bool elab_want_dtype(Elab *e, Val v, SrcLoc loc, DType *out);
 
 /* builtins.c */

@@ -12,6 +12,7 @@
 #include "elab.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,22 +23,26 @@ const char *elab_join(Elab *e, const char *scope, const char *name) {
     return arena_printf(e->a, "%s.%s", scope, name);
 }
 
-static bool notes_allowed(Elab *e) {
-    int limit = e->d->max_errors ? e->d->max_errors : 20;
-    return e->d->nerrors <= limit;
-}
-
 void elab_note(Elab *e, SrcLoc loc, const char *fmt, ...) {
-    if (!notes_allowed(e)) return;
-    va_list ap;
+    va_list ap;   /* (not printed after an error that was not: verror_at) */
     va_start(ap, fmt);
     verror_at(e->d, loc, "note", fmt, ap);
     va_end(ap);
 }
 
+/* The calls that led here, innermost first: of a chain longer than 11,
+ * the first 9 (the last of them saying how many are left out) and the
+ * outermost 2. */
 void elab_note_chain(Elab *e) {
-    for (Frame *f = e->fr; f && f->blk; f = f->up)
-        elab_note(e, f->call_loc, "in block '%s' (scope '%s') called here", f->blk->name, f->scope);
+    int n = 0, k = 0;
+    for (Frame *f = e->fr; f && f->blk; f = f->up) n++;
+    for (Frame *f = e->fr; f && f->blk; f = f->up, k++) {
+        if (n > 11 && k > 8 && k < n - 2) continue;
+        if (n > 11 && k == 8)
+            elab_note(e, f->call_loc, "in block '%s' (scope '%s') called here, within %d calls left out", f->blk->name, f->scope, n - 11);
+        else
+            elab_note(e, f->call_loc, "in block '%s' (scope '%s') called here", f->blk->name, f->scope);
+    }
 }
 
 static void over_budget(Elab *e, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -72,9 +77,8 @@ static bool enter(Elab *e, SrcLoc loc) {
 /* ---- variables ---- */
 
 static Binding *find_var(Frame *f, const char *name) {
-    for (int i = f->nvars - 1; i >= 0; i--)
-        if (strcmp(f->vars[i].name, name) == 0) return &f->vars[i];
-    return NULL;
+    intptr_t i = (intptr_t)elab_map_get(&f->var_ix, name);   /* index + 1 */
+    return i ? &f->vars[i - 1] : NULL;
 }
 
 /* Binds name in the current frame; with hint, a tensor without a name gets
@@ -85,6 +89,7 @@ static void bind_var(Elab *e, const char *name, Val v, bool hint) {
     Binding *b = find_var(f, name);
     if (b) {
         b->v = v;
+        b->unknown = false;
         return;
     }
     if (f->nvars == f->capvars) {
@@ -94,7 +99,8 @@ static void bind_var(Elab *e, const char *name, Val v, bool hint) {
         f->vars = nb;
         f->capvars = cap;
     }
-    f->vars[f->nvars++] = (Binding){name, v};
+    f->vars[f->nvars++] = (Binding){name, v, false};
+    elab_map_put(e->a, &f->var_ix, name, (void *)(intptr_t)f->nvars);
 }
 
 void elab_set_var(Elab *e, const char *name, Val v) { bind_var(e, name, v, true); }
@@ -164,7 +170,11 @@ static Val define_value(Elab *e, const char *name, const char *text) {
         }
         errno = 0;
         double f = strtod(text, &end);
-        if (!*end && errno == 0) return val_float(f);
+        if (!*end && errno == ERANGE && isinf(f)) { /* as the lexer says; an underflow is 0 or subnormal there too */
+            error_at(e->d, NOLOC, "-D %s=%s: number '%s' is too large", name, text, text);
+            return val_poison();
+        }
+        if (!*end) return val_float(f);
     }
     if (strcmp(text, "true") == 0) return val_bool(true);
     if (strcmp(text, "false") == 0) return val_bool(false);
@@ -175,7 +185,8 @@ static Val define_value(Elab *e, const char *name, const char *text) {
 
 static void suggest_names(Elab *e, Suggest *s) {
     if (e->fr)
-        for (int i = 0; i < e->fr->nvars; i++) elab_suggest_add(s, e->fr->vars[i].name);
+        for (int i = 0; i < e->fr->nvars; i++)
+            if (!e->fr->vars[i].unknown) elab_suggest_add(s, e->fr->vars[i].name); /* not a name that is unknown too */
     for (int i = 0; i < e->consts.cap; i++) elab_suggest_add(s, e->consts.e[i].key);
 }
 
@@ -198,7 +209,10 @@ static Val lookup(Elab *e, Expr *x) {
         suggest_names(e, &s);
         error_at(e->d, x->loc, "unknown name '%s'%s", x->s, elab_suggest_hint(e, &s));
     }
-    if (e->fr) elab_set_var(e, x->s, val_poison()); /* report it once */
+    if (e->fr) { /* report it once */
+        elab_set_var(e, x->s, val_poison());
+        find_var(e->fr, x->s)->unknown = true;
+    }
     return val_poison();
 }
 
@@ -328,7 +342,9 @@ static Val call_block(Elab *e, Top *blk, Expr *call, const char *label) {
     }
     if (ok) exec_stmts(e, &blk->body);
     e->fr = nf.up;
-    if (!ok) return val_poison();
+    /* a body that skipped an if or repeat after an error and then did not
+     * return may have returned in it: its result is poison, not none */
+    if (!ok || (nf.tainted && !nf.returned)) return val_poison();
     return nf.returned ? nf.ret : val_none();
 }
 
@@ -464,6 +480,7 @@ static void exec_if(Elab *e, Stmt *s) {
     bool c;
     if (s->cond->kind == EX_LABEL) {
         error_at(e->d, s->cond->loc, "`as` does not belong in an if condition");
+        e->fr->tainted = true;
         return;
     }
     if (!elab_want_bool(e, elab_eval(e, s->cond), s->cond->loc, "an if condition", &c)) {
@@ -493,7 +510,8 @@ static void exec_repeat(Elab *e, Stmt *s) {
     }
     Frame *f = e->fr;
     const char *saved = f->scope;
-    for (int64_t i = 0; i < n && !f->returned && !e->over_budget; i++) {
+    /* a step per pass too: an empty body counts against the budget */
+    for (int64_t i = 0; i < n && !f->returned && elab_tick(e, s->loc); i++) {
         const char *seg = label ? arena_printf(e->a, "%s.%lld", label, (long long)i) : arena_printf(e->a, "%lld", (long long)i);
         f->scope = elab_join(e, saved, seg);
         exec_stmts(e, &s->then);
@@ -532,6 +550,7 @@ static void elab_model(Elab *e, Top *m) {
     e->fr = NULL;
     if (e->over_budget) return;
     if (!root.returned) {
+        if (root.tainted) return; /* the if or repeat skipped after an error may have returned */
         error_at(e->d, m->nameloc, "model '%s' does not return a loss (end it with `return LOSS`)", m->name);
         return;
     }

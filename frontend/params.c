@@ -93,6 +93,10 @@ static bool claim_name(Elab *e, const char *full, SrcLoc loc, bool is_input) {
         } else {
             error_at(e->d, loc, "duplicate parameter '%s'", full);
             elab_note(e, prev->loc, "'%s' is first declared here", full);
+            if (prev->frame != f->id && prev->blk && f->blk) { /* two calls with one scope: say which */
+                elab_note(e, prev->call_loc, "by this call of '%s'", prev->blk);
+                elab_note(e, f->call_loc, "and again by this one, in the same scope '%s'; give each call its own `as` label", f->scope);
+            }
         }
         return false;
     }
@@ -103,7 +107,7 @@ static bool claim_name(Elab *e, const char *full, SrcLoc loc, bool is_input) {
 }
 
 /* A parameter initialiser: init kind and up to two float attributes. */
-typedef struct Init { const char *kind; int n; const char *keys[2]; double v[2]; } Init;
+typedef struct Init { const char *kind; int n; const char *keys[2]; double v[2]; SrcLoc locs[2]; } Init;
 
 /* init = zeros | ones | normal(std) | uniform(lo, hi) | constant(value) */
 static bool eval_init(Elab *e, Expr *x, Init *in) {
@@ -146,9 +150,15 @@ static bool eval_init(Elab *e, Expr *x, Init *in) {
         error_at(e->d, locs[0], "std must not be negative");
         return false;
     }
+    if (k == 3 && in->v[0] > in->v[1]) {
+        char lo[32], hi[32];
+        fmt_double(lo, in->v[0]);
+        fmt_double(hi, in->v[1]);
+        error_at(e->d, locs[0], "uniform(lo, hi) needs lo <= hi, not %s > %s", lo, hi);
+        return false;
+    }
     in->n = np;
-    in->keys[0] = names[0];
-    in->keys[1] = names[1];
+    for (int i = 0; i < np; i++) in->keys[i] = names[i], in->locs[i] = locs[i];
     return true;
 }
 
@@ -163,6 +173,11 @@ void elab_param(Elab *e, Stmt *s) {
     if (ok && !dtype_is_float[ty.dt]) {
         error_at(e->d, s->type->dtloc, "parameters must be floating point, not %s", dtype_name[ty.dt]);
         ok = false;
+    }
+    for (int i = 0; ok && i < init.n; i++) { /* the initialiser's numbers are values of the dtype */
+        char of[64];
+        snprintf(of, sizeof of, "a parameter of dtype %s", dtype_name[ty.dt]);
+        ok = elab_num_fits(e, val_float(init.v[i]), ty.dt, of, init.locs[i]);
     }
     if (!ok) {
         elab_set_var(e, s->name, val_poison());

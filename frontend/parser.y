@@ -410,12 +410,21 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, void *scanner, Parse
         items[ni] = sym_phrase(exp[i], bufs[ni], sizeof bufs[ni]);
         ni++;
     }
-    if (ni > 0 && ni <= 6) {
+    bool want_close = false;
+    for (int i = 0; i < n; i++) want_close |= strcmp(yysymbol_name(exp[i]), "'}'") == 0;
+    const char *name = yysymbol_name(tok);
+    bool comparison = tok == YYSYMBOL_EQ || tok == YYSYMBOL_NE || tok == YYSYMBOL_LE || tok == YYSYMBOL_GE ||
+                      strcmp(name, "'<'") == 0 || strcmp(name, "'>'") == 0;
+    if (comparison) {   /* %nonassoc: `a == b == c` */
+        sb_puts(&sb, "; comparisons do not chain (write `a < b and b < c`)");
+    } else if (ni > 0 && ni <= 6) {
         sb_puts(&sb, "; expected ");
         for (int i = 0; i < ni; i++) {
             if (i) sb_puts(&sb, i == ni - 1 ? " or " : ", ");
             sb_puts(&sb, items[i]);
         }
+    } else if (tok == YYSYMBOL_YYEOF && want_close) {
+        sb_puts(&sb, "; a '{' is not closed with '}'");
     }
     error_at(ctx->d, loc, "%s", sb.s);
     sb_free(&sb);

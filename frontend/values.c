@@ -8,6 +8,7 @@
  */
 #include "elab.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -111,15 +112,20 @@ bool elab_want_dtype(Elab *e, Val v, SrcLoc loc, DType *out) {
     return false;
 }
 
-/* A list (or tuple) of integers, at most max of them. */
-bool elab_want_ints(Elab *e, Val v, SrcLoc loc, const char *what, int max, int64_t *out, int *n) {
-    if (!elab_want(e, v.k == V_LIST || v.k == V_TUPLE, v, loc, what, "a list of integers")) return false;
+/* A list (or tuple) of integers, at most max of them; what the caller
+ * takes besides (an integer) is said in the message: "or_int". */
+bool elab_want_ints(Elab *e, Val v, SrcLoc loc, const char *what, int max, int64_t *out, int *n, bool or_int) {
+    if (!elab_want(e, v.k == V_LIST || v.k == V_TUPLE, v, loc, what, or_int ? "an integer or a list of integers" : "a list of integers"))
+        return false;
     if (v.n > max) {
         error_at(e->d, loc, "%s has %d entries; at most %d are allowed", what, v.n, max);
         return false;
     }
-    for (int i = 0; i < v.n; i++)
-        if (!elab_want_int(e, v.items[i], loc, what, &out[i])) return false;
+    for (int i = 0; i < v.n; i++) {
+        char w[160];
+        snprintf(w, sizeof w, "item %d of %s", i + 1, what);
+        if (!elab_want_int(e, v.items[i], loc, w, &out[i])) return false;
+    }
     *n = v.n;
     return true;
 }
@@ -178,28 +184,55 @@ static Val float_arith(Elab *e, int op, double a, double b, SrcLoc loc) {
     return val_float(r);
 }
 
-/* A number used with a tensor: a scalar constant node of the tensor's
- * dtype.  With an integer tensor the number is an integer its dtype holds
- * (u8 0..255, i32 32 bits; i64 up to 2^53, which the constant's double
- * holds exactly). */
-Value *elab_scalar_for(Elab *e, Val num, const Value *like, SrcLoc loc) {
-    double v = num.k == V_INT ? (double)num.i : num.f;
-    DType dt = like->ty.dt;
+/* The largest finite value of a float dtype, and the smallest magnitude
+ * that rounds (to nearest even) to infinity in it: the largest plus half
+ * an ulp. */
+static double float_largest(DType dt) {
+    return dt == DT_f16 ? 65504.0 : dt == DT_bf16 ? ldexp(255.0, 120) : dt == DT_f32 ? ldexp((double)0xffffff, 104) : DBL_MAX;
+}
+static double float_overflow(DType dt) {
+    return dt == DT_f16 ? 65520.0 : dt == DT_bf16 ? ldexp(511.0, 119) : dt == DT_f32 ? ldexp((double)0x1ffffff, 103) : INFINITY;
+}
+
+bool elab_num_fits(Elab *e, Val num, DType dt, const char *of, SrcLoc loc) {
+    char b[160];
     if (!dtype_is_float[dt]) {
-        char b[160], t[160];
         int64_t lo = dt == DT_u8 ? 0 : dt == DT_i32 ? INT32_MIN : -((int64_t)1 << 53);
         int64_t hi = dt == DT_u8 ? 255 : dt == DT_i32 ? INT32_MAX : (int64_t)1 << 53;
         if (num.k != V_INT) {
-            error_at(e->d, loc, "%s cannot be combined with the integer tensor %s", elab_desc(&num, b, sizeof b), type_str(&like->ty, t, sizeof t));
-            return NULL;
+            error_at(e->d, loc, "%s is not an integer, which %s needs", elab_desc(&num, b, sizeof b), of);
+            return false;
         }
         if (num.i < lo || num.i > hi) {
-            error_at(e->d, loc, "%s is out of the range of the integer tensor %s (%lld to %lld)", elab_desc(&num, b, sizeof b),
-                     type_str(&like->ty, t, sizeof t), (long long)lo, (long long)hi);
-            return NULL;
+            error_at(e->d, loc, "%s is out of the range of %s (%lld to %lld)", elab_desc(&num, b, sizeof b), of, (long long)lo, (long long)hi);
+            return false;
         }
+        return true;
     }
-    return ir_const(e->g, v, (Type){dt, {0}}, loc);
+    double v = num.k == V_INT ? (double)num.i : num.f;
+    if (!(fabs(v) < float_overflow(dt))) {
+        char m[32];
+        fmt_double(m, float_largest(dt));
+        error_at(e->d, loc, "%s is out of the range of %s (it rounds to infinity: the largest %s is %s)", elab_desc(&num, b, sizeof b), of,
+                 dtype_name[dt], m);
+        return false;
+    }
+    return true;
+}
+
+/* A number used with a tensor: a scalar constant node of the tensor's
+ * dtype, which holds the number (elab_num_fits). */
+Value *elab_scalar_for(Elab *e, Val num, const Value *like, SrcLoc loc) {
+    char b[160], t[200];
+    type_str(&like->ty, t, sizeof t);
+    if (!dtype_is_float[like->ty.dt] && num.k != V_INT) {
+        error_at(e->d, loc, "%s cannot be combined with the integer tensor %s", elab_desc(&num, b, sizeof b), t);
+        return NULL;
+    }
+    char of[220];
+    snprintf(of, sizeof of, "the %stensor %s", dtype_is_float[like->ty.dt] ? "" : "integer ", t);
+    if (!elab_num_fits(e, num, like->ty.dt, of, loc)) return NULL;
+    return ir_const(e->g, num.k == V_INT ? (double)num.i : num.f, (Type){like->ty.dt, {0}}, loc);
 }
 
 static Val compare(Elab *e, int op, Val a, Val b, SrcLoc loc) {

@@ -93,6 +93,13 @@ typedef struct Diag {
     int      nerrors, nwarnings;
     int      max_errors;          /* stop reporting after this many (0 = 20) */
     SrcFile *files;
+    /* an error or warning already printed (same place, same message: a
+     * block called in a loop) is counted but not printed again, and does
+     * not count towards max_errors; the notes after an error or warning
+     * that is not printed are not either */
+    uint64_t seen[32];            /* hashes of the first 32 printed */
+    int      nseen, nrepeats;     /* nrepeats: errors not printed as repeats */
+    bool     muted, stopped;      /* stopped: max_errors reached */
 } Diag;
 void diag_init(Diag *d, FILE *out);
 void diag_free(Diag *d);

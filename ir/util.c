@@ -267,23 +267,45 @@ static void print_caret(Diag *d, SrcLoc loc) {
     if (p >= end && loc.line > 1) return;
     const char *e = p;
     while (e < end && *e != '\n') e++;
+    if (e > p && e[-1] == '\r') e--; /* a CRLF file's line */
     fprintf(d->out, "%.*s\n", (int)(e - p), p);
     /* keep tabs so the caret lines up */
     for (int c = 1; c < loc.col && p + c - 1 < e; c++) fputc(p[c - 1] == '\t' ? '\t' : ' ', d->out);
     fputs("^\n", d->out);
 }
 
+static uint64_t hash_bytes(uint64_t h, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
 void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list ap) {
-    bool is_error = strcmp(kind, "error") == 0;
+    bool is_error = strcmp(kind, "error") == 0, is_note = strcmp(kind, "note") == 0;
     int limit = d->max_errors ? d->max_errors : 20;
-    if (is_error) {
-        d->nerrors++;
-        if (d->nerrors > limit) {
-            if (d->nerrors == limit + 1) fprintf(d->out, "trainc: too many errors, stopping here\n");
+    if (is_note && d->muted) return;
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (!is_note) {
+        char at[64];
+        int n = snprintf(at, sizeof at, "%s:%d:%d:", kind, loc.line, loc.col);
+        uint64_t h = hash_bytes(1469598103934665603ull, at, (size_t)n);
+        if (loc.file) h = hash_bytes(h, loc.file, strlen(loc.file));
+        h = hash_bytes(h, msg, strlen(msg));
+        d->muted = true;
+        if (is_error) d->nerrors++;
+        else d->nwarnings += strcmp(kind, "warning") == 0;
+        for (int i = 0; i < d->nseen; i++)
+            if (d->seen[i] == h) {
+                d->nrepeats += is_error;
+                return;
+            }
+        if (is_error && d->nerrors - d->nrepeats > limit) {
+            if (!d->stopped) fprintf(d->out, "trainc: too many errors, stopping here\n");
+            d->stopped = true;
             return;
         }
-    } else if (strcmp(kind, "warning") == 0) {
-        d->nwarnings++;
+        if (d->nseen < (int)(sizeof d->seen / sizeof d->seen[0])) d->seen[d->nseen++] = h;
+        d->muted = false;
     }
     if (loc.file && loc.line > 0)
         fprintf(d->out, "%s:%d:%d: %s: ", loc.file, loc.line, loc.col, kind);
@@ -291,7 +313,7 @@ void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list a
         fprintf(d->out, "%s: %s: ", loc.file, kind);
     else
         fprintf(d->out, "trainc: %s: ", kind);
-    vfprintf(d->out, fmt, ap);
+    fputs(msg, d->out);
     fputc('\n', d->out);
     print_caret(d, loc);
 }
