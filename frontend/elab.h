@@ -1,6 +1,8 @@
-/* frontend/elab.h — internals shared by elaborate.c (statements, scopes,
- * calls, constants, the train section) and builtins.c (values, operators
- * and builtin functions).  Not a public header.
+/* frontend/elab.h — internals shared by the elaborator's files:
+ * elaborate.c (statements, scopes, calls, constants), values.c (values,
+ * operators and argument checks), builtins.c (builtin functions),
+ * params.c (types, parameters, inputs), train.c (the train section) and
+ * names.c (name tables, suggestions).  Not a public header.
  */
 #ifndef TRAINC_ELAB_H
 #define TRAINC_ELAB_H

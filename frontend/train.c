@@ -44,8 +44,10 @@ static void train_item(Elab *e, TrainItem *t, Map *seen) {
         if (!numeric) txt = v.s;
         else if (strcmp(k->name, "memory_budget") == 0 && v.k == V_STR) {
             int64_t bytes;
-            if (!train_parse_size(v.s, &bytes)) {
-                error_at(e->d, t->value->loc, "'%s' is not a size (write e.g. \"40GB\", \"512MiB\" or a number of bytes)", v.s);
+            const char *why;
+            if (!train_parse_size(v.s, &bytes, &why)) {
+                if (why) error_at(e->d, t->value->loc, "'%s' is not a size: %s", v.s, why);
+                else error_at(e->d, t->value->loc, "'%s' is not a size (write e.g. \"40GB\", \"512MiB\" or a number of bytes)", v.s);
                 return;
             }
             snprintf(text, sizeof text, "%lld", (long long)bytes);

@@ -151,7 +151,7 @@ static Val int_arith(Elab *e, int op, int64_t a, int64_t b, SrcLoc loc) {
             error_at(e->d, loc, "division by zero");
             return val_poison();
         }
-        if (a == INT64_MIN && b == -1) ovf = true;
+        if (a == INT64_MIN && b == -1) ovf = op == '/'; /* the remainder is 0 (C leaves a % b undefined there) */
         else r = op == '/' ? a / b : a % b;
         break;
     }

@@ -315,7 +315,10 @@ bool train_set(TrainConfig *tc, Arena *a, const char *key, const char *value, ch
 SrcLoc train_loc(const TrainConfig *tc, const char *key);
 bool train_is_default(const TrainConfig *tc, const TrainKeyInfo *k);
 bool train_value_eq(const TrainConfig *a, const TrainConfig *b, const TrainKeyInfo *k);   /* key k has one value in a and b */
-bool train_parse_size(const char *s, int64_t *bytes);   /* "40GB", "512MiB", "1.5 TB", "123" -> bytes; false if not a size */
+/* "40GB", "512MiB", "1.5 TB", "123" -> bytes; false if not a size, with
+ * *why (when why is not NULL) saying why for a number and unit that are
+ * one but make no size ("0.5B", "0.0001KB"), else NULL. */
+bool train_parse_size(const char *s, int64_t *bytes, const char **why);
 void train_copy_strings(TrainConfig *tc, Arena *a);   /* re-homes enum/string values and the file names of at[] into a */
 
 typedef struct Graph {

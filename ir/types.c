@@ -129,21 +129,30 @@ static bool allowed_has(const char *allowed, const char *v) {
 /* "40GB", "512MiB", "1.5 TB" -> bytes; false if not a size.  A size with a
  * unit is rounded down to whole bytes; one that is not 0 but rounds to 0
  * ("0.0001KB") is refused, since 0 means no budget. */
-bool train_parse_size(const char *s, int64_t *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !(v >= 0)) return false;
+bool train_parse_size(const char *s, int64_t *out, const char **why) {
+    static const char *dummy;
+    if (!why) why = &dummy;
+    *why = NULL;
+    /* the number: digits with an optional fraction (no sign, blank, hex or exponent) */
+    const char *p = s;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9') p++, digits++;
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++) digits++;
+    if (!digits) return false;
+    double v = strtod(s, NULL);
+    const char *end = p;
     while (*end == ' ') end++;
     static const struct { const char *unit; double mul; } units[] = {
         {"", 1}, {"b", 1}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
         {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0}, {"tib", 1099511627776.0},
     };
     for (size_t i = 0; i < sizeof units / sizeof *units; i++)
-        if (strcasecmp(end, units[i].unit) == 0) {
+        if (strcasecmp(end, units[i].unit) == 0 && (end == p || units[i].unit[0])) { /* "12 " is not 12 */
             double b = v * units[i].mul;
-            if (b >= 9.2e18 || (units[i].mul == 1 && b != floor(b))) return false; /* "0.5B": no such size */
-            if (b > 0 && b < 1) return false;                                       /* "0.0001KB": not "no budget" */
+            if (b >= 9.2e18) return *why = "it is too large", false;
+            if (units[i].mul == 1 && b != floor(b)) return *why = "a size in bytes is a whole number", false; /* "0.5B" */
+            if (b > 0 && b < 1) return *why = "it rounds down to 0 bytes, and 0 means no budget", false; /* "0.0001KB" */
             *out = (int64_t)b;
             return true;
         }
@@ -195,13 +204,15 @@ static bool set_key(TrainConfig *tc, Arena *a, const TrainKeyInfo *k, const char
              * out-of-range conversion is undefined) */
             double dv = strtod(value, &end);
             int64_t bytes;
-            if (strcmp(k->name, "memory_budget") == 0 && train_parse_size(value, &bytes)) { /* --set memory_budget=8GB */
+            const char *why = NULL;
+            if (strcmp(k->name, "memory_budget") == 0 && train_parse_size(value, &bytes, &why)) { /* --set memory_budget=8GB */
                 *(int64_t *)p = bytes;
                 return true;
             }
             if (*value == 0 || *end || !(dv >= -9.2e18 && dv <= 9.2e18) || dv != (double)(long long)dv) {
-                snprintf(err, errn, "train key '%s' takes %s, not '%s'", k->name,
-                         strcmp(k->name, "memory_budget") == 0 ? "a number of bytes or a size (e.g. 40GB, 512MiB)" : "an integer", value);
+                snprintf(err, errn, "train key '%s' takes %s, not '%s'%s%s", k->name,
+                         strcmp(k->name, "memory_budget") == 0 ? "a number of bytes or a size (e.g. 40GB, 512MiB)" : "an integer", value,
+                         why ? ": " : "", why ? why : "");
                 return false;
             }
             v = (long long)dv;
