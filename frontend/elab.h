@@ -93,6 +93,9 @@ typedef struct Suggest { const char *name; const char *best; int dist; } Suggest
 void        elab_suggest_init(Suggest *s, const char *name);
 void        elab_suggest_add(Suggest *s, const char *cand);
 const char *elab_suggest_hint(Elab *e, const Suggest *s);  /* "; did you mean 'x'?" or "" */
+/* For a bare name of the train section (V_SYM) where a number was wanted,
+ * "; did you mean 'x'?" naming a constant close to it; else "". */
+const char *elab_const_hint(Elab *e, const Val *v);
 
 void elab_set_var(Elab *e, const char *name, Val v);  /* binds in the current frame; names an unnamed tensor */
 /* Evaluates the arguments of a call and binds them to n parameters (one

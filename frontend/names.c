@@ -83,3 +83,11 @@ void elab_suggest_add(Suggest *s, const char *cand) {
 const char *elab_suggest_hint(Elab *e, const Suggest *s) {
     return s->best ? arena_printf(e->a, "; did you mean '%s'?", s->best) : "";
 }
+
+const char *elab_const_hint(Elab *e, const Val *v) {
+    if (v->k != V_SYM) return "";
+    Suggest s;
+    elab_suggest_init(&s, v->s);
+    for (int i = 0; i < e->consts.cap; i++) elab_suggest_add(&s, e->consts.e[i].key);
+    return elab_suggest_hint(e, &s);
+}

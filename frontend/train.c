@@ -58,7 +58,8 @@ static void train_item(Elab *e, TrainItem *t, Map *seen) {
     }
     if (!txt) {
         static const char *const kinds[] = {"an integer", "a number", "a name", "a string"};
-        error_at(e->d, t->value->loc, "train key '%s' takes %s, not %s", k->name, kinds[k->kind], elab_desc(&v, b, sizeof b));
+        error_at(e->d, t->value->loc, "train key '%s' takes %s, not %s%s", k->name, kinds[k->kind], elab_desc(&v, b, sizeof b),
+                 k->kind == TK_INT || k->kind == TK_FLOAT ? elab_const_hint(e, &v) : "");
         return;
     }
     if (train_set(&g->train, g->arena, k->name, txt, err, sizeof err)) {

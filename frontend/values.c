@@ -134,7 +134,9 @@ bool elab_want_ints(Elab *e, Val v, SrcLoc loc, const char *what, int max, int64
 
 static Val arith_error(Elab *e, int op, Val a, Val b, SrcLoc loc) {
     char x[200], y[200];
-    error_at(e->d, loc, "cannot apply '%s' to %s and %s", ast_op_name(op), elab_desc(&a, x, sizeof x), elab_desc(&b, y, sizeof y));
+    const char *hint = elab_const_hint(e, &a);
+    if (!*hint) hint = elab_const_hint(e, &b);
+    error_at(e->d, loc, "cannot apply '%s' to %s and %s%s", ast_op_name(op), elab_desc(&a, x, sizeof x), elab_desc(&b, y, sizeof y), hint);
     return val_poison();
 }
 
