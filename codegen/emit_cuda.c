@@ -318,8 +318,8 @@ static char *arena_form(Emit *e, Params *P, char *text) {
     return sb_take(&out);
 }
 
-static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char *text, bool tmpl, int64_t gx, int64_t gy,
-                   unsigned bx, unsigned by) {
+static void launch_at(Emit *e, CuKern *r, const char *suffix, const Params *P, char *text, bool tmpl, int64_t gx, int64_t gy, int64_t gz,
+                      unsigned bx, unsigned by) {
     bool packed = P->n > TRN_CUDA_MAXARGS;
     if (packed) text = arena_form(e, (Params *)P, text);
     if (r->nl == r->capl) {
@@ -332,11 +332,15 @@ static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char
     /* the launch limits of every GPU since sm_30: a grid past them would be
      * refused at run time, so it is an error here, at the kernel's line
      * (the module is not made: cg_cuda_emit) */
-    if (gx < 0 || gx > 0x7fffffff || gy < 0 || gy > 65535) {
-        error_at(e->d, r->k->loc, "the CUDA backend's kernel %s needs a grid of %lld x %lld blocks, past the GPU's limits (2^31-1 x 65535)",
-                 r->k->name, (long long)gx, (long long)gy);
+    if (gx < 0 || gx > 0x7fffffff || gy < 0 || gy > 65535 || gz < 1 || gz > 65535) {
+        if (gz > 1)
+            error_at(e->d, r->k->loc, "the CUDA backend's kernel %s needs a grid of %lld x %lld x %lld blocks, past the GPU's limits (2^31-1 x 65535 x 65535)",
+                     r->k->name, (long long)gx, (long long)gy, (long long)gz);
+        else
+            error_at(e->d, r->k->loc, "the CUDA backend's kernel %s needs a grid of %lld x %lld blocks, past the GPU's limits (2^31-1 x 65535)",
+                     r->k->name, (long long)gx, (long long)gy);
         e->ok = false;
-        gx = gy = 1;
+        gx = gy = gz = 1;
     }
     /* a block of more threads than the function's __launch_bounds__ (or
      * 1024) is refused at launch, after NVRTC fitted its registers to the
@@ -348,7 +352,7 @@ static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char
     l->fn = add_fn(e, r->k, suffix, text, tmpl);
     l->grid[0] = gx ? (unsigned)gx : 1;
     l->grid[1] = gy ? (unsigned)gy : 1;
-    l->grid[2] = 1;
+    l->grid[2] = (unsigned)gz;
     l->block[0] = bx;
     l->block[1] = by ? by : 1;
     l->block[2] = 1;
@@ -358,6 +362,12 @@ static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char
     bool again = false;
     for (int i = 0; i < r->nl - 1 && r->terse; i++) again |= r->l[i].fn == l->fn;
     if (!again) kernel_doc(e, r->k, &f->doc, P, l, 1, f->doc.len == 0);
+}
+
+/* A launch of a grid (gx, gy), gy 0 or 1 for one dimension. */
+static void launch(Emit *e, CuKern *r, const char *suffix, const Params *P, char *text, bool tmpl, int64_t gx, int64_t gy, unsigned bx,
+                   unsigned by) {
+    launch_at(e, r, suffix, P, text, tmpl, gx, gy, 1, bx, by);
 }
 
 /* A cuBLASLt product step of a TRN_CK_STEPS kernel. */
@@ -1175,9 +1185,29 @@ static int att_tc_rows(const Program *p, int64_t D) {
 
 /* An attention launch: with launch bounds' blocks per multiprocessor when
  * minb > 0, else plain (blockDim threads x 1). */
-static void att_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, int minb, int64_t gx, int64_t gy) {
-    if (minb > 0) tmpl_launch_minb(e, r, suffix, P, call, threads, minb, gx, gy, (unsigned)threads, 1);
-    else tmpl_launch(e, r, suffix, P, call, threads, gx, gy, (unsigned)threads, 1);
+/* An attention kernel's launch over gx row blocks and bh (batch, head)
+ * pairs: grid (gx, gy, gz) with gy gz = bh exactly (gy the largest divisor
+ * of bh up to 65535 whose gz is at most 65535: the kernels' trn_att_bh()
+ * = blockIdx.z * gridDim.y + blockIdx.y covers each pair once).  bh on y
+ * alone stopped at 65535 (a batch of 4096 of 16 heads); a bh with no such
+ * divisor (a prime past 65535) is refused by launch_at. */
+static void att_launch(Emit *e, CuKern *r, const char *suffix, Params *P, const char *call, int threads, int minb, int64_t gx, int64_t bh) {
+    int64_t gy = bh, gz = 1;
+    for (int64_t y = bh < 65535 ? bh : 65535; bh > 65535 && y >= 1; y--)
+        if (bh % y == 0) {
+            gy = y, gz = bh / y;
+            break;
+        }
+    StrBuf b = {0};
+    if (minb > 0) {
+        sb_printf(&b, "extern \"C\" __global__ void __launch_bounds__(%d, %d) @FN@", threads, minb);
+        signature(e, P, &b, true);
+        sb_printf(&b, "\n{\n    %s;\n}\n", call);
+    } else {
+        fn_head(e, &b, P, threads);
+        sb_printf(&b, "    %s;\n}\n", call);
+    }
+    launch_at(e, r, suffix, P, sb_take(&b), true, gx, gy, gz, (unsigned)threads, 1);
 }
 
 /* ---- linear_cross_entropy ----
@@ -1618,6 +1648,11 @@ static void emit_template(Emit *e, Kernel *k, CuKern *r) {
          * registers; D = 64 needs 100-128), 1 beyond.  64 rows a block
          * (the tensor-core forward and dq: 64 att_tc_rows). */
         DType adt = n->in[qi]->ty.dt;
+        if (D > 6136) { /* TrnAtt<D>::BK: its tiles past 48 KB of shared memory */
+            error_at(e->d, k->loc, "the CUDA backend's attention takes a head dimension of at most 6136, not %lld", (long long)D);
+            e->ok = false;
+            break;
+        }
         bool tc = (adt == DT_bf16 || adt == DT_f16) && D % 16 == 0 && D <= 128 && !e->p->no_tc_attention;
         int bq = 64, threads = tc ? 128 : bq * (D % 16 == 0 ? 4 : 1), minb = tc ? 0 : D <= 64 ? 2 : 1;
         const char *fn = tc ? "tk_attention_tc" : "tk_attention";

@@ -243,7 +243,43 @@ static void *compile_one(void *arg) {
     im->log[0] = 0;
     if (ln) nv.GetProgramLog(prog, im->log);
     if (r != 0) {
-        snprintf(j->err, sizeof j->err, "nvrtcCompileProgram(%s) failed: %s\n%.3500s", im->arch, nv.GetErrorString(r), im->log);
+        /* the log without ptxas's -v lines ("ptxas info    : Used 40
+         * registers ..."), which filled the message before the error */
+        StrBuf f = {0};
+        for (const char *p = im->log; *p;) {
+            const char *e = strchr(p, '\n');
+            size_t len = e ? (size_t)(e - p) + 1 : strlen(p);
+            const char *q = p + 5;
+            while (strncmp(p, "ptxas ", 6) == 0 && *q == ' ') q++;
+            bool v = strncmp(p, "ptxas info", 10) == 0 || (q > p + 6 && *q == '.'); /* "ptxas         .     0 bytes stack frame" */
+            if (!v) sb_printf(&f, "%.*s", (int)len, p);
+            p += len;
+        }
+        bool blank = true;
+        for (size_t i = 0; i < f.len; i++) blank &= f.s[i] == ' ' || f.s[i] == '\n';
+        if (blank) {
+            /* ptxas refuses a function past 48 KB of static shared memory
+             * without an error line: the functions its report says are */
+            StrBuf w = {0};
+            char fn[160] = "?";
+            for (const char *p = im->log; (p = strstr(p, "ptxas info")); p++) {
+                const char *c = strstr(p, "entry function '"), *u = strstr(p, " bytes smem"), *e = strchr(p, '\n');
+                if (c && (!e || c < e)) sscanf(c + 16, "%159[^']", fn);
+                if (u && (!e || u < e)) {
+                    const char *d = u;
+                    while (d > p && d[-1] >= '0' && d[-1] <= '9') d--;
+                    if (atol(d) > 48 * 1024) sb_printf(&w, "%s%s uses %ld bytes", w.len ? ", " : "", fn, atol(d));
+                }
+            }
+            if (w.len)
+                snprintf(j->err, sizeof j->err, "nvrtcCompileProgram(%s) failed: %s: %s of static shared memory, past the 48 KB a block has",
+                         im->arch, nv.GetErrorString(r), w.s);
+            else
+                snprintf(j->err, sizeof j->err, "nvrtcCompileProgram(%s) failed: %s, with no error in its log", im->arch, nv.GetErrorString(r));
+            sb_free(&w);
+        } else
+            snprintf(j->err, sizeof j->err, "nvrtcCompileProgram(%s) failed: %s\n%.3500s", im->arch, nv.GetErrorString(r), f.s);
+        sb_free(&f);
         nv.DestroyProgram(&prog);
         return NULL;
     }

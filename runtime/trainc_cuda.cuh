@@ -523,7 +523,8 @@ template <int W, typename E> TRN_DEV void trn_stc(E *__restrict__ p, const float
 }
 
 /* ---- norms over rows of [N,C]: one warp per row, the row held in
- * registers (C / 32 values per lane), statistics in double.  A lane moves
+ * registers (C / 32 values per lane) up to C = 1024 and read again for
+ * each pass beyond (tk_norm_rows, tk_norm_bwd_rows), statistics in double.  A lane moves
  * VW consecutive columns at a time: 8 (16 bytes of half) when C is a
  * multiple of 8 and every lane has a chunk (C >= 256), else 4 likewise,
  * else 1 (narrow rows: 8 columns a lane would leave most lanes idle).  Its
@@ -564,6 +565,54 @@ TRN_DEV void tk_norm_rows(EY *__restrict__ y, float *__restrict__ s, float *__re
     int lane = threadIdx.x & 31;
     int64_t n = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (n >= N) return;
+    if constexpr (C > 1024) {
+        /* wide rows: no register copy (C / 32 values a lane spilled from C
+         * = 4096, and the unrolled loops made NVRTC take minutes at C =
+         * 32768); the row read again for each pass, from s where it was
+         * just written.  The same sums in the same order as below. */
+        double a = 0, q = 0, m = 0;
+        for (int c = lane * VW; c < C; c += 32 * VW) {
+            float v[VW];
+            trn_ldc<VW>(x + n * C + c, v);
+            if constexpr (ADD) {
+                float t[VW];
+                trn_ldc<VW>(r + n * C + c, t);
+                for (int j = 0; j < VW; j++) v[j] += t[j];
+                trn_stc<VW>(s + n * C + c, v);
+            }
+            for (int j = 0; j < VW; j++) {
+                if constexpr (LN) a += (double)v[j];
+                else q += (double)v[j] * (double)v[j];
+            }
+        }
+        if constexpr (LN) {
+            m = trn_warp_sum(a) / (double)C;
+            for (int c = lane * VW; c < C; c += 32 * VW) {
+                float v[VW];
+                if constexpr (ADD) trn_ldc<VW>(s + n * C + c, v);
+                else trn_ldc<VW>(x + n * C + c, v);
+                for (int j = 0; j < VW; j++) q += ((double)v[j] - m) * ((double)v[j] - m);
+            }
+        }
+        double rs = 1.0 / sqrt(trn_warp_sum(q) / (double)C + eps);
+        for (int c = lane * VW; c < C; c += 32 * VW) {
+            float v[VW], wv[VW], bv[VW], o[VW];
+            if constexpr (ADD) trn_ldc<VW>(s + n * C + c, v);
+            else trn_ldc<VW>(x + n * C + c, v);
+            trn_ldc<VW>(w + c, wv);
+            if constexpr (LN) trn_ldc<VW>(b + c, bv);
+            for (int j = 0; j < VW; j++) {
+                if constexpr (LN) o[j] = (float)(((double)v[j] - m) * rs * (double)wv[j] + (double)bv[j]);
+                else o[j] = (float)((double)v[j] * rs * (double)wv[j]);
+            }
+            trn_stc<VW>(y + n * C + c, o);
+        }
+        if (lane == 0) {
+            if constexpr (LN) mean[n] = (float)m;
+            rstd[n] = (float)rs;
+        }
+        return;
+    }
     R row;
     row.load(x + n * C, lane);
     if constexpr (ADD) {
@@ -885,7 +934,11 @@ template <int D> struct TrnAtt {
     static constexpr int VW = D % 16 == 0 ? 4 : 1;           /* values per chunk */
     static constexpr int NE = D / TPR;                       /* values per thread */
     static constexpr int NC = NE / VW;                       /* chunks per thread */
-    static constexpr int BK = D <= 128 ? 32 : D <= 256 ? 16 : 8; /* key rows per shared-memory tile */
+    /* key rows per shared-memory tile (the backward's query rows too):
+     * two f32 tiles of BK x D and 2 BK floats within the 48 KB of static
+     * shared memory a block has, up to D = 6136 (emit_cuda.c refuses more) */
+    static constexpr int BK = D <= 128 ? 32 : D <= 256 ? 16 : D <= 512 ? 8 : D <= 1024 ? 4 : D <= 2048 ? 2 : 1;
+    static_assert(2 * BK * D * 4 + 2 * BK * 4 <= 48 * 1024, "attention tiles past 48 KB of shared memory");
     /* element e (< NE) of thread `sub`: its index in the row */
     static TRN_MEMBER int col(int sub, int e) { return ((e / VW) * TPR + sub) * VW + e % VW; }
 };
@@ -914,8 +967,11 @@ TRN_DEV void trn_load_tile(float *__restrict__ tile, const E *__restrict__ src, 
  * first and the short ones fill the end of the launch instead of one long
  * block running alone at its end.  The results do not change. */
 TRN_DEV int64_t trn_qblock(int causal) { return causal ? (int64_t)gridDim.x - 1 - blockIdx.x : (int64_t)blockIdx.x; }
+/* (batch, head) of an attention block: grid (row blocks, gy, gz), gy gz =
+ * batch x heads (emit_cuda.c att_launch) */
+TRN_DEV int64_t trn_att_bh() { return (int64_t)blockIdx.z * gridDim.y + blockIdx.y; }
 
-/* block: BQ * TPR threads; grid (ceil(T / BQ), B * H) */
+/* block: BQ * TPR threads; grid (ceil(T / BQ), B * H as y z) */
 template <int D, int BQ, typename E>
 TRN_DEV void tk_attention(E *__restrict__ o, TrnAttL lo, float *__restrict__ lse, const E *__restrict__ q, TrnAttL lq, const E *__restrict__ k,
                           TrnAttL lk, const E *__restrict__ v, TrnAttL lv, int64_t H, int64_t Hkv, int64_t T, int64_t S, float scale,
@@ -923,7 +979,7 @@ TRN_DEV void tk_attention(E *__restrict__ o, TrnAttL lo, float *__restrict__ lse
     typedef TrnAtt<D> A;
     __shared__ __align__(16) float Ks[A::BK * D];
     __shared__ __align__(16) float Vs[A::BK * D];
-    int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
+    int64_t bh = trn_att_bh(), b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
     int64_t q0 = trn_qblock(causal) * BQ;
     int sub = threadIdx.x % A::TPR;
     int64_t row = q0 + threadIdx.x / A::TPR;
@@ -990,7 +1046,7 @@ TRN_DEV void tk_attention_bwd_dq(E *__restrict__ dq, TrnAttL ldq, const E *__res
     typedef TrnAtt<D> A;
     __shared__ __align__(16) float Ks[A::BK * D];
     __shared__ __align__(16) float Vs[A::BK * D];
-    int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
+    int64_t bh = trn_att_bh(), b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
     int64_t q0 = trn_qblock(causal) * BQ;
     int sub = threadIdx.x % A::TPR;
     int64_t row = q0 + threadIdx.x / A::TPR;
@@ -1057,7 +1113,7 @@ TRN_DEV void trn_att_rows(float *Ds, float *Ls, const float *__restrict__ dis, c
 /* Backward, part 2: dk, dv.  A group of TPR threads holds one key row j
  * (k_j, v_j and the dk_j, dv_j accumulators); tiles of BQ2 query rows (q,
  * do, lse, Di) go through shared memory, for every query head sharing the
- * kv head.  block: BKV * TPR threads; grid (ceil(S / BKV), B * Hkv). */
+ * kv head.  block: BKV * TPR threads; grid (ceil(S / BKV), B * Hkv as y z). */
 template <int D, int BKV, typename E>
 TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, TrnAttL ldk, E *__restrict__ dv, TrnAttL ldv, const E *__restrict__ dout,
                                   TrnAttL ldo, const E *__restrict__ q, TrnAttL lq, const E *__restrict__ k, TrnAttL lk,
@@ -1068,7 +1124,7 @@ TRN_DEV void tk_attention_bwd_dkv(E *__restrict__ dk, TrnAttL ldk, E *__restrict
     __shared__ __align__(16) float Qs[BQ2 * D];
     __shared__ __align__(16) float Os[BQ2 * D];
     __shared__ float Ls[BQ2], Ds[BQ2];
-    int64_t bk = blockIdx.y, b = bk / Hkv, hk = bk - b * Hkv, grp = H / Hkv;
+    int64_t bk = trn_att_bh(), b = bk / Hkv, hk = bk - b * Hkv, grp = H / Hkv;
     int64_t j0 = (int64_t)blockIdx.x * BKV;
     int sub = threadIdx.x % A::TPR;
     int64_t kj = j0 + threadIdx.x / A::TPR;
@@ -1457,7 +1513,7 @@ template <bool MAX> TRN_DEV float trn_quad(float v) {
     return v;
 }
 
-/* block: 128 threads; grid (ceil(T / (64 RW)), B * H).  Each warp holds
+/* block: 128 threads; grid (ceil(T / (64 RW)), B * H as y z).  Each warp holds
  * RW row tiles of 16 queries (the block 64 RW rows): every K and V
  * fragment read from shared memory serves RW tiles' products, RW times the
  * FLOPs a byte of the one-tile form, for RW times its accumulators. */
@@ -1471,7 +1527,7 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, TrnAttL lo, float *__restrict__ 
      * used); the Q staging tile before them */
     __shared__ __align__(16) E sm[4 * KV > BR * A::LDH ? 4 * KV : BR * A::LDH];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
+    int64_t bh = trn_att_bh(), b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
     int64_t q0 = trn_qblock(causal) * BR, w0 = q0 + warp * WR; /* the block's and the warp's first rows */
     int64_t rr[RW][2]; /* the lane's rows (clamped) */
 #pragma unroll
@@ -1560,7 +1616,7 @@ TRN_DEV void tk_attention_tc(E *__restrict__ o, TrnAttL lo, float *__restrict__ 
 }
 
 /* Backward, part 1: dq.  block: 128 threads; grid (ceil(T / (64 RW)),
- * B * H); RW row tiles of 16 queries a warp, as in the forward. */
+ * B * H as y z); RW row tiles of 16 queries a warp, as in the forward. */
 template <int D, int RW, typename E>
 TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, TrnAttL ldq, const E *__restrict__ dout, TrnAttL ldo, const E *__restrict__ q,
                                     TrnAttL lq, const E *__restrict__ k, TrnAttL lk, const E *__restrict__ v, TrnAttL lv,
@@ -1571,7 +1627,7 @@ TRN_DEV void tk_attention_tc_bwd_dq(E *__restrict__ dq, TrnAttL ldq, const E *__
     /* two stages of K and V tiles; the Q / dO staging tile before them */
     __shared__ __align__(16) E sm[ST > 4 * KV ? ST : 4 * KV];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int64_t bh = blockIdx.y, b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
+    int64_t bh = trn_att_bh(), b = bh / H, h = bh - b * H, hk = h / (H / Hkv);
     int64_t q0 = trn_qblock(causal) * BR, w0 = q0 + warp * WR;
     int64_t rr[RW][2]; /* the lane's rows (clamped) */
 #pragma unroll
@@ -1645,7 +1701,7 @@ TRN_DEV void trn_tc_load_qdo(E *stage, float *Ls, float *Ds, const E *__restrict
     trn_att_rows(Ds, Ls, dis, lse, bh, T, i0, BC, TRN_LOG2E); /* lse in base 2 */
 }
 
-/* Backward, part 2: dk, dv.  block: 128 threads; grid (ceil(S / 64), B * Hkv) */
+/* Backward, part 2: dk, dv.  block: 128 threads; grid (ceil(S / 64), B * Hkv as y z) */
 template <int D, typename E>
 TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, TrnAttL ldk, E *__restrict__ dv, TrnAttL ldv, const E *__restrict__ dout,
                                      TrnAttL ldo, const E *__restrict__ q, TrnAttL lq, const E *__restrict__ k, TrnAttL lk,
@@ -1658,7 +1714,7 @@ TRN_DEV void tk_attention_tc_bwd_dkv(E *__restrict__ dk, TrnAttL ldk, E *__restr
     __shared__ __align__(16) E sm[ST > 4 * QT ? ST : 4 * QT];
     __shared__ float Ls[2][BC], Ds[2][BC];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    int64_t bk = blockIdx.y, b = bk / Hkv, hk = bk - b * Hkv, grp = H / Hkv;
+    int64_t bk = trn_att_bh(), b = bk / Hkv, hk = bk - b * Hkv, grp = H / Hkv;
     int64_t j0 = (int64_t)blockIdx.x * A::BR, w0 = j0 + warp * 16;
     int64_t kr[2] = {w0 + g, w0 + g + 8}, jj[2] = {min(kr[0], S - 1), min(kr[1], S - 1)}; /* the lane's key rows */
     const float sl2 = scale * TRN_LOG2E;

@@ -97,6 +97,19 @@ trainc_nvrtc_test(llama_d128_bf16 cuda 300 llama bf16 -D vocab=256 -D layers=1 -
                   -D batch=2 --expect-src "tk_attention_tc<128" --expect-src "tk_attention_tc_bwd_dkv<128")
 trainc_nvrtc_test(llama_d128_notc_bf16 cuda 300 llama bf16 -D vocab=256 -D layers=1 -D heads=2 -D kv_heads=1 -D dim=256 -D ffn=256 -D seq=64
                   -D batch=2 --no-tc-attention --expect-src "!tk_attention_tc" --expect-src "tk_attention<128")
+# what NVRTC refuses is said without ptxas -v's lines: an unknown name's
+# error, a function past 48 KB of static shared memory by name
+add_test(NAME cuda_nvrtc_bad_source COMMAND cuda_nvrtc --bad-source)
+set_tests_properties(cuda_nvrtc_bad_source PROPERTIES LABELS cuda TIMEOUT 120)
+# head dimension 768 (GPT-2 small with one head): the CUDA-core attention's
+# tiles within 48 KB of static shared memory (4 key rows; the backward's 8
+# query rows of 768 floats were past it), spills allowed; and a batch x
+# heads past 65535 (the grid's y): 70000 pairs as 35000 x 2 on y and z
+add_test(NAME cuda_nvrtc_gpt2_d768_fp32
+         COMMAND cuda_nvrtc examples/gpt2.model fp32 -D vocab=64 -D layers=1 -D heads=1 -D dim=768 -D seq=1 -D batch=70000
+                 --expect-src "tk_attention<768" --expect-src "grid (1,35000,2)"
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cuda_nvrtc_gpt2_d768_fp32 PROPERTIES LABELS cuda TIMEOUT 300 ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE}")
 # Full size: GPT-2 small (124M, vocabulary 50257 padded to 50304) and
 # TinyLlama (1.1B).  tf32 compiles the fp32 source again (a cache hit).
 foreach(model gpt2 llama)
@@ -180,6 +193,11 @@ if(TRAINC_CXX)
   # column (30) and over 1024 columns (1056: no register copy of the row)
   trainc_emu_test(gpt2_c132_bf16 gpt2 -D vocab=256 -D layers=1 -D heads=2 -D dim=132 -D seq=32 -D batch=2 --set precision=bf16)
   trainc_emu_test(gpt2_c30_fp32 gpt2 -D vocab=256 -D layers=1 -D heads=2 -D dim=30 -D seq=32 -D batch=2 --set precision=fp32)
+  # layer norms over rows past 1024 (the forward read again for each pass,
+  # plain and with the residual; llama_c1056 has rms_norm's)
+  trainc_emu_test(gpt2_c1088_bf16 gpt2 -D vocab=64 -D layers=1 -D heads=17 -D dim=1088 -D seq=8 -D batch=1 --set precision=bf16)
+  # head dimension 768: 4-row key tiles (cuda_nvrtc_gpt2_d768_fp32)
+  trainc_emu_test(gpt2_d768_fp32 gpt2 -D vocab=64 -D layers=1 -D heads=1 -D dim=768 -D seq=16 -D batch=2 --set precision=fp32)
   trainc_emu_test(llama_c1056_bf16 llama -D vocab=128 -D layers=1 -D heads=11 -D kv_heads=1 -D dim=1056 -D ffn=64 -D seq=16 -D batch=1
                   --set precision=bf16)
   trainc_emu_test(gpt2_tiny_notc_bf16 gpt2 ${CUDA_TINY_gpt2} --set precision=bf16 --no-tc-attention)

@@ -13,7 +13,12 @@
  * a bf16 or f16 operand, with --expect-src that the CUDA source has TEXT
  * (with !, that it has not; e.g. which attention kernels were chosen).
  * --no-tc-attention, --tc-attention-rows: as trainc's flags.  PRECISION is train.precision (fp32, tf32, bf16,
- * fp16); the passes run as for `trainc compile --target=cuda`. */
+ * fp16); the passes run as for `trainc compile --target=cuda`.
+ *
+ *   test_nvrtc --bad-source
+ * compiles two programs NVRTC refuses (an unknown name; 64 KB of static
+ * shared memory, which ptxas refuses without an error line): each message
+ * says why, without the ptxas -v lines that filled it before. */
 #include "cg.h"
 #include "compile.h"
 #include "cuda.h"
@@ -21,8 +26,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* NVRTC's refusal of src: the message, with want in it and no "ptxas info" line. */
+static int bad_source(const char *what, const char *src, const char *want, const char *want2) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    Diag d;
+    diag_init(&d, f);
+    CudaBuild b = {0};
+    bool ok = cg_nvrtc_build(src, "sm_90", &b, &d);
+    fclose(f);
+    cg_cuda_build_free(&b);
+    int fail = ok || !strstr(buf, want) || (want2 && !strstr(buf, want2)) || strstr(buf, "ptxas info");
+    printf("%s: %s\n%s", what, fail ? "FAIL" : "ok", buf);
+    free(buf);
+    return fail;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IONBF, 0);
+    if (argc == 2 && strcmp(argv[1], "--bad-source") == 0) {
+        setenv("TRAINC_NO_CACHE", "1", 1);
+        int fails = bad_source("an unknown name", "extern \"C\" __global__ void f(float *x) { x[0] = no_such_name; }\n", "no_such_name",
+                               "error");
+        fails += bad_source("64 KB of static shared memory",
+                            "extern \"C\" __global__ void g(float *x) {\n"
+                            "    __shared__ float s[16384 + 64];\n"
+                            "    s[threadIdx.x] = x[threadIdx.x];\n"
+                            "    __syncthreads();\n"
+                            "    x[threadIdx.x] = s[16383 + 64 - threadIdx.x];\n"
+                            "}\n",
+                            "g uses 65792 bytes of static shared memory, past the 48 KB a block has", NULL);
+        return fails ? 1 : 0;
+    }
     if (argc < 3) {
         fprintf(stderr, "usage: test_nvrtc MODEL PRECISION [--no-spills] [--no-generated-spills] [--arch LIST] [-D NAME=VALUE]...\n");
         return 2;
