@@ -115,8 +115,11 @@ for s in $(seq "$first" "$last"); do
     tag=$P$(echo "$o" | tr -dc a-z0-9 | cut -c1-40)
     timeout 120 "$T" run m.model $A --precision=$P $o --metrics i$tag.jsonl > i$tag.log 2>&1 ||
       { grep -q "$expected" i$tag.log || echo "[$s] trainc run $P $o: $(tail -1 i$tag.log)" >> "$log"; continue; }
-    timeout 120 "$T" compile m.model --precision=$P $o -o x$tag > c$tag.log 2>&1 || { echo "[$s] compile $P $o: $(grep -v '^ \|warning' c$tag.log | tail -1)" >> "$log"; continue; }
-    timeout 60 ./x$tag $A --metrics c$tag.jsonl > r$tag.log 2>&1 || { echo "[$s] executable $P $o: $(tail -1 r$tag.log)" >> "$log"; continue; }
+    # (a timeout says so: on a loaded machine the C compiler can take past it)
+    timeout 120 "$T" compile m.model --precision=$P $o -o x$tag > c$tag.log 2>&1 ||
+      { rc=$?; echo "[$s] compile $P $o: $([ $rc = 124 ] && echo "timed out after 120 s" || grep -v '^ \|warning' c$tag.log | tail -1)" >> "$log"; continue; }
+    timeout 60 ./x$tag $A --metrics c$tag.jsonl > r$tag.log 2>&1 ||
+      { rc=$?; echo "[$s] executable $P $o: $([ $rc = 124 ] && echo "timed out after 60 s" || tail -1 r$tag.log)" >> "$log"; continue; }
     lim=1e-4; [ $P != fp32 ] && lim=3e-2
     same_losses interpreter i$tag.jsonl compiled c$tag.jsonl $lim > cmp$tag.txt || mismatch "$P" "$tag" $o
   done; done
