@@ -410,8 +410,12 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, void *scanner, Parse
         items[ni] = sym_phrase(exp[i], bufs[ni], sizeof bufs[ni]);
         ni++;
     }
-    bool want_close = false;
-    for (int i = 0; i < n; i++) want_close |= strcmp(yysymbol_name(exp[i]), "'}'") == 0;
+    bool want_close = false, top = false;
+    for (int i = 0; i < n; i++) {
+        want_close |= strcmp(yysymbol_name(exp[i]), "'}'") == 0;
+        top |= exp[i] == YYSYMBOL_MODEL; /* where a declaration may start */
+    }
+    bool decl = tok == YYSYMBOL_CONST || tok == YYSYMBOL_BLOCK || tok == YYSYMBOL_MODEL || tok == YYSYMBOL_TRAIN;
     const char *name = yysymbol_name(tok);
     bool comparison = tok == YYSYMBOL_EQ || tok == YYSYMBOL_NE || tok == YYSYMBOL_LE || tok == YYSYMBOL_GE ||
                       strcmp(name, "'<'") == 0 || strcmp(name, "'>'") == 0;
@@ -425,6 +429,12 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, void *scanner, Parse
         }
     } else if (tok == YYSYMBOL_YYEOF && want_close) {
         sb_puts(&sb, "; a '{' is not closed with '}'");
+    } else if (decl && !top) {
+        const char *kw = yysymbol_name(tok);
+        bool q = kw[0] == '"';   /* (the alias, quoted in some Bison versions) */
+        sb_printf(&sb, "; %.*s declarations go at the top level, outside every body", (int)strlen(kw) - (q ? 2 : 0), kw + q);
+    } else if (top && !decl) {
+        sb_puts(&sb, "; at the top level a program has const, block, model and train declarations only");
     }
     error_at(ctx->d, loc, "%s", sb.s);
     sb_free(&sb);
