@@ -56,9 +56,10 @@ static bool verify_around(Graph *g, Diag *d, const char *when, const char *pass)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) die("open_memstream failed");
-    Diag tmp = *d;
+    Diag tmp = *d;   /* (the sources, for carets; nothing counted or seen yet) */
     tmp.out = f;
-    tmp.nerrors = tmp.nwarnings = 0;
+    tmp.nerrors = tmp.nwarnings = tmp.nrepeats = tmp.nseen = 0;
+    tmp.muted = tmp.stopped = false;
     bool ok = ir_verify(g, &tmp);
     fclose(f);
     if (!ok) {
