@@ -95,8 +95,9 @@ typedef struct Diag {
     SrcFile *files;
     /* an error or warning already printed (same place, same message: a
      * block called in a loop) is counted but not printed again, and does
-     * not count towards max_errors; the notes after an error or warning
-     * that is not printed are not either */
+     * not count towards max_errors; the notes after an error that is not
+     * printed (a repeat, or past max_errors) are not either, up to the
+     * next error or warning */
     uint64_t seen[32];            /* hashes of the first 32 printed */
     int      nseen, nrepeats;     /* nrepeats: errors not printed as repeats */
     bool     muted, stopped;      /* stopped: max_errors reached */

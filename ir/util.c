@@ -291,7 +291,10 @@ void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list a
         uint64_t h = hash_bytes(1469598103934665603ull, at, (size_t)n);
         if (loc.file) h = hash_bytes(h, loc.file, strlen(loc.file));
         h = hash_bytes(h, msg, strlen(msg));
-        d->muted = true;
+        /* the notes after an error that is not printed are its own; a
+         * warning's (rare) are printed, as a note of no error (a pass's
+         * summary) must be */
+        d->muted = is_error;
         if (is_error) d->nerrors++;
         else d->nwarnings += strcmp(kind, "warning") == 0;
         for (int i = 0; i < d->nseen; i++)
