@@ -497,10 +497,12 @@ BUILTIN(b_fill) {
     if (full && !elab_want_num(e, a[1], al[1], "value", &v)) return val_poison();
     int dt = full ? 2 : 1;
     if (given[dt] && !elab_want_dtype(e, a[dt], al[dt], &t.dt)) return val_poison();
-    if (full) { /* the value is one the dtype holds */
+    if (full) { /* the value is one the dtype holds (an integral number an integer: 0.0 is 0) */
         char of[64];
+        Val num = a[1];
+        if (!dtype_is_float[t.dt] && num.k == V_FLOAT && num.f == floor(num.f) && fabs(num.f) <= 9007199254740992.0) num = val_int((int64_t)num.f);
         snprintf(of, sizeof of, "dtype %s", dtype_name[t.dt]);
-        if (!elab_num_fits(e, a[1], t.dt, of, al[1])) return val_poison();
+        if (!elab_num_fits(e, num, t.dt, of, al[1])) return val_poison();
     }
     if (!elab_check_type(e, &t, al[0]) || !tensors_allowed(e, bi, loc)) return val_poison();
     return val_tensor(ir_const(e->g, v, t, loc));

@@ -51,7 +51,7 @@ struct Frame {
     bool        tainted;      /* an if or repeat was skipped after an error: unknown names are not reported */
     Binding    *vars;         /* in the order they were first bound */
     int         nvars, capvars;
-    Map         var_ix;       /* name -> index + 1 in vars */
+    Map         var_ix;       /* name -> index + 1 in vars, past VAR_MAP_FROM of them (elaborate.c) */
     int         id;           /* unique per activation */
     bool        returned;
     Val         ret;

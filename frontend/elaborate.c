@@ -76,7 +76,17 @@ static bool enter(Elab *e, SrcLoc loc) {
 
 /* ---- variables ---- */
 
+/* A frame of a few variables (most block calls) is searched; one of more
+ * gets a hash map (var_ix), which a block call's frame would not repay in
+ * memory. */
+enum { VAR_MAP_FROM = 16 };
+
 static Binding *find_var(Frame *f, const char *name) {
+    if (f->nvars <= VAR_MAP_FROM) {
+        for (int i = f->nvars - 1; i >= 0; i--)
+            if (strcmp(f->vars[i].name, name) == 0) return &f->vars[i];
+        return NULL;
+    }
     intptr_t i = (intptr_t)elab_map_get(&f->var_ix, name);   /* index + 1 */
     return i ? &f->vars[i - 1] : NULL;
 }
@@ -100,7 +110,10 @@ static void bind_var(Elab *e, const char *name, Val v, bool hint) {
         f->capvars = cap;
     }
     f->vars[f->nvars++] = (Binding){name, v, false};
-    elab_map_put(e->a, &f->var_ix, name, (void *)(intptr_t)f->nvars);
+    if (f->nvars == VAR_MAP_FROM + 1) /* the map from now on: every variable so far */
+        for (int i = 0; i < f->nvars; i++) elab_map_put(e->a, &f->var_ix, f->vars[i].name, (void *)(intptr_t)(i + 1));
+    else if (f->nvars > VAR_MAP_FROM + 1)
+        elab_map_put(e->a, &f->var_ix, name, (void *)(intptr_t)f->nvars);
 }
 
 void elab_set_var(Elab *e, const char *name, Val v) { bind_var(e, name, v, true); }
@@ -333,6 +346,10 @@ static Val call_block(Elab *e, Top *blk, Expr *call, const char *label) {
     Frame nf = {.up = e->fr, .blk = blk, .call_loc = call->loc, .unlabelled = label == NULL, .id = ++e->nframes};
     nf.scope = elab_join(e, e->fr->scope, label ? label : blk->name);
     e->fr = &nf;
+    /* the errors of the same line from another call are other errors (a
+     * Diag prints an error once per place and context) */
+    uint64_t ctx0 = e->d->context;
+    e->d->context = (ctx0 ^ ((uint64_t)(uint32_t)call->loc.line << 32 | (uint32_t)call->loc.col)) * 1099511628211ull + 1;
     bool ok = true;
     for (int i = 0; i < n; i++) {
         Formal *f = blk->formals.v[i];
@@ -342,6 +359,7 @@ static Val call_block(Elab *e, Top *blk, Expr *call, const char *label) {
     }
     if (ok) exec_stmts(e, &blk->body);
     e->fr = nf.up;
+    e->d->context = ctx0;
     /* a body that skipped an if or repeat after an error and then did not
      * return may have returned in it: its result is poison, not none */
     if (!ok || (nf.tainted && !nf.returned)) return val_poison();

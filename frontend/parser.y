@@ -410,16 +410,17 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, void *scanner, Parse
         items[ni] = sym_phrase(exp[i], bufs[ni], sizeof bufs[ni]);
         ni++;
     }
-    bool want_close = false, top = false;
+    bool want_close = false, top = false, ended = false;
     for (int i = 0; i < n; i++) {
         want_close |= strcmp(yysymbol_name(exp[i]), "'}'") == 0;
+        ended |= exp[i] == YYSYMBOL_AND || strcmp(yysymbol_name(exp[i]), "'*'") == 0; /* binary only: an operand has ended */
         top |= exp[i] == YYSYMBOL_MODEL; /* where a declaration may start */
     }
     bool decl = tok == YYSYMBOL_CONST || tok == YYSYMBOL_BLOCK || tok == YYSYMBOL_MODEL || tok == YYSYMBOL_TRAIN;
     const char *name = yysymbol_name(tok);
     bool comparison = tok == YYSYMBOL_EQ || tok == YYSYMBOL_NE || tok == YYSYMBOL_LE || tok == YYSYMBOL_GE ||
                       strcmp(name, "'<'") == 0 || strcmp(name, "'>'") == 0;
-    if (comparison) {   /* %nonassoc: `a == b == c` */
+    if (comparison && ended) {   /* %nonassoc: `a == b == c` */
         sb_puts(&sb, "; comparisons do not chain (write `a < b and b < c`)");
     } else if (ni > 0 && ni <= 6) {
         sb_puts(&sb, "; expected ");

@@ -93,11 +93,12 @@ typedef struct Diag {
     int      nerrors, nwarnings;
     int      max_errors;          /* stop reporting after this many (0 = 20) */
     SrcFile *files;
-    /* an error or warning already printed (same place, same message: a
-     * block called in a loop) is counted but not printed again, and does
-     * not count towards max_errors; the notes after an error that is not
-     * printed (a repeat, or past max_errors) are not either, up to the
-     * next error or warning */
+    /* an error or warning already printed (same place, same message, same
+     * context: a block called in a loop) is counted but not printed again,
+     * and does not count towards max_errors; the notes after an error that
+     * is not printed (a repeat, or past max_errors) are not either, up to
+     * the next error or warning or diag_unmute */
+    uint64_t context;             /* the caller's (the elaborator's: the chain of block calls) */
     uint64_t seen[32];            /* hashes of the first 32 printed */
     int      nseen, nrepeats;     /* nrepeats: errors not printed as repeats */
     bool     muted, stopped;      /* stopped: max_errors reached */
@@ -109,6 +110,9 @@ void error_at(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(p
 void warning_at(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void note_at(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list ap);
+/* Notes print again: where a caller starts what is not the last error's
+ * (a pass, whose summary note is of no error). */
+static inline void diag_unmute(Diag *d) { d->muted = false; }
 
 /* ===================================================================== */
 /* types.c — dtypes and shapes                                           */

@@ -133,13 +133,19 @@ bool train_parse_size(const char *s, int64_t *out, const char **why) {
     static const char *dummy;
     if (!why) why = &dummy;
     *why = NULL;
-    /* the number: digits with an optional fraction (no sign, blank, hex or exponent) */
+    /* the number: digits with an optional fraction and exponent (no sign,
+     * blank or hex: "1.5", "1e9") */
     const char *p = s;
     int digits = 0;
     while (*p >= '0' && *p <= '9') p++, digits++;
     if (*p == '.')
         for (p++; *p >= '0' && *p <= '9'; p++) digits++;
     if (!digits) return false;
+    if (*p == 'e' || *p == 'E') {
+        const char *q = p + 1 + (p[1] == '+' || p[1] == '-');
+        if (*q >= '0' && *q <= '9') /* else the e is a unit's? none starts with e */
+            for (p = q; *p >= '0' && *p <= '9'; p++) {}
+    }
     double v = strtod(s, NULL);
     const char *end = p;
     while (*end == ' ') end++;

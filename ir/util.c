@@ -283,12 +283,17 @@ void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list a
     bool is_error = strcmp(kind, "error") == 0, is_note = strcmp(kind, "note") == 0;
     int limit = d->max_errors ? d->max_errors : 20;
     if (is_note && d->muted) return;
-    char msg[1024];
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_list aq;
+    va_copy(aq, ap);
+    int mlen = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    char *msg = xmalloc(mlen > 0 ? (size_t)mlen + 1 : 1); /* whole: NVRTC's log runs to thousands of bytes */
+    if (mlen > 0) vsnprintf(msg, (size_t)mlen + 1, fmt, ap);
+    else msg[0] = 0;
     if (!is_note) {
         char at[64];
         int n = snprintf(at, sizeof at, "%s:%d:%d:", kind, loc.line, loc.col);
-        uint64_t h = hash_bytes(1469598103934665603ull, at, (size_t)n);
+        uint64_t h = hash_bytes(1469598103934665603ull ^ d->context, at, (size_t)n);
         if (loc.file) h = hash_bytes(h, loc.file, strlen(loc.file));
         h = hash_bytes(h, msg, strlen(msg));
         /* the notes after an error that is not printed are its own; a
@@ -300,11 +305,13 @@ void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list a
         for (int i = 0; i < d->nseen; i++)
             if (d->seen[i] == h) {
                 d->nrepeats += is_error;
+                free(msg);
                 return;
             }
         if (is_error && d->nerrors - d->nrepeats > limit) {
             if (!d->stopped) fprintf(d->out, "trainc: too many errors, stopping here\n");
             d->stopped = true;
+            free(msg);
             return;
         }
         if (d->nseen < (int)(sizeof d->seen / sizeof d->seen[0])) d->seen[d->nseen++] = h;
@@ -318,6 +325,7 @@ void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list a
         fprintf(d->out, "trainc: %s: ", kind);
     fputs(msg, d->out);
     fputc('\n', d->out);
+    free(msg);
     print_caret(d, loc);
 }
 

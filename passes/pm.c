@@ -60,6 +60,7 @@ static bool verify_around(Graph *g, Diag *d, const char *when, const char *pass)
     tmp.out = f;
     tmp.nerrors = tmp.nwarnings = tmp.nrepeats = tmp.nseen = 0;
     tmp.muted = tmp.stopped = false;
+    tmp.context = 0;
     bool ok = ir_verify(g, &tmp);
     fclose(f);
     if (!ok) {
@@ -127,6 +128,7 @@ bool pm_run(Graph *g, const char *const *names, int n, const PassOptions *po, co
         if (listed(pm->print_before, pm->nprint_before, p->name)) dump(pm, g, "Before", p->name);
         int errors = d->nerrors;
         double t0 = now();
+        diag_unmute(d); /* a pass's notes are its own, not a muted error's */
         ok = p->fn(g, po, d) && d->nerrors == errors;
         times[ran++] = (Timing){p->name, now() - t0};
         if (!ok) {

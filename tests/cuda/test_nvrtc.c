@@ -16,9 +16,10 @@
  * fp16); the passes run as for `trainc compile --target=cuda`.
  *
  *   test_nvrtc --bad-source
- * compiles two programs NVRTC refuses (an unknown name; 64 KB of static
- * shared memory, which ptxas refuses without an error line): each message
- * says why, without the ptxas -v lines that filled it before. */
+ * compiles programs NVRTC refuses (an unknown name; 64 KB of static shared
+ * memory, which ptxas refuses without an error line; twelve unknown names,
+ * a log of thousands of bytes): each message says why, whole, without the
+ * ptxas -v lines that filled it before. */
 #include "cg.h"
 #include "compile.h"
 #include "cuda.h"
@@ -57,6 +58,13 @@ int main(int argc, char **argv) {
                             "    x[threadIdx.x] = s[16383 + 64 - threadIdx.x];\n"
                             "}\n",
                             "g uses 65792 bytes of static shared memory, past the 48 KB a block has", NULL);
+        /* a log of thousands of bytes reaches the message whole (a Diag
+         * message was cut at 1023 bytes) */
+        char big[4096];
+        int m = snprintf(big, sizeof big, "extern \"C\" __global__ void h(float *x) {\n");
+        for (int i = 0; i < 12; i++) m += snprintf(big + m, sizeof big - (size_t)m, "    x[%d] = undefined_name_number_%d;\n", i, i);
+        snprintf(big + m, sizeof big - (size_t)m, "}\n");
+        fails += bad_source("twelve unknown names", big, "undefined_name_number_11", "12 errors detected");
         return fails ? 1 : 0;
     }
     if (argc < 3) {
