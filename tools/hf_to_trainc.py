@@ -349,10 +349,18 @@ def trainc_params(path):
     return {k: tensors[k] for k in keep}
 
 
-def check_out(path):
-    """-o checked before the work: not empty, not a folder, in a folder that exists."""
+def check_out(path, inputs=()):
+    """-o checked before the work: not empty, not a folder, in a folder that
+    exists, none of the inputs (which are mapped while the output is written)."""
     if not path:
         die("-o: an empty path")
+    for p in inputs:
+        try:
+            same = os.path.exists(path) and os.path.samefile(p, path)
+        except OSError:
+            same = False
+        if same:
+            die(f"{path}: is the input {p}: writing it would destroy the file being converted")
     dest = os.path.realpath(path) if os.path.islink(path) else path
     if os.path.isdir(dest):
         die(f"{path}: a folder, not a file (-o names the file to write)")
@@ -566,7 +574,7 @@ def main():
                     help="Hugging Face's config: checked against examples/ARCH.model and the tensors; "
                          "prints the model's -D line on stdout")
     a = ap.parse_args()
-    check_out(a.out)
+    check_out(a.out, list(a.inputs) + ([a.config] if a.config else []))
     cfg = check_config(a.config, a.arch) if a.config else None
     if cfg and cfg[2]:
         die(f"{a.config}: " + "; ".join(cfg[2]))

@@ -259,6 +259,15 @@ def refuse(a):
     bad("-o ''", conv("hf.safetensors", ""), ["-o"], out=None)
     bad("-o in a folder that does not exist", conv("hf.safetensors", "nowhere/out.safetensors"), ["nowhere"], out=None)
     bad("-o over ulimit -f", conv("hf.safetensors"), ["out.safetensors", "too large"], limit=4096)
+    # -o an input (its hard link too, which is written in place): refused,
+    # the input as it was (it is mapped while the output is written)
+    open("in2.safetensors", "wb").write(hf)
+    os.link("in2.safetensors", "in2link.safetensors")
+    bad("-o the input", conv("in2.safetensors", "in2.safetensors"), ["in2.safetensors", "is the input"], out=None)
+    bad("-o a hard link of the input", conv("in2.safetensors", "in2link.safetensors"), ["in2link.safetensors", "is the input"], out=None)
+    if open("in2.safetensors", "rb").read() != hf:
+        print("FAIL: -o the input: the input changed")
+        fails.append("-o the input: the input changed")
     ok_ref = run(conv("hf.safetensors", "ref.safetensors"))
     ref = open("ref.safetensors", "rb").read() if ok_ref.returncode == 0 else None
     same = lambda f: [] if ref is not None and open(f, "rb").read() == ref else [f"{f} is not the conversion"]
