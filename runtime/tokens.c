@@ -1,11 +1,11 @@
 /* runtime/tokens.c — reading and writing llm.c token files (tokens.h).
- * C11, stdio and POSIX files (a new file is written beside its
- * destination and renamed); byte order is handled explicitly, so the files
+ * C11 and stdio; a new file is written beside its destination
+ * (rt_tmp_create, util.c) and renamed; byte order is handled explicitly, so the files
  * are little-endian whatever the host. */
 #include "tokens.h"
+#include "rt.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -120,40 +120,13 @@ void tok_free(TokFile *f) {
     f->n = 0;
 }
 
-/* A new file beside path that no one else has: "PATH.PID.tmp", or where
- * that name is taken (a file, a link, a folder) "PATH.PID.K.tmp", created
- * with O_EXCL so that no existing file is ever opened for writing. */
-static FILE *create_tmp(const char *path, char **tmp, char *err, size_t errn) {
-    size_t n = strlen(path) + 48;
-    char *t = malloc(n);
-    *tmp = NULL;
-    if (!t) return fail(err, errn, "%s: out of memory", path), NULL;
-    int fd = -1;
-    for (int k = 0; k < 100 && fd < 0; k++) {
-        if (k == 0) snprintf(t, n, "%s.%d.tmp", path, (int)getpid());
-        else snprintf(t, n, "%s.%d.%d.tmp", path, (int)getpid(), k);
-        fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (!f) {
-        int e = errno;
-        if (fd >= 0) close(fd), unlink(t);
-        fail(err, errn, "%s: cannot create %s: %s", path, t, strerror(e));
-        free(t);
-        return NULL;
-    }
-    *tmp = t;
-    return f;
-}
-
 int tok_write_tmp(const char *path, const uint16_t *tokens, int64_t n, char **tmp, char *err, size_t errn) {
     *tmp = NULL;
     if (n < 0 || n > INT32_MAX) return fail(err, errn, "%s: cannot write %lld tokens: the header holds a 32-bit count", path, (long long)n);
     if (n > 0 && !tokens) return fail(err, errn, "%s: no tokens given", path);
-    char *t;
-    FILE *f = create_tmp(path, &t, err, errn);
-    if (!f) return -1;
+    char *t, why[512];
+    FILE *f = rt_tmp_create(path, &t, why, sizeof why);   /* (util.c: O_EXCL, PATH.PID.tmp) */
+    if (!f) return fail(err, errn, "%s: cannot create a file beside it: %s", path, why);
     unsigned char h[TOK_HEADER_SIZE] = {0};
     put_le32(h, TOK_MAGIC);
     put_le32(h + 4, TOK_VERSION);

@@ -8,8 +8,9 @@ trainc_unit_test(interp_grad  ${CMAKE_CURRENT_SOURCE_DIR}/interp/test_grad.c)
 
 set(INTERP_TOK_SCRATCH ${CMAKE_CURRENT_BINARY_DIR}/scratch-tokens)
 file(MAKE_DIRECTORY ${INTERP_TOK_SCRATCH})
-add_executable(interp_tokens ${CMAKE_CURRENT_SOURCE_DIR}/interp/test_tokens.c ${CMAKE_SOURCE_DIR}/runtime/tokens.c)
+add_executable(interp_tokens ${CMAKE_CURRENT_SOURCE_DIR}/interp/test_tokens.c ${CMAKE_SOURCE_DIR}/runtime/tokens.c ${CMAKE_SOURCE_DIR}/runtime/util.c)
 target_include_directories(interp_tokens PRIVATE ${CMAKE_SOURCE_DIR}/runtime)
+target_link_libraries(interp_tokens PRIVATE m Threads::Threads)
 add_test(NAME interp_tokens COMMAND interp_tokens ${INTERP_TOK_SCRATCH})
 add_test(NAME interp_tokenize_shakespeare
          COMMAND interp_tokens ${INTERP_TOK_SCRATCH} --tool $<TARGET_FILE:trainc-tokenize>
