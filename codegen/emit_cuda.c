@@ -1183,10 +1183,10 @@ static int att_tc_rows(const Program *p, int64_t D) {
     return D <= 64 ? 2 : 1;
 }
 
-/* An attention launch: with launch bounds' blocks per multiprocessor when
- * minb > 0, else plain (blockDim threads x 1). */
-/* An attention kernel's launch over gx row blocks and bh (batch, head)
- * pairs: grid (gx, gy, gz) with gy gz = bh exactly (gy the largest divisor
+/* An attention kernel's launch, with launch bounds' blocks per
+ * multiprocessor when minb > 0, else plain (blockDim threads x 1), over gx
+ * row blocks and bh (batch, head) pairs: grid (gx, gy, gz) with gy gz = bh
+ * exactly (gy the largest divisor
  * of bh up to 65535 whose gz is at most 65535: the kernels' trn_att_bh()
  * = blockIdx.z * gridDim.y + blockIdx.y covers each pair once).  bh on y
  * alone stopped at 65535 (a batch of 4096 of 16 heads); a bh with no such

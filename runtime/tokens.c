@@ -1,7 +1,7 @@
 /* runtime/tokens.c — reading and writing llm.c token files (tokens.h).
  * C11 and stdio; a new file is written beside its destination
- * (rt_tmp_create, util.c) and renamed; byte order is handled explicitly, so the files
- * are little-endian whatever the host. */
+ * (rt_tmp_create, util.c) and renamed; byte order is handled explicitly,
+ * so the files are little-endian whatever the host. */
 #include "tokens.h"
 #include "rt.h"
 
@@ -146,7 +146,7 @@ int tok_write_tmp(const char *path, const uint16_t *tokens, int64_t n, char **tm
     if (fclose(f) != 0 && ok) ok = 0, e = errno;
     if (!ok) {
         unlink(t);
-        fail(err, errn, "%s: write error: %s", t, strerror(e));
+        fail(err, errn, "%s: write error: %s", path, strerror(e));
         free(t);
         return -1;
     }

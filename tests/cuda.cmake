@@ -372,6 +372,19 @@ add_test(NAME cuda_huge_grid
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set_tests_properties(cuda_huge_grid PROPERTIES LABELS cuda TIMEOUT 120 ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE}")
 
+# attention's limits, said at the model's line (status 1): a head dimension
+# past 6136 (the tiles past 48 KB of shared memory), and batch x heads a
+# prime past 65535, which no y x z grid holds (65537 sequences of one head)
+add_test(NAME cuda_attention_limits
+         COMMAND bash -c "$0 compile examples/gpt2.model -D vocab=64 -D layers=1 -D heads=1 -D dim=6144 -D seq=2 -D batch=1 --target=cuda --emit=cuda -o $1/att-d 2> $1/att-d.err; a=$?;
+                          $0 compile examples/gpt2.model -D vocab=64 -D layers=1 -D heads=1 -D dim=16 -D seq=1 -D batch=65537 --target=cuda --emit=cuda -o $1/att-g 2> $1/att-g.err; b=$?;
+                          cat $1/att-d.err $1/att-g.err | grep error;
+                          [ $a -eq 1 ] && grep -q 'gpt2.model:47:7: error: the CUDA backend.s attention takes a head dimension of at most 6136, not 6144' $1/att-d.err &&
+                          [ $b -eq 1 ] && grep -q 'gpt2.model:47:7: error: .*attention.* needs a grid of 1 x 1 x 65537 blocks' $1/att-g.err"
+                 $<TARGET_FILE:trainc> ${CMAKE_CURRENT_BINARY_DIR}
+         WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+set_tests_properties(cuda_attention_limits PROPERTIES LABELS cuda TIMEOUT 120)
+
 add_test(NAME cuda_fallback
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/fallback.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc-tokenize>
                  ${CMAKE_CURRENT_BINARY_DIR}/cuda-fallback)
