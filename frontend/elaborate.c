@@ -156,18 +156,8 @@ static Val const_value(Elab *e, Const *c, SrcLoc use) {
  * leading blanks). */
 static bool number_text(const char *t) {
     if (*t == '-') t++;
-    int digits = 0;
-    while (*t >= '0' && *t <= '9') t++, digits++;
-    if (*t == '.')
-        for (t++; *t >= '0' && *t <= '9'; t++) digits++;
-    if (!digits) return false;
-    if (*t == 'e' || *t == 'E') {
-        t++;
-        if (*t == '+' || *t == '-') t++;
-        if (!(*t >= '0' && *t <= '9')) return false;
-        while (*t >= '0' && *t <= '9') t++;
-    }
-    return *t == 0;
+    size_t n = ir_number_len(t);
+    return n && t[n] == 0;
 }
 
 /* The value of -D name=TEXT: an integer, a float, true/false, or a string. */

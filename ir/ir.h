@@ -324,6 +324,10 @@ bool train_value_eq(const TrainConfig *a, const TrainConfig *b, const TrainKeyIn
  * *why (when why is not NULL) saying why for a number and unit that are
  * one but make no size ("0.5B", "0.0001KB"), else NULL. */
 bool train_parse_size(const char *s, int64_t *bytes, const char **why);
+/* The length of the number the language writes at the start of s (digits,
+ * a point and fraction, an exponent with digits; no sign, blank or hex:
+ * not strtod's "inf" or "0x10"); 0 if s does not start with one. */
+size_t ir_number_len(const char *s);
 void train_copy_strings(TrainConfig *tc, Arena *a);   /* re-homes enum/string values and the file names of at[] into a */
 
 typedef struct Graph {

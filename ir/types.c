@@ -129,23 +129,28 @@ static bool allowed_has(const char *allowed, const char *v) {
 /* "40GB", "512MiB", "1.5 TB" -> bytes; false if not a size.  A size with a
  * unit is rounded down to whole bytes; one that is not 0 but rounds to 0
  * ("0.0001KB") is refused, since 0 means no budget. */
-bool train_parse_size(const char *s, int64_t *out, const char **why) {
-    static const char *dummy;
-    if (!why) why = &dummy;
-    *why = NULL;
-    /* the number: digits with an optional fraction and exponent (no sign,
-     * blank or hex: "1.5", "1e9") */
+size_t ir_number_len(const char *s) {
     const char *p = s;
     int digits = 0;
     while (*p >= '0' && *p <= '9') p++, digits++;
     if (*p == '.')
         for (p++; *p >= '0' && *p <= '9'; p++) digits++;
-    if (!digits) return false;
+    if (!digits) return 0;
     if (*p == 'e' || *p == 'E') {
         const char *q = p + 1 + (p[1] == '+' || p[1] == '-');
-        if (*q >= '0' && *q <= '9') /* else the e is a unit's? none starts with e */
+        if (*q >= '0' && *q <= '9')
             for (p = q; *p >= '0' && *p <= '9'; p++) {}
     }
+    return (size_t)(p - s);
+}
+
+bool train_parse_size(const char *s, int64_t *out, const char **why) {
+    static const char *dummy;
+    if (!why) why = &dummy;
+    *why = NULL;
+    size_t len = ir_number_len(s);   /* no sign, blank or hex: "1.5", "1e9" */
+    if (!len) return false;
+    const char *p = s + len;
     double v = strtod(s, NULL);
     const char *end = p;
     while (*end == ' ') end++;
