@@ -358,7 +358,15 @@ bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d)
         }
         /* the whole name: sm_90a (the architecture-specific features) is not sm_90 */
         if (sscanf(a, "sm_%d%n", &sm, &used) != 1 || (size_t)used != len || sm < 50) {
-            error_at(d, NOLOC, "--arch: '%s' is not a GPU architecture like sm_80 or sm_90", a);
+            error_at(d, NOLOC, "--arch: '%.*s' is not a GPU architecture like sm_80 or sm_90", (int)len, p);
+            free(htext[0]);
+            free(htext[1]);
+            return false;
+        }
+        bool twice = false;
+        for (int i = 0; i < out->n; i++) twice |= out->img[i].sm == sm;
+        if (twice) {
+            error_at(d, NOLOC, "--arch: sm_%d is named twice", sm);
             free(htext[0]);
             free(htext[1]);
             return false;

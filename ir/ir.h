@@ -62,15 +62,21 @@ char *read_file(const char *path, size_t *len);
  * and out_close renames that over DEST once it is written, so that a
  * failed write (a full disk) leaves DEST as it was.  A symbolic link's
  * DEST is the file it names (the link stays a link); the temporary takes
- * DEST's mode.  Written where it is: a file with other hard links (they
- * would keep the old text), anything not a regular file (/dev/null, a
- * pipe), and a file in a folder that takes no new file.  out_open: NULL
- * (errno set) when it cannot be opened; out_close(w, ok): ok false (a
- * write that failed) removes the temporary; false (errno set) on failure. */
+ * DEST's mode.  A file with other hard links is written to the temporary
+ * too, then copied into DEST (so that the links see the new text): a
+ * failed write leaves DEST as it was, and a copy that fails keeps the
+ * temporary (kept), the whole new text, since DEST may be cut short.
+ * Written where it is: anything not a regular file (/dev/null, a pipe),
+ * and a file in a folder that takes no new file.  out_open: NULL (errno
+ * set) when it cannot be opened; out_close(w, ok): ok false (a write that
+ * failed) removes the temporary; false (errno set) on failure. */
 typedef struct OutWrite {
     FILE *f;
     char  tmp[4200];     /* "" where the file is written in place */
     char  dest[4200];
+    char  mode[4];
+    bool  copy;          /* DEST has other hard links: the temporary copied into it */
+    bool  kept;          /* out_close: the copy failed, the new text is in tmp */
 } OutWrite;
 FILE *out_open(OutWrite *w, const char *path, const char *mode);
 bool  out_close(OutWrite *w, bool ok);

@@ -183,7 +183,11 @@ FILE *out_open(OutWrite *w, const char *path, const char *mode) {
         exists = stat(w->dest, &st) == 0;
     }
     w->tmp[0] = 0;
-    if (!exists || (S_ISREG(st.st_mode) && st.st_nlink == 1)) {
+    w->copy = exists && S_ISREG(st.st_mode) && st.st_nlink > 1;
+    w->kept = false;
+    if (w->copy && access(w->dest, W_OK) != 0) return w->f = NULL; /* (errno set) */
+    snprintf(w->mode, sizeof w->mode, "%s", mode);
+    if (!exists || S_ISREG(st.st_mode)) {
         snprintf(w->tmp, sizeof w->tmp, "%.4096s.%d.tmp", w->dest, (int)getpid());
         if ((w->f = fopen(w->tmp, mode))) {
             if (exists) fchmod(fileno(w->f), st.st_mode & 07777);
@@ -191,7 +195,23 @@ FILE *out_open(OutWrite *w, const char *path, const char *mode) {
         }
         w->tmp[0] = 0;
     }
+    w->copy = false;
     return w->f = fopen(path, mode);
+}
+
+/* The temporary's bytes copied into DEST (a file with other hard links,
+ * which a rename would part from them). */
+static bool copy_into(const char *tmp, const char *dest, const char *mode) {
+    size_t n;
+    char *text = read_file(tmp, &n);
+    if (!text) return false;
+    FILE *f = fopen(dest, mode);
+    bool ok = f && fwrite(text, 1, n, f) == n;
+    int e = errno;
+    if (f && fclose(f) != 0 && ok) ok = false, e = errno;
+    free(text);
+    errno = e;
+    return ok;
 }
 
 bool out_close(OutWrite *w, bool ok) {
@@ -199,6 +219,16 @@ bool out_close(OutWrite *w, bool ok) {
     int e = errno;
     if (fclose(w->f) != 0) ok = false, e = errno;
     w->f = NULL;
+    if (ok && w->tmp[0] && w->copy) {
+        if (copy_into(w->tmp, w->dest, w->mode)) {
+            remove(w->tmp);
+        } else {
+            e = errno;
+            w->kept = true; /* DEST may be cut short: the new text stays in the temporary */
+        }
+        errno = e;
+        return !w->kept;
+    }
     if (ok && w->tmp[0] && rename(w->tmp, w->dest) != 0) ok = false, e = errno;
     if (!ok && w->tmp[0]) remove(w->tmp);
     errno = e;

@@ -113,6 +113,8 @@ static int plan_save(TrnSession *s, int with_state, Plan *p, char *err, size_t e
     if (with_state) {
         META("data.pos", "%" PRId64, s->data_pos);
         META("data.batches", "%s", s->batches);
+        if (m->t_tokens >= 0 && m->tensors[m->t_tokens].rank == 2) /* what a data.pos counts */
+            META("data.batch", "%" PRId64 "x%" PRId64, m->tensors[m->t_tokens].shape[0], m->tensors[m->t_tokens].shape[1]);
         META("grad_accum", "%" PRId64, s->grad_accum);
         META("lr.schedule", "%s", s->schedule);
         char num[32];
@@ -342,6 +344,20 @@ static int read_resume(TrnSession *s, const RtSt *st, const char *label, Resume 
         return meta_error(s, st, label, k, "a finite non-negative number");
     if (trn_flag_int(rt_st_meta(st, k = "lr.warmup"), &r->warmup) != 0 || trn_flag_int(rt_st_meta(st, k = "lr.steps"), &r->total) != 0)
         return meta_error(s, st, label, k, "a non-negative integer");
+    if (r->step > TRN_MAX_STEPS || r->data_pos > TRN_MAX_STEPS || r->total > TRN_MAX_STEPS)
+        return meta_error(s, st, label, k = r->step > TRN_MAX_STEPS ? "step" : r->data_pos > TRN_MAX_STEPS ? "data.pos" : "lr.steps",
+                          "an integer at most 2^53");
+    /* data.pos counts micro-batches of this shape (absent in older files) */
+    const char *db = rt_st_meta(st, "data.batch");
+    const TrnModel *m = s->m;
+    if (db && m->t_tokens >= 0 && m->tensors[m->t_tokens].rank == 2) {
+        char own[48];
+        snprintf(own, sizeof own, "%" PRId64 "x%" PRId64, m->tensors[m->t_tokens].shape[0], m->tensors[m->t_tokens].shape[1]);
+        if (strcmp(db, own) != 0)
+            return rt_seterr(s, "%s was saved by a run with micro-batches of %s tokens (batch x sequence); this model's are %s, so its "
+                                "data position (data.pos) would not name the same data",
+                             label, db, own);
+    }
     const char *ga = rt_st_meta(st, k = "grad_accum");
     if (trn_flag_int(ga, &r->grad_accum) != 0 || r->grad_accum < 1) return meta_error(s, st, label, k, "a positive integer");
     if (r->grad_accum != s->grad_accum)
@@ -365,9 +381,11 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
     if (rt_fread(len8, 8, f, label, err, errn) != 0) return -1;
     uint64_t hlen = 0;
     for (int i = 0; i < 8; i++) hlen |= (uint64_t)len8[i] << (8 * i);
-    if (hlen > RT_ST_MAX_HEADER || hlen > size - 8)
-        return rt_seterr(s, "%s is not a safetensors file: its header length %llu exceeds %s (%llu bytes)", label, (unsigned long long)hlen,
-                         hlen > RT_ST_MAX_HEADER ? "the 100 MiB limit" : "the file", (unsigned long long)(size - 8));
+    if (hlen > RT_ST_MAX_HEADER)
+        return rt_seterr(s, "%s is not a safetensors file: its header length %llu exceeds the limit, 100 MiB", label, (unsigned long long)hlen);
+    if (hlen > size - 8)
+        return rt_seterr(s, "%s is not a safetensors file: its header length %llu exceeds the %llu bytes that follow it", label,
+                         (unsigned long long)hlen, (unsigned long long)(size - 8));
     char *hdr = rt_malloc((size_t)hlen, err, errn);
     if (!hdr) return -1;
     if (rt_fread(hdr, (size_t)hlen, f, label, err, errn) != 0) {

@@ -89,6 +89,16 @@ static void usage(FILE *out, const char *prog, const TrnModel *m) {
     fprintf(out, "See docs/runtime.md for the checkpoint, data and metrics formats.\n");
 }
 
+/* Whether s is one of the flags ("--quiet", "--steps=3", "-h"). */
+static int is_flag(const char *s) {
+    if (strcmp(s, "-h") == 0) return 1;
+    if (strncmp(s, "--", 2) != 0) return 0;
+    size_t n = strcspn(s + 2, "=");
+    for (int k = 0; k < NFLAGS; k++)
+        if (strlen(flags[k].name) == n && strncmp(flags[k].name, s + 2, n) == 0) return 1;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, Args *a, char *err, size_t errn) {
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -108,13 +118,18 @@ static int parse_args(int argc, char **argv, Args *a, char *err, size_t errn) {
         }
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!val) return rt_fail(err, errn, "--%s needs a value (%s)", f->name, f->arg);
+        if (!eq && is_flag(val)) /* "--save --quiet": a file named --quiet is a flag forgotten */
+            return rt_fail(err, errn, "--%s needs a value (%s), not the flag %s (write --%s=%s for a file of that name)", f->name, f->arg, val,
+                           f->name, val);
         if (f->type == F_STR) {
             *(const char **)(void *)field = val;
         } else if (f->type == F_INT) {
             if (trn_flag_int(val, (int64_t *)(void *)field) != 0)
-                return rt_fail(err, errn, "--%s: '%s' is not a non-negative integer", f->name, val);
+                return rt_fail(err, errn, "--%s: '%s' is %s", f->name, val,
+                               trn_flag_digits(val, 0) ? "too large for a 64-bit integer" : "not a non-negative integer");
         } else if (trn_flag_f64(val, (double *)(void *)field) != 0) {
-            return rt_fail(err, errn, "--%s: '%s' is not a non-negative number", f->name, val);
+            return rt_fail(err, errn, "--%s: '%s' is %s", f->name, val,
+                           trn_flag_digits(val, 1) && errno == ERANGE ? "out of range for a double" : "not a non-negative number");
         }
         if (f->given) *(int *)(void *)((char *)a + f->given) = 1;
     }
@@ -125,6 +140,8 @@ static int parse_args(int argc, char **argv, Args *a, char *err, size_t errn) {
     if (strcmp(a->device, "auto") && strcmp(a->device, "cpu") && strcmp(a->device, "cuda"))
         return rt_fail(err, errn, "--device: '%s' (expected auto, cpu or cuda)", a->device);
     if (a->eval_steps < 1) return rt_fail(err, errn, "--eval-steps must be at least 1");
+    if (a->steps > TRN_MAX_STEPS)
+        return rt_fail(err, errn, "%s: %" PRId64 " steps is more than 2^53", a->given_steps ? "--steps" : "the train section's steps", a->steps);
     if (a->init && a->resume) return rt_fail(err, errn, "--init and --resume cannot be combined (--resume restores the parameters too)");
     if (a->save_every > 0 && !a->save) return rt_fail(err, errn, "--save-every needs --save FILE");
     if (a->threads > 4096) return rt_fail(err, errn, "--threads: %" PRId64 " is too many", a->threads);
@@ -233,6 +250,7 @@ typedef struct Run {
     char        failed_save[4096];       /* the checkpoint whose save failed, or "" */
     char        saved[4096];             /* the last checkpoint this run saved, or "" */
     int64_t     saved_step;
+    int64_t     first;                   /* the first step this run trains */
     double      launched;                /* rt_now() at trn_main's start */
     double      t_load, t_data;          /* seconds spent on --init/--resume, on opening the data */
     char        err[RT_ERRN];
@@ -333,12 +351,15 @@ static int64_t save_step(const Run *r, int64_t k, int64_t last, int training) {
  * replaces it whole). */
 static int check_outputs(Run *r, int training) {
     const Args *a = &r->a;
-    const struct { const char *flag, *path; } in[] = {{"data", a->data}, {"val", a->val}, {"resume", a->resume}, {"init", a->init}};
+    const struct { const char *what, *path; } in[] = {{"the --data file", a->data}, {"the --val file", a->val}, {"the --resume file", a->resume},
+                                                    {"the --init file", a->init}, {"the model's source", r->s->m->source},
+                                                    {"this program", "/proc/self/exe"}};
     if (a->metrics) {
         if (check_output(r, "metrics", a->metrics, a->metrics, 0) != 0) return -1;
         for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
             if (same_file(a->metrics, in[i].path))
-                return fail(r, "--metrics %s is the --%s file %s: writing the metrics would destroy it", a->metrics, in[i].flag, in[i].path);
+                return fail(r, "--metrics %s is %s %s: writing the metrics would destroy it", a->metrics, in[i].what,
+                            i == 5 ? r->prog : in[i].path);
     }
     if (!a->save) return 0;
     int64_t last = training ? r->s->total : r->s->step;
@@ -352,9 +373,9 @@ static int check_outputs(Run *r, int training) {
             }
             return -1;
         }
-        for (size_t i = 0; i < 2; i++)   /* --data, --val */
-            if (same_file(path, in[i].path))
-                return fail(r, "--save %s is the --%s file %s: the checkpoint would replace it", a->save, in[i].flag, in[i].path);
+        for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)   /* not --resume and --init: read whole before */
+            if (i != 2 && i != 3 && same_file(path, in[i].path))
+                return fail(r, "--save %s is %s %s: the checkpoint would replace it", a->save, in[i].what, i == 5 ? r->prog : in[i].path);
         if (same_file(path, a->metrics)) return fail(r, "--save %s and --metrics %s are the same file", a->save, a->metrics);
     }
     return 0;
@@ -499,7 +520,7 @@ static void progress(Run *r, int64_t step, double loss, double lr, double gn, do
     loss = plain_nan(loss);
     int64_t total = r->s->total;
     int64_t every = r->a.print_every > 0 ? r->a.print_every : (total <= 1000 ? 1 : (total + 999) / 1000);
-    if (!r->tty && !last && step % every != 0 && step != 1) return;
+    if (!r->tty && !last && step % every != 0 && step != r->first) return;
     char e[32], line[256];
     hms(e, sizeof e, eta);
     int w = snprintf(line, sizeof line, "%" PRId64, total);
@@ -529,6 +550,7 @@ static int train(Run *r) {
     double ema = -1, t_start = rt_now(), last_draw = 0;
     int warned_nan = 0, warned_skip = 0;
     int64_t first = s->step + 1, skip_run = 0; /* fp16: steps in a row that an overflow skipped */
+    r->first = first;
     double skipped_before = -1;                 /* amp.skipped before the step (from the checkpoint on --resume) */
     int tsk0 = trn_find(s, "amp.skipped");
     if (tsk0 >= 0 && rt_get_scalar(s, tsk0, &skipped_before) != 0) skipped_before = -1;
@@ -747,6 +769,11 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     if (a->val) {
         RtDataSpec spec = {a->val, r->B, r->T, 0, s->seed, "data.val", token_end(m), 1};
         if (!(r->val = rt_data_open(&spec, e, sizeof e))) return fail(r, "--val: %s", e);
+        int64_t rows = (rt_data_ntokens(r->val) - 1) / r->T; /* validation is sequential: rows wrap at the end */
+        if (!a->quiet && rows / r->B < a->eval_steps)
+            fprintf(stderr, "%s: warning: --val %s has %" PRId64 " rows of %" PRId64 " tokens, and an evaluation reads %" PRId64
+                            " micro-batches of %" PRId64 " rows: it reads some rows more than once\n",
+                    r->prog, a->val, rows, r->T, a->eval_steps, r->B);
     }
     r->t_data = rt_now() - t;
     if (a->metrics && !(r->metrics = rt_fopen(a->metrics, "w", r->err, sizeof r->err))) return -1;

@@ -23,6 +23,11 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+/* The most steps a run takes, and the largest step and data position a
+ * checkpoint may hold: counts exact in a double (the schedule's), far from
+ * overflowing the arithmetic on them. */
+#define TRN_MAX_STEPS (INT64_C(1) << 53)
+
 #if defined(__GNUC__) || defined(__clang__)
 #define RT_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else

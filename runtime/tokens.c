@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int fail(char *err, size_t errn, const char *fmt, ...) {
@@ -48,6 +49,11 @@ static void put_le32(unsigned char *p, int32_t v) {
 int tok_read(const char *path, TokFile *out, char *err, size_t errn) {
     out->tokens = NULL;
     out->n = 0;
+    /* a pipe, FIFO or device has no size to check the count against (and
+     * a FIFO with no writer would block the open) */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
+        return fail(err, errn, "%s: not a regular file: a token file is read by its size (write the tokens to a file first)", path);
     FILE *f = fopen(path, "rb");
     if (!f) return fail(err, errn, "%s: cannot open: %s", path, strerror(errno));
     unsigned char h[TOK_HEADER_SIZE];
@@ -64,6 +70,8 @@ int tok_read(const char *path, TokFile *out, char *err, size_t errn) {
     if (size < TOK_HEADER_SIZE || fseek(f, TOK_HEADER_SIZE, SEEK_SET) != 0) {
         int e = errno;
         fclose(f);
+        if (!e) /* /proc's files: read, but of size 0 */
+            return fail(err, errn, "%s: cannot determine the file size: it says %ld bytes, and %zu were read", path, size, hgot);
         return fail(err, errn, "%s: cannot determine the file size: %s", path, strerror(e));
     }
     int32_t magic = get_le32(h), version = get_le32(h + 4), count = get_le32(h + 8);

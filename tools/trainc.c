@@ -44,6 +44,7 @@ typedef struct Opts {
     int          tc_rows;         /* --tc-attention-rows (0: not given) */
     const char  *target, *cc, *opt_level, *precision, *archs;
     int          pad_multiple;
+    const char  *pass_flag;       /* the first option given that only passes read (--precision, --time-passes, ...) */
     /* run: the arguments handed to the runtime (argv[0] first) */
     char       **rt_argv;
     int          rt_argc;
@@ -83,8 +84,8 @@ static const Flag flags[] = {
     {F_NO_TC, "--no-tc-attention", NULL, "compile", "cuda target: bf16/fp16 attention on the CUDA cores, not tensor cores"},
     {F_TC_ROWS, "--tc-attention-rows", "1|2", "compile", "cuda target: tiles of 16 query rows a warp in the tensor-core attention forward and dq (default: 2 up to head dim 64, else 1)"},
     {F_TARGET, "--target", "cpu|cuda", "compile", "the backend (default cpu)"},
-    {F_CC, "--cc", "CC", "compile", "the C compiler (default: $CC, else cc)"},
-    {F_OPT_LEVEL, "--copt", "FLAG", "compile", "the C compiler's optimisation flag (default -O2)"},
+    {F_CC, "--cc", "CC", "compile", "the C compiler (default: $CC, else cc; split at blanks)"},
+    {F_OPT_LEVEL, "--copt", "FLAG", "compile", "the C compiler's optimisation flag (default -O2; --copt= gives none)"},
     {F_NATIVE, "--native", NULL, "compile", "compile for this machine's CPU (-march=native): the executable then depends on it"},
     {F_NO_BLAS, "--no-blas", NULL, "compile", "matrix products as plain loops instead of OpenBLAS"},
     {F_FP64, "--fp64", NULL, "run", "interpret in f64 instead of rounding every value to its dtype"},
@@ -272,7 +273,28 @@ static int set_flag(Opts *o, const Flag *f, const char *val) {
         o->sets[o->nsets++] = val;
         o->sets[o->nsets] = NULL;
         break;
-    case F_ARCH: o->archs = val; break;
+    case F_ARCH: {
+        /* the list's form, before anything is compiled: sm_NN names, each
+         * once, at most 7 (whether this NVRTC compiles for one is known
+         * when it is loaded, at compile time) */
+        int n = 0, seen[8];
+        if (!*val) return usage_error(o->cmd, "--arch: the list is empty (the default is sm_80,sm_90)");
+        for (const char *p = val;;) {
+            const char *e = strchr(p, ',');
+            int len = e ? (int)(e - p) : (int)strlen(p), sm = 0, k = 3;
+            while (k < len && k < 7 && p[k] >= '0' && p[k] <= '9') sm = sm * 10 + (p[k++] - '0');
+            if (strncmp(p, "sm_", 3) != 0 || k == 3 || k != len || sm < 50)
+                return usage_error(o->cmd, "--arch: '%.*s' is not a GPU architecture like sm_80 or sm_90", len, p);
+            for (int i = 0; i < n; i++)
+                if (seen[i] == sm) return usage_error(o->cmd, "--arch: sm_%d is named twice", sm);
+            if (n == 7) return usage_error(o->cmd, "--arch: more than 7 architectures");
+            seen[n++] = sm;
+            if (!e) break;
+            p = e + 1;
+        }
+        o->archs = val;
+        break;
+    }
     case F_KEEP: o->keep = true; break;
     case F_REPORT: o->report = true; break;
     case F_NO_FUSE: o->no_fuse = true; break;
@@ -298,7 +320,7 @@ static int set_flag(Opts *o, const Flag *f, const char *val) {
     case F_PAD_MULTIPLE: {
         char *end;
         long v = strtol(val, &end, 10);
-        if (*val == 0 || *end || v < 0 || v > 4096) return usage_error(o->cmd, "--pad-multiple takes an integer 0..4096, not '%s'", val);
+        if (*val < '0' || *val > '9' || *end || v < 0 || v > 4096) /* digits only: not " 8", "+8" */ return usage_error(o->cmd, "--pad-multiple takes an integer 0..4096, not '%s'", val);
         o->pad_multiple = (int)v;
         break;
     }
@@ -328,11 +350,20 @@ static int runtime_flag(Opts *o, int argc, char **argv, int *i) {
         if (*i + 1 >= argc) return usage_error(o->cmd, "option '%s' needs a value (%s)", f->name, f->arg);
         val = argv[++*i];
         o->rt_argv[o->rt_argc++] = argv[*i];
+        /* "--save --quiet": the value forgotten (as runtime/main.c says) */
+        size_t vn = strcspn(val, "=");
+        bool flag = strcmp(val, "-h") == 0 || strcmp(val, "--help") == 0;
+        for (int k = 0; k < NRT_FLAGS && !flag; k++) flag = strlen(rt_flags[k].name) == vn && strncmp(rt_flags[k].name, val, vn) == 0;
+        for (int k = 0; k < NFLAGS && !flag; k++) flag = flags[k].name[1] == '-' && strlen(flags[k].name) == vn && strncmp(flags[k].name, val, vn) == 0;
+        if (flag) return usage_error(o->cmd, "option '%s' needs a value (%s), not the option %s (%s=%s names a file of that name)", f->name, f->arg, val, f->name, val);
     }
     int64_t iv;
     double dv;
-    if (f->type == RTF_INT && trn_flag_int(val, &iv) != 0) return usage_error(o->cmd, "%s takes a non-negative integer, not '%s'", f->name, val);
-    if (f->type == RTF_F64 && trn_flag_f64(val, &dv) != 0) return usage_error(o->cmd, "%s takes a non-negative number, not '%s'", f->name, val);
+    if (f->type == RTF_INT && trn_flag_int(val, &iv) != 0)
+        return usage_error(o->cmd, "%s takes a non-negative integer, not '%s'%s", f->name, val, trn_flag_digits(val, 0) ? " (past 64 bits)" : "");
+    if (f->type == RTF_F64 && trn_flag_f64(val, &dv) != 0)
+        return usage_error(o->cmd, "%s takes a non-negative number, not '%s'%s", f->name, val,
+                           trn_flag_digits(val, 1) && errno == ERANGE ? " (out of a double's range)" : "");
     return EXIT_OK;
 }
 
@@ -377,6 +408,9 @@ static int parse_args(Opts *o, const Command *c, int argc, char **argv, int from
         if (!f->arg && val) return usage_error(o->cmd, "option '%s' takes no value", f->name);
         int st = set_flag(o, f, val);
         if (st != EXIT_OK) return st;
+        if (!o->pass_flag && (f->id == F_PRECISION || f->id == F_PAD_MULTIPLE || f->id == F_PRINT_AFTER || f->id == F_PRINT_AFTER_ALL ||
+                              f->id == F_PRINT_BEFORE || f->id == F_TIME_PASSES))
+            o->pass_flag = f->name;
     }
     if (!o->input) return usage_error(o->cmd, "no input file");
     return -1;
@@ -590,6 +624,7 @@ static int emit(Opts *o, Graph *g, Diag *d) {
     /* stdout is checked by main (stdout_checked), after every command */
     if (f != stdout && !out_close(&w, true)) {
         error_at(d, NOLOC, "error writing '%s'", o->output);
+        if (w.kept) note_at(d, NOLOC, "'%s' may be cut short: the whole output is in '%s'", o->output, w.tmp);
         return EXIT_USER;
     }
     if (o->stats) ir_print_stats(stderr, g);
@@ -610,7 +645,15 @@ static int cmd_check(Opts *o) {
     return st;
 }
 
+/* ir without --train and opt without --passes run no pass: an option
+ * only a pass reads would be ignored (check refuses them outright). */
+static int no_passes(const Opts *o, const char *why) {
+    if (!o->pass_flag) return -1;
+    return usage_error(o->cmd, "option '%s' does nothing without %s: 'trainc %s' runs no pass then", o->pass_flag, why, o->cmd);
+}
+
 static int cmd_ir(Opts *o) {
+    if (!o->train && no_passes(o, "--train") >= 0) return EXIT_USAGE;
     Diag d;
     diag_init(&d, stderr);
     Graph *g = load(o, &d);
@@ -650,6 +693,7 @@ static int cmd_ir(Opts *o) {
 }
 
 static int cmd_opt(Opts *o) {
+    if (!o->npasses && no_passes(o, "--passes") >= 0) return EXIT_USAGE;
     Diag d;
     diag_init(&d, stderr);
     Graph *g = load(o, &d);
@@ -678,6 +722,12 @@ static int cmd_compile(Opts *o) {
         return usage_error(o->cmd, "--emit=cuda needs --target=cuda");
     if (o->archs && (!o->target || strcmp(o->target, "cuda") != 0)) return usage_error(o->cmd, "--arch needs --target=cuda");
     if (o->tc_rows && (!o->target || strcmp(o->target, "cuda") != 0)) return usage_error(o->cmd, "--tc-attention-rows needs --target=cuda");
+    if (o->tc_rows && o->no_tc) return usage_error(o->cmd, "--tc-attention-rows is for the tensor-core attention, which --no-tc-attention turns off");
+    bool builds = !o->emit || strcmp(o->emit, "kernels") != 0; /* a file is written, unless --report alone */
+    if (o->emit && strcmp(o->emit, "kernels") == 0 && o->output)
+        return usage_error(o->cmd, "-o does nothing with --emit=kernels, which prints the schedule on stdout");
+    if (o->keep && (!builds || (o->emit && strcmp(o->emit, "c") != 0) || (o->report && !o->output && !o->emit)))
+        return usage_error(o->cmd, "--keep keeps NAME.c beside the executable it builds: this compile builds none");
     Diag d;
     diag_init(&d, stderr);
     CompileOptions c = compile_options(o);
@@ -728,8 +778,10 @@ static int check_input(const Opts *o) {
 
 /* -o: not empty, not a folder for compile, and not the input file where
  * the output would replace a source with something else ("trainc ir
- * m.model -o m.model", a compile with -o m.model); an .ir rewritten in
- * place by ir or opt is fine (read whole before it is written). */
+ * m.model -o m.model", a compile with -o m.model, any input load() reads
+ * as a model: every name but *.ir); an .ir rewritten in place by ir or opt
+ * is fine (read whole before it is written).  compile's other outputs
+ * (NAME.c, NAME without -o) are checked where it writes them. */
 static int check_output(const Opts *o) {
     struct stat in, out;
     if (o->output && !o->output[0]) return usage_error(o->cmd, "-o: the path is empty");
@@ -742,7 +794,7 @@ static int check_output(const Opts *o) {
     if (!o->output || strcmp(o->output, "-") == 0 || stat(o->input, &in) != 0 || stat(o->output, &out) != 0) return -1;
     if (in.st_dev != out.st_dev || in.st_ino != out.st_ino) return -1;
     /* ir and opt read the whole .ir before writing: "opt --passes=dce m.ir -o m.ir" rewrites it */
-    if (strcmp(o->cmd, "compile") != 0 && !ends_with(o->input, ".model")) return -1;
+    if (strcmp(o->cmd, "compile") != 0 && ends_with(o->input, ".ir")) return -1;
     return usage_error(o->cmd, "-o %s is the input file", o->output);
 }
 

@@ -151,6 +151,41 @@ check "--save over the --resume file: saved" test -s "$dir/ck2.st"
 check "two {step}: exit 0" test $? -eq 0
 check "two {step}: both replaced" test -s "$dir/d2_2.st" -a -s "$dir/d4_4.st"
 
+# the program itself is an input too: a copy of it saving over itself
+cp "$exe" "$dir/prog"
+"$dir/prog" --data "$dir/train.bin" --steps 2 --save "$dir/prog" 2> "$dir/self.txt"
+check "--save the program: exit 1" test $? -eq 1
+check "--save the program: message" grep -qF "error: --save $dir/prog is this program prog: the checkpoint would replace it" "$dir/self.txt"
+"$dir/prog" --data "$dir/train.bin" --steps 2 --metrics "$dir/prog" 2> "$dir/self.txt"
+check "--metrics the program: exit 1" test $? -eq 1
+check "the program is intact" cmp -s "$exe" "$dir/prog"
+
+# a value that is a flag: the value forgotten, not a file named --quiet
+out_error "--save --quiet" "error: --save needs a value (FILE), not the flag --quiet (write --save=--quiet for a file of that name)" \
+  --save --quiet
+check "no file named --quiet" test ! -e ./--quiet -a ! -e "$dir/--quiet"
+# numbers past their range say so; --steps stops at 2^53
+out_error "--steps past 64 bits" "error: --steps: '99999999999999999999' is too large for a 64-bit integer" --steps 99999999999999999999
+out_error "--lr past a double" "error: --lr: '1e400' is out of range for a double" --lr 1e400
+out_error "--steps past 2^53" "error: --steps: 9223372036854775807 steps is more than 2^53" --steps 9223372036854775807
+
+# --print-every prints a resumed run's first step (3 here), then every 5th and the last
+"$exe" --data "$dir/train.bin" --steps 2 --save "$dir/pe.st" --quiet
+"$exe" --data "$dir/train.bin" --steps 8 --resume "$dir/pe.st" --print-every 5 2> "$dir/pe.txt"
+check "--print-every resumed: exit 0" test $? -eq 0
+check "--print-every resumed: steps 3, 5 and 8" test "$(grep -oE '^step +[0-9]+' "$dir/pe.txt" | awk '{print $2}' | tr '\n' ' ')" = "3 5 8 "
+
+# a --val shorter than an evaluation: said before training
+"$exe" --data "$dir/train.bin" --val "$dir/small.bin" --steps 0 2> "$dir/short.txt"
+check "short --val: exit 1 (64 tokens make no micro-batch)" test $? -eq 1
+"$exe" --write-test-tokens "$dir/val65.bin" 65 4 || exit 1
+"$exe" --data "$dir/train.bin" --val "$dir/val65.bin" --steps 1 --eval-steps 3 2> "$dir/short.txt"
+check "short --val: exit 0" test $? -eq 0
+check "short --val: a warning" grep -qF "warning: --val $dir/val65.bin has 4 rows of 16 tokens, and an evaluation reads 3 micro-batches of 4 rows" "$dir/short.txt"
+
+# a token file that is not a regular file has no size to check
+out_error "--data /dev/zero" "error: --data: /dev/zero: not a regular file" --data /dev/zero
+
 # --quiet: nothing on stderr
 "$exe" --data "$dir/train.bin" --steps 3 --quiet 2> "$dir/quiet.txt"
 check "--quiet exits 0" test $? -eq 0

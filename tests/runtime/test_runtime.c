@@ -617,7 +617,7 @@ static void test_ckpt_format(void) {
     hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)f[i] << (8 * i);
     const char *want2 =
-        "{\"__metadata__\":{\"abi\":\"" ABI_TEXT "\",\"contents\":\"params+state\",\"data.batches\":\"random\",\"data.pos\":\"0\",\"format\":\"trainc\","
+        "{\"__metadata__\":{\"abi\":\"" ABI_TEXT "\",\"contents\":\"params+state\",\"data.batch\":\"4x16\",\"data.batches\":\"random\",\"data.pos\":\"0\",\"format\":\"trainc\","
         "\"grad_accum\":\"1\",\"lr.max\":\"0.05\",\"lr.min\":\"0.001\",\"lr.schedule\":\"cosine\",\"lr.steps\":\"30\",\"lr.warmup\":\"2\","
         "\"model\":\"bigram\",\"params\":\"b,w\",\"seed\":\"1337\",\"step\":\"1\",\"version\":\"1\"},"
         "\"adamw.m.b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[0,1024]},"
@@ -1026,6 +1026,15 @@ static void test_ckpt_meta(void) {
         {"step", "-0", 0, "metadata 'step' is '-0' (expected a non-negative integer)"},
         {"lr.steps", "+5", 0, "metadata 'lr.steps' is '+5' (expected a non-negative integer)"},
         {"grad_accum", "0", 0, "metadata 'grad_accum' is '0' (expected a positive integer)"},
+        /* counts past 2^53: data.pos + 1 overflowed at INT64_MAX, and the step loop wrapped */
+        {"data.pos", "9223372036854775807", 0, "metadata 'data.pos' is '9223372036854775807' (expected an integer at most 2^53)"},
+        {"step", "9007199254740993", 0, "metadata 'step' is '9007199254740993' (expected an integer at most 2^53)"},
+        {"lr.steps", "9223372036854775807", 0, "metadata 'lr.steps' is '9223372036854775807' (expected an integer at most 2^53)"},
+        {"data.pos", "9007199254740992", 0, NULL},
+        /* data.pos counts micro-batches of the saving run's shape */
+        {"data.batch", "2x16", 0, "was saved by a run with micro-batches of 2x16 tokens (batch x sequence); this model's are 2x4"},
+        {"data.batch", "2x4", 0, NULL},
+        {"data.batch", "2x16", 1, NULL},
         /* --init takes the parameters of any safetensors file, whatever wrote it */
         {"format", "pt", 1, NULL},   /* tools/hf_to_trainc.py writes "pt" */
         {"format", "tf", 1, NULL},
