@@ -317,7 +317,7 @@ static void folder_of(char *out, size_t n, const char *path) {
  * written as a new file beside path and renamed over it (--save,
  * trn_save), so the folder must take new files; else it is opened for
  * writing (--metrics). */
-static int check_output(Run *r, const char *flag, const char *arg, const char *path, int renamed) {
+static int check_output(Run *r, const char *flag, const char *arg, const char *path, int renamed, int folder_checked) {
     if (!path[0]) return fail(r, "--%s: the path is empty", flag);
     struct stat st;
     if (stat(path, &st) == 0) {
@@ -325,6 +325,7 @@ static int check_output(Run *r, const char *flag, const char *arg, const char *p
         if (renamed && !S_ISREG(st.st_mode)) return fail(r, "--%s %s: %s is not a regular file (the checkpoint would replace it)", flag, arg, path);
         if (!renamed) return access(path, W_OK) == 0 ? 0 : fail(r, "--%s %s: cannot write %s: %s", flag, arg, path, strerror(errno));
     }
+    if (folder_checked) return 0;
     char dir[4096];
     folder_of(dir, sizeof dir, path);
     int e = stat(dir, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : access(dir, W_OK | X_OK) != 0 ? errno : 0;
@@ -355,7 +356,7 @@ static int check_outputs(Run *r, int training) {
                                                     {"the --init file", a->init}, {"the model's source", r->s->m->source},
                                                     {"this program", "/proc/self/exe"}};
     if (a->metrics) {
-        if (check_output(r, "metrics", a->metrics, a->metrics, 0) != 0) return -1;
+        if (check_output(r, "metrics", a->metrics, a->metrics, 0, 0) != 0) return -1;
         for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
             if (same_file(a->metrics, in[i].path))
                 return fail(r, "--metrics %s is %s %s: writing the metrics would destroy it", a->metrics, in[i].what,
@@ -363,20 +364,34 @@ static int check_outputs(Run *r, int training) {
     }
     if (!a->save) return 0;
     int64_t last = training ? r->s->total : r->s->step;
+    /* a run may save a checkpoint every step: each path stat'ed once, its
+     * folder checked when it is not the previous path's */
+    struct stat ins[sizeof in / sizeof in[0] + 1], st;
+    int have[sizeof in / sizeof in[0] + 1];
+    for (size_t i = 0; i <= sizeof in / sizeof in[0]; i++) {
+        const char *p = i < sizeof in / sizeof in[0] ? (i == 2 || i == 3 ? NULL : in[i].path) : a->metrics; /* --resume, --init: read whole before */
+        have[i] = p && stat(p, &ins[i]) == 0;
+    }
+    char prev[4096] = "";
     for (int64_t k = save_step(r, -1, last, training); k >= 0; k = save_step(r, k, last, training)) {
-        char path[4096];
+        char path[4096], dir[4096];
         save_path(path, sizeof path, a->save, k);
-        if (check_output(r, "save", a->save, path, 1) != 0) {
+        folder_of(dir, sizeof dir, path);
+        if (check_output(r, "save", a->save, path, 1, prev[0] && strcmp(dir, prev) == 0) != 0) {
             if (strstr(a->save, "{step}")) {   /* which checkpoint */
                 size_t n = strlen(r->err);
                 snprintf(r->err + n, sizeof r->err - n, " (the checkpoint of step %" PRId64 ")", k);
             }
             return -1;
         }
-        for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)   /* not --resume and --init: read whole before */
-            if (i != 2 && i != 3 && same_file(path, in[i].path))
+        snprintf(prev, sizeof prev, "%s", dir);
+        if (stat(path, &st) != 0) continue;
+        for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+            if (have[i] && st.st_dev == ins[i].st_dev && st.st_ino == ins[i].st_ino)
                 return fail(r, "--save %s is %s %s: the checkpoint would replace it", a->save, in[i].what, i == 5 ? r->prog : in[i].path);
-        if (same_file(path, a->metrics)) return fail(r, "--save %s and --metrics %s are the same file", a->save, a->metrics);
+        size_t mi = sizeof in / sizeof in[0];
+        if (have[mi] && st.st_dev == ins[mi].st_dev && st.st_ino == ins[mi].st_ino)
+            return fail(r, "--save %s and --metrics %s are the same file", a->save, a->metrics);
     }
     return 0;
 }
