@@ -330,11 +330,21 @@ void cg_att_layout(const Sched *s, const Value *v, int64_t l[3], int64_t *off) {
     cg_value_buf(s, v);
     if (w->rank != 4 || (w->stride[3] != 1 && w->shape[3] != 1)) die("attention operand %%%d: not a [B,H,T,D] view with D contiguous", v->id);
     for (int i = 0; i < 3; i++) l[i] = w->stride[i];
+    /* T = 1: the rows' stride is never followed, but the products of the
+     * C template take it as a leading dimension, which BLAS wants >= D */
+    if (w->shape[2] == 1) l[2] = w->shape[3];
     *off = w->off;
 }
 
 void cg_gemm_layout(const View *v, int *t, int64_t *ld) {
     int r = v->rank;
-    if ((v->stride[r - 1] == 1 || v->shape[r - 1] == 1) && v->stride[r - 2] >= v->shape[r - 1] && v->stride[r - 2] > 0) *t = 0, *ld = v->stride[r - 2];
-    else *t = 1, *ld = v->stride[r - 1];
+    int64_t rows = v->shape[r - 2], cols = v->shape[r - 1], sr = v->stride[r - 2], sc = v->stride[r - 1];
+    /* the stride of an axis of size 1 is never followed (a view may give it
+     * 0): the leading dimension comes from the other axis, and stays one
+     * BLAS takes (at least the stored row's length, and 1) */
+    if (cols == 1 && sr >= 1) *t = 0, *ld = sr;                          /* a column: row r at r * sr */
+    else if (rows == 1 && (sc == 1 || cols == 1)) *t = 0, *ld = cols;    /* one contiguous row */
+    else if (rows == 1 && sc >= 1) *t = 1, *ld = sc;                     /* one strided row: a column of the transpose */
+    else if ((sc == 1 || cols == 1) && sr >= cols && sr > 0) *t = 0, *ld = sr;
+    else *t = 1, *ld = sc;
 }

@@ -944,10 +944,16 @@ static void lower_matmul(Lower *L, Node *n) {
         view_contig(&gi->c, temp_buf(L, res), &res->ty.shape);
     }
     for (int i = 0; i < gi->nbatch; i++) gi->bsc[i] = gi->c.stride[i];
-    int t;
+    int la, lb;
     int64_t dims[6] = {gi->M, gi->N, gi->K, 0, 0, gi->c.stride[gi->c.rank - 2]};
-    cg_gemm_layout(&gi->a, &t, &dims[3]);
-    cg_gemm_layout(&gi->b, &t, &dims[4]);
+    cg_gemm_layout(&gi->a, &la, &dims[3]);
+    cg_gemm_layout(&gi->b, &lb, &dims[4]);
+    /* what BLAS and cuBLASLt take: a leading dimension at least the stored
+     * row's length (a smaller one is refused, the output left as it was) */
+    int64_t need_a = (la ^ gi->ta) ? gi->M : gi->K, need_b = (lb ^ gi->tb) ? gi->K : gi->N;
+    if (dims[3] < (need_a > 1 ? need_a : 1) || dims[4] < (need_b > 1 ? need_b : 1))
+        die("internal: %%%d's product has leading dimensions %lld and %lld for rows of %lld and %lld", y->id, (long long)dims[3],
+            (long long)dims[4], (long long)need_a, (long long)need_b);
     static const char *const dnames[6] = {"M", "N", "K", "leading dimension of A", "leading dimension of B", "leading dimension of C"};
     gemm_ints(L, n, 6, dnames, dims);
     if (L->bg && L->bg[n->id].sum) lower_bgrad(L, k, n);

@@ -34,6 +34,7 @@ static const char *const sgd_sets[] = {"optimizer=sgd", "lr=0.05", "momentum=0.9
  * the schedule a cycle ("internal: the kernel schedule has a cycle"). */
 static const char *const sgd_accum_sets[] = {"optimizer=sgd", "lr=0.05", "momentum=0", "warmup=0", "schedule=constant", "grad_clip=1.0", "grad_accum=3", NULL};
 static const char *const no_defs[] = {NULL};
+static const char *const one_defs[] = {"seq=1", "batch=1", NULL};
 static const char *const llama_defs[] = {"vocab=256", "layers=2", "heads=4", "kv_heads=2", "dim=64", "ffn=128", "seq=64", "batch=4", NULL};
 
 static TrnSession *session(const TrnModel *m, int poison) {
@@ -170,6 +171,11 @@ int main(int argc, char **argv) {
              * a gradient off by a constant factor */
             check_model("gelu_mlp", "tests/cuda/fake/gelu_mlp.model", no_defs, adamw_sets, &tk, steps, 1, true, true);
             check_model("gelu_mlp", "tests/cuda/fake/gelu_mlp.model", no_defs, sgd_sets, &tk, steps, 1, true, false);
+        }
+        if (all || strcmp(w, "ones") == 0) {
+            /* axes of size 1: leading dimensions BLAS takes */
+            check_model("size_one", "tests/codegen/size_one.model", no_defs, sgd_sets, &tk, steps, 1, true, true);
+            check_model("size_one, one position", "tests/codegen/size_one.model", one_defs, sgd_sets, &tk, steps, 1, true, false);
         }
         if (all || strcmp(w, "accum") == 0) {
             check_model("gpt2, accumulating", "examples/gpt2.model", gpt2_defs, accum_sets, &tk, 5, 3, false, true);
