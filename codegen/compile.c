@@ -498,7 +498,8 @@ bool cg_choose_checkpoint(CompileOptions *o, const TrainConfig *tc, Diag *d) {
 }
 
 /* Index inputs: an integer input read, directly or through casts to i32
- * or i64, as embedding indices or cross_entropy targets gets the
+ * or i64 and the shape ops (reshape, permute, broadcast, slice, pad,
+ * concat), as embedding indices or cross_entropy targets gets the
  * attributes the runtime checks values fed to it against (TrnTensor's
  * index_end, docs/runtime.md): "index_end", the fewest rows or classes of
  * its readers, and "index_ignore" where every reader is a cross_entropy
@@ -515,7 +516,10 @@ static void index_readers(Uses *u, const Value *v, IndexIn *x) {
     for (int i = 0; i < l->n; i++) {
         const Node *m = l->u[i].node;
         int64_t end;
-        if (m->op == OP_cast && (m->out[0]->ty.dt == DT_i32 || m->out[0]->ty.dt == DT_i64)) {
+        if ((m->op == OP_cast && (m->out[0]->ty.dt == DT_i32 || m->out[0]->ty.dt == DT_i64)) || m->op == OP_reshape || m->op == OP_permute ||
+            m->op == OP_broadcast || m->op == OP_slice || m->op == OP_pad || m->op == OP_concat) {
+            /* ops that move values without changing them (a slice's
+             * dropped values checked too, as pad's zeros are) */
             index_readers(u, m->out[0], x);
             continue;
         } else if (m->op == OP_embedding && l->u[i].idx == 1) {
