@@ -44,6 +44,16 @@ static const char *storage_type(DType dt) {
     }
 }
 
+/* An integer dtype's range, as trn_f2i's last two arguments. */
+static const char *int_range(DType dt) {
+    switch (dt) {
+    case DT_u8: return "0, 255";
+    case DT_i32: return "INT32_MIN, INT32_MAX";
+    case DT_i64: return "INT64_MIN, INT64_MAX";
+    default: unreachable();
+    }
+}
+
 static const char *compute_type(DType dt) { return dtype_is_float[dt] ? "double" : "int64_t"; }
 
 /* Rounds a compute-type expression to dt's precision (per-op rounding). */
@@ -133,7 +143,7 @@ static void node_expr(StrBuf *b, Node *m, char ops[][48], DType dt) {
     switch (m->op) {
     /* transcendental functions of values stored in f32 or narrower are
      * evaluated in float (see trainc_kernels.h); f64 values in double */
-    case OP_neg: sb_printf(b, "-(%s)", a); break;
+    case OP_neg: sb_printf(b, fl ? "-(%s)" : "trn_ineg(%s)", a); break;
     case OP_exp: sb_printf(b, f64 ? "exp(%s)" : "trn_expf((float)%s)", a); break;
     case OP_log: sb_printf(b, f64 ? "log(%s)" : "logf((float)%s)", a); break;
     case OP_sqrt: sb_printf(b, "sqrt(%s)", a); break;
@@ -143,16 +153,17 @@ static void node_expr(StrBuf *b, Node *m, char ops[][48], DType dt) {
     case OP_relu: sb_printf(b, "(%s > 0 ? %s : 0)", a, a); break;
     case OP_gelu: sb_printf(b, f64 ? "trn_gelu(%s, %d)" : "trn_geluf((float)%s, %d)", a, (int)ir_int(m, "approx", 0)); break;
     case OP_silu: sb_printf(b, f64 ? "trn_silu(%s)" : "trn_siluf((float)%s)", a); break;
-    case OP_abs: sb_printf(b, fl ? "fabs(%s)" : "llabs(%s)", a); break;
+    case OP_abs: sb_printf(b, fl ? "fabs(%s)" : "trn_iabs(%s)", a); break;
     case OP_sign: sb_printf(b, fl ? "trn_sign(%s)" : "(%s > 0 ? 1 : %s < 0 ? -1 : 0)", a, a); break;
     case OP_cast:
         if (fl) sb_printf(b, "(double)(%s)", a);
+        else if (dtype_is_float[m->in[0]->ty.dt]) sb_printf(b, "trn_f2i(%s, %s)", a, int_range(dt)); /* saturated */
         else sb_printf(b, "(int64_t)(%s)", a);
         break;
-    case OP_add: sb_printf(b, "%s + %s", a, c); break;
-    case OP_sub: sb_printf(b, "%s - %s", a, c); break;
-    case OP_mul: sb_printf(b, "%s * %s", a, c); break;
-    case OP_div: sb_printf(b, "%s / %s", a, c); break;
+    case OP_add: sb_printf(b, fl ? "%s + %s" : "trn_iadd(%s, %s)", a, c); break;
+    case OP_sub: sb_printf(b, fl ? "%s - %s" : "trn_isub(%s, %s)", a, c); break;
+    case OP_mul: sb_printf(b, fl ? "%s * %s" : "trn_imul(%s, %s)", a, c); break;
+    case OP_div: sb_printf(b, fl ? "%s / %s" : "trn_idiv(%s, %s)", a, c); break;
     case OP_maximum: sb_printf(b, fl ? "trn_fmax(%s, %s)" : "(%s > %s ? %s : %s)", a, c, a, c); break;
     case OP_minimum: sb_printf(b, fl ? "trn_fmin(%s, %s)" : "(%s < %s ? %s : %s)", a, c, a, c); break;
     case OP_ge: sb_printf(b, "(%s >= %s ? 1 : 0)", a, c); break;

@@ -470,7 +470,7 @@ static void node_expr(StrBuf *b, Node *m, char ops[][64], DType dt) {
     const char *a = ops[0], *c = m->nin > 1 ? ops[1] : "", *y = m->nin > 2 ? ops[2] : "";
     const char *sfx = fl ? "f" : "";
     switch (m->op) {
-    case OP_neg: sb_printf(b, "-(%s)", a); break;
+    case OP_neg: sb_printf(b, fl || dbl ? "-(%s)" : "trn_ineg(%s)", a); break;
     case OP_exp: sb_printf(b, "exp%s(%s)", sfx, a); break;
     case OP_log: sb_printf(b, "log%s(%s)", sfx, a); break;
     case OP_sqrt: sb_printf(b, "sqrt%s(%s)", sfx, a); break;
@@ -480,13 +480,17 @@ static void node_expr(StrBuf *b, Node *m, char ops[][64], DType dt) {
     case OP_relu: sb_printf(b, "(%s > 0 ? %s : 0)", a, a); break;
     case OP_gelu: sb_printf(b, "trn_gelu(%s, %d)", a, (int)ir_int(m, "approx", 0)); break;
     case OP_silu: sb_printf(b, "trn_silu(%s)", a); break;
-    case OP_abs: sb_printf(b, fl ? "fabsf(%s)" : dbl ? "fabs(%s)" : "llabs(%s)", a); break;
+    case OP_abs: sb_printf(b, fl ? "fabsf(%s)" : dbl ? "fabs(%s)" : "trn_iabs(%s)", a); break;
     case OP_sign: sb_printf(b, fl || dbl ? "trn_sign(%s)" : "(%s > 0 ? 1 : %s < 0 ? -1 : 0)", a, a); break;
-    case OP_cast: sb_printf(b, "(%s)(%s)", cp_type(dt), a); break;
-    case OP_add: sb_printf(b, "%s + %s", a, c); break;
-    case OP_sub: sb_printf(b, "%s - %s", a, c); break;
-    case OP_mul: sb_printf(b, "%s * %s", a, c); break;
-    case OP_div: sb_printf(b, "%s / %s", a, c); break;
+    case OP_cast:
+        if (!fl && !dbl && dtype_is_float[m->in[0]->ty.dt]) /* saturated, NaN 0 */
+            sb_printf(b, "trn_f2i((double)(%s), %s)", a, dt == DT_u8 ? "0ll, 255ll" : dt == DT_i32 ? "-2147483647ll - 1, 2147483647ll" : "-9223372036854775807ll - 1, 9223372036854775807ll");
+        else sb_printf(b, "(%s)(%s)", cp_type(dt), a);
+        break;
+    case OP_add: sb_printf(b, fl || dbl ? "%s + %s" : "trn_iadd(%s, %s)", a, c); break;
+    case OP_sub: sb_printf(b, fl || dbl ? "%s - %s" : "trn_isub(%s, %s)", a, c); break;
+    case OP_mul: sb_printf(b, fl || dbl ? "%s * %s" : "trn_imul(%s, %s)", a, c); break;
+    case OP_div: sb_printf(b, fl || dbl ? "%s / %s" : "trn_idiv(%s, %s)", a, c); break;
     case OP_maximum: sb_printf(b, fl ? "trn_fmaxf(%s, %s)" : dbl ? "trn_fmaxd(%s, %s)" : "(%s > %s ? %s : %s)", a, c, a, c); break;
     case OP_minimum: sb_printf(b, fl ? "trn_fminf(%s, %s)" : dbl ? "trn_fmind(%s, %s)" : "(%s < %s ? %s : %s)", a, c, a, c); break;
     case OP_ge: sb_printf(b, "(%s >= %s ? 1 : 0)", a, c); break;

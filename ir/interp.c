@@ -13,7 +13,8 @@
  *
  * An op computes in double from its (already rounded) operands, writing into
  * zeroed result tensors; the driver then rounds each result to its dtype
- * (INTERP_F32) and truncates integer results toward zero (both modes).
+ * (INTERP_F32) and truncates integer results toward zero, wrapping them into
+ * their dtype (both modes: wrap_int, docs/interpreter.md).
  *
  * The file is longer than a pass because it is a column of the op table:
  * one short function per op (or family of ops), kept together so that they
@@ -68,9 +69,49 @@ static double round_bf16(double x) { return round_format(x, 8, -126, 127); }
 /* IEEE binary16: 11 significand bits, normal exponents -14..15 (max 65504). */
 static double round_f16(double x) { return round_format(x, 11, -14, 15); }
 
+static double saturate_int(DType dt, double x);
+
+/* An integer x (truncated toward zero) wrapped into dtype dt, two's
+ * complement: u8 modulo 256, i32 modulo 2^32 into [-2^31, 2^31); NaN 0.
+ * An i64 in a double is exact only below 2^53: it is saturated at
+ * +-2^63 (the doubles of INT64_MIN and INT64_MAX), not wrapped. */
+static double wrap_int(DType dt, double x) {
+    if (x != x) return 0;
+    if (dt == DT_i64) return saturate_int(dt, x);
+    double m = ldexp(1.0, dtype_size[dt] * 8), r = fmod(trunc(x), m); /* fmod is exact */
+    if (r < 0) r += m;
+    if (dt != DT_u8 && r >= m / 2) r -= m;
+    return r;
+}
+
+/* A float x cast to integer dtype dt: truncated toward zero, saturated at
+ * the dtype's range, NaN 0 (as trn_f2i in the generated code). */
+static double saturate_int(DType dt, double x) {
+    if (x != x) return 0;
+    /* (i64's hi rounds to 2^63, the double of INT64_MAX) */
+    double lo = dt == DT_u8 ? 0 : -ldexp(1.0, dtype_size[dt] * 8 - 1), hi = dt == DT_u8 ? 255 : ldexp(1.0, dtype_size[dt] * 8 - 1) - 1;
+    x = trunc(x);
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
+/* Integer add, sub, mul, div in 64 bits, wrapping (the result then wraps
+ * into its dtype); the division's zero divisor is refused before. */
+static double int_binary(Op op, double a, double b) {
+    double sa = saturate_int(DT_i64, a), sb = saturate_int(DT_i64, b);
+    int64_t x = sa >= 0x1p63 ? INT64_MAX : (int64_t)sa, y = sb >= 0x1p63 ? INT64_MAX : (int64_t)sb;
+    uint64_t r;
+    switch (op) {
+    case OP_add: r = (uint64_t)x + (uint64_t)y; break;
+    case OP_sub: r = (uint64_t)x - (uint64_t)y; break;
+    case OP_mul: r = (uint64_t)x * (uint64_t)y; break;
+    default: r = y == -1 ? 0 - (uint64_t)x : (uint64_t)(x / y); break; /* INT64_MIN / -1 wraps */
+    }
+    return (double)(int64_t)r;
+}
+
 /* The value x takes when stored in dtype dt under the interpreter's mode. */
 static double round_to(const Interp *it, DType dt, double x) {
-    if (!dtype_is_float[dt]) return trunc(x);   /* integers: exact, toward zero */
+    if (!dtype_is_float[dt]) return wrap_int(dt, x);   /* integers: toward zero, wrapped */
     if (it->mode == INTERP_F64) return x;
     switch (dt) {
     case DT_f32: return (double)(float)x;
@@ -288,7 +329,8 @@ static bool run_unary(Interp *it, Node *n, Diag *d) {
     const Tensor *x = arg(it, n, 0);
     Tensor *y = res(it, n, 0);
     int approx = (int)ir_int(n, "approx", 0);
-    for (int64_t i = 0; i < y->n; i++) y->data[i] = unary(n->op, x->data[i], approx);
+    bool f2i = n->op == OP_cast && !dtype_is_float[y->ty.dt] && dtype_is_float[x->ty.dt];
+    for (int64_t i = 0; i < y->n; i++) y->data[i] = f2i ? saturate_int(y->ty.dt, x->data[i]) : unary(n->op, x->data[i], approx);
     return true;
 }
 
@@ -301,6 +343,7 @@ static bool run_binary(Interp *it, Node *n, Diag *d) {
     bcast_strides(&a->ty.shape, ys, sa);
     bcast_strides(&b->ty.shape, ys, sb);
     bool intdiv = n->op == OP_div && !dtype_is_float[y->ty.dt];
+    bool intop = !dtype_is_float[y->ty.dt] && (n->op == OP_add || n->op == OP_sub || n->op == OP_mul || n->op == OP_div);
     int approx = (int)ir_int(n, "approx", 0);
     for (int64_t i = 0; i < y->n; i++) {
         double av = a->data[bcast_index(i, ys, sa)], bv = b->data[bcast_index(i, ys, sb)];
@@ -308,7 +351,7 @@ static bool run_binary(Interp *it, Node *n, Diag *d) {
             error_at(d, n->loc, "div: integer division by zero (element %lld)", (long long)i);
             return false;
         }
-        y->data[i] = binary(n->op, av, bv, approx);
+        y->data[i] = intop ? int_binary(n->op, av, bv) : binary(n->op, av, bv, approx);
     }
     return true;
 }

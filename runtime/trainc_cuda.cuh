@@ -133,6 +133,17 @@ TRN_DEV float  trn_silu(float x) { return x / (1.0f + expf(-x)); }
 TRN_DEV double trn_silu(double x) { return x / (1.0 + exp(-x)); }
 TRN_DEV float  trn_sign(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f; }
 TRN_DEV double trn_sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }
+/* integer arithmetic as trainc_kernels.h's trn_iadd ... trn_f2i: wrapping,
+ * a division by zero 0, a float saturated into the integer dtype */
+TRN_DEV long long trn_iadd(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }
+TRN_DEV long long trn_isub(long long a, long long b) { return (long long)((unsigned long long)a - (unsigned long long)b); }
+TRN_DEV long long trn_imul(long long a, long long b) { return (long long)((unsigned long long)a * (unsigned long long)b); }
+TRN_DEV long long trn_ineg(long long a) { return (long long)(0ull - (unsigned long long)a); }
+TRN_DEV long long trn_iabs(long long a) { return a < 0 ? trn_ineg(a) : a; }
+TRN_DEV long long trn_idiv(long long a, long long b) { return b == 0 ? 0 : b == -1 ? trn_ineg(a) : a / b; }
+TRN_DEV long long trn_f2i(double x, long long lo, long long hi) {
+    return x != x ? 0 : x <= (double)lo ? lo : x >= (double)hi ? hi : (long long)x;
+}
 /* maximum and minimum as the interpreter (and PyTorch) take them: NaN if
  * either is NaN (fmaxf and fminf would return the other); trn_rmax, a max
  * reduction's step: a NaN, once met, stays (the interpreter's rule) */

@@ -216,6 +216,21 @@ TRN_INLINE double trn_silu_grad(double dy, double x) {
     return dy * s * (1.0 + x * (1.0 - s));
 }
 TRN_INLINE double trn_sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }
+/* Integer arithmetic as the interpreter defines it (docs/interpreter.md):
+ * two's complement, wrapping (computed in 64 bits without C's undefined
+ * overflow; the store to i32 or u8 wraps again); a division by zero is 0
+ * (the interpreter stops with an error there; nothing traps here), and
+ * INT64_MIN / -1 wraps.  A float cast to an integer dtype truncates
+ * toward zero and saturates at [lo, hi], NaN giving 0. */
+TRN_INLINE int64_t trn_iadd(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+TRN_INLINE int64_t trn_isub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+TRN_INLINE int64_t trn_imul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+TRN_INLINE int64_t trn_ineg(int64_t a) { return (int64_t)(0 - (uint64_t)a); }
+TRN_INLINE int64_t trn_iabs(int64_t a) { return a < 0 ? trn_ineg(a) : a; }
+TRN_INLINE int64_t trn_idiv(int64_t a, int64_t b) { return b == 0 ? 0 : b == -1 ? trn_ineg(a) : a / b; }
+TRN_INLINE int64_t trn_f2i(double x, int64_t lo, int64_t hi) {
+    return x != x ? 0 : x <= (double)lo ? lo : x >= (double)hi ? hi : (int64_t)x;
+}
 /* maximum and minimum as the interpreter (and PyTorch) take them: NaN if
  * either is NaN (fmax and fmin would return the other) */
 TRN_INLINE double trn_fmax(double a, double b) { return a != a || b != b ? a + b : a > b ? a : b; }

@@ -160,6 +160,13 @@ if(TRAINC_CXX)
                    -D batch=80 --set precision=bf16)
   set_tests_properties(cuda_emu_prim_rope_rows_bf16 PROPERTIES LABELS cuda TIMEOUT 600
                        ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
+  # integers past their range: wrapped, a float cast saturated (trn_iadd ...
+  # trn_f2i in trainc_cuda.cuh as in trainc_kernels.h)
+  add_test(NAME cuda_emu_int_wrap
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
+                   ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/int_wrap ${CMAKE_SOURCE_DIR}/tests/codegen/int_wrap.model int_wrap trn_model_int_wrap)
+  set_tests_properties(cuda_emu_int_wrap PROPERTIES LABELS cuda TIMEOUT 300
+                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
   # an f64 product (f32 parameters cast) whose bias the cuda target leaves
   # to the loop kernel after it (tests/cuda/f64_bias.model)
   add_test(NAME cuda_emu_f64_bias

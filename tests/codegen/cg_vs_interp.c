@@ -177,6 +177,10 @@ int main(int argc, char **argv) {
             check_model("size_one", "tests/codegen/size_one.model", no_defs, sgd_sets, &tk, steps, 1, true, true);
             check_model("size_one, one position", "tests/codegen/size_one.model", one_defs, sgd_sets, &tk, steps, 1, true, false);
         }
+        if (all || strcmp(w, "ints") == 0) {
+            /* integers past their range: wrapped, a float cast saturated */
+            check_model("int_wrap", "tests/codegen/int_wrap.model", no_defs, sgd_sets, &tk, steps, 1, true, true);
+        }
         if (all || strcmp(w, "accum") == 0) {
             check_model("gpt2, accumulating", "examples/gpt2.model", gpt2_defs, accum_sets, &tk, 5, 3, false, true);
             check_model("gpt2 bf16, accumulating", "examples/gpt2.model", gpt2_defs, bf16_sets, &tk, 5, 3, false, true);
