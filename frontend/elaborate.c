@@ -643,6 +643,7 @@ bool elab_program(Program *prog, Graph *g, const char *file, const Define *defs,
         c->v = define_value(e, name, defs[i].value ? defs[i].value : "");
         c->state = 2;
     }
+    int after_defs = d->nerrors; /* the -D values' own errors are said above */
     for (int i = 0; i < prog->tops.n; i++) {
         Top *t = prog->tops.v[i];
         if (t->kind == TOP_CONST) {
@@ -653,5 +654,15 @@ bool elab_program(Program *prog, Graph *g, const char *file, const Define *defs,
     if (train) elab_train(e, train);
     if (!model) error_at(d, (SrcLoc){file, 0, 0}, "no model: a .model file needs one `model NAME(INPUTS) { ... }`");
     else elab_model(e, model);
+    /* an error may come from a -D value, reported where the constant is
+     * used: say which values the command line gave */
+    if (d->nerrors != after_defs && ndefs > 0) {
+        StrBuf b = {0};
+        for (int i = 0; i < ndefs && b.len < 400; i++)
+            if (defs[i].name && elab_map_get(&e->consts, defs[i].name))
+                sb_printf(&b, "%s-D %s=%s", b.len ? ", " : "", defs[i].name, defs[i].value ? defs[i].value : "");
+        if (b.len) note_at(d, NOLOC, "constants set on the command line: %s", b.s);
+        sb_free(&b);
+    }
     return d->nerrors == errors0;
 }

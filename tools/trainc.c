@@ -156,7 +156,7 @@ static bool applies(const Flag *f, const char *cmd) {
 
 static void usage_main(FILE *f) {
     fprintf(f, "usage: trainc COMMAND [OPTIONS] FILE\n"
-               "       trainc --help | --version | COMMAND --help\n\n"
+               "       trainc --help | --version | COMMAND --help | help COMMAND\n\n"
                "commands:\n");
     for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nRun 'trainc COMMAND --help' for the options of a command.\n");
@@ -320,7 +320,8 @@ static int set_flag(Opts *o, const Flag *f, const char *val) {
     case F_PAD_MULTIPLE: {
         char *end;
         long v = strtol(val, &end, 10);
-        if (*val < '0' || *val > '9' || *end || v < 0 || v > 4096) /* digits only: not " 8", "+8" */ return usage_error(o->cmd, "--pad-multiple takes an integer 0..4096, not '%s'", val);
+        if (*val < '0' || *val > '9' || *end || v < 0 || v > 4096) /* digits only: not " 8", "+8" */
+            return usage_error(o->cmd, "--pad-multiple takes an integer 0..4096, not '%s'", val);
         o->pad_multiple = (int)v;
         break;
     }
@@ -371,14 +372,21 @@ static int runtime_flag(Opts *o, int argc, char **argv, int *i) {
 static int parse_args(Opts *o, const Command *c, int argc, char **argv, int from) {
     o->rt_argv = xcalloc((size_t)argc + 2, sizeof(char *));
     o->rt_argv[o->rt_argc++] = "trainc run";
+    bool files_only = false; /* after "--": -dash.model is a file */
     for (int i = from; i < argc; i++) {
         const char *a = argv[i];
+        if (!files_only && strcmp(a, "--") == 0) {
+            files_only = true;
+            continue;
+        }
+        if (files_only) a = "";
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage_cmd(stdout, c);
             return EXIT_OK;
         }
         bool run = strcmp(o->cmd, "run") == 0;
-        if (a[0] != '-' || strcmp(a, "-") == 0) {
+        if (files_only || a[0] != '-' || strcmp(a, "-") == 0) {
+            a = argv[i];
             if (o->input) return usage_error(o->cmd, "more than one input file ('%s' and '%s')", o->input, a);
             o->input = a;
             continue;
@@ -723,10 +731,11 @@ static int cmd_compile(Opts *o) {
     if (o->archs && (!o->target || strcmp(o->target, "cuda") != 0)) return usage_error(o->cmd, "--arch needs --target=cuda");
     if (o->tc_rows && (!o->target || strcmp(o->target, "cuda") != 0)) return usage_error(o->cmd, "--tc-attention-rows needs --target=cuda");
     if (o->tc_rows && o->no_tc) return usage_error(o->cmd, "--tc-attention-rows is for the tensor-core attention, which --no-tc-attention turns off");
-    bool builds = !o->emit || strcmp(o->emit, "kernels") != 0; /* a file is written, unless --report alone */
     if (o->emit && strcmp(o->emit, "kernels") == 0 && o->output)
         return usage_error(o->cmd, "-o does nothing with --emit=kernels, which prints the schedule on stdout");
-    if (o->keep && (!builds || (o->emit && strcmp(o->emit, "c") != 0) || (o->report && !o->output && !o->emit)))
+    /* an executable is built without --emit, unless --report alone; --emit=c keeps NAME.c anyway */
+    bool exe = !o->emit && !(o->report && !o->output);
+    if (o->keep && !exe && !(o->emit && strcmp(o->emit, "c") == 0))
         return usage_error(o->cmd, "--keep keeps NAME.c beside the executable it builds: this compile builds none");
     Diag d;
     diag_init(&d, stderr);
@@ -830,6 +839,14 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     const char *c = argv[1];
+    if (strcmp(c, "help") == 0 && argc == 3) /* trainc help ir: as trainc ir --help */
+        for (int i = 0; i < NCOMMANDS; i++)
+            if (strcmp(commands[i].name, argv[2]) == 0) {
+                usage_cmd(stdout, &commands[i]);
+                return stdout_checked(EXIT_OK);
+            }
+    if ((strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0 || strcmp(c, "help") == 0 || strcmp(c, "--version") == 0) && argc > 2)
+        return usage_error(NULL, "%s takes nothing after it, not '%s'%s", c, argv[2], strcmp(c, "help") == 0 ? " (help COMMAND names a command)" : "");
     if (strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0 || strcmp(c, "help") == 0) {
         usage_main(stdout);
         return stdout_checked(EXIT_OK);
