@@ -212,13 +212,26 @@ static void grad_mean(GradCtx *c, Node *n, Value *const *dy) {
     give(c, n, 0, broadcast_to(c, keepdim_shape(c, n, t), &n->in[0]->ty.shape));
 }
 
-/* dx = max_grad(dy, x, y): dy where x equals the maximum */
-static void grad_max(GradCtx *c, Node *n, Value *const *dy) {
-    Value *in[3] = {dy[0], n->in[0], n->out[0]};
+/* max_grad(dy, x, y) with n's axes: dy where x equals the maximum. */
+static Value *max_grad(GradCtx *c, Node *n, Value *dy) {
+    Value *in[3] = {dy, n->in[0], n->out[0]};
     Node *m = mk(c, OP_max_grad, 3, in);
     copy_attr(c, m, n, "axes");
     copy_attr(c, m, n, "keepdim");
-    give(c, n, 0, fin(c, m));
+    return fin(c, m);
+}
+
+/* dx = max_grad(dy / k, x, y), k the number of elements equal to the
+ * maximum (sum of max_grad(1, x, y) over the axes): the k ties share dy,
+ * as PyTorch's amax shares it.  Every tie taking the whole dy summed to
+ * k·dy, k times the true gradient where the ties are one value used k
+ * times (max of concat([w, w]), of a broadcast, of repeated tokens). */
+static void grad_max(GradCtx *c, Node *n, Value *const *dy) {
+    Value *ties = max_grad(c, n, broadcast_to(c, scalar(c, 1.0, dy[0]->ty.dt), &dy[0]->ty.shape));
+    Node *s = mk(c, OP_sum, 1, &ties);
+    copy_attr(c, s, n, "axes");
+    copy_attr(c, s, n, "keepdim");
+    give(c, n, 0, max_grad(c, n, bin(c, OP_div, dy[0], fin(c, s))));
 }
 
 /* ---- shape ---- */

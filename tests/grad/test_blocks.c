@@ -187,6 +187,28 @@ static void test_fanout(void) {
     gt_free(t);
 }
 
+/* max over ties of one value: x [2,1] broadcast to [2,3], and x twice in
+ * a concat, reduced by max: every element of a row ties, and d max / dx
+ * is 1 (the ties share dy; each taking the whole dy gave 3 and 2). */
+static void test_max_ties(void) {
+    GT *t = gt_new("max ties");
+    Value *x = P(t, "x", 2, 1);
+    Node *b = gt_node(t, OP_broadcast, 1, &x);
+    ir_set_ints(t->g, b, "shape", 2, D(2, 3));
+    Node *m = gt_node(t, OP_max, 1, (Value *[]){gt_emit(t, b)});
+    ir_set_ints(t->g, m, "axes", 1, D(1));
+    ir_set_int(t->g, m, "keepdim", 0);
+    Value *w = P(t, "w", 2, 3);
+    Node *c = gt_node(t, OP_concat, 2, (Value *[]){w, w});
+    ir_set_int(t->g, c, "axis", 1);
+    Node *m2 = gt_node(t, OP_max, 1, (Value *[]){gt_emit(t, c)});
+    ir_set_ints(t->g, m2, "axes", 1, D(1));
+    ir_set_int(t->g, m2, "keepdim", 1);
+    gt_loss_linear(t, gt_op2(t, OP_add, gt_emit(t, m), gt_reshape(t, gt_emit(t, m2), 1, D(2))));
+    check(t, "max over ties", 64);
+    gt_free(t);
+}
+
 /* Frozen params and float inputs get no gradient, and nothing that only
  * leads to them is emitted. */
 static void test_frozen(void) {
@@ -324,6 +346,7 @@ int main(void) {
     test_llama();
     test_tiny_lm();
     test_fanout();
+    test_max_ties();
     test_frozen();
     test_zero_grad_ops();
     test_unused();
