@@ -336,15 +336,26 @@ void cg_att_layout(const Sched *s, const Value *v, int64_t l[3], int64_t *off) {
     *off = w->off;
 }
 
-void cg_gemm_layout(const View *v, int *t, int64_t *ld) {
+bool cg_gemm_layout(const View *v, int *t, int64_t *ld) {
     int r = v->rank;
     int64_t rows = v->shape[r - 2], cols = v->shape[r - 1], sr = v->stride[r - 2], sc = v->stride[r - 1];
-    /* the stride of an axis of size 1 is never followed (a view may give it
-     * 0): the leading dimension comes from the other axis, and stays one
-     * BLAS takes (at least the stored row's length, and 1) */
-    if (cols == 1 && sr >= 1) *t = 0, *ld = sr;                          /* a column: row r at r * sr */
-    else if (rows == 1 && (sc == 1 || cols == 1)) *t = 0, *ld = cols;    /* one contiguous row */
-    else if (rows == 1 && sc >= 1) *t = 1, *ld = sc;                     /* one strided row: a column of the transpose */
-    else if ((sc == 1 || cols == 1) && sr >= cols && sr > 0) *t = 0, *ld = sr;
-    else *t = 1, *ld = sc;
+    /* rows sr apart, each contiguous (or one column) */
+    if ((sc == 1 || cols == 1) && sr >= cols && sr > 0) {
+        *t = 0, *ld = sr;
+        return true;
+    }
+    /* columns sc apart, each contiguous (or one row): the transpose's rows */
+    if ((sr == 1 || rows == 1) && sc >= rows && sc > 0) {
+        *t = 1, *ld = sc;
+        return true;
+    }
+    /* one element: its strides (a view's 0s) are never followed, and a 0
+     * would be a leading dimension BLAS refuses, leaving the output as it
+     * was; 1 is one it takes */
+    if (rows == 1 && cols == 1) {
+        *t = 0, *ld = 1;
+        return true;
+    }
+    *t = 1, *ld = sc; /* no layout BLAS takes: gemm_operand copies such an operand, lower_matmul refuses one */
+    return false;
 }

@@ -96,8 +96,10 @@ void cg_kernel_ops(StrBuf *b, const Kernel *k);
 /* The buffer of a value held in one (VS_BUF or VS_VIEW); dies otherwise. */
 int  cg_value_buf(const Sched *s, const Value *v);
 /* A GEMM operand's last two dims as a BLAS sees them: *t = 1 when only a
- * transposed read has a unit stride, *ld its leading dimension. */
-void cg_gemm_layout(const View *v, int *t, int64_t *ld);
+ * transposed read has a unit stride, *ld its leading dimension (at least
+ * the stored rows' length, and 1).  False when the view has no such
+ * layout (a copy must be made). */
+bool cg_gemm_layout(const View *v, int *t, int64_t *ld);
 /* A norm template's operand: v, or the half value its absorbed widening
  * cast reads (lower.c: the cast is never computed). */
 Value *cg_norm_operand(const Sched *s, Value *v);

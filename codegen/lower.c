@@ -499,24 +499,11 @@ static void lower_loop(Lower *L, Node *n, bool red) {
 
 /* ---- GEMM ---- */
 
-/* Matrix layout of the last two dims of a view: returns false when neither
- * dim has unit stride (then the operand must be copied). */
-static bool mat_layout(const View *v, int *trans, int64_t *ld) {
-    int r = v->rank;
-    int64_t sr = v->stride[r - 2], sc = v->stride[r - 1];
-    int64_t rows = v->shape[r - 2], cols = v->shape[r - 1];
-    if ((sc == 1 || cols == 1) && sr >= cols && sr > 0) {
-        *trans = 0;
-        *ld = sr;
-        return true;
-    }
-    if ((sr == 1 || rows == 1) && sc >= rows && sc > 0) {
-        *trans = 1;
-        *ld = sc;
-        return true;
-    }
-    return false;
-}
+/* Matrix layout of the last two dims of a view (loops.c): false when
+ * neither dim has unit stride (then the operand must be copied).  The
+ * emitters read the same function, so the layout lowering plans (a batch
+ * folded into M at the rows' stride) is the one they emit. */
+static bool mat_layout(const View *v, int *trans, int64_t *ld) { return cg_gemm_layout(v, trans, ld); }
 
 static View gemm_operand(Lower *L, Value *x, Kernel *k) {
     materialise(L, x);

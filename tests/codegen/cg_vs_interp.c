@@ -176,6 +176,7 @@ int main(int argc, char **argv) {
             /* axes of size 1: leading dimensions BLAS takes */
             check_model("size_one", "tests/codegen/size_one.model", no_defs, sgd_sets, &tk, steps, 1, true, true);
             check_model("size_one, one position", "tests/codegen/size_one.model", one_defs, sgd_sets, &tk, steps, 1, true, false);
+            check_model("size_one_slice", "tests/codegen/size_one_slice.model", no_defs, sgd_sets, &tk, steps, 1, true, false);
         }
         if (all || strcmp(w, "ints") == 0) {
             /* integers past their range: wrapped, a float cast saturated */
