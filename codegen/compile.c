@@ -212,11 +212,11 @@ static bool may_replace(const char *path, const char *bytes, size_t n, bool *exi
     return true;
 }
 
-/* Whether the executable may be linked over path: nothing there, or a
- * regular file that is a program (ELF). */
+/* Whether the executable may be linked over path: nothing there, an
+ * empty file (mktemp's), or a regular file that is a program (ELF). */
 static bool exe_may_replace(const char *path, Diag *d) {
     struct stat st;
-    if (lstat(path, &st) != 0) return true;
+    if (lstat(path, &st) != 0 || (S_ISREG(st.st_mode) && st.st_size == 0)) return true;
     unsigned char head[4] = {0};
     FILE *f = S_ISREG(st.st_mode) || S_ISLNK(st.st_mode) ? fopen(path, "rb") : NULL;
     size_t got = f ? fread(head, 1, 4, f) : 0;
@@ -291,6 +291,13 @@ static bool out_copy(OutFiles *o, const char *from, const char *dir, const char 
  * this call made new before it (one it replaced is a whole newer one). */
 static bool out_write(OutFiles *o, Diag *d) {
     bool ok = true;
+    /* -o lib/philox --emit=lib: NAME.h would be the runtime's philox.h */
+    for (int i = 0; i < o->n; i++)
+        for (int k = 0; k < i; k++)
+            if (strcmp(o->f[i].path, o->f[k].path) == 0) {
+                error_at(d, NOLOC, "%s would be written twice (two of this compile's files have that name): choose another -o", o->f[i].path);
+                return false;
+            }
     for (int i = 0; i < o->n; i++) ok &= may_replace(o->f[i].path, o->f[i].bytes, o->f[i].n, &o->f[i].existed, d);
     int i = 0;
     for (; ok && i < o->n; i++) ok = write_bytes(o->f[i].path, o->f[i].bytes, o->f[i].n, d);

@@ -353,7 +353,10 @@ static int64_t save_step(const Run *r, int64_t k, int64_t last, int training) {
 static int check_outputs(Run *r, int training) {
     const Args *a = &r->a;
     const struct { const char *what, *path; } in[] = {{"the --data file", a->data}, {"the --val file", a->val}, {"the --resume file", a->resume},
-                                                    {"the --init file", a->init}, {"the model's source", r->s->m->source},
+                                                    {"the --init file", a->init},
+                                                    /* the .model trainc run trains; a compiled program's source path is
+                                                     * relative to where it was compiled, not to here */
+                                                    {"the model's source", r->s->be.name && strcmp(r->s->be.name, "interp") == 0 ? r->s->m->source : NULL},
                                                     {"this program", "/proc/self/exe"}};
     if (a->metrics) {
         if (check_output(r, "metrics", a->metrics, a->metrics, 0, 0) != 0) return -1;

@@ -103,7 +103,7 @@ static void wr_elem(TrnDType dt, void *p, int64_t i, double v) {
     case TRN_F32: ((float *)p)[i] = (float)v; break;
     case TRN_F64: ((double *)p)[i] = v; break;
     case TRN_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-    case TRN_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case TRN_I64: ((int64_t *)p)[i] = v >= 0x1p63 ? INT64_MAX : v <= -0x1p63 ? INT64_MIN : (int64_t)v; break; /* the interpreter saturates at +-2^63 */
     case TRN_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
     case TRN_BF16: {
         /* values held by the interpreter are already bf16-exact in f32 mode */

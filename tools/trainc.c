@@ -839,14 +839,17 @@ int main(int argc, char **argv) {
         return EXIT_USAGE;
     }
     const char *c = argv[1];
-    if (strcmp(c, "help") == 0 && argc == 3) /* trainc help ir: as trainc ir --help */
+    bool help = strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0 || strcmp(c, "help") == 0;
+    if (help && argc == 3) { /* trainc help ir: as trainc ir --help */
         for (int i = 0; i < NCOMMANDS; i++)
             if (strcmp(commands[i].name, argv[2]) == 0) {
                 usage_cmd(stdout, &commands[i]);
                 return stdout_checked(EXIT_OK);
             }
-    if ((strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0 || strcmp(c, "help") == 0 || strcmp(c, "--version") == 0) && argc > 2)
-        return usage_error(NULL, "%s takes nothing after it, not '%s'%s", c, argv[2], strcmp(c, "help") == 0 ? " (help COMMAND names a command)" : "");
+        return usage_error(NULL, "unknown command '%s'", argv[2]);
+    }
+    if (help && argc > 3) return usage_error(NULL, "%s takes one command (%s COMMAND), not '%s' and more", c, c, argv[2]);
+    if (strcmp(c, "--version") == 0 && argc > 2) return usage_error(NULL, "--version takes nothing after it, not '%s'", argv[2]);
     if (strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0 || strcmp(c, "help") == 0) {
         usage_main(stdout);
         return stdout_checked(EXIT_OK);
