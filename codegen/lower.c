@@ -499,18 +499,16 @@ static void lower_loop(Lower *L, Node *n, bool red) {
 
 /* ---- GEMM ---- */
 
-/* Matrix layout of the last two dims of a view (loops.c): false when
- * neither dim has unit stride (then the operand must be copied).  The
- * emitters read the same function, so the layout lowering plans (a batch
- * folded into M at the rows' stride) is the one they emit. */
-static bool mat_layout(const View *v, int *trans, int64_t *ld) { return cg_gemm_layout(v, trans, ld); }
+/* An operand's layout is cg_gemm_layout's (loops.c), the function the
+ * emitters read: the layout planned here (a batch folded into M at the
+ * rows' stride) is the one they emit; false: the operand is copied. */
 
 static View gemm_operand(Lower *L, Value *x, Kernel *k) {
     materialise(L, x);
     ValInfo *xi = VI(L, x);
     int t;
     int64_t ld;
-    if (mat_layout(&xi->view, &t, &ld)) {
+    if (cg_gemm_layout(&xi->view, &t, &ld)) {
         kern_add_dep(k, producer(L, x));
         return xi->view;
     }
@@ -803,7 +801,7 @@ static void lower_bgrad(Lower *L, Kernel *k, Node *n) {
     gi->bgrad = bp->which;
     int t = 1;
     int64_t ld, len;
-    if (gi->nbatch || gi->bias.buf >= 0 || gi->epi || !mat_layout(cg_bgrad_operand(gi, &len), &t, &ld) || t != 0) {
+    if (gi->nbatch || gi->bias.buf >= 0 || gi->epi || !cg_gemm_layout(cg_bgrad_operand(gi, &len), &t, &ld) || t != 0) {
         gi->bgrad = GBG_NONE;
         if (bp->cast) lower_loop(L, bp->cast, false);
         lower_loop(L, sum, true);
@@ -853,7 +851,7 @@ static void lower_matmul(Lower *L, Node *n) {
      * through the batch dims (x [B,T,C] @ w [C,N]) */
     int at = 0;
     int64_t lda = 0;
-    bool fold = nb > 0 && mat_layout(&av, &at, &lda) && !(at ^ (int)ta);
+    bool fold = nb > 0 && cg_gemm_layout(&av, &at, &lda) && !(at ^ (int)ta);
     for (int i = 0; fold && i < nb; i++) fold = gi->bsb[i] == 0;
     if (fold) {
         int64_t expect = gi->M * lda;

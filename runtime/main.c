@@ -301,12 +301,6 @@ static int64_t token_end(const TrnModel *m) {
     return end > 0 ? end : m->vocab;
 }
 
-/* Whether paths a and b name the same existing file. */
-static int same_file(const char *a, const char *b) {
-    struct stat x, y;
-    return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
-}
-
 /* The folder of path (".": none named). */
 static void folder_of(char *out, size_t n, const char *path) {
     const char *slash = strrchr(path, '/');
@@ -358,10 +352,16 @@ static int check_outputs(Run *r, int training) {
                                                      * relative to where it was compiled, not to here */
                                                     {"the model's source", r->s->be.name && strcmp(r->s->be.name, "interp") == 0 ? r->s->m->source : NULL},
                                                     {"this program", "/proc/self/exe"}};
+    enum { NIN = sizeof in / sizeof in[0] };
+    /* the inputs and --metrics stat'ed once (have[NIN]: --metrics) */
+    struct stat ins[NIN + 1], st;
+    int have[NIN + 1];
+    for (int i = 0; i <= NIN; i++) have[i] = (i < NIN ? in[i].path : a->metrics) && stat(i < NIN ? in[i].path : a->metrics, &ins[i]) == 0;
+#define SAME(st, i) (have[i] && (st).st_dev == ins[i].st_dev && (st).st_ino == ins[i].st_ino)
     if (a->metrics) {
         if (check_output(r, "metrics", a->metrics, a->metrics, 0, 0) != 0) return -1;
-        for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
-            if (same_file(a->metrics, in[i].path))
+        for (int i = 0; i < NIN && have[NIN]; i++)
+            if (SAME(ins[NIN], i))
                 return fail(r, "--metrics %s is %s %s: writing the metrics would destroy it", a->metrics, in[i].what,
                             i == 5 ? r->prog : in[i].path);
     }
@@ -369,12 +369,6 @@ static int check_outputs(Run *r, int training) {
     int64_t last = training ? r->s->total : r->s->step;
     /* a run may save a checkpoint every step: each path stat'ed once, its
      * folder checked when it is not the previous path's */
-    struct stat ins[sizeof in / sizeof in[0] + 1], st;
-    int have[sizeof in / sizeof in[0] + 1];
-    for (size_t i = 0; i <= sizeof in / sizeof in[0]; i++) {
-        const char *p = i < sizeof in / sizeof in[0] ? (i == 2 || i == 3 ? NULL : in[i].path) : a->metrics; /* --resume, --init: read whole before */
-        have[i] = p && stat(p, &ins[i]) == 0;
-    }
     char prev[4096] = "";
     for (int64_t k = save_step(r, -1, last, training); k >= 0; k = save_step(r, k, last, training)) {
         char path[4096], dir[4096];
@@ -389,13 +383,12 @@ static int check_outputs(Run *r, int training) {
         }
         snprintf(prev, sizeof prev, "%s", dir);
         if (stat(path, &st) != 0) continue;
-        for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
-            if (have[i] && st.st_dev == ins[i].st_dev && st.st_ino == ins[i].st_ino)
+        for (int i = 0; i < NIN; i++)   /* not --resume and --init: read whole before */
+            if (i != 2 && i != 3 && SAME(st, i))
                 return fail(r, "--save %s is %s %s: the checkpoint would replace it", a->save, in[i].what, i == 5 ? r->prog : in[i].path);
-        size_t mi = sizeof in / sizeof in[0];
-        if (have[mi] && st.st_dev == ins[mi].st_dev && st.st_ino == ins[mi].st_ino)
-            return fail(r, "--save %s and --metrics %s are the same file", a->save, a->metrics);
+        if (SAME(st, NIN)) return fail(r, "--save %s and --metrics %s are the same file", a->save, a->metrics);
     }
+#undef SAME
     return 0;
 }
 
