@@ -176,6 +176,7 @@ typedef struct Sched {
 typedef struct Program {
     Arena      *arena;
     const char *name;         /* model name */
+    const char *symbol;       /* the C identifier in trn_model_ID, trn_cuda_module_ID (--symbol; default: name's, cg_c_ident) */
     const char *source;       /* .model path */
     Graph      *train;        /* training graph (phases MICRO and STEP) */
     Graph      *fwd;          /* forward graph (eval) */

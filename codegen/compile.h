@@ -11,6 +11,7 @@ typedef struct CompileOptions {
     const Define *defs;         /* -D overrides */
     int           ndefs;
     const char   *out;          /* -o: executable, or prefix of NAME.c / NAME.h */
+    const char   *symbol;       /* --symbol: trn_model_ID (a C identifier); NULL: from the model's name */
     const char   *emit;         /* NULL (executable), "kernels", "c", "lib", "cuda" (the .cu and its resource report) */
     const char   *target;       /* "cpu" (default) or "cuda" */
     const char   *archs;        /* --arch (cuda target): "sm_80,sm_90" (the default) */

@@ -1065,7 +1065,9 @@ static void emit_tensor(FILE *f, Program *p, const char *name, int kind, int buf
     static const char *const dts[] = {"TRN_F32", "TRN_F64", "TRN_BF16", "TRN_F16", "TRN_I32", "TRN_I64", "TRN_U8"};
     fputs("    {", f);
     cg_c_string(f, name);
+    /* every field written, {0} for a scalar's shape: clean under -Wextra -pedantic */
     fprintf(f, ", %s, %s, %d, {", kinds[kind], dts[b->dt], b->shape.rank);
+    if (b->shape.rank == 0) fputs("0", f);
     for (int i = 0; i < b->shape.rank; i++) fprintf(f, "%s%lld", i ? ", " : "", (long long)b->shape.d[i]);
     fprintf(f, "}, %lld, %lld, ", (long long)shape_numel(&b->shape), (long long)b->offset);
     const char *init = src ? ir_str(src, "init", "zeros") : "zeros";
@@ -1081,14 +1083,13 @@ static void emit_tensor(FILE *f, Program *p, const char *name, int kind, int buf
     /* the checkpoint view: the shape before pad-tiles ({unpadded}) */
     const Attr *up = src ? ir_attr(src, "unpadded") : NULL;
     bool padded = up && up->kind == ATTR_INTS && up->n == b->shape.rank;
+    if (b->shape.rank == 0) fputs("0", f);
     for (int i = 0; i < b->shape.rank; i++) fprintf(f, "%s%lld", i ? ", " : "", (long long)(padded ? up->v[i] : b->shape.d[i]));
     fputs("}", f);
-    /* an index input: the values trn_set takes (codegen/compile.c, index_inputs) */
+    /* an index input: the values trn_set takes (codegen/compile.c, index_inputs); 0 0 0 for others */
     int64_t iend = src && src->op == OP_input ? ir_int(src, "index_end", 0) : 0;
-    if (iend > 0) {
-        const Attr *ig = ir_attr(src, "index_ignore");
-        fprintf(f, ", %lld, %lld, %d", (long long)iend, (long long)(ig ? ir_int(src, "index_ignore", 0) : 0), ig != NULL);
-    }
+    const Attr *ig = iend > 0 ? ir_attr(src, "index_ignore") : NULL;
+    fprintf(f, ", %lld, %lld, %d", (long long)(iend > 0 ? iend : 0), (long long)(ig ? ir_int(src, "index_ignore", 0) : 0), ig != NULL);
     fputs("},\n", f);
 }
 
@@ -1157,7 +1158,7 @@ bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {
         k++;
     }
     StrBuf id = {0};
-    cg_c_ident(&id, p->name);
+    cg_c_ident(&id, p->symbol ? p->symbol : p->name);
     const TrainConfig *tc = &p->tc;
     if (p->cuda_symbol) fprintf(f, "extern const struct TrnCudaModule %s; /* the CUDA module, below */\n", p->cuda_symbol);
     fprintf(f, "const TrnModel trn_model_%s = {\n", id.s);

@@ -1926,7 +1926,7 @@ CudaModule *cg_cuda_emit(Program *p, Diag *d) {
     m->p = p;
     StrBuf id = {0};
     sb_puts(&id, "trn_cuda_module_");
-    cg_c_ident(&id, p->name);
+    cg_c_ident(&id, p->symbol ? p->symbol : p->name);
     m->sym = sb_take(&id);
     if (p->workspace_bytes <= 0) die("cg_cuda_emit: no workspace planned (cg_cuda_plan_workspace)");
     Emit e = {m, p, NULL, d, true};
@@ -2148,18 +2148,24 @@ static int emit_dying(FILE *f, Program *p, Sched *s, Kernel *k) {
     return cnt;
 }
 
+/* ", {v0, v1}" for a product's batch array; {0} when it has none (ISO C
+ * has no empty braces) */
+static void emit_batch_array(FILE *f, const int64_t *v, int n) {
+    fputs(", {", f);
+    if (n == 0) fputs("0", f);
+    for (int b = 0; b < n; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)v[b]);
+    fputs("}", f);
+}
+
 static void emit_gemm_init(FILE *f, const TrnCudaGemm *g) {
-    fprintf(f, "{%d, %d, %d, %d, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %d, {", g->dtype, g->cdtype, g->ta, g->tb,
+    fprintf(f, "{%d, %d, %d, %d, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %lld, %d", g->dtype, g->cdtype, g->ta, g->tb,
             (long long)g->M, (long long)g->N, (long long)g->K, (long long)g->a, (long long)g->b, (long long)g->c, (long long)g->lda,
             (long long)g->ldb, (long long)g->ldc, (long long)g->bias, (long long)g->scale, g->nbatch);
-    for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->batch[b]);
-    fputs("}, {", f);
-    for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->sa[b]);
-    fputs("}, {", f);
-    for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->sb[b]);
-    fputs("}, {", f);
-    for (int b = 0; b < g->nbatch; b++) fprintf(f, "%s%lld", b ? ", " : "", (long long)g->sc[b]);
-    fprintf(f, "}, %d, %d, %lld, %d, %lld, %d}", g->accumulate, g->epi, (long long)g->aux, g->bgrad, (long long)g->dbias, g->zero_c);
+    emit_batch_array(f, g->batch, g->nbatch);
+    emit_batch_array(f, g->sa, g->nbatch);
+    emit_batch_array(f, g->sb, g->nbatch);
+    emit_batch_array(f, g->sc, g->nbatch);
+    fprintf(f, ", %d, %d, %lld, %d, %lld, %d}", g->accumulate, g->epi, (long long)g->aux, g->bgrad, (long long)g->dbias, g->zero_c);
 }
 
 bool cg_cuda_emit_host(FILE *f, const CudaModule *m, const CudaBuild *cb, Diag *d) {

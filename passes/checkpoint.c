@@ -12,8 +12,10 @@
  *      named NAME.INDEX.... (the names `repeat N as NAME` gives) belongs to
  *      repetition (NAME, INDEX); one that reads a param of no repetition
  *      (wte, ln_f) belongs to none; a node that reads no param belongs to
- *      the segment it follows.  A segment is a run of forward nodes between
- *      two changes of owner.  A widening cast read in the forward only by
+ *      the segment it follows, and so does one whose repetition had a
+ *      segment before (a block reading an earlier block's weight, passed
+ *      to it: it stays in its own block, which is counted once).  A
+ *      segment is a run of forward nodes between two changes of owner.  A widening cast read in the forward only by
  *      one later segment belongs to that segment (its narrower operand
  *      crosses the boundary instead);
  *   3. in a segment of a repetition, a value that a node outside the
@@ -170,19 +172,28 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
     int nseg = 0, caps = 16;
     bool *rep = xcalloc((size_t)caps, sizeof(bool));
     int *last = xcalloc((size_t)caps, sizeof(int)); /* position of a segment's last node */
+    const char **sown = xcalloc((size_t)caps, sizeof(char *)); /* a segment's owner */
     const char *cur = NULL;
     for (int i = 0; i < nn; i++) c.seg[i] = -1;
     for (int i = 0; i < g->nnodes; i++) {
         Node *n = g->nodes[i];
         if (!c.fwd[n->id] || op_has(n->op, OPF_SOURCE)) continue;
         const char *own = owner(g, n);
+        if (own[0] && own[0] != '-' && cur && strcmp(own, cur) != 0)
+            for (int s = 0; s < nseg; s++)
+                if (strcmp(sown[s], own) == 0) { /* an earlier repetition's weight: the segment it follows */
+                    own = "";
+                    break;
+                }
         if (!cur || (own[0] && strcmp(own, cur) != 0)) {
             if (nseg == caps) {
                 caps *= 2;
                 rep = xrealloc(rep, sizeof(bool) * (size_t)caps);
                 last = xrealloc(last, sizeof(int) * (size_t)caps);
+                sown = xrealloc(sown, sizeof(char *) * (size_t)caps);
             }
             cur = own[0] ? own : "-";
+            sown[nseg] = cur;
             rep[nseg++] = cur[0] != '-';
         }
         c.seg[n->id] = nseg - 1;
@@ -284,6 +295,7 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
     free(kept);
     free(rep);
     free(last);
+    free(sown);
     free(c.fwd);
     free(c.seg);
     free(c.clone);

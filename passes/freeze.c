@@ -29,11 +29,13 @@ bool pm_match_params(Graph *g, const char *key, const char *list, bool (*fn)(Gra
         if (g->nodes[i]->op == OP_param) params[np++] = g->nodes[i];
     char glob[256];
     bool ok = true;
-    for (const char *p = list ? list : ""; *p && ok;) {
+    /* every item between commas, the one after a trailing comma too (an
+     * empty glob); an empty list has none */
+    for (const char *p = list && *list ? list : NULL; p && ok;) {
         const char *end = strchr(p, ',');
         size_t n = end ? (size_t)(end - p) : strlen(p);
         const char *at = p;
-        p = end ? end + 1 : p + n;
+        p = end ? end + 1 : NULL;
         while (n && (*at == ' ' || *at == '\t')) at++, n--;
         while (n && (at[n - 1] == ' ' || at[n - 1] == '\t')) n--;
         if (n >= sizeof glob) {

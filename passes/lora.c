@@ -165,7 +165,7 @@ bool pass_lora(Graph *g, const PassOptions *po, Diag *d) {
         if (g->nodes[i]->op == OP_param) ir_set_int(g, g->nodes[i], "frozen", 1);
     if (!pm_match_params(g, "lora_targets", targets, adapt, &L, d)) return false;
     if (!po->quiet)
-        note_at(d, NOLOC, "LoRA: %d weights adapted (rank %lld, scale %g), %d products; every other parameter frozen", L.adapted, (long long)L.r,
-                L.scale, L.products);
+        note_at(d, NOLOC, "LoRA: %d weight%s adapted (rank %lld, scale %g), %d product%s; every other parameter frozen", L.adapted,
+                L.adapted == 1 ? "" : "s", (long long)L.r, L.scale, L.products, L.products == 1 ? "" : "s");
     return true;
 }

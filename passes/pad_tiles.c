@@ -17,7 +17,8 @@
  * gated unit) -> [+ b [F]] -> act -> matmul with W2 [C2, F]: F becomes Fp.
  * The activation must map 0 to 0 (relu, gelu, silu, tanh, swiglu, geglu,
  * a product), so the padded units are 0, W2's padded columns meet only
- * zeros, and every padded gradient is exactly 0.
+ * zeros, and every padded gradient is exactly 0.  Each of the block's
+ * params is read by the block alone (a note where one is not).
  *
  * Padded rows and columns start at zero (a padded param keeps its original
  * shape in {unpadded}: initialisation counts over it, checkpoints save and
@@ -107,10 +108,13 @@ static void set_shape(Pad *P, Node *param, int axis, int64_t to, const char *wha
 
 /* ---- vocabulary ---- */
 
-typedef struct Head { Node *w, *bias, *mm; } Head;
+typedef struct Head { Node *w, *bias, *mm, *other; } Head;
 
 /* The class projection under a logits value: matmul(x, W^T) with W a
- * param (through a cast), optionally + bias param [V], optionally cast. */
+ * param (through a cast), optionally + bias param [V], optionally cast.
+ * False otherwise; h->other, when the logits are such a product plus
+ * something that is not a bias (a LoRA adapter's product), names what
+ * is added (h->w its weight). */
 static bool head_of(Pad *P, Value *logits, Head *h) {
     memset(h, 0, sizeof *h);
     Value *v = logits;
@@ -122,6 +126,13 @@ static bool head_of(Pad *P, Value *logits, Head *h) {
                 h->mm = add->in[k]->def;
                 h->bias = param_under(add->in[1 - k]);
             }
+        for (int k = 0; k < 2 && !h->mm; k++) {
+            Node *mm = add->in[k]->def;
+            if (mm->op == OP_matmul && !ir_int(mm, "ta", 0) && ir_int(mm, "tb", 0) && (h->w = param_under(mm->in[1]))) {
+                h->other = add->in[1 - k]->def;
+                return false;
+            }
+        }
         if (!h->mm) return false;
     } else if (v->def->op == OP_matmul) {
         h->mm = v->def;
@@ -216,6 +227,10 @@ static void pad_vocab(Pad *P, int mult) {
         Head h;
         if (n->op == OP_cross_entropy && head_of(P, n->in[0], &h)) pad_head(P, h.w, h.bias, mult, true);
         else if (n->op == OP_linear_cross_entropy) pad_head(P, param_under(n->in[1]), NULL, mult, true);
+        else if (n->op == OP_cross_entropy && h.other && !P->quiet && !ir_attr(h.w, "unpadded") &&
+                 round_up(h.w->out[0]->ty.shape.d[0], mult) != h.w->out[0]->ty.shape.d[0])
+            note_at(P->d, h.w->loc, "pad-tiles: %s not padded: its logits are its product plus a %s's result, where a class projection adds at most a bias",
+                    ir_source_name(h.w), op_name(h.other->op));
     }
 }
 
@@ -249,7 +264,26 @@ static bool only_matmul_weight(Node *m, int idx, void *ctx) {
     return m->op == OP_matmul && idx == 1 && ir_int(m, "tb", 0) && !ir_int(m, "ta", 0);
 }
 
-static bool ffn_of(Pad *P, Node *mm2, Ffn *f) {
+/* The readers of v, through casts (a cast counts as its readers). */
+static int nreaders(Pad *P, Value *v) {
+    UseList *ul = &P->u->of[v->id];
+    int n = P->u->nout_refs[v->id];
+    for (int i = 0; i < ul->n; i++) {
+        Node *m = ul->u[i].node;
+        n += m->op == OP_cast && m->in[0] == v ? nreaders(P, m->out[0]) : 1;
+    }
+    return n;
+}
+
+/* The feed-forward block whose down projection is mm2, into f: true when
+ * its hidden dimension may be padded.  Each of its params must be read by
+ * this block's one product or bias add and by nothing else (a second
+ * product of W1 would see the padded units; a W2 shared with another
+ * block would be padded for one and not the other): false, with *shared
+ * the first param that is not, when the block's form is right but that
+ * fails. */
+static bool ffn_of(Pad *P, Node *mm2, Ffn *f, Node **shared) {
+    *shared = NULL;
     memset(f, 0, sizeof *f);
     if (ir_int(mm2, "ta", 0) || !ir_int(mm2, "tb", 0) || !(f->w2 = param_under(mm2->in[1]))) return false;
     if (f->w2->out[0]->ty.shape.rank != 2) return false;
@@ -273,20 +307,36 @@ static bool ffn_of(Pad *P, Node *mm2, Ffn *f) {
     default: return false;
     }
     f->F = f->w2->out[0]->ty.shape.d[1];
-    Node *ws[2] = {f->w1, f->w3}, *bs[2] = {f->b1, f->b3};
-    for (int k = 0; k < 2; k++) {
-        if (!ws[k]) continue;
-        if (ws[k]->out[0]->ty.shape.d[0] != f->F || !uses_ok(P, ws[k]->out[0], only_matmul_weight, NULL)) return false;
-        if (bs[k] && !uses_ok(P, bs[k]->out[0], bias_use_ok, NULL)) return false;
+    Node *ws[2] = {f->w1, f->w3};
+    for (int k = 0; k < 2; k++)
+        if (ws[k] && ws[k]->out[0]->ty.shape.d[0] != f->F) return false;
+    if (f->w1 == f->w3 || f->w1 == f->w2) return false;
+    Node *ps[5] = {f->w2, f->w1, f->b1, f->w3, f->b3};
+    for (int k = 0; k < 5; k++) {
+        if (!ps[k]) continue;
+        bool ok = nreaders(P, ps[k]->out[0]) == 1 && uses_ok(P, ps[k]->out[0], k == 2 || k == 4 ? bias_use_ok : only_matmul_weight, NULL);
+        if (!ok) {
+            *shared = ps[k];
+            return false;
+        }
     }
-    return uses_ok(P, f->w2->out[0], only_matmul_weight, NULL) && f->w1 != f->w3 && f->w1 != f->w2;
+    return true;
 }
 
 static void pad_hidden(Pad *P, int mult) {
     Graph *g = P->g;
+    Node *said = NULL; /* the last param a note named: blocks sharing it are said once */
     for (int i = 0; i < g->nnodes; i++) {
         Ffn f;
-        if (g->nodes[i]->op != OP_matmul || !ffn_of(P, g->nodes[i], &f)) continue;
+        Node *shared;
+        if (g->nodes[i]->op != OP_matmul) continue;
+        if (!ffn_of(P, g->nodes[i], &f, &shared)) {
+            if (shared && shared != said && round_up(f.F, mult) != f.F && !P->quiet)
+                note_at(P->d, shared->loc, "pad-tiles: the hidden dimension (%lld) of the feed-forward block of %s is not padded: %s has readers outside it",
+                        (long long)f.F, ir_source_name(f.w2), ir_source_name(shared));
+            if (shared) said = shared;
+            continue;
+        }
         int64_t Fp = round_up(f.F, mult);
         if (Fp == f.F || padded_before(P, f.w2, 1, mult) || padded_before(P, f.w1, 0, mult)) continue;
         Node *rows[4] = {f.w1, f.b1, f.w3, f.b3};

@@ -317,6 +317,11 @@ static int parse_meta(P *p, RtSt *st) {
 
 static int by_name(const void *a, const void *b) { return strcmp(((const RtStTensor *)a)->name, ((const RtStTensor *)b)->name); }
 static int by_key(const void *a, const void *b) { return strcmp(((const RtStMeta *)a)->key, ((const RtStMeta *)b)->key); }
+/* pointers to tensors, by the first byte of their data */
+static int by_begin(const void *a, const void *b) {
+    uint64_t x = (*(const RtStTensor *const *)a)->begin, y = (*(const RtStTensor *const *)b)->begin;
+    return (x > y) - (x < y);
+}
 
 int rt_st_parse(const char *json, size_t len, uint64_t data_bytes, RtSt *st, char *err, size_t errn) {
     memset(st, 0, sizeof *st);
@@ -411,6 +416,30 @@ int rt_st_parse(const char *json, size_t len, uint64_t data_bytes, RtSt *st, cha
                     (unsigned long long)(t->end - t->begin), (long long)bytes);
             goto fail;
         }
+    }
+    /* no two tensors' bytes overlap (the format forbids it; a write of one
+     * would change the other) */
+    if (st->ntensors > 1) {
+        const RtStTensor **by = malloc(sizeof *by * (size_t)st->ntensors);
+        if (!by) {
+            rt_fail(err, errn, "out of memory");
+            goto fail;
+        }
+        for (int i = 0; i < st->ntensors; i++) by[i] = &st->t[i];
+        qsort(by, (size_t)st->ntensors, sizeof *by, by_begin);
+        const RtStTensor *prev = NULL;
+        for (int i = 0; i < st->ntensors; i++) {
+            if (by[i]->begin == by[i]->end) continue; /* no bytes */
+            if (prev && by[i]->begin < prev->end) {
+                rt_fail(err, errn, "safetensors header: tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap", prev->name,
+                        (unsigned long long)prev->begin, (unsigned long long)prev->end, by[i]->name, (unsigned long long)by[i]->begin,
+                        (unsigned long long)by[i]->end);
+                free(by);
+                goto fail;
+            }
+            prev = by[i];
+        }
+        free(by);
     }
     return 0;
 fail:

@@ -260,6 +260,12 @@ static int init_all(TrnSession *s) {
 TrnSession *trn_create_with_backend(const TrnModel *m, TrnBackend be, const TrnOptions *opt, char *err, size_t errn) {
     TrnOptions dflt = {"auto", 0, -1, 0};
     if (!opt) opt = &dflt;
+    if (opt->seed < -1 || opt->threads < 0) {
+        if (be.destroy) be.destroy(be.self);
+        if (opt->seed < -1) rt_fail(err, errn, "TrnOptions.seed is %lld: -1 (the model's) or a seed >= 0", (long long)opt->seed);
+        else rt_fail(err, errn, "TrnOptions.threads is %d: 0 (the default) or a thread count", opt->threads);
+        return NULL;
+    }
     if (rt_check_model(m, err, errn) != 0) {
         if (be.destroy) be.destroy(be.self);
         return NULL;
@@ -430,6 +436,28 @@ static int run(TrnSession *s, TrnRun which, const char *what) {
     return 0;
 }
 
+/* After a step that failed part way: the gradient accumulators
+ * ("grad_acc.P", trainc_rt.h) zeroed, so that the micro-batches that ran
+ * do not add into the next step.  What failed is kept in s->err. */
+static void clear_accumulators(TrnSession *s) {
+    const TrnModel *m = s->m;
+    void *zero = NULL;
+    size_t have = 0;
+    char e[512];
+    for (int i = 0; i < m->ntensors; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (t->kind != TRN_STATE || strncmp(t->name, "grad_acc.", 9) != 0) continue;
+        size_t n = (size_t)rt_nbytes(t->dtype, t->numel);
+        if (n > have) {
+            free(zero);
+            if (!(zero = calloc(1, n))) break;
+            have = n;
+        }
+        if (s->be.write(s->be.self, i, zero, e, sizeof e) != 0) break;
+    }
+    free(zero);
+}
+
 int trn_step(TrnSession *s, TrnFeed feed, void *ctx, double lr) {
     const TrnModel *m = s->m;
     int64_t step = s->step + 1;
@@ -445,20 +473,26 @@ int trn_step(TrnSession *s, TrnFeed feed, void *ctx, double lr) {
     for (int64_t micro = 0; micro < s->grad_accum; micro++) {
         if (feed && feed(ctx, s, (int)micro) != 0) {
             if (!s->err[0]) rt_seterr(s, "step %lld: feeding micro-batch %lld failed", (long long)step, (long long)micro);
-            return -1;
+            goto fail;
         }
-        if (m->t_seed >= 0 && rt_set_scalar(s, m->t_seed, rt_micro_seed(s->seed, step, micro)) != 0) return -1;
-        if (run(s, TRN_RUN_MICRO, "the micro-batch schedule") != 0) return -1;
+        if (m->t_seed >= 0 && rt_set_scalar(s, m->t_seed, rt_micro_seed(s->seed, step, micro)) != 0) goto fail;
+        if (run(s, TRN_RUN_MICRO, "the micro-batch schedule") != 0) goto fail;
         double l = NAN;
-        if (m->t_loss >= 0 && rt_get_scalar(s, m->t_loss, &l) != 0) return -1;
+        if (m->t_loss >= 0 && rt_get_scalar(s, m->t_loss, &l) != 0) goto fail;
         sum += l;
     }
     if (run(s, TRN_RUN_UPDATE, "the update schedule") != 0) return -1;
     s->loss = m->t_loss >= 0 ? sum / (double)s->grad_accum : NAN;
     s->grad_norm = NAN;
-    if (m->t_grad_norm >= 0 && rt_get_scalar(s, m->t_grad_norm, &s->grad_norm) != 0) return -1;
     s->step = step;
+    s->data_pos += s->grad_accum;
+    if (m->t_grad_norm >= 0 && rt_get_scalar(s, m->t_grad_norm, &s->grad_norm) != 0) return -1;
     return 0;
+fail:
+    /* with grad_accum 1 the update runs inside the micro-batch: nothing
+     * was accumulated, or the update itself failed (no undoing that) */
+    if (s->grad_accum > 1) clear_accumulators(s);
+    return -1;
 }
 
 double  trn_loss(const TrnSession *s) { return s->loss; }
@@ -481,6 +515,8 @@ int trn_set_schedule(TrnSession *s, const char *schedule, double lr, double min_
     if (!(lr >= 0) || !(min_lr >= 0) || isinf(lr) || isinf(min_lr) || warmup < 0 || total < 0)
         return rt_seterr(s, "bad learning-rate schedule: lr %g, min_lr %g, warmup %lld, steps %lld", lr, min_lr, (long long)warmup,
                          (long long)total);
+    if (total > TRN_MAX_STEPS) /* as --steps and a checkpoint's lr.steps */
+        return rt_seterr(s, "bad learning-rate schedule: steps %lld, past 2^53", (long long)total);
     if (schedule && rt_set_schedule_name(s, schedule) != 0) return -1;
     s->lr = lr;
     s->min_lr = min_lr;
@@ -505,7 +541,9 @@ int rt_set_sample_rows(TrnSession *s, const int64_t *pos) {
     const TrnModel *m = s->m;
     int ri = trn_find(s, "sample.rows");
     if (ri < 0) {
-        if (pos) return rt_seterr(s, "model '%s' computes the logits of every position: use trn_predict", m->name);
+        if (pos && (m->t_tokens < 0 || m->tensors[m->t_tokens].rank != 2))
+            return rt_seterr(s, "trn_predict_at: model '%s' has no tokens [B, T], so its logits have no positions: use trn_predict", m->name);
+        if (pos) return rt_seterr(s, "trn_predict_at: model '%s' computes the logits of every position: use trn_predict", m->name);
         return 0;
     }
     const TrnTensor *rt = &m->tensors[ri], *tk = m->t_tokens >= 0 ? &m->tensors[m->t_tokens] : NULL;
@@ -529,12 +567,22 @@ int rt_set_sample_rows(TrnSession *s, const int64_t *pos) {
     return rc != 0 ? rt_seterr(s, "writing 'sample.rows': %s", e) : 0;
 }
 
-int trn_predict_at(TrnSession *s, const int64_t *pos, void *logits, size_t bytes) {
+/* trn_predict(_at), named so in its messages; the result's buffer is
+ * checked before anything runs */
+static int predict(TrnSession *s, const char *call, const int64_t *pos, void *logits, size_t bytes) {
     s->err[0] = 0;
-    if (s->m->t_logits < 0) return rt_seterr(s, "model '%s' has no logits output", s->m->name);
+    const TrnModel *m = s->m;
+    if (m->t_logits < 0) return rt_seterr(s, "%s: model '%s' has no logits output", call, m->name);
+    const TrnTensor *lt = &m->tensors[m->t_logits];
+    size_t want = (size_t)rt_nbytes(lt->dtype, lt->numel);
+    if (!logits) return rt_seterr(s, "%s: the logits pointer is NULL", call);
+    if (bytes != want)
+        return rt_seterr(s, "%s: %zu bytes given, the logits (%s, %lld elements) have %zu", call, bytes, trn_dtype_name[lt->dtype],
+                         (long long)lt->numel, want);
     if (rt_set_sample_rows(s, pos) != 0) return -1;
     if (run(s, TRN_RUN_SAMPLE, "the sampling schedule") != 0) return -1;
     return trn_get(s, "logits", logits, bytes);
 }
 
-int trn_predict(TrnSession *s, void *logits, size_t bytes) { return trn_predict_at(s, NULL, logits, bytes); }
+int trn_predict_at(TrnSession *s, const int64_t *pos, void *logits, size_t bytes) { return predict(s, "trn_predict_at", pos, logits, bytes); }
+int trn_predict(TrnSession *s, void *logits, size_t bytes) { return predict(s, "trn_predict", NULL, logits, bytes); }

@@ -43,7 +43,10 @@ static inline int trn_flag_f64(const char *s, double *out) {
     char *end;
     errno = 0;
     double v = trn_flag_digits(s, 1) ? strtod(s, &end) : -1;
-    if (!(v >= 0) || errno || *end || isinf(v)) return -1;
+    /* ERANGE from an underflow is no error: 5e-324 (as %.17g writes the
+     * smallest subnormal) is that number, 1e-400 is 0; past the largest
+     * double strtod gives an infinity (errno stays ERANGE for the message) */
+    if (!(v >= 0) || (errno && errno != ERANGE) || *end || isinf(v)) return -1;
     *out = v;
     return 0;
 }

@@ -11,8 +11,10 @@
  * and sampling are written once.
  *
  * No exit() and no printing inside the library functions except trn_main
- * (the command-line program) and trn_create's warning when --device auto
- * finds a GPU that fails (it goes on on the CPU).  The process-wide state
+ * (the command-line program) and the CUDA backend's warnings on stderr
+ * (docs/runtime.md): --device auto finding a GPU that fails (it goes on
+ * on the CPU), a cubin that does not load, an epilogue cuBLASLt refuses,
+ * a CUDA graph that cannot be captured.  The process-wide state
  * it touches: TrnOptions.threads > 0 sets OpenMP's and OpenBLAS's thread
  * counts; a CPU kernel that cannot allocate its scratch memory (outside
  * the memory plan: per-thread rows) prints why and aborts.
@@ -71,7 +73,11 @@ typedef struct TrnTensor {
  * half-precision copy of param P (only the compiler makes states).  The
  * training graph refreshes it after each update; the runtime after
  * initialising or loading (TRN_RUN_REFRESH when the model has it), or
- * trn_set of P (on the host); it is not checkpointed. */
+ * trn_set of P (on the host); it is not checkpointed.  A state named
+ * "grad_acc.P" is gradient accumulation's sum of P's gradient over a
+ * step's micro-batches (grad_accum > 1): TRN_RUN_MICRO adds into it,
+ * TRN_RUN_UPDATE reads and zeroes it, and a trn_step that fails before
+ * its update zeroes it too. */
 
 /* The schedules a backend can run. */
 typedef enum {
@@ -155,8 +161,8 @@ int trn_cuda_backend(const TrnModel *m, TrnBackend *out, char *err, size_t errn)
 
 typedef struct TrnOptions {
     const char *device;             /* "auto" (default), "cpu", "cuda" */
-    int         threads;            /* host threads, OpenMP and initialisation (0 = default) */
-    int64_t     seed;               /* -1 = the model's default */
+    int         threads;            /* host threads, OpenMP and initialisation (0 = default; < 0 an error) */
+    int64_t     seed;               /* -1 = the model's default (< -1 an error) */
     int         poison;             /* fill dead buffers with NaN (memory-plan checking) */
 } TrnOptions;
 
@@ -188,7 +194,11 @@ int trn_get(TrnSession *s, const char *name, void *data, size_t bytes);
  * the inputs of each micro-batch (trn_set); it may be NULL when the inputs
  * are already set and grad_accum == 1.  lr < 0 uses the schedule; NaN and
  * infinities are errors.  The mean
- * loss over the micro-batches is available from trn_loss afterwards. */
+ * loss over the micro-batches is available from trn_loss afterwards.  A
+ * step that fails before its update (a feed that fails, a refused value)
+ * changes no parameter or state and is not counted: the next trn_step is
+ * the step again; one whose update fails may have applied part of it.
+ * Each step counts grad_accum micro-batches into a checkpoint's data.pos. */
 typedef int (*TrnFeed)(void *ctx, TrnSession *s, int micro);
 int    trn_step(TrnSession *s, TrnFeed feed, void *ctx, double lr);
 double trn_loss(const TrnSession *s);                    /* mean loss of the last step */
@@ -207,9 +217,10 @@ int    trn_eval(TrnSession *s, double *loss);
  * count.  A classifier gives [B, classes].  A language model (tokens
  * [B, T]) gives the next-token logits of each sequence, [B, V]: after
  * position T-1 (trn_predict) or after position pos[b] of sequence b
- * (trn_predict_at, 0 <= pos[b] < T); when the compiler did not recognise
- * its head (docs/codegen.md) it gives every position's, [B, T, V], and
- * trn_predict_at fails. */
+ * (trn_predict_at, 0 <= pos[b] < T; pos NULL: T-1, as trn_predict); when
+ * the compiler did not recognise its head (docs/codegen.md) it gives every
+ * position's, [B, T, V], and trn_predict_at with a pos fails, as it does
+ * for a classifier. */
 int    trn_predict(TrnSession *s, void *logits, size_t bytes);
 int    trn_predict_at(TrnSession *s, const int64_t *pos, void *logits, size_t bytes);
 

@@ -42,7 +42,7 @@ typedef struct Opts {
     int          nsets;
     bool         keep, report, no_fuse, native, fp64, no_blas, no_tc;
     int          tc_rows;         /* --tc-attention-rows (0: not given) */
-    const char  *target, *cc, *opt_level, *precision, *archs;
+    const char  *target, *cc, *opt_level, *precision, *archs, *symbol;
     int          pad_multiple;
     const char  *pass_flag;       /* the first option given that only passes read (--precision, --time-passes, ...) */
     /* run: the arguments handed to the runtime (argv[0] first) */
@@ -55,7 +55,7 @@ typedef struct Opts {
 typedef enum {
     F_OUTPUT, F_DEFINE, F_PASSES, F_TRAIN, F_PRINT_AFTER, F_PRINT_AFTER_ALL, F_PRINT_BEFORE, F_TIME_PASSES,
     F_EMIT, F_STATS, F_NO_VERIFY, F_NO_LOCS, F_VERBOSE,
-    F_SET, F_ARCH, F_KEEP, F_REPORT, F_NO_FUSE, F_NO_TC, F_TC_ROWS, F_TARGET, F_CC, F_OPT_LEVEL, F_NATIVE, F_FP64, F_NO_BLAS, F_PRECISION, F_PAD_MULTIPLE,
+    F_SET, F_ARCH, F_SYMBOL, F_KEEP, F_REPORT, F_NO_FUSE, F_NO_TC, F_TC_ROWS, F_TARGET, F_CC, F_OPT_LEVEL, F_NATIVE, F_FP64, F_NO_BLAS, F_PRECISION, F_PAD_MULTIPLE,
 } FlagId;
 
 typedef struct Flag {
@@ -78,6 +78,7 @@ static const Flag flags[] = {
     {F_EMIT, "--emit", "FORMAT", "ir opt compile", "ir, opt: ir (default) or dot (Graphviz); compile: kernels (print the schedule), c (write NAME.c), lib (NAME.c, NAME.h and the runtime, to link into another program), cuda (with --target=cuda: NAME.cu and the per-kernel resource report)"},
     {F_SET, "--set", "KEY=VALUE", "compile run ir", "override a key of the model's train section (e.g. --set grad_accum=4)"},
     {F_ARCH, "--arch", "sm_80,sm_90", "compile", "cuda target: the GPU architectures to build cubin for (and PTX of the oldest, for newer GPUs)"},
+    {F_SYMBOL, "--symbol", "ID", "compile", "--emit=lib or c: name the model's descriptor trn_model_ID (default: from the model's name), so that two builds of one model link into one program"},
     {F_KEEP, "--keep", NULL, "compile", "keep the generated C source (NAME.c) next to the executable"},
     {F_REPORT, "--report", NULL, "compile", "print the memory plan (every byte of a training step) before anything runs"},
     {F_NO_FUSE, "--no-fuse", NULL, "compile", "one kernel per op: turn generic fusion off"},
@@ -293,6 +294,16 @@ static int set_flag(Opts *o, const Flag *f, const char *val) {
             p = e + 1;
         }
         o->archs = val;
+        break;
+    }
+    case F_SYMBOL: {
+        /* a C identifier, short enough for a linker's messages */
+        size_t n = strlen(val);
+        bool ok = n > 0 && n <= 200 && !(val[0] >= '0' && val[0] <= '9');
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (val[i] >= 'a' && val[i] <= 'z') || (val[i] >= 'A' && val[i] <= 'Z') || (val[i] >= '0' && val[i] <= '9') || val[i] == '_';
+        if (!ok) return usage_error(o->cmd, "--symbol takes a C identifier of at most 200 characters (letters, digits, '_'), not '%s'", val);
+        o->symbol = val;
         break;
     }
     case F_KEEP: o->keep = true; break;
@@ -608,6 +619,7 @@ static CompileOptions compile_options(Opts *o) {
     c.opt = o->opt_level;
     c.sets = o->sets;
     c.archs = o->archs;
+    c.symbol = o->symbol;
     c.po = pass_options(o);
     c.pm = pm_options(o);
     return c;
@@ -733,6 +745,8 @@ static int cmd_compile(Opts *o) {
     if (o->tc_rows && o->no_tc) return usage_error(o->cmd, "--tc-attention-rows is for the tensor-core attention, which --no-tc-attention turns off");
     if (o->emit && strcmp(o->emit, "kernels") == 0 && o->output)
         return usage_error(o->cmd, "-o does nothing with --emit=kernels, which prints the schedule on stdout");
+    if (o->symbol && !(o->emit && (strcmp(o->emit, "lib") == 0 || strcmp(o->emit, "c") == 0)))
+        return usage_error(o->cmd, "--symbol names what NAME.c defines for another program: it needs --emit=lib or --emit=c");
     /* an executable is built without --emit, unless --report alone; --emit=c keeps NAME.c anyway */
     bool exe = !o->emit && !(o->report && !o->output);
     if (o->keep && !exe && !(o->emit && strcmp(o->emit, "c") == 0))

@@ -158,7 +158,7 @@ static void c_micro(unsigned char *a, int flags) { (void)flags; micro_adam(&lay_
 static void c_eval(unsigned char *a, int flags) { (void)flags; eval(&lay_c, a); }
 static void c_sample(unsigned char *a, int flags) { (void)flags; sample(&lay_c, a); }
 
-/* grad_accum 2: the micro-batch accumulates into the acc.* states ... */
+/* grad_accum 2: the micro-batch accumulates into the grad_acc.* states ... */
 static void b_micro(unsigned char *a, int flags) {
     (void)flags;
     *F(a, lay_b.loss) = forward(&lay_b, a);
@@ -230,8 +230,8 @@ const TrnModel bigram_adam = {
 static const TrnTensor tens_b[] = {
     TEN("w", TRN_PARAM, TRN_F32, 2, SH(256, 256), 256 * 256, LB_w, "normal", 0.02, 0, SH(0)),
     TEN("b", TRN_PARAM, TRN_F32, 1, SH(256), 256, LB_b, "zeros", 0, 0, SH(0)),
-    TEN("acc.w", TRN_STATE, TRN_F32, 2, SH(256, 256), 256 * 256, LB_gw, "zeros", 0, 0, SH(0)),
-    TEN("acc.b", TRN_STATE, TRN_F32, 1, SH(256), 256, LB_gb, NULL, 0, 0, SH(0)),
+    TEN("grad_acc.w", TRN_STATE, TRN_F32, 2, SH(256, 256), 256 * 256, LB_gw, "zeros", 0, 0, SH(0)),
+    TEN("grad_acc.b", TRN_STATE, TRN_F32, 1, SH(256), 256, LB_gb, NULL, 0, 0, SH(0)),
     TEN("tokens", TRN_INPUT, TRN_I32, 2, SH(4, 16), 64, LB_tok, NULL, 0, 0, SH(0)),
     TEN("targets", TRN_INPUT, TRN_I32, 2, SH(4, 16), 64, LB_tgt, NULL, 0, 0, SH(0)),
     TEN("opt.lr", TRN_INPUT, TRN_F32, 0, SH(0), 1, LB_lr, NULL, 0, 0, SH(0)),

@@ -8,6 +8,7 @@
 #include "check.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -50,7 +51,12 @@ static void test_null(void) {
     CHECK(trn_set(s, "tokens", NULL, sizeof b / 2) == -1 && has(s, "data is NULL"), "trn_set NULL data");
     CHECK(trn_get(s, "tokens", NULL, sizeof b / 2) == -1 && has(s, "data is NULL"), "trn_get NULL data");
     CHECK(trn_eval(s, NULL) == -1 && has(s, "NULL"), "trn_eval NULL");
-    CHECK(trn_predict(s, NULL, 4) == -1, "trn_predict NULL");
+    CHECK(trn_predict(s, NULL, 4) == -1 && has(s, "trn_predict: the logits pointer is NULL"), "trn_predict NULL");
+    static float lg[4 * 16 * 264]; /* bigram_adam's logits: [4, 16, 264] */
+    CHECK(trn_predict(s, lg, sizeof lg - 4) == -1 && has(s, "trn_predict: 67580 bytes given, the logits (f32, 16896 elements) have 67584"),
+          "trn_predict's size");
+    CHECK(trn_predict_at(s, (int64_t[4]){0, 1, 2, 3}, lg, sizeof lg) == -1 && has(s, "trn_predict_at: model 'bigram' computes the logits of every position"),
+          "trn_predict_at where the logits are every position's");
     CHECK(trn_save(s, NULL, 1) == -1 && has(s, "NULL"), "trn_save NULL");
     CHECK(trn_load(s, NULL, 1) == -1 && has(s, "NULL"), "trn_load NULL");
     CHECK(trn_save(s, "", 1) == -1 && has(s, "empty"), "trn_save of an empty path");
@@ -61,6 +67,15 @@ static void test_null(void) {
     CHECK(trn_set(s, "tokens", b, sizeof b / 2) == 0 && trn_error(s)[0] == 0, "the message stays: '%s'", trn_error(s));
     CHECK(trn_eval(s, &loss) == 0 && isfinite(loss), "trn_eval after the errors: %s", trn_error(s));
     trn_destroy(s);
+}
+
+static void test_options(void) {
+    puts("options");
+    char err[512];
+    TrnOptions o = {"cpu", 1, -5, 0};
+    CHECK(trn_create(&bigram_adam, &o, err, sizeof err) == NULL && strstr(err, "TrnOptions.seed is -5"), "seed -5: %s", err);
+    o.seed = -1, o.threads = -3;
+    CHECK(trn_create(&bigram_adam, &o, err, sizeof err) == NULL && strstr(err, "TrnOptions.threads is -3"), "threads -3: %s", err);
 }
 
 static void test_indices(void) {
@@ -102,6 +117,9 @@ static void test_lr(void) {
     CHECK(trn_set_schedule(s, "constant", -1, 0, 0, 10) == -1, "a negative lr");
     CHECK(trn_set_schedule(s, "constant", INFINITY, 0, 0, 10) == -1, "an infinite lr");
     CHECK(trn_set_schedule(s, "nope", 0.1, 0, 0, 10) == -1 && has(s, "unknown learning-rate schedule"), "an unknown schedule");
+    /* a checkpoint's lr.steps is at most 2^53, so the schedule's is too */
+    CHECK(trn_set_schedule(s, "constant", 0.1, 0, 0, ((int64_t)1 << 53) + 1) == -1 && has(s, "past 2^53"), "steps past 2^53");
+    CHECK(trn_set_schedule(s, "constant", 0.1, 0, 0, INT64_MAX) == -1 && has(s, "past 2^53"), "steps INT64_MAX");
     CHECK(trn_lr_at(s, 5) == at5, "the schedule changed: %g, was %g", trn_lr_at(s, 5), at5);
     CHECK(trn_step(s, feed, b, -1) == 0 && trn_step_count(s) == 1, "the schedule's lr: %s", trn_error(s));
     trn_destroy(s);
@@ -116,11 +134,42 @@ static void test_no_feed(void) {
     trn_destroy(s);
 }
 
+/* bigram_accum's feed (micro-batch 1 the shifted text), failing at
+ * micro-batch 1 when ctx says so */
+static int feed_accum(void *ctx, TrnSession *s, int micro) {
+    int32_t b[128];
+    batch(b, b + 64);
+    for (int r = 0; micro == 1 && r < 128; r++) b[r] = (b[r] + 3) % 251;
+    if (ctx && micro == 1) return -1;
+    return feed(b, s, micro);
+}
+
+static void test_failed_accum(void) {
+    puts("a step that fails after a micro-batch ran");
+    TrnSession *s = session(&bigram_accum), *ref = session(&bigram_accum);
+    if (!s || !ref) return (void)(failed = 1);
+    int bad = 1;
+    /* micro-batch 0 ran and added its gradient into grad_acc.*: the failed
+     * step zeroes them, so the next step is the first step of an untouched
+     * session, not that step plus half of another */
+    CHECK(trn_step(s, feed_accum, &bad, 0.5) == -1 && has(s, "feeding micro-batch 1 failed") && trn_step_count(s) == 0, "micro-batch 1 failed");
+    for (int k = 0; k < 2; k++) {
+        CHECK(trn_step(s, feed_accum, NULL, 0.5) == 0 && trn_step(ref, feed_accum, NULL, 0.5) == 0, "%s %s", trn_error(s), trn_error(ref));
+        CHECK(trn_loss(s) == trn_loss(ref), "step %d after the failed one: loss %.9g, untouched %.9g", k + 1, trn_loss(s), trn_loss(ref));
+    }
+    static float w[256 * 256], wr[256 * 256];
+    CHECK(trn_get(s, "w", w, sizeof w) == 0 && trn_get(ref, "w", wr, sizeof wr) == 0 && memcmp(w, wr, sizeof w) == 0, "w differs");
+    trn_destroy(s);
+    trn_destroy(ref);
+}
+
 int main(void) {
     test_null();
+    test_options();
     test_indices();
     test_lr();
     test_no_feed();
+    test_failed_accum();
     printf("%s\n", failed ? "FAILED" : "passed");
     return failed;
 }

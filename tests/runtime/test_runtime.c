@@ -617,7 +617,7 @@ static void test_ckpt_format(void) {
     hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)f[i] << (8 * i);
     const char *want2 =
-        "{\"__metadata__\":{\"abi\":\"" ABI_TEXT "\",\"contents\":\"params+state\",\"data.batch\":\"4x16\",\"data.batches\":\"random\",\"data.pos\":\"0\",\"format\":\"trainc\","
+        "{\"__metadata__\":{\"abi\":\"" ABI_TEXT "\",\"contents\":\"params+state\",\"data.batch\":\"4x16\",\"data.batches\":\"random\",\"data.pos\":\"1\",\"format\":\"trainc\","
         "\"grad_accum\":\"1\",\"lr.max\":\"0.05\",\"lr.min\":\"0.001\",\"lr.schedule\":\"cosine\",\"lr.steps\":\"30\",\"lr.warmup\":\"2\","
         "\"model\":\"bigram\",\"params\":\"b,w\",\"seed\":\"1337\",\"step\":\"1\",\"version\":\"1\"},"
         "\"adamw.m.b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[0,1024]},"
@@ -640,6 +640,9 @@ static void test_roundtrip(void) {
     TrnSession *a = cpu_session(&bigram_adam, -1), *b = cpu_session(&bigram_adam, 99);
     if (!a || !b) { CHECK(0, "no session"); return; }
     for (int k = 0; k < 3; k++) trn_step(a, feed_fixed, NULL, -1);
+    /* each step counts its micro-batches (a library's checkpoint says how
+     * far its run went); a program sets data.pos from its data instead */
+    CHECK(a->data_pos == 3, "data_pos after 3 steps: %lld", (long long)a->data_pos);
     a->data_pos = 17;
     snprintf(a->batches, sizeof a->batches, "sequential");
     const char *path = P("rt.safetensors");
@@ -660,6 +663,12 @@ static void test_roundtrip(void) {
     trn_step(a, feed_fixed, NULL, -1);
     trn_step(b, feed_fixed, NULL, -1);
     CHECK(memcmp(&(float){(float)trn_loss(a)}, &(float){(float)trn_loss(b)}, 4) == 0, "next loss %.9g vs %.9g", trn_loss(a), trn_loss(b));
+    CHECK(b->data_pos == 18, "data_pos after the resumed step: %lld", (long long)b->data_pos);
+    /* the smallest subnormal rate is saved as 4.9406564584124654e-324,
+     * which strtod reads with ERANGE: still that number */
+    CHECK(trn_set_schedule(a, "constant", 5e-324, 0, 0, 30) == 0, "%s", trn_error(a));
+    CHECK(trn_save(a, path, 1) == 0, "%s", trn_error(a));
+    CHECK(trn_load(b, path, 0) == 0 && b->lr == 5e-324, "a subnormal lr.max: %s, lr %g", trn_error(b), b->lr);
     /* params only: a checkpoint without state cannot resume */
     CHECK(trn_save(a, path, 0) == 0, "%s", trn_error(a));
     CHECK(trn_load(b, path, 0) == -1 && strstr(trn_error(b), "--init") && strstr(trn_error(b), "saved with parameters only"), "%s", trn_error(b));
@@ -755,7 +764,7 @@ static void test_init_errors(void) {
     CHECK(trn_step_count(s) == 0, "--init changed the step");
     trn_destroy(o);
     /* ... and states this model does not have (another model's: gradient
-     * accumulators acc.w, acc.b; the file's "params" metadata names the
+     * accumulators grad_acc.w, grad_acc.b; the file's "params" metadata names the
      * parameters) are skipped too; the params load */
     TrnSession *ac = cpu_session(&bigram_accum, 5);
     trn_step(ac, feed_fixed, NULL, -1);
@@ -949,6 +958,11 @@ static void test_corrupt(void) {
     write_st(bad, "{\"w\":{\"dtype\":\"F32\",\"shape\":[8,8],\"data_offsets\":[0,256]},\"w\":{\"dtype\":\"F32\",\"shape\":[8,8],\"data_offsets\":[0,256]}}",
              g, 256);
     CHECK(trn_load(s, bad, 1) == -1 && strstr(trn_error(s), "appears twice"), "%s", trn_error(s));
+    /* b's bytes are the last 32 of w's; a tensor with no bytes overlaps nothing */
+    write_st(bad, "{\"w\":{\"dtype\":\"F32\",\"shape\":[8,8],\"data_offsets\":[0,256]},\"b\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[224,256]},"
+                  "\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}",
+             g, 256);
+    CHECK(trn_load(s, bad, 1) == -1 && strstr(trn_error(s), "tensors 'w' [0, 256] and 'b' [224, 256] overlap"), "%s", trn_error(s));
     write_st(bad, "{\"w\":{\"dtype\":\"F32\",\"shape\":[8,8],\"data_offsets\":[0,256]}} x", g, 256);
     CHECK(trn_load(s, bad, 1) == -1 && strstr(trn_error(s), "text after the header"), "%s", trn_error(s));
     CHECK(trn_load(s, P("nonexistent.safetensors"), 1) == -1 && strstr(trn_error(s), "No such file"), "%s", trn_error(s));
