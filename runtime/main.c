@@ -776,6 +776,9 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
         if (!(r->train = rt_data_open(&spec, e, sizeof e))) return fail(r, "--data: %s", e);
         if (s->has_data_pos) rt_data_seek(r->train, s->data_pos);
         r->feed.d = r->train;
+    } else if (a->data && !a->quiet) { /* a run with nothing to train: say so, or a wrong path goes unseen */
+        fprintf(stderr, "%s: note: --data %s is not read: the run has no step to train (step %" PRId64 " of %" PRId64 ") and no --sample\n",
+                r->prog, a->data, s->step, s->total);
     }
     if (a->val) {
         RtDataSpec spec = {a->val, r->B, r->T, 0, s->seed, "data.val", token_end(m), 1};

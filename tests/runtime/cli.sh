@@ -186,6 +186,11 @@ check "short --val: a warning" grep -qF "warning: --val $dir/val65.bin has 4 row
 # a token file that is not a regular file has no size to check
 out_error "--data /dev/zero" "error: --data: /dev/zero: not a regular file" --data /dev/zero
 
+# --data with nothing to train is not read: a note says so (a wrong path would go unseen)
+"$exe" --data "$dir/no-such.bin" --steps 0 2> "$dir/unread.txt"
+check "--data unread: exit 0" test $? -eq 0
+check "--data unread: a note" grep -qF "note: --data $dir/no-such.bin is not read: the run has no step to train (step 0 of 0) and no --sample" "$dir/unread.txt"
+
 # --quiet: nothing on stderr
 "$exe" --data "$dir/train.bin" --steps 3 --quiet 2> "$dir/quiet.txt"
 check "--quiet exits 0" test $? -eq 0
