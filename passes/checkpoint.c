@@ -12,11 +12,13 @@
  *      named NAME.INDEX.... (the names `repeat N as NAME` gives) belongs to
  *      repetition (NAME, INDEX); one that reads a param of no repetition
  *      (wte, ln_f) belongs to none; a node that reads no param belongs to
- *      the segment it follows, and so does one whose repetition had a
- *      segment before (a block reading an earlier block's weight, passed
- *      to it: it stays in its own block, which is counted once).  A
- *      segment is a run of forward nodes between two changes of owner.  A widening cast read in the forward only by
- *      one later segment belongs to that segment (its narrower operand
+ *      the segment it follows, and so does one in a repetition's segment
+ *      whose repetition had a segment before (a block reading an earlier
+ *      block's weight, passed to it, stays in its own block).  A segment
+ *      is a run of forward nodes between two changes of owner; a block is
+ *      counted once however many segments it has (a read of a param of no
+ *      repetition splits it).  A widening cast read in the forward only
+ *      by one later segment belongs to that segment (its narrower operand
  *      crosses the boundary instead);
  *   3. in a segment of a repetition, a value that a node outside the
  *      forward reads (the backward), and that no forward node after the
@@ -179,9 +181,9 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
         Node *n = g->nodes[i];
         if (!c.fwd[n->id] || op_has(n->op, OPF_SOURCE)) continue;
         const char *own = owner(g, n);
-        if (own[0] && own[0] != '-' && cur && strcmp(own, cur) != 0)
+        if (own[0] && own[0] != '-' && cur && cur[0] != '-' && strcmp(own, cur) != 0)
             for (int s = 0; s < nseg; s++)
-                if (strcmp(sown[s], own) == 0) { /* an earlier repetition's weight: the segment it follows */
+                if (strcmp(sown[s], own) == 0) { /* in a block, an earlier block's weight: the segment it follows */
                     own = "";
                     break;
                 }
@@ -222,8 +224,16 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
         if (into >= 0) c.seg[n->id] = into;
     }
     ir_uses_free(us);
-    int nrep = 0;
-    for (int s = 0; s < nseg; s++) nrep += rep[s];
+    /* blk[s]: the block a repetition's segment is of, counted in the order
+     * the blocks begin (a block that a param of no repetition splits has
+     * two segments, one block) */
+    int nrep = 0, *blk = xcalloc((size_t)nseg + 1, sizeof(int));
+    for (int s = 0; s < nseg; s++) {
+        if (!rep[s]) continue;
+        int b = 0;
+        while (b < s && !(rep[b] && strcmp(sown[b], sown[s]) == 0)) b++;
+        blk[s] = b < s ? blk[b] : nrep++;
+    }
     if (po->ckpt_nblocks) *po->ckpt_nblocks = nrep;
     bool ok = true;
     if (!nrep) {
@@ -248,12 +258,13 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
     }
     for (int i = 0; i < g->noutputs; i++) kept[g->outputs[i].value->id] = true;
     Use *rd = NULL;
-    int caprd = 0, segs = 0, r = -1;
+    int caprd = 0, segs = 0;
+    bool *redone = xcalloc((size_t)nrep + 1, sizeof(bool)); /* by block: some segment recomputed */
     for (int s = 0; ok && s < nseg; s++) {
         if (!rep[s]) continue;
         /* the last `keep` blocks keep their activations: the backward
          * reaches them first, while everything the forward saved is live */
-        if (++r >= nrep - keep) continue;
+        if (blk[s] >= nrep - keep) continue;
         /* the backward's reads of segment s's recomputable values */
         int nrd = 0, first = -1;
         for (int i = 0; i < g->nnodes; i++) {
@@ -279,7 +290,8 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
             else rd[k].node->in[rd[k].idx] = cl->out[u->res];
         }
         g->ip = -1;
-        segs++;
+        segs += !redone[blk[s]];
+        redone[blk[s]] = true;
     }
     if (ok && !po->quiet && (segs || !budget)) { /* (budget's choice of none has its own note) */
         double all = 0; /* the micro-batch's FLOPs, the clones' included */
@@ -296,6 +308,8 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
     free(rep);
     free(last);
     free(sown);
+    free(blk);
+    free(redone);
     free(c.fwd);
     free(c.seg);
     free(c.clone);

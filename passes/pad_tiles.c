@@ -18,7 +18,8 @@
  * The activation must map 0 to 0 (relu, gelu, silu, tanh, swiglu, geglu,
  * a product), so the padded units are 0, W2's padded columns meet only
  * zeros, and every padded gradient is exactly 0.  Each of the block's
- * params is read by the block alone (a note where one is not).
+ * params is read only by blocks with the same params (one block
+ * repeated), once in each; a note where one is not.
  *
  * Padded rows and columns start at zero (a padded param keeps its original
  * shape in {unpadded}: initialisation counts over it, checkpoints save and
@@ -275,15 +276,10 @@ static int nreaders(Pad *P, Value *v) {
     return n;
 }
 
-/* The feed-forward block whose down projection is mm2, into f: true when
- * its hidden dimension may be padded.  Each of its params must be read by
- * this block's one product or bias add and by nothing else (a second
- * product of W1 would see the padded units; a W2 shared with another
- * block would be padded for one and not the other): false, with *shared
- * the first param that is not, when the block's form is right but that
- * fails. */
-static bool ffn_of(Pad *P, Node *mm2, Ffn *f, Node **shared) {
-    *shared = NULL;
+/* The feed-forward block whose down projection is mm2, into f: its form
+ * only (which params, whether the activation keeps zeros); ffn_params_ok
+ * says whether its params may be padded. */
+static bool ffn_of(Pad *P, Node *mm2, Ffn *f) {
     memset(f, 0, sizeof *f);
     if (ir_int(mm2, "ta", 0) || !ir_int(mm2, "tb", 0) || !(f->w2 = param_under(mm2->in[1]))) return false;
     if (f->w2->out[0]->ty.shape.rank != 2) return false;
@@ -310,33 +306,50 @@ static bool ffn_of(Pad *P, Node *mm2, Ffn *f, Node **shared) {
     Node *ws[2] = {f->w1, f->w3};
     for (int k = 0; k < 2; k++)
         if (ws[k] && ws[k]->out[0]->ty.shape.d[0] != f->F) return false;
-    if (f->w1 == f->w3 || f->w1 == f->w2) return false;
+    return f->w1 != f->w3 && f->w1 != f->w2;
+}
+
+static bool same_params(const Ffn *a, const Ffn *b) {
+    return a->w1 == b->w1 && a->b1 == b->b1 && a->w3 == b->w3 && a->b3 == b->b3 && a->w2 == b->w2;
+}
+
+/* Whether the params of block f (one of the n blocks all) may be padded:
+ * each is read only by blocks with the same params, once in each (a
+ * second product of W1 would see the padded units; a W2 that another
+ * block with its own W1 reads would be padded for one and not the other;
+ * blocks sharing all their params, one block repeated, pad together).
+ * NULL when they may, else the first param that may not. */
+static Node *ffn_params_ok(Pad *P, const Ffn *f, const Ffn *all, int n) {
+    int same = 0;
+    for (int j = 0; j < n; j++) same += same_params(f, &all[j]);
     Node *ps[5] = {f->w2, f->w1, f->b1, f->w3, f->b3};
     for (int k = 0; k < 5; k++) {
         if (!ps[k]) continue;
-        bool ok = nreaders(P, ps[k]->out[0]) == 1 && uses_ok(P, ps[k]->out[0], k == 2 || k == 4 ? bias_use_ok : only_matmul_weight, NULL);
-        if (!ok) {
-            *shared = ps[k];
-            return false;
-        }
+        bool bias = k == 2 || k == 4;
+        if (nreaders(P, ps[k]->out[0]) != same || !uses_ok(P, ps[k]->out[0], bias ? bias_use_ok : only_matmul_weight, NULL)) return ps[k];
     }
-    return true;
+    return NULL;
 }
 
 static void pad_hidden(Pad *P, int mult) {
     Graph *g = P->g;
+    /* every block first: what reads a param is known before any is padded */
+    Ffn *all = xcalloc((size_t)g->nnodes + 1, sizeof *all);
+    int n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i]->op == OP_matmul && ffn_of(P, g->nodes[i], &all[n])) n++;
     Node *said = NULL; /* the last param a note named: blocks sharing it are said once */
-    for (int i = 0; i < g->nnodes; i++) {
-        Ffn f;
-        Node *shared;
-        if (g->nodes[i]->op != OP_matmul) continue;
-        if (!ffn_of(P, g->nodes[i], &f, &shared)) {
-            if (shared && shared != said && round_up(f.F, mult) != f.F && !P->quiet)
+    for (int i = 0; i < n; i++) {
+        Ffn f = all[i];
+        Node *shared = ffn_params_ok(P, &f, all, n);
+        if (shared) {
+            if (shared != said && round_up(f.F, mult) != f.F && !P->quiet)
                 note_at(P->d, shared->loc, "pad-tiles: the hidden dimension (%lld) of the feed-forward block of %s is not padded: %s has readers outside it",
                         (long long)f.F, ir_source_name(f.w2), ir_source_name(shared));
-            if (shared) said = shared;
+            said = shared;
             continue;
         }
+        f.F = f.w2->out[0]->ty.shape.d[1]; /* a block sharing the params of one padded before it: padded now */
         int64_t Fp = round_up(f.F, mult);
         if (Fp == f.F || padded_before(P, f.w2, 1, mult) || padded_before(P, f.w1, 0, mult)) continue;
         Node *rows[4] = {f.w1, f.b1, f.w3, f.b3};
@@ -347,6 +360,7 @@ static void pad_hidden(Pad *P, int mult) {
             if (rows[k]) set_shape(P, rows[k], 0, Fp, "hidden", mult);
         set_shape(P, f.w2, 1, Fp, "hidden", mult);
     }
+    free(all);
 }
 
 /* ---- after the shapes changed ---- */

@@ -257,13 +257,18 @@ static int init_all(TrnSession *s) {
     return rt_refresh_copies(s, -1);
 }
 
+/* TrnOptions' numbers: -1 when one is out of range (err says which). */
+static int check_options(const TrnOptions *opt, char *err, size_t errn) {
+    if (opt && opt->seed < -1) return rt_fail(err, errn, "TrnOptions.seed is %lld: -1 (the model's) or a seed >= 0", (long long)opt->seed);
+    if (opt && opt->threads < 0) return rt_fail(err, errn, "TrnOptions.threads is %d: 0 (the default) or a thread count", opt->threads);
+    return 0;
+}
+
 TrnSession *trn_create_with_backend(const TrnModel *m, TrnBackend be, const TrnOptions *opt, char *err, size_t errn) {
     TrnOptions dflt = {"auto", 0, -1, 0};
     if (!opt) opt = &dflt;
-    if (opt->seed < -1 || opt->threads < 0) {
+    if (check_options(opt, err, errn) != 0) {
         if (be.destroy) be.destroy(be.self);
-        if (opt->seed < -1) rt_fail(err, errn, "TrnOptions.seed is %lld: -1 (the model's) or a seed >= 0", (long long)opt->seed);
-        else rt_fail(err, errn, "TrnOptions.threads is %d: 0 (the default) or a thread count", opt->threads);
         return NULL;
     }
     if (rt_check_model(m, err, errn) != 0) {
@@ -313,7 +318,7 @@ TrnSession *trn_create_with_backend(const TrnModel *m, TrnBackend be, const TrnO
 TrnSession *trn_create(const TrnModel *m, const TrnOptions *opt, char *err, size_t errn) {
     const char *dev = opt && opt->device ? opt->device : "auto";
     int flags = opt && opt->poison ? TRN_FLAG_POISON : 0;
-    if (rt_check_model(m, err, errn) != 0) return NULL;
+    if (check_options(opt, err, errn) != 0 || rt_check_model(m, err, errn) != 0) return NULL; /* before a backend is made */
     TrnBackend be;
     memset(&be, 0, sizeof be);
     double t0 = rt_now();
@@ -438,22 +443,27 @@ static int run(TrnSession *s, TrnRun which, const char *what) {
 
 /* After a step that failed part way: the gradient accumulators
  * ("grad_acc.P", trainc_rt.h) zeroed, so that the micro-batches that ran
- * do not add into the next step.  What failed is kept in s->err. */
+ * do not add into the next step.  What failed stays first in s->err; a
+ * zeroing that fails too is said after it. */
 static void clear_accumulators(TrnSession *s) {
     const TrnModel *m = s->m;
     void *zero = NULL;
     size_t have = 0;
-    char e[512];
+    char e[512] = "out of memory";
     for (int i = 0; i < m->ntensors; i++) {
         const TrnTensor *t = &m->tensors[i];
         if (t->kind != TRN_STATE || strncmp(t->name, "grad_acc.", 9) != 0) continue;
         size_t n = (size_t)rt_nbytes(t->dtype, t->numel);
         if (n > have) {
             free(zero);
-            if (!(zero = calloc(1, n))) break;
-            have = n;
+            zero = calloc(1, n);
+            have = zero ? n : 0;
         }
-        if (s->be.write(s->be.self, i, zero, e, sizeof e) != 0) break;
+        if (!zero || s->be.write(s->be.self, i, zero, e, sizeof e) != 0) {
+            size_t l = strlen(s->err);
+            snprintf(s->err + l, sizeof s->err - l, "; zeroing '%s' after it failed too (%s): the next step adds to what remains", t->name, e);
+            break;
+        }
     }
     free(zero);
 }
@@ -477,20 +487,26 @@ int trn_step(TrnSession *s, TrnFeed feed, void *ctx, double lr) {
         }
         if (m->t_seed >= 0 && rt_set_scalar(s, m->t_seed, rt_micro_seed(s->seed, step, micro)) != 0) goto fail;
         if (run(s, TRN_RUN_MICRO, "the micro-batch schedule") != 0) goto fail;
+        if (s->grad_accum == 1) { /* the update ran in it: the step is taken, whatever follows */
+            s->step = step;
+            s->data_pos++;
+        }
         double l = NAN;
         if (m->t_loss >= 0 && rt_get_scalar(s, m->t_loss, &l) != 0) goto fail;
         sum += l;
     }
     if (run(s, TRN_RUN_UPDATE, "the update schedule") != 0) return -1;
+    if (s->grad_accum > 1) {
+        s->step = step;
+        s->data_pos += s->grad_accum;
+    }
     s->loss = m->t_loss >= 0 ? sum / (double)s->grad_accum : NAN;
     s->grad_norm = NAN;
-    s->step = step;
-    s->data_pos += s->grad_accum;
     if (m->t_grad_norm >= 0 && rt_get_scalar(s, m->t_grad_norm, &s->grad_norm) != 0) return -1;
     return 0;
 fail:
-    /* with grad_accum 1 the update runs inside the micro-batch: nothing
-     * was accumulated, or the update itself failed (no undoing that) */
+    /* before the update: what the micro-batches that ran accumulated is
+     * dropped (with grad_accum 1 there is none, or the update ran) */
     if (s->grad_accum > 1) clear_accumulators(s);
     return -1;
 }

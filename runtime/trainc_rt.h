@@ -195,10 +195,12 @@ int trn_get(TrnSession *s, const char *name, void *data, size_t bytes);
  * are already set and grad_accum == 1.  lr < 0 uses the schedule; NaN and
  * infinities are errors.  The mean
  * loss over the micro-batches is available from trn_loss afterwards.  A
- * step that fails before its update (a feed that fails, a refused value)
- * changes no parameter or state and is not counted: the next trn_step is
- * the step again; one whose update fails may have applied part of it.
- * Each step counts grad_accum micro-batches into a checkpoint's data.pos. */
+ * step that fails before its update ran (a feed that fails, a refused
+ * value) changes no parameter or state and is not counted: the next
+ * trn_step is the step again.  One whose update ran is counted, also when
+ * reading its loss or gradient norm fails after it; one whose update
+ * fails may have applied part of it.  Each step counts grad_accum
+ * micro-batches into a checkpoint's data.pos. */
 typedef int (*TrnFeed)(void *ctx, TrnSession *s, int micro);
 int    trn_step(TrnSession *s, TrnFeed feed, void *ctx, double lr);
 double trn_loss(const TrnSession *s);                    /* mean loss of the last step */
