@@ -539,6 +539,17 @@ static bool check_classes(Graph *g, Node *n, Diag *d, int64_t V) {
     return true;
 }
 
+/* {ignore_index} (default -100) set on n; at most 2^53 in magnitude, as
+ * every integer the interpreter holds (a double) and the generated code
+ * writes as a literal (-2^63 has none) */
+static bool set_ignore_index(Graph *g, Node *n, Diag *d) {
+    int64_t ig = ir_int(n, "ignore_index", -100);
+    if (ig < -(INT64_C(1) << 53) || ig > (INT64_C(1) << 53))
+        return fail(d, n, "ignore_index is %lld: it must be in -2^53 .. 2^53", (long long)ig);
+    ir_set_int(g, n, "ignore_index", ig);
+    return true;
+}
+
 static bool check_ce(Graph *g, Node *n, Diag *d, int lg) {
     char a[160], b[160];
     const Type *L = IN(lg), *T = IN(lg + 1);
@@ -546,7 +557,7 @@ static bool check_ce(Graph *g, Node *n, Diag *d, int lg) {
     bool ok = L->shape.rank == T->shape.rank + 1;
     for (int i = 0; ok && i < T->shape.rank; i++) ok = L->shape.d[i] == T->shape.d[i];
     if (!ok) return fail(d, n, "logits %s must be targets %s with one more (class) dimension", TS(L, a), TS(T, b));
-    ir_set_int(g, n, "ignore_index", ir_int(n, "ignore_index", -100));
+    if (!set_ignore_index(g, n, d)) return false;
     return check_classes(g, n, d, L->shape.d[L->shape.rank - 1]);
 }
 
@@ -650,7 +661,7 @@ static bool infer_linear_ce(Graph *g, Node *n, Diag *d) {
     for (int i = 0; ok && i < T->shape.rank; i++) ok = T->shape.d[i] == X->shape.d[i];
     if (!ok) return fail(d, n, "targets %s must be x %s without its last dimension", TS(T, a), TS(X, b));
     int64_t V = W->shape.d[0], rows = shape_numel(&T->shape);
-    ir_set_int(g, n, "ignore_index", ir_int(n, "ignore_index", -100));
+    if (!set_ignore_index(g, n, d)) return false;
     int64_t cls = ir_int(n, "classes", V), chunk = ir_int(n, "chunk", rows);
     if (cls < 1 || cls > V) return fail(d, n, "classes must be in 1..%lld", (long long)V);
     if (chunk < 1) return fail(d, n, "chunk must be >= 1");

@@ -145,7 +145,7 @@ static bool *forward_set(Graph *g) {
 void ir_stats(Graph *g, GraphStats *s) {
     memset(s, 0, sizeof *s);
     bool *fwd = forward_set(g);
-    double flops = 0, fwd_flops = 0;
+    double flops = 0, fwd_flops = 0, params = 0, bytes = 0, trainable = 0; /* in double, saturated: no overflow */
     for (int i = 0; i < g->nnodes; i++) {
         Node *n = g->nodes[i];
         double f = node_flops(n);
@@ -153,14 +153,17 @@ void ir_stats(Graph *g, GraphStats *s) {
         flops += f;
         if (fwd[n->id]) fwd_flops += f;
         if (n->op == OP_param) {
-            int64_t k = shape_numel(&n->out[0]->ty.shape);
-            s->params += k;
-            s->param_bytes += k * dtype_size[n->out[0]->ty.dt];
-            if (ir_is_trainable(n)) s->trainable_params += k;
+            double k = numel(n->out[0]);
+            params += k;
+            bytes += k * dtype_size[n->out[0]->ty.dt];
+            if (ir_is_trainable(n)) trainable += k;
         }
     }
     s->flops = saturate(flops);
     s->fwd_flops = saturate(fwd_flops);
+    s->params = saturate(params);
+    s->param_bytes = saturate(bytes);
+    s->trainable_params = saturate(trainable);
     free(fwd);
 }
 
@@ -245,13 +248,16 @@ void ir_print_stats(FILE *f, Graph *g) {
             sep = ", ";
         }
     fprintf(f, "%s\n", *sep == ' ' ? " none" : "");
+    /* a count that saturated is at least INT64_MAX: said so */
+#define AT_LEAST(v) ((v) == INT64_MAX ? ">= " : "")
     put_grouped(a, sizeof a, s.params);
     put_bytes(b, sizeof b, (double)s.param_bytes);
-    fprintf(f, "params: %s (%s %s)\n", a, b, dt_seen < 0 ? "f32" : mixed ? "mixed" : dtype_name[dt_seen]);
+    fprintf(f, "params: %s%s (%s%s %s)\n", AT_LEAST(s.params), a, AT_LEAST(s.param_bytes), b, dt_seen < 0 ? "f32" : mixed ? "mixed" : dtype_name[dt_seen]);
     put_grouped(a, sizeof a, s.trainable_params);
-    fprintf(f, "trainable: %s\n", a);
+    fprintf(f, "trainable: %s%s\n", AT_LEAST(s.trainable_params), a);
     ir_format_flops(a, sizeof a, (double)s.fwd_flops);
     ir_format_flops(b, sizeof b, (double)s.flops);
-    fprintf(f, "forward: %s\n", a);
-    fprintf(f, "total: %s (every node once)\n", b);
+    fprintf(f, "forward: %s%s\n", AT_LEAST(s.fwd_flops), a);
+    fprintf(f, "total: %s%s (every node once)\n", AT_LEAST(s.flops), b);
+#undef AT_LEAST
 }

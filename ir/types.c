@@ -172,14 +172,15 @@ bool train_parse_size(const char *s, int64_t *out, const char **why) {
 
 /* What a numeric key's value must be, where not every value of its kind
  * means something: NULL when v is one of them, else the allowed values in
- * words.  Floats must be finite too (checked by the caller). */
-typedef enum { R_GE0, R_GE1, R_GT0, R_UNIT, R_BOOL, R_PAD, R_FUSION, R_SCALE, R_WINDOW } KeyRange;
-static const char *key_range(const TrainKeyInfo *k, double v) {
+ * words.  Floats must be finite too (checked by the caller).  v is a long
+ * double, which holds every int64 (2^53 + 1 is past steps' 2^53). */
+typedef enum { R_GE0, R_GE1, R_GT0, R_UNIT, R_BOOL, R_PAD, R_FUSION, R_SCALE, R_WINDOW, R_STEPS, R_ACCUM } KeyRange;
+static const char *key_range(const TrainKeyInfo *k, long double v) {
     static const struct { const char *name; KeyRange r; } ranges[] = {
         {"lr", R_GE0},           {"min_lr", R_GE0},       {"beta1", R_UNIT},       {"beta2", R_UNIT},
         {"eps", R_GE0},          {"weight_decay", R_GE0}, {"momentum", R_GE0},     {"grad_clip", R_GE0},
         {"loss_scale", R_SCALE}, {"lora_alpha", R_GE0},   {"decay_all", R_BOOL},   {"nesterov", R_BOOL},
-        {"pad_tiles", R_BOOL},   {"warmup", R_GE0},       {"steps", R_GE0},        {"grad_accum", R_GE1},
+        {"pad_tiles", R_BOOL},   {"warmup", R_GE0},       {"steps", R_STEPS},      {"grad_accum", R_ACCUM},
         {"loss_scale_window", R_WINDOW}, {"fusion", R_FUSION}, {"pad_multiple", R_PAD}, {"checkpoint_blocks", R_GE0},
         {"memory_budget", R_GE0}, {"lora_rank", R_GE0},   {"seed", R_GE0},         {"eval_every", R_GE0},
         {"eval_steps", R_GE1},   {"save_every", R_GE0},
@@ -198,6 +199,10 @@ static const char *key_range(const TrainKeyInfo *k, double v) {
         /* amp.scale is an f32 that doubles up to 2^40; amp.good_steps an f32 count */
         case R_SCALE: return v >= 0x1p-24 && v <= 0x1p40 ? NULL : "a number in [2^-24, 2^40]";
         case R_WINDOW: return v >= 1 && v <= 0x1p24 ? NULL : "an integer in 1 .. 2^24";
+        /* as the runtime's --steps; micro-batches a step: 2^20 (a step of
+         * more would run for days; counts of tokens stay far from 2^63) */
+        case R_STEPS: return v >= 0 && v <= 0x1p53 ? NULL : "an integer in 0 .. 2^53";
+        case R_ACCUM: return v >= 1 && v <= 0x1p20 ? NULL : "an integer in 1 .. 2^20";
         }
     }
     return NULL;
@@ -228,7 +233,7 @@ static bool set_key(TrainConfig *tc, Arena *a, const TrainKeyInfo *k, const char
             }
             v = (long long)dv;
         }
-        const char *want = key_range(k, (double)v);
+        const char *want = key_range(k, (long double)v);
         if (want) {
             snprintf(err, errn, "train key '%s' takes %s, not %lld", k->name, want, v);
             return false;

@@ -55,6 +55,15 @@ static bool adapt(Graph *g, Node *w, void *ctx, Diag *d) {
         return false;
     }
     int64_t out = ty->shape.d[0], in = ty->shape.d[1];
+    /* a rank past the weight's smaller side adds parameters and no rank
+     * (B A has rank min(out, in) at most); a huge one would make adapters
+     * past the IR's sizes */
+    if (L->r > (out < in ? out : in)) {
+        error_at(d, train_loc(&g->train, "lora_rank"), "LoRA: lora_rank = %lld is more than target '%s' %s can use (at most min(out, in) = %lld)",
+                 (long long)L->r, name, type_str(ty, b, sizeof b), (long long)(out < in ? out : in));
+        note_at(d, w->loc, "'%s' is declared here", name);
+        return false;
+    }
     /* the products first: every use must be one */
     Uses *u = ir_uses(g);
     UseList *ul = &u->of[w->out[0]->id];

@@ -557,7 +557,7 @@ static void progress(Run *r, int64_t step, double loss, double lr, double gn, do
 
 static int train(Run *r) {
     TrnSession *s = r->s;
-    int64_t tokens_per_step = r->B * r->T * s->grad_accum;
+    double tokens_per_step = (double)r->B * (double)r->T * (double)s->grad_accum; /* a rate's numerator: no overflow */
     double ema = -1, t_start = rt_now(), last_draw = 0;
     int warned_nan = 0, warned_skip = 0;
     int64_t first = s->step + 1, skip_run = 0; /* fp16: steps in a row that an overflow skipped */
@@ -575,7 +575,7 @@ static int train(Run *r) {
         s->data_pos = rt_data_pos(r->train);
         ema = ema < 0 ? dt : 0.9 * ema + 0.1 * dt;
         double loss = trn_loss(s), lr = trn_lr_at(s, step), gn = trn_grad_norm(s);
-        double tok_s = dt > 0 ? (double)tokens_per_step / dt : 0;
+        double tok_s = dt > 0 ? tokens_per_step / dt : 0;
         int last = step == s->total;
         if (!isfinite(loss) && !warned_nan && !r->a.quiet) {
             end_line(r);
