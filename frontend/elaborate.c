@@ -32,11 +32,16 @@ void elab_note(Elab *e, SrcLoc loc, const char *fmt, ...) {
 
 /* The calls that led here, innermost first: of a chain longer than 11,
  * the first 9 (the last of them saying how many are left out) and the
- * outermost 2. */
-void elab_note_chain(Elab *e) {
+ * outermost 2.  An innermost call at `at` (an error reported at the call
+ * itself) is not noted again. */
+static void note_chain_from(Elab *e, SrcLoc at) {
     int n = 0, k = 0;
-    for (Frame *f = e->fr; f && f->blk; f = f->up) n++;
-    for (Frame *f = e->fr; f && f->blk; f = f->up, k++) {
+    Frame *top = e->fr;
+    if (top && top->blk && top->call_loc.file && at.file && strcmp(top->call_loc.file, at.file) == 0 && top->call_loc.line == at.line &&
+        top->call_loc.col == at.col)
+        top = top->up;
+    for (Frame *f = top; f && f->blk; f = f->up) n++;
+    for (Frame *f = top; f && f->blk; f = f->up, k++) {
         if (n > 11 && k > 8 && k < n - 2) continue;
         if (n > 11 && k == 8)
             elab_note(e, f->call_loc, "in block '%s' (scope '%s') called here, within %d calls left out", f->blk->name, f->scope, n - 11);
@@ -44,6 +49,8 @@ void elab_note_chain(Elab *e) {
             elab_note(e, f->call_loc, "in block '%s' (scope '%s') called here", f->blk->name, f->scope);
     }
 }
+
+void elab_note_chain(Elab *e) { note_chain_from(e, NOLOC); }
 
 static void over_budget(Elab *e, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void over_budget(Elab *e, SrcLoc loc, const char *fmt, ...) {
@@ -574,9 +581,18 @@ static void elab_model(Elab *e, Top *m) {
 
 /* ---- the program ---- */
 
+/* Diag.on_report while elaborating: every error and warning, from the
+ * elaborator, a builtin or shape inference, gets the chain of block calls
+ * that led to it. */
+static void report_chain(void *ctx, SrcLoc at) { note_chain_from(ctx, at); }
+
 bool elab_program(Program *prog, Graph *g, const char *file, const Define *defs, int ndefs, Arena *tmp, Diag *d) {
     Elab E = {.g = g, .d = d, .a = tmp, .file = file}, *e = &E;
     int errors0 = d->nerrors;
+    void (*report0)(void *, SrcLoc) = d->on_report;
+    void *report_ctx0 = d->on_report_ctx;
+    d->on_report = report_chain;
+    d->on_report_ctx = e;
     Top *model = NULL, *train = NULL;
     for (int i = 0; i < prog->tops.n; i++) {
         Top *t = prog->tops.v[i];
@@ -664,5 +680,7 @@ bool elab_program(Program *prog, Graph *g, const char *file, const Define *defs,
         if (b.len) note_at(d, NOLOC, "constants set on the command line: %s", b.s);
         sb_free(&b);
     }
+    d->on_report = report0;
+    d->on_report_ctx = report_ctx0;
     return d->nerrors == errors0;
 }

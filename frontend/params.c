@@ -70,8 +70,7 @@ static bool claim_name(Elab *e, const char *full, SrcLoc loc, bool is_input) {
         const char *key = arena_printf(e->a, "prefix:%d:%d:%d:%d", loc.line, loc.col, e->fr->call_loc.line, e->fr->call_loc.col);
         if (elab_map_get(&e->reported, key)) return false; /* once per declaration, not per repeat */
         elab_map_put(e->a, &e->reported, key, e);
-        error_at(e->d, loc, "'%s' %s", full, why);
-        elab_note_chain(e);
+        error_at(e->d, loc, "'%s' %s", full, why); /* the call chain: Diag.on_report */
         return false;
     }
     Source *prev = elab_map_get(&e->sources, full);

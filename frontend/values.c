@@ -53,10 +53,7 @@ Val elab_emit(Elab *e, Node *n) {
         e->over_budget = true;
         return val_poison();
     }
-    if (!ir_emit(e->g, n, e->d)) {
-        elab_note_chain(e);
-        return val_poison();
-    }
+    if (!ir_emit(e->g, n, e->d)) return val_poison(); /* the call chain: Diag.on_report */
     for (int i = 0; i < n->nout; i++)
         if (!elab_check_type(e, &n->out[i]->ty, n->loc)) return val_poison();
     return val_tensor(n->out[0]);

@@ -108,6 +108,11 @@ typedef struct Diag {
     uint64_t seen[32];            /* hashes of the first 32 printed */
     int      nseen, nrepeats;     /* nrepeats: errors not printed as repeats */
     bool     muted, stopped;      /* stopped: max_errors reached */
+    /* called after an error or warning is printed (not a repeat), to add
+     * its caller's notes (the elaborator's: the block calls that led to
+     * it, whichever code reported it) */
+    void   (*on_report)(void *ctx, SrcLoc at);
+    void    *on_report_ctx;
 } Diag;
 void diag_init(Diag *d, FILE *out);
 void diag_free(Diag *d);

@@ -357,6 +357,12 @@ void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list a
     fputc('\n', d->out);
     free(msg);
     print_caret(d, loc);
+    if (!is_note && d->on_report) {
+        void (*report)(void *, SrcLoc) = d->on_report; /* not again from within */
+        d->on_report = NULL;
+        report(d->on_report_ctx, loc);
+        d->on_report = report;
+    }
 }
 
 void error_at(Diag *d, SrcLoc loc, const char *fmt, ...) {
