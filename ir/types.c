@@ -152,6 +152,9 @@ bool train_parse_size(const char *s, int64_t *out, const char **why) {
     if (!len) return false;
     const char *p = s + len;
     double v = strtod(s, NULL);
+    bool nonzero = false; /* a mantissa that is not 0 (1e-400 underflows to 0) */
+    for (const char *q = s; q < p && *q != 'e' && *q != 'E'; q++) nonzero |= *q >= '1' && *q <= '9';
+    if (v == 0 && nonzero) return *why = "it rounds down to 0 bytes, and 0 means no budget", false;
     const char *end = p;
     while (*end == ' ') end++;
     static const struct { const char *unit; double mul; } units[] = {

@@ -229,13 +229,18 @@ int rt_refresh_copies(TrnSession *s, int param) {
 static int init_all(TrnSession *s) {
     const TrnModel *m = s->m;
     int64_t maxb = 0;
+    int big = -1; /* the largest, which the host buffer is made for */
     for (int i = 0; i < m->ntensors; i++)
         if (m->tensors[i].kind == TRN_PARAM || m->tensors[i].kind == TRN_STATE) {
             int64_t b = rt_nbytes(m->tensors[i].dtype, m->tensors[i].numel);
-            if (b > maxb) maxb = b;
+            if (b > maxb) maxb = b, big = i;
         }
-    unsigned char *host = rt_malloc((size_t)maxb, s->err, sizeof s->err);
-    if (!host) return -1;
+    unsigned char *host = maxb > 0 ? malloc((size_t)maxb) : NULL;
+    if (maxb > 0 && !host) {
+        char hb[64];
+        rt_human_bytes(hb, sizeof hb, maxb);
+        return rt_seterr(s, "out of memory: the host buffer that initialises the parameters, %s for the largest, '%s'", hb, m->tensors[big].name);
+    }
     for (int i = 0; i < m->ntensors; i++) {
         const TrnTensor *t = &m->tensors[i];
         if (t->kind != TRN_PARAM && t->kind != TRN_STATE) continue;
