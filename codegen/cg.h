@@ -185,6 +185,9 @@ typedef struct Program {
     Sched       sched[TRN_RUN__COUNT];
     Buf        *bufs;
     int         nbufs, capbufs;
+    int        *pslot;        /* lower.c persistent_buf: the param, state and input buffers by kind and name
+                               * (open addressing: buffer id + 1, 0 empty; pcap a power of two) */
+    int         pcap, pn;
     int64_t     persistent_bytes;
     int64_t     arena_bytes;
     int64_t     peak[TRN_RUN__COUNT];              /* bytes of temporaries at the peak of each schedule */

@@ -166,18 +166,47 @@ static ValInfo *VI(Lower *L, Value *v) { return &L->s->vi[v->id]; }
 
 /* ---- materialisation ---- */
 
+static uint32_t pslot_hash(BufKind kind, const char *s) {
+    uint32_t h = 2166136261u ^ (uint32_t)kind;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* The slot of (kind, name) in p->pslot: its buffer's, or the empty one
+ * where it goes. */
+static int *pslot_find(Program *p, BufKind kind, const char *name) {
+    uint32_t m = (uint32_t)p->pcap - 1, i = pslot_hash(kind, name) & m;
+    for (; p->pslot[i]; i = (i + 1) & m) {
+        Buf *b = &p->bufs[p->pslot[i] - 1];
+        if (b->kind == kind && strcmp(b->name, name) == 0) break;
+    }
+    return &p->pslot[i];
+}
+
+/* The buffer of a source (one per kind and name, for every schedule):
+ * found in p->pslot, made the first time. */
 static int persistent_buf(Lower *L, Node *n) {
+    Program *p = L->p;
     const char *name = ir_source_name(n);
     BufKind kind = n->op == OP_param ? BK_PARAM : n->op == OP_state ? BK_STATE : BK_INPUT;
-    for (int i = 0; i < L->p->nbufs; i++) {
-        Buf *b = &L->p->bufs[i];
-        if (b->kind == kind && strcmp(b->name, name) == 0) {
-            if (!type_eq(&(Type){b->dt, b->shape}, &n->out[0]->ty))
-                die("source '%s' has different types in two schedules", name);
-            return i;
-        }
+    if (2 * (p->pn + 1) > p->pcap) { /* grow: the buffers again into twice the slots */
+        int *old = p->pslot, ocap = p->pcap;
+        p->pcap = ocap ? 2 * ocap : 256;
+        p->pslot = xcalloc((size_t)p->pcap, sizeof(int));
+        for (int i = 0; i < ocap; i++)
+            if (old[i]) *pslot_find(p, p->bufs[old[i] - 1].kind, p->bufs[old[i] - 1].name) = old[i];
+        free(old);
     }
-    return new_buf(L->p, kind, n->out[0]->ty, arena_strdup(L->p->arena, name), n->out[0], -1);
+    int *slot = pslot_find(p, kind, name);
+    if (*slot) {
+        Buf *b = &p->bufs[*slot - 1];
+        if (!type_eq(&(Type){b->dt, b->shape}, &n->out[0]->ty)) die("source '%s' has different types in two schedules", name);
+        return *slot - 1;
+    }
+    int id = new_buf(p, kind, n->out[0]->ty, arena_strdup(p->arena, name), n->out[0], -1);
+    *slot = id + 1;
+    p->pn++;
+    return id;
 }
 
 static int temp_buf(Lower *L, Value *v) {
@@ -2196,6 +2225,7 @@ void cg_free(Program *p) {
     }
     ir_graph_free(p->refresh);
     free(p->bufs);
+    free(p->pslot);
     arena_free(p->arena);
 }
 

@@ -42,7 +42,10 @@ Node *ir_new(Graph *g, Op op, int nin, Value *const *in, SrcLoc loc) {
     return n;
 }
 
+static void src_put(Graph *g, Node *n);
+
 void ir_append(Graph *g, Node *n) {
+    if (g->srcidx && op_has(n->op, OPF_SOURCE)) src_put(g, n);
     if (g->nnodes == g->capnodes) {
         int cap = g->capnodes ? 2 * g->capnodes : 64;
         Node **nn = arena_alloc(g->arena, sizeof(Node *) * (size_t)cap);
@@ -190,13 +193,60 @@ const char *ir_source_name(const Node *n) { return ir_str(n, "name", NULL); }
 
 bool ir_is_trainable(const Node *n) { return n->op == OP_param && !ir_int(n, "frozen", 0); }
 
+/* ---- the sources by op and name (ir_find_source) ----
+ * An open-addressing table in the graph's arena, made from the nodes on
+ * the first lookup and grown as ir_append adds sources: a pass that looks
+ * up a name per parameter (the optimizer's states) is linear, not
+ * quadratic, in the number of parameters.  ir_filter_nodes drops it (it
+ * removes nodes); nothing else removes a source or renames one (a source's
+ * name is set before it is appended). */
+struct SrcIndex {
+    int    cap, n;   /* cap a power of two, n <= cap / 2 */
+    Node **slot;
+};
+
+static uint32_t src_hash(Op op, const char *s) {
+    uint32_t h = 2166136261u ^ (uint32_t)op;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+static void src_grow(Graph *g, int cap) {
+    struct SrcIndex *x = g->srcidx, old = *x;
+    x->cap = cap;
+    x->n = 0;
+    x->slot = arena_alloc(g->arena, sizeof(Node *) * (size_t)cap);
+    memset(x->slot, 0, sizeof(Node *) * (size_t)cap);
+    for (int i = 0; i < old.cap; i++)
+        if (old.slot[i]) src_put(g, old.slot[i]);
+}
+
+/* n (a source with a name) into the index, unless one of its op and name
+ * is there: the first in the nodes' order is the one found. */
+static void src_put(Graph *g, Node *n) {
+    struct SrcIndex *x = g->srcidx;
+    const char *name = ir_source_name(n);
+    if (!name) return;
+    if (2 * (x->n + 1) > x->cap) src_grow(g, 2 * x->cap);
+    uint32_t m = (uint32_t)x->cap - 1, i = src_hash(n->op, name) & m;
+    for (; x->slot[i]; i = (i + 1) & m)
+        if (x->slot[i]->op == n->op && strcmp(ir_source_name(x->slot[i]), name) == 0) return;
+    x->slot[i] = n;
+    x->n++;
+}
+
 Node *ir_find_source(Graph *g, Op op, const char *name) {
-    for (int i = 0; i < g->nnodes; i++) {
-        Node *n = g->nodes[i];
-        if (n->op != op) continue;
-        const char *s = ir_source_name(n);
-        if (s && strcmp(s, name) == 0) return n;
+    if (!g->srcidx) {
+        g->srcidx = arena_alloc(g->arena, sizeof *g->srcidx);
+        *g->srcidx = (struct SrcIndex){0, 0, NULL};
+        src_grow(g, 64);
+        for (int i = 0; i < g->nnodes; i++)
+            if (op_has(g->nodes[i]->op, OPF_SOURCE)) src_put(g, g->nodes[i]);
     }
+    struct SrcIndex *x = g->srcidx;
+    uint32_t m = (uint32_t)x->cap - 1, i = src_hash(op, name) & m;
+    for (; x->slot[i]; i = (i + 1) & m)
+        if (x->slot[i]->op == op && strcmp(ir_source_name(x->slot[i]), name) == 0) return x->slot[i];
     return NULL;
 }
 
@@ -286,6 +336,7 @@ void ir_replace_all_uses(Graph *g, Value *old, Value *new_) {
 }
 
 void ir_filter_nodes(Graph *g, const bool *keep) {
+    g->srcidx = NULL; /* sources may go: made again when next asked */
     int k = 0;
     for (int i = 0; i < g->nnodes; i++)
         if (keep[g->nodes[i]->id]) g->nodes[k++] = g->nodes[i];

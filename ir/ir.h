@@ -354,6 +354,8 @@ typedef struct Graph {
     TrainConfig  train;
     bool         is_training;     /* autodiff has run */
     SrcLoc       training_loc;    /* an .ir file's: where its header says `training` */
+    struct SrcIndex *srcidx;      /* ir_find_source's index of sources by op and name: made on
+                                   * its first call, kept by ir_append, dropped by ir_filter_nodes */
 } Graph;
 
 Graph *ir_graph_new(const char *name);
