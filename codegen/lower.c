@@ -47,6 +47,7 @@ typedef struct Lower {
     int      nlb;
     int     *inuse;           /* by value id: its operand slots read inside the loop kernel that computes it */
     bool     failed;          /* an error was reported (the schedule is not made) */
+    int     *pos;             /* by node id: its index in the graph's order (lowering adds no node) */
 } Lower;
 
 /* A product that also computes a bias gradient: the sum it absorbs, the
@@ -91,7 +92,7 @@ static Kernel *new_kernel(Lower *L, KernKind kind, Node *n) {
     Kernel *k = arena_alloc(L->p->arena, sizeof *k);
     k->kind = kind;
     k->id = L->nkern++;
-    k->order = n ? ir_node_index(L->g, n) : 1 << 30;
+    k->order = n ? L->pos[n->id] : 1 << 30;
     k->loc = n ? n->loc : NOLOC;
     if (s->nk == s->capk) {
         s->capk = s->capk ? 2 * s->capk : 64;
@@ -2025,10 +2026,12 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
     s->g = g;
     s->phase = phase;
     if (!g) return true;
-    Lower L = {p, s, g, d, fuse, ir_uses(g), NULL, NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL, 0, NULL, false};
+    Lower L = {p, s, g, d, fuse, ir_uses(g), NULL, NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL, 0, NULL, false, NULL};
     L.inuse = xcalloc((size_t)g->nvalues + 1, sizeof(int));
     L.in_sched = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
     L.done = xcalloc((size_t)g->nextnode + 1, sizeof(bool));
+    L.pos = xcalloc((size_t)g->nextnode + 1, sizeof(int));
+    for (int i = 0; i < g->nnodes; i++) L.pos[g->nodes[i]->id] = i;
     s->vi = arena_alloc(p->arena, sizeof(ValInfo) * (size_t)(g->nvalues + 1));
     for (int i = 0; i < g->nnodes; i++) {
         Node *n = g->nodes[i];
@@ -2136,6 +2139,7 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
     free(L.inuse);
     free(L.in_sched);
     free(L.done);
+    free(L.pos);
     free(L.bg);
     free(L.bg_of);
     free(L.waits);

@@ -24,14 +24,18 @@ const char *cg_memcat_name(MemCat c) {
     return names[c];
 }
 
-static void add_idx(int **a, int *n, int *cap, int v) {
-    for (int i = 0; i < *n; i++)
-        if ((*a)[i] == v) return;
+static void push_idx(int **a, int *n, int *cap, int v) {
     if (*n == *cap) {
         *cap = *cap ? 2 * *cap : 8;
         *a = xrealloc(*a, sizeof(int) * (size_t)*cap);
     }
     (*a)[(*n)++] = v;
+}
+
+static void add_idx(int **a, int *n, int *cap, int v) {
+    for (int i = 0; i < *n; i++)
+        if ((*a)[i] == v) return;
+    push_idx(a, n, cap, v);
 }
 
 static void rd(Kernel *k, int b) {
@@ -47,13 +51,25 @@ static bool has_buf(const ValInfo *vi) { return vi->st == VS_BUF || vi->st == VS
 static void kernel_rw(Sched *s, Kernel *k) {
     k->nreads = k->nwrites = 0;
     if (k->nparts) {
-        /* a multi-tensor update: each part's own, and their union */
+        /* a multi-tensor update: each part's own, and their union, in the
+         * parts' order (marked by buffer id: a union of thousands of
+         * parts' buffers is linear, not quadratic) */
+        int maxb = 0;
         for (int j = 0; j < k->nparts; j++) {
             Kernel *q = k->parts[j];
             kernel_rw(s, q);
-            for (int a = 0; a < q->nreads; a++) rd(k, q->reads[a]);
-            for (int a = 0; a < q->nwrites; a++) wr(k, q->writes[a]);
+            for (int a = 0; a < q->nreads; a++) maxb = q->reads[a] > maxb ? q->reads[a] : maxb;
+            for (int a = 0; a < q->nwrites; a++) maxb = q->writes[a] > maxb ? q->writes[a] : maxb;
         }
+        unsigned char *in = xcalloc((size_t)maxb + 1, 1); /* 1: read, 2: written */
+        for (int j = 0; j < k->nparts; j++) {
+            Kernel *q = k->parts[j];
+            for (int a = 0; a < q->nreads; a++)
+                if (!(in[q->reads[a]] & 1)) in[q->reads[a]] |= 1, push_idx(&k->reads, &k->nreads, &k->capreads, q->reads[a]);
+            for (int a = 0; a < q->nwrites; a++)
+                if (!(in[q->writes[a]] & 2)) in[q->writes[a]] |= 2, push_idx(&k->writes, &k->nwrites, &k->capwrites, q->writes[a]);
+        }
+        free(in);
         return;
     }
     switch (k->kind) {
