@@ -198,8 +198,8 @@ BUILTIN(b_convert) {
     if (!elab_want_num(e, a[0], al[0], arg_what(e, bi, 0), &x)) return val_poison();
     if (strcmp(bi->name, "float") == 0) return val_float(x);
     if (a[0].k == V_INT) return a[0];
-    if (!(x > -9.2e18 && x < 9.2e18)) {
-        error_at(e->d, al[0], "int(): the number is out of range");
+    if (!(x >= -0x1p63 && x < 0x1p63)) { /* every double in [-2^63, 2^63) truncates to an int64 */
+        error_at(e->d, al[0], "int(): %g is out of the integers' range (-2^63 .. 2^63 - 1)", x);
         return val_poison();
     }
     return val_int((int64_t)x);

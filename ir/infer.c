@@ -796,5 +796,14 @@ bool ir_infer(Graph *g, Node *n, Diag *d) {
     for (int i = 0; i < n->nin; i++)
         if (!n->in[i]) die("ir_infer: operand %d of %s is NULL", i, oi->name);
     if (!infer_fn[n->op]) die("no shape inference for op %s", oi->name);
+    /* an op's float parameters (attention's scale, a norm's eps, rope's
+     * theta) are used in its operands' dtype by the kernels: one past
+     * f32's range would be an infinity there (f16 and bf16 compute in f32) */
+    static const char *const fparams[] = {"scale", "eps", "theta"};
+    for (int k = 0; k < 3 && n->nin && n->in[0]->ty.dt != DT_f64 && dtype_is_float[n->in[0]->ty.dt]; k++) {
+        const Attr *a = ir_attr(n, fparams[k]);
+        if (a && a->kind == ATTR_FLOAT && !(fabs(a->f) <= 3.4028234663852886e38))
+            return fail(d, n, "%s is %g, past the range of f32, in which the kernels use it", fparams[k], a->f);
+    }
     return infer_fn[n->op](g, n, d);
 }
