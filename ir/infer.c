@@ -802,7 +802,7 @@ bool ir_infer(Graph *g, Node *n, Diag *d) {
     static const char *const fparams[] = {"scale", "eps", "theta"};
     for (int k = 0; k < 3 && n->nin && n->in[0]->ty.dt != DT_f64 && dtype_is_float[n->in[0]->ty.dt]; k++) {
         const Attr *a = ir_attr(n, fparams[k]);
-        if (a && a->kind == ATTR_FLOAT && !(fabs(a->f) <= 3.4028234663852886e38))
+        if (a && a->kind == ATTR_FLOAT && !(fabs(a->f) < 0x1.ffffffp127)) /* below it a double rounds to FLT_MAX at most */
             return fail(d, n, "%s is %g, past the range of f32, in which the kernels use it", fparams[k], a->f);
     }
     return infer_fn[n->op](g, n, d);

@@ -177,11 +177,11 @@ bool train_parse_size(const char *s, int64_t *out, const char **why) {
  * means something: NULL when v is one of them, else the allowed values in
  * words.  Floats must be finite too (checked by the caller).  v is a long
  * double, which holds every int64 (2^53 + 1 is past steps' 2^53). */
-typedef enum { R_GE0, R_GE1, R_GT0, R_UNIT, R_BOOL, R_PAD, R_FUSION, R_SCALE, R_WINDOW, R_STEPS, R_ACCUM } KeyRange;
+typedef enum { R_GE0, R_GE1, R_GT0, R_UNIT, R_BOOL, R_PAD, R_FUSION, R_SCALE, R_WINDOW, R_STEPS, R_ACCUM, R_F32 } KeyRange;
 static const char *key_range(const TrainKeyInfo *k, long double v) {
     static const struct { const char *name; KeyRange r; } ranges[] = {
         {"lr", R_GE0},           {"min_lr", R_GE0},       {"beta1", R_UNIT},       {"beta2", R_UNIT},
-        {"eps", R_GE0},          {"weight_decay", R_GE0}, {"momentum", R_GE0},     {"grad_clip", R_GE0},
+        {"eps", R_F32},          {"weight_decay", R_GE0}, {"momentum", R_GE0},     {"grad_clip", R_GE0},
         {"loss_scale", R_SCALE}, {"lora_alpha", R_GE0},   {"decay_all", R_BOOL},   {"nesterov", R_BOOL},
         {"pad_tiles", R_BOOL},   {"warmup", R_GE0},       {"steps", R_STEPS},      {"grad_accum", R_ACCUM},
         {"loss_scale_window", R_WINDOW}, {"fusion", R_FUSION}, {"pad_multiple", R_PAD}, {"checkpoint_blocks", R_GE0},
@@ -206,6 +206,8 @@ static const char *key_range(const TrainKeyInfo *k, long double v) {
          * more would run for days; counts of tokens stay far from 2^63) */
         case R_STEPS: return v >= 0 && v <= 0x1p53 ? NULL : "an integer in 0 .. 2^53";
         case R_ACCUM: return v >= 1 && v <= 0x1p20 ? NULL : "an integer in 1 .. 2^20";
+        /* the optimizer's eps is an f32 in the update kernels, an op attribute within f32's range */
+        case R_F32: return v >= 0 && v < 0x1.ffffffp127L ? NULL : "a number >= 0 within f32's range (at most about 3.4e38)";
         }
     }
     return NULL;
@@ -228,7 +230,11 @@ static bool set_key(TrainConfig *tc, Arena *a, const TrainKeyInfo *k, const char
                 *(int64_t *)p = bytes;
                 return true;
             }
-            if (*value == 0 || *end || !(dv >= -9.2e18 && dv <= 9.2e18) || dv != (double)(long long)dv) {
+            /* decimal only (not strtod's hex or inf), and not a size that
+             * train_parse_size refused (1e-400: it would be 0, no budget) */
+            const char *num = value + (*value == '-');
+            bool decimal = ir_number_len(num) == strlen(num);
+            if (*value == 0 || *end || !decimal || why || !(dv >= -9.2e18 && dv <= 9.2e18) || dv != (double)(long long)dv) {
                 snprintf(err, errn, "train key '%s' takes %s, not '%s'%s%s", k->name,
                          strcmp(k->name, "memory_budget") == 0 ? "a number of bytes or a size (e.g. 40GB, 512MiB)" : "an integer", value,
                          why ? ": " : "", why ? why : "");

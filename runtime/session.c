@@ -495,6 +495,7 @@ int trn_step(TrnSession *s, TrnFeed feed, void *ctx, double lr) {
         if (s->grad_accum == 1) { /* the update ran in it: the step is taken, whatever follows */
             s->step = step;
             s->data_pos++;
+            s->loss = s->grad_norm = NAN; /* until read: not the step before's */
         }
         double l = NAN;
         if (m->t_loss >= 0 && rt_get_scalar(s, m->t_loss, &l) != 0) goto fail;

@@ -96,7 +96,8 @@ for s in $(seq "$first" "$last"); do
     [ $live = 0 ] || lo=${lo:+$lo,}$g
   done
   fr=$(sed -n 's/^# freeze: //p' m.model)
-  lo=${lo:+"--set lora_rank=2 --set lora_targets=$lo"} fr=${fr:+"--set freeze=$fr"}
+  # rank 1: a target may have a side of 1 (a rank above its smaller side is an error)
+  lo=${lo:+"--set lora_rank=1 --set lora_targets=$lo"} fr=${fr:+"--set freeze=$fr"}
   # some of the fusions (a sum of bits 2..64, docs/passes.md), no padding, decay on every parameter
   fm="--set fusion=$((2 * (1 + s % 63))) --set pad_tiles=0 --set weight_decay=0.1 --set decay_all=1"
   for P in fp32 tf32 bf16 fp16; do for tg in cpu cuda; do
