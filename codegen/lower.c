@@ -167,11 +167,7 @@ static ValInfo *VI(Lower *L, Value *v) { return &L->s->vi[v->id]; }
 
 /* ---- materialisation ---- */
 
-static uint32_t pslot_hash(BufKind kind, const char *s) {
-    uint32_t h = 2166136261u ^ (uint32_t)kind;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
-}
+static uint32_t pslot_hash(BufKind kind, const char *s) { return (uint32_t)ir_hash(IR_HASH0 ^ (uint64_t)kind, s, strlen(s)); }
 
 /* The slot of (kind, name) in p->pslot: its buffer's, or the empty one
  * where it goes. */

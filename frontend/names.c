@@ -5,22 +5,16 @@
 
 /* ---- maps ---- */
 
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 void *elab_map_get(const Map *m, const char *key) {
     if (!m->cap) return NULL;
     size_t mask = (size_t)m->cap - 1;
-    for (size_t i = hash_str(key) & mask; m->e[i].key; i = (i + 1) & mask)
+    for (size_t i = ir_hash_str(key) & mask; m->e[i].key; i = (i + 1) & mask)
         if (strcmp(m->e[i].key, key) == 0) return m->e[i].val;
     return NULL;
 }
 
 static void map_insert(MapEnt *tab, int cap, const char *key, void *val, int *n) {
-    size_t mask = (size_t)cap - 1, i = hash_str(key) & mask;
+    size_t mask = (size_t)cap - 1, i = ir_hash_str(key) & mask;
     for (; tab[i].key; i = (i + 1) & mask)
         if (strcmp(tab[i].key, key) == 0) {
             tab[i].val = val;

@@ -205,11 +205,7 @@ struct SrcIndex {
     Node **slot;
 };
 
-static uint32_t src_hash(Op op, const char *s) {
-    uint32_t h = 2166136261u ^ (uint32_t)op;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
-    return h;
-}
+static uint32_t src_hash(Op op, const char *s) { return (uint32_t)ir_hash(IR_HASH0 ^ (uint64_t)op, s, strlen(s)); }
 
 static void src_grow(Graph *g, int cap) {
     struct SrcIndex *x = g->srcidx, old = *x;

@@ -57,6 +57,14 @@ char *sb_take(StrBuf *b);                          /* returns s (heap, NUL-termi
 /* Reads a whole file into a NUL-terminated heap buffer; NULL (errno set) on failure. */
 char *read_file(const char *path, size_t *len);
 
+/* FNV-1a of n bytes, going on from h (IR_HASH0 to start): the hash of
+ * every table of names (the parser's, the printer's, the elaborator's, the
+ * graph's sources, lowering's buffers), of cse's nodes and of the Diag's
+ * repeats. */
+#define IR_HASH0 1469598103934665603ull
+uint64_t ir_hash(uint64_t h, const void *p, size_t n);
+uint64_t ir_hash_str(const char *s);               /* ir_hash(IR_HASH0, s, strlen(s)) */
+
 /* A file written whole or not at all (the driver's -o, compile's files):
  * out_open opens a regular file (or a new one) as DEST.PID.tmp beside it,
  * and out_close renames that over DEST once it is written, so that a

@@ -330,14 +330,8 @@ static void resync(Parser *P) {
 
 /* ---- the symbol table (value names) ---- */
 
-static uint64_t hash_mem(const char *s, int n) {
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
 static Sym *sym_slot(Sym *tab, size_t cap, const char *s, int n) {
-    size_t i = (size_t)hash_mem(s, n) & (cap - 1);
+    size_t i = (size_t)ir_hash(IR_HASH0, s, (size_t)n) & (cap - 1);
     while (tab[i].name && !(strncmp(tab[i].name, s, (size_t)n) == 0 && tab[i].name[n] == 0)) i = (i + 1) & (cap - 1);
     return &tab[i];
 }

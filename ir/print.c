@@ -21,14 +21,8 @@
 typedef struct NameSlot { const char *key; int next; } NameSlot;
 typedef struct NameSet { NameSlot *slots; size_t cap, n; } NameSet;
 
-static uint64_t hash_str(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 static NameSlot *ns_find(NameSet *s, const char *key) {
-    size_t i = (size_t)hash_str(key) & (s->cap - 1);
+    size_t i = (size_t)ir_hash_str(key) & (s->cap - 1);
     while (s->slots[i].key && strcmp(s->slots[i].key, key) != 0) i = (i + 1) & (s->cap - 1);
     return &s->slots[i];
 }

@@ -304,10 +304,13 @@ static void print_caret(Diag *d, SrcLoc loc) {
     fputs("^\n", d->out);
 }
 
-static uint64_t hash_bytes(uint64_t h, const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+uint64_t ir_hash(uint64_t h, const void *p, size_t n) {
+    const unsigned char *s = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
     return h;
 }
+
+uint64_t ir_hash_str(const char *s) { return ir_hash(IR_HASH0, s, strlen(s)); }
 
 void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list ap) {
     bool is_error = strcmp(kind, "error") == 0, is_note = strcmp(kind, "note") == 0;
@@ -323,9 +326,9 @@ void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list a
     if (!is_note) {
         char at[64];
         int n = snprintf(at, sizeof at, "%s:%d:%d:", kind, loc.line, loc.col);
-        uint64_t h = hash_bytes(1469598103934665603ull ^ d->context, at, (size_t)n);
-        if (loc.file) h = hash_bytes(h, loc.file, strlen(loc.file));
-        h = hash_bytes(h, msg, strlen(msg));
+        uint64_t h = ir_hash(IR_HASH0 ^ d->context, at, (size_t)n);
+        if (loc.file) h = ir_hash(h, loc.file, strlen(loc.file));
+        h = ir_hash(h, msg, strlen(msg));
         /* the notes after an error that is not printed are its own; a
          * warning's (rare) are printed, as a note of no error (a pass's
          * summary) must be */

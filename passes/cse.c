@@ -24,12 +24,6 @@ static uint64_t mix(uint64_t h, uint64_t v) {
     return h * 0xff51afd7ed558ccdull;
 }
 
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
-    const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211ull;
-    return h;
-}
-
 static bool commutes(const Node *n) { return op_has(n->op, OPF_COMMUTE) && n->nin == 2; }
 
 static uint64_t node_hash(const Node *n) {
@@ -43,16 +37,16 @@ static uint64_t node_hash(const Node *n) {
     }
     for (int i = 0; i < n->nattr; i++) {
         const Attr *a = &n->attrs[i];
-        h = hash_bytes(h, a->key, strlen(a->key));
+        h = ir_hash(h, a->key, strlen(a->key));
         h = mix(h, (uint64_t)a->kind);
         switch (a->kind) {
         case ATTR_INT: h = mix(h, (uint64_t)a->i); break;
-        case ATTR_FLOAT: h = hash_bytes(h, &a->f, sizeof a->f); break;
-        case ATTR_STR: h = hash_bytes(h, a->s, strlen(a->s)); break;
-        case ATTR_INTS: h = hash_bytes(h, a->v, sizeof(int64_t) * (size_t)a->n); break;
+        case ATTR_FLOAT: h = ir_hash(h, &a->f, sizeof a->f); break;
+        case ATTR_STR: h = ir_hash(h, a->s, strlen(a->s)); break;
+        case ATTR_INTS: h = ir_hash(h, a->v, sizeof(int64_t) * (size_t)a->n); break;
         }
     }
-    for (int r = 0; r < n->nout; r++) h = hash_bytes(h, &n->out[r]->ty.dt, sizeof(DType)), h = hash_bytes(h, n->out[r]->ty.shape.d, sizeof(int64_t) * (size_t)n->out[r]->ty.shape.rank);
+    for (int r = 0; r < n->nout; r++) h = ir_hash(h, &n->out[r]->ty.dt, sizeof(DType)), h = ir_hash(h, n->out[r]->ty.shape.d, sizeof(int64_t) * (size_t)n->out[r]->ty.shape.rank);
     return h;
 }
 
