@@ -84,7 +84,6 @@ enum { ELAB_MAX_DEPTH = 400, ELAB_MAX_STEPS = 1000000 };
 /* elaborate.c */
 Val  elab_eval(Elab *e, Expr *x);
 bool elab_tick(Elab *e, SrcLoc loc);                  /* counts work; false (after one error) when over budget */
-void elab_note_chain(Elab *e);                        /* notes the block calls that led here */
 void elab_note(Elab *e, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const char *elab_join(Elab *e, const char *scope, const char *name);   /* "scope.name" or "name" */
 

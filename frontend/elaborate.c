@@ -33,8 +33,11 @@ void elab_note(Elab *e, SrcLoc loc, const char *fmt, ...) {
 /* The calls that led here, innermost first: of a chain longer than 11,
  * the first 9 (the last of them saying how many are left out) and the
  * outermost 2.  An innermost call at `at` (an error reported at the call
- * itself) is not noted again. */
-static void note_chain_from(Elab *e, SrcLoc at) {
+ * itself) is not noted again.  Diag.on_report while elaborating (ctx the
+ * Elab): every error and warning, from the elaborator, a builtin or shape
+ * inference, gets the chain. */
+static void note_chain(void *ctx, SrcLoc at) {
+    Elab *e = ctx;
     int n = 0, k = 0;
     Frame *top = e->fr;
     if (top && top->blk && top->call_loc.file && at.file && strcmp(top->call_loc.file, at.file) == 0 && top->call_loc.line == at.line &&
@@ -49,8 +52,6 @@ static void note_chain_from(Elab *e, SrcLoc at) {
             elab_note(e, f->call_loc, "in block '%s' (scope '%s') called here", f->blk->name, f->scope);
     }
 }
-
-void elab_note_chain(Elab *e) { note_chain_from(e, NOLOC); }
 
 static void over_budget(Elab *e, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void over_budget(Elab *e, SrcLoc loc, const char *fmt, ...) {
@@ -581,17 +582,12 @@ static void elab_model(Elab *e, Top *m) {
 
 /* ---- the program ---- */
 
-/* Diag.on_report while elaborating: every error and warning, from the
- * elaborator, a builtin or shape inference, gets the chain of block calls
- * that led to it. */
-static void report_chain(void *ctx, SrcLoc at) { note_chain_from(ctx, at); }
-
 bool elab_program(Program *prog, Graph *g, const char *file, const Define *defs, int ndefs, Arena *tmp, Diag *d) {
     Elab E = {.g = g, .d = d, .a = tmp, .file = file}, *e = &E;
     int errors0 = d->nerrors;
     void (*report0)(void *, SrcLoc) = d->on_report;
     void *report_ctx0 = d->on_report_ctx;
-    d->on_report = report_chain;
+    d->on_report = note_chain;
     d->on_report_ctx = e;
     Top *model = NULL, *train = NULL;
     for (int i = 0; i < prog->tops.n; i++) {

@@ -235,8 +235,8 @@ static int init_all(TrnSession *s) {
             int64_t b = rt_nbytes(m->tensors[i].dtype, m->tensors[i].numel);
             if (b > maxb) maxb = b, big = i;
         }
-    unsigned char *host = maxb > 0 ? malloc((size_t)maxb) : NULL;
-    if (maxb > 0 && !host) {
+    unsigned char *host = malloc(maxb > 0 ? (size_t)maxb : 1);
+    if (!host) {
         char hb[64];
         rt_human_bytes(hb, sizeof hb, maxb);
         return rt_seterr(s, "out of memory: the host buffer that initialises the parameters, %s for the largest, '%s'", hb, m->tensors[big].name);
