@@ -395,20 +395,29 @@ static int check_indices(TrnSession *s, const TrnTensor *tt, const void *data) {
     return 0;
 }
 
-static int xfer(TrnSession *s, const char *name, void *data, size_t bytes, int put) {
-    s->err[0] = 0;
-    if (!name || !data) return rt_seterr(s, "%s: %s is NULL", put ? "trn_set" : "trn_get", name ? "the data" : "the tensor name");
-    int t = trn_find(s, name);
-    if (t < 0) return rt_seterr(s, "%s: model '%s' has no tensor '%s'", put ? "trn_set" : "trn_get", s->m->name, name);
-    const TrnTensor *tt = &s->m->tensors[t];
+/* A caller's buffer for tensor tt: not NULL, and exactly the tensor's
+ * bytes.  call names the API function in the message. */
+static int check_buffer(TrnSession *s, const char *call, const TrnTensor *tt, const void *data, size_t bytes) {
+    if (!data) return rt_seterr(s, "%s '%s': the data is NULL", call, tt->name);
     size_t want = (size_t)rt_nbytes(tt->dtype, tt->numel);
     if (bytes != want)
-        return rt_seterr(s, "%s '%s': %zu bytes given, the tensor (%s, %lld elements) has %zu", put ? "trn_set" : "trn_get", name, bytes,
-                         trn_dtype_name[tt->dtype], (long long)tt->numel, want);
+        return rt_seterr(s, "%s '%s': %zu bytes given, the tensor (%s, %lld elements) has %zu", call, tt->name, bytes, trn_dtype_name[tt->dtype],
+                         (long long)tt->numel, want);
+    return 0;
+}
+
+static int xfer(TrnSession *s, const char *name, void *data, size_t bytes, int put) {
+    const char *call = put ? "trn_set" : "trn_get";
+    s->err[0] = 0;
+    if (!name) return rt_seterr(s, "%s: the tensor name is NULL", call);
+    int t = trn_find(s, name);
+    if (t < 0) return rt_seterr(s, "%s: model '%s' has no tensor '%s'", call, s->m->name, name);
+    const TrnTensor *tt = &s->m->tensors[t];
+    if (check_buffer(s, call, tt, data, bytes) != 0) return -1;
     if (put && tt->kind == TRN_INPUT && tt->index_end > 0 && check_indices(s, tt, data) != 0) return -1;
     char e[512];
     int rc = put ? s->be.write(s->be.self, t, data, e, sizeof e) : s->be.read(s->be.self, t, data, e, sizeof e);
-    if (rc != 0) return rt_seterr(s, "%s '%s': %s", put ? "trn_set" : "trn_get", name, e);
+    if (rc != 0) return rt_seterr(s, "%s '%s': %s", call, name, e);
     return 0;
 }
 
@@ -595,12 +604,7 @@ static int predict(TrnSession *s, const char *call, const int64_t *pos, void *lo
     s->err[0] = 0;
     const TrnModel *m = s->m;
     if (m->t_logits < 0) return rt_seterr(s, "%s: model '%s' has no logits output", call, m->name);
-    const TrnTensor *lt = &m->tensors[m->t_logits];
-    size_t want = (size_t)rt_nbytes(lt->dtype, lt->numel);
-    if (!logits) return rt_seterr(s, "%s: the logits pointer is NULL", call);
-    if (bytes != want)
-        return rt_seterr(s, "%s: %zu bytes given, the logits (%s, %lld elements) have %zu", call, bytes, trn_dtype_name[lt->dtype],
-                         (long long)lt->numel, want);
+    if (check_buffer(s, call, &m->tensors[m->t_logits], logits, bytes) != 0) return -1;
     if (rt_set_sample_rows(s, pos) != 0) return -1;
     if (run(s, TRN_RUN_SAMPLE, "the sampling schedule") != 0) return -1;
     return trn_get(s, "logits", logits, bytes);

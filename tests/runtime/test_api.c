@@ -51,9 +51,9 @@ static void test_null(void) {
     CHECK(trn_set(s, "tokens", NULL, sizeof b / 2) == -1 && has(s, "data is NULL"), "trn_set NULL data");
     CHECK(trn_get(s, "tokens", NULL, sizeof b / 2) == -1 && has(s, "data is NULL"), "trn_get NULL data");
     CHECK(trn_eval(s, NULL) == -1 && has(s, "NULL"), "trn_eval NULL");
-    CHECK(trn_predict(s, NULL, 4) == -1 && has(s, "trn_predict: the logits pointer is NULL"), "trn_predict NULL");
+    CHECK(trn_predict(s, NULL, 4) == -1 && has(s, "trn_predict 'logits': the data is NULL"), "trn_predict NULL");
     static float lg[4 * 16 * 264]; /* bigram_adam's logits: [4, 16, 264] */
-    CHECK(trn_predict(s, lg, sizeof lg - 4) == -1 && has(s, "trn_predict: 67580 bytes given, the logits (f32, 16896 elements) have 67584"),
+    CHECK(trn_predict(s, lg, sizeof lg - 4) == -1 && has(s, "trn_predict 'logits': 67580 bytes given, the tensor (f32, 16896 elements) has 67584"),
           "trn_predict's size");
     CHECK(trn_predict_at(s, (int64_t[4]){0, 1, 2, 3}, lg, sizeof lg) == -1 && has(s, "trn_predict_at: model 'bigram' computes the logits of every position"),
           "trn_predict_at where the logits are every position's");
