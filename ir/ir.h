@@ -116,6 +116,10 @@ typedef struct Diag {
     uint64_t seen[32];            /* hashes of the first 32 printed */
     int      nseen, nrepeats;     /* nrepeats: errors not printed as repeats */
     bool     muted, stopped;      /* stopped: max_errors reached */
+    /* quiet: a note of no error or warning (a pass's summary) is not
+     * printed (trainc run --quiet); attached: the last error or warning
+     * printed is the notes' (until diag_unmute) */
+    bool     quiet, attached;
     /* called after an error or warning is printed (not a repeat), to add
      * its caller's notes (the elaborator's: the block calls that led to
      * it, whichever code reported it) */
@@ -131,7 +135,7 @@ void note_at(Diag *d, SrcLoc loc, const char *fmt, ...) __attribute__((format(pr
 void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list ap);
 /* Notes print again: where a caller starts what is not the last error's
  * (a pass, whose summary note is of no error). */
-static inline void diag_unmute(Diag *d) { d->muted = false; }
+static inline void diag_unmute(Diag *d) { d->muted = d->attached = false; }
 
 /* ===================================================================== */
 /* types.c — dtypes and shapes                                           */

@@ -315,7 +315,7 @@ uint64_t ir_hash_str(const char *s) { return ir_hash(IR_HASH0, s, strlen(s)); }
 void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list ap) {
     bool is_error = strcmp(kind, "error") == 0, is_note = strcmp(kind, "note") == 0;
     int limit = d->max_errors ? d->max_errors : 20;
-    if (is_note && d->muted) return;
+    if (is_note && (d->muted || (d->quiet && !d->attached))) return;
     va_list aq;
     va_copy(aq, ap);
     int mlen = vsnprintf(NULL, 0, fmt, aq);
@@ -349,6 +349,7 @@ void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list a
         }
         if (d->nseen < (int)(sizeof d->seen / sizeof d->seen[0])) d->seen[d->nseen++] = h;
         d->muted = false;
+        d->attached = true;
     }
     if (loc.file && loc.line > 0)
         fprintf(d->out, "%s:%d:%d: %s: ", loc.file, loc.line, loc.col, kind);

@@ -22,6 +22,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CKPT_VERSION "1"
@@ -235,16 +236,6 @@ static int parse_i64(const char *str, int64_t *out) {
     return 0;
 }
 
-static int parse_u64(const char *str, uint64_t *out) {
-    if (!str || *str < '0' || *str > '9') return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(str, &end, 10);
-    if (errno || *end) return -1;
-    *out = v;
-    return 0;
-}
-
 static int64_t get_i64(TrnDType dt, const unsigned char *p, int64_t i) {
     switch (dt) {
     case TRN_I32: { int32_t v; memcpy(&v, p + 4 * i, 4); return v; }
@@ -281,7 +272,7 @@ static void shape_str(char *out, size_t n, int rank, const int64_t *shape) {
 /* What a checkpoint with state restores besides tensors. */
 typedef struct Resume {
     int64_t  step, data_pos, warmup, total, grad_accum;
-    uint64_t seed;
+    int64_t  seed;   /* as --seed takes it: below 2^63 */
     double   lr, min_lr;
     const char *batches, *schedule;
 } Resume;
@@ -331,9 +322,9 @@ static int read_resume(TrnSession *s, const RtSt *st, const char *label, Resume 
      * finite and >= 0, as --lr's) */
     memset(r, 0, sizeof *r);
     const char *k;
-    if (trn_flag_int(rt_st_meta(st, k = "step"), &r->step) != 0 || parse_u64(rt_st_meta(st, k = "seed"), &r->seed) != 0 ||
+    if (trn_flag_int(rt_st_meta(st, k = "step"), &r->step) != 0 || trn_flag_int(rt_st_meta(st, k = "seed"), &r->seed) != 0 ||
         trn_flag_int(rt_st_meta(st, k = "data.pos"), &r->data_pos) != 0)
-        return meta_error(s, st, label, k, "a non-negative integer");
+        return meta_error(s, st, label, k, "a non-negative integer below 2^63");
     r->batches = rt_st_meta(st, k = "data.batches");
     if (!r->batches || (strcmp(r->batches, "random") != 0 && strcmp(r->batches, "sequential") != 0))
         return meta_error(s, st, label, k, "random or sequential");
@@ -361,8 +352,8 @@ static int read_resume(TrnSession *s, const RtSt *st, const char *label, Resume 
     const char *ga = rt_st_meta(st, k = "grad_accum");
     if (trn_flag_int(ga, &r->grad_accum) != 0 || r->grad_accum < 1) return meta_error(s, st, label, k, "a positive integer");
     if (r->grad_accum != s->grad_accum)
-        return rt_seterr(s, "%s was saved by a run with grad_accum %s; this executable accumulates %lld micro-batches per step", label, ga,
-                         (long long)s->grad_accum);
+        return rt_seterr(s, "%s was saved by a run with grad_accum %s; this model accumulates %lld micro-batch%s per step", label, ga,
+                         (long long)s->grad_accum, s->grad_accum == 1 ? "" : "es");
     return 0;
 }
 
@@ -522,6 +513,11 @@ fail:
 int trn_load(TrnSession *s, const char *path, int params_only) {
     s->err[0] = 0;
     if (!path || !*path) return rt_seterr(s, "trn_load: the path is %s", path ? "empty" : "NULL");
+    /* a pipe, FIFO or device: a checkpoint is read by its size (and a FIFO
+     * with no writer would block the open) */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))
+        return rt_seterr(s, "%s: not a regular file: a checkpoint is read by its size (copy it to a file first)", path);
     FILE *f = rt_fopen(path, "rb", s->err, sizeof s->err);
     if (!f) return -1;
     int rc = rt_load_stream(s, f, path, params_only);

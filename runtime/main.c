@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -36,7 +37,7 @@ typedef struct Args {
     double      lr, min_lr;
     int64_t     report, poison, quiet, help;
     /* which were given on the command line (they win over a checkpoint's values) */
-    int         given_steps, given_warmup, given_seed, given_lr, given_min_lr, given_schedule, given_batches;
+    int         given_steps, given_warmup, given_seed, given_lr, given_min_lr, given_schedule, given_batches, given_save_every;
 } Args;
 
 typedef enum { F_STR, F_INT, F_F64, F_BOOL } FlagType;
@@ -122,6 +123,7 @@ static int parse_args(int argc, char **argv, Args *a, char *err, size_t errn) {
             return rt_fail(err, errn, "--%s needs a value (%s), not the flag %s (write --%s=%s for a file of that name)", f->name, f->arg, val,
                            f->name, val);
         if (f->type == F_STR) {
+            if (!*val && strcmp(f->arg, "FILE") == 0) return rt_fail(err, errn, "--%s: the path is empty", f->name);
             *(const char **)(void *)field = val;
         } else if (f->type == F_INT) {
             if (trn_flag_int(val, (int64_t *)(void *)field) != 0)
@@ -143,7 +145,8 @@ static int parse_args(int argc, char **argv, Args *a, char *err, size_t errn) {
     if (a->steps > TRN_MAX_STEPS)
         return rt_fail(err, errn, "%s: %" PRId64 " steps is more than 2^53", a->given_steps ? "--steps" : "the train section's steps", a->steps);
     if (a->init && a->resume) return rt_fail(err, errn, "--init and --resume cannot be combined (--resume restores the parameters too)");
-    if (a->save_every > 0 && !a->save) return rt_fail(err, errn, "--save-every needs --save FILE");
+    /* the train section's save_every applies to a run that saves */
+    if (a->save_every > 0 && !a->save && a->given_save_every) return rt_fail(err, errn, "--save-every needs --save FILE");
     if (a->threads > 4096) return rt_fail(err, errn, "--threads: %" PRId64 " is too many", a->threads);
     return 0;
 }
@@ -339,6 +342,71 @@ static int64_t save_step(const Run *r, int64_t k, int64_t last, int training) {
     return every > 0 && every < last - k ? k + every : last;
 }
 
+/* Whether every path --save names is in one folder: no {step} before its
+ * last '/'. */
+static int save_one_folder(const char *pattern) {
+    const char *st = strstr(pattern, "{step}"), *slash = strrchr(pattern, '/');
+    return !st || !slash || st > slash;
+}
+
+/* Whether the run saves at step k: save_step's sequence as a test (the
+ * multiples of --save-every after the current step and before the last,
+ * and the last). */
+static int saves_at(const Run *r, int64_t k, int64_t last, int training) {
+    int64_t every = training && strstr(r->a.save, "{step}") ? r->a.save_every : 0;
+    return k == last || (every > 0 && k > r->s->step && k < last && k % every == 0);
+}
+
+/* The step whose checkpoint file name (base: --save's part after its last
+ * '/') is name, or -1: the digits where base's first {step} is, cut where
+ * base written with them gives name. */
+static int64_t step_of(const char *base, const char *name) {
+    size_t pre = (size_t)(strstr(base, "{step}") - base);
+    if (strncmp(base, name, pre) != 0) return -1;
+    char buf[4096];
+    int64_t k = 0;
+    for (const char *d = name + pre; *d >= '0' && *d <= '9' && d - (name + pre) < 18; d++) {
+        k = k * 10 + (*d - '0');
+        if (d > name + pre && name[pre] == '0') return -1; /* the steps are written without leading zeros */
+        save_path(buf, sizeof buf, base, k);
+        if (strcmp(buf, name) == 0) return k;
+    }
+    return -1;
+}
+
+/* The files an output must not be (writing it would destroy them):
+ * stat'ed once.  [NIN]: --metrics. */
+enum { NIN = 6 };
+typedef struct Ins {
+    const char *what[NIN], *path[NIN];
+    struct stat st[NIN + 1];
+    int         have[NIN + 1];
+} Ins;
+
+static int same_file(const Ins *in, const struct stat *st, int i) {
+    return in->have[i] && st->st_dev == in->st[i].st_dev && st->st_ino == in->st[i].st_ino;
+}
+
+/* The checkpoint of step k, at path, can be written and is none of the
+ * inputs (but --resume and --init: read whole before) nor --metrics. */
+static int check_save(Run *r, const Ins *in, const char *path, int64_t k, int folder_checked) {
+    const Args *a = &r->a;
+    if (check_output(r, "save", a->save, path, 1, folder_checked) != 0) {
+        if (strstr(a->save, "{step}")) {   /* which checkpoint */
+            size_t n = strlen(r->err);
+            snprintf(r->err + n, sizeof r->err - n, " (the checkpoint of step %" PRId64 ")", k);
+        }
+        return -1;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    for (int i = 0; i < NIN; i++)
+        if (i != 2 && i != 3 && same_file(in, &st, i))
+            return fail(r, "--save %s is %s %s: the checkpoint would replace it", a->save, in->what[i], i == 5 ? r->prog : in->path[i]);
+    if (same_file(in, &st, NIN)) return fail(r, "--save %s and --metrics %s are the same file", a->save, a->metrics);
+    return 0;
+}
+
 /* Before the first step, so that a run is not lost at its end: the outputs
  * can be written (every checkpoint's: {step} may name a folder), and none
  * of them is an input, which writing it would destroy (--save may replace
@@ -346,49 +414,63 @@ static int64_t save_step(const Run *r, int64_t k, int64_t last, int training) {
  * replaces it whole). */
 static int check_outputs(Run *r, int training) {
     const Args *a = &r->a;
-    const struct { const char *what, *path; } in[] = {{"the --data file", a->data}, {"the --val file", a->val}, {"the --resume file", a->resume},
-                                                    {"the --init file", a->init},
-                                                    /* the .model trainc run trains; a compiled program's source path is
-                                                     * relative to where it was compiled, not to here */
-                                                    {"the model's source", r->s->be.name && strcmp(r->s->be.name, "interp") == 0 ? r->s->m->source : NULL},
-                                                    {"this program", "/proc/self/exe"}};
-    enum { NIN = sizeof in / sizeof in[0] };
-    /* the inputs and --metrics stat'ed once (have[NIN]: --metrics) */
-    struct stat ins[NIN + 1], st;
-    int have[NIN + 1];
-    for (int i = 0; i <= NIN; i++) have[i] = (i < NIN ? in[i].path : a->metrics) && stat(i < NIN ? in[i].path : a->metrics, &ins[i]) == 0;
-#define SAME(st, i) (have[i] && (st).st_dev == ins[i].st_dev && (st).st_ino == ins[i].st_ino)
+    Ins in = {{"the --data file", "the --val file", "the --resume file", "the --init file", "the model's source", "this program"},
+              {a->data, a->val, a->resume, a->init,
+               /* the .model trainc run trains; a compiled program's source path is
+                * relative to where it was compiled, not to here */
+               r->s->be.name && strcmp(r->s->be.name, "interp") == 0 ? r->s->m->source : NULL, "/proc/self/exe"},
+              {{0}},
+              {0}};
+    for (int i = 0; i <= NIN; i++) {
+        const char *path = i < NIN ? in.path[i] : a->metrics;
+        in.have[i] = path && stat(path, &in.st[i]) == 0;
+    }
     if (a->metrics) {
         if (check_output(r, "metrics", a->metrics, a->metrics, 0, 0) != 0) return -1;
-        for (int i = 0; i < NIN && have[NIN]; i++)
-            if (SAME(ins[NIN], i))
-                return fail(r, "--metrics %s is %s %s: writing the metrics would destroy it", a->metrics, in[i].what,
-                            i == 5 ? r->prog : in[i].path);
+        for (int i = 0; i < NIN && in.have[NIN]; i++)
+            if (same_file(&in, &in.st[NIN], i))
+                return fail(r, "--metrics %s is %s %s: writing the metrics would destroy it", a->metrics, in.what[i],
+                            i == 5 ? r->prog : in.path[i]);
     }
     if (!a->save) return 0;
     int64_t last = training ? r->s->total : r->s->step;
-    /* a run may save a checkpoint every step: each path stat'ed once, its
-     * folder checked when it is not the previous path's */
+    char path[4096], dir[4096];
+    DIR *dp;
+    if (training && a->save_every > 0 && strstr(a->save, "{step}") && save_one_folder(a->save)) {
+        /* One folder: checked once, and the files the run would replace
+         * are those in it now, read from the folder rather than stat'ed
+         * one step at a time (a run may save at each of 2^53 steps).  The
+         * earliest bad checkpoint is reported, as the sweep below does. */
+        save_path(path, sizeof path, a->save, last);
+        folder_of(dir, sizeof dir, path);
+        if ((dp = opendir(dir)) != NULL) {
+            const char *slash = strrchr(a->save, '/'), *base = slash ? slash + 1 : a->save;
+            int64_t bad = -1;
+            struct dirent *e;
+            while ((e = readdir(dp)) != NULL) {
+                int64_t k = step_of(base, e->d_name);
+                if (k < 0 || k == last || (bad >= 0 && k > bad) || !saves_at(r, k, last, training)) continue;
+                save_path(path, sizeof path, a->save, k);
+                if (check_save(r, &in, path, k, 1) != 0) bad = k;
+            }
+            closedir(dp);
+            if (bad >= 0) {   /* its message again: a later entry's may have replaced it */
+                save_path(path, sizeof path, a->save, bad);
+                return check_save(r, &in, path, bad, 0);
+            }
+            save_path(path, sizeof path, a->save, last);
+            return check_save(r, &in, path, last, 0);
+        }
+    }
+    /* each path stat'ed once, its folder checked when it is not the
+     * previous path's */
     char prev[4096] = "";
     for (int64_t k = save_step(r, -1, last, training); k >= 0; k = save_step(r, k, last, training)) {
-        char path[4096], dir[4096];
         save_path(path, sizeof path, a->save, k);
         folder_of(dir, sizeof dir, path);
-        if (check_output(r, "save", a->save, path, 1, prev[0] && strcmp(dir, prev) == 0) != 0) {
-            if (strstr(a->save, "{step}")) {   /* which checkpoint */
-                size_t n = strlen(r->err);
-                snprintf(r->err + n, sizeof r->err - n, " (the checkpoint of step %" PRId64 ")", k);
-            }
-            return -1;
-        }
+        if (check_save(r, &in, path, k, prev[0] && strcmp(dir, prev) == 0) != 0) return -1;
         snprintf(prev, sizeof prev, "%s", dir);
-        if (stat(path, &st) != 0) continue;
-        for (int i = 0; i < NIN; i++)   /* not --resume and --init: read whole before */
-            if (i != 2 && i != 3 && SAME(st, i))
-                return fail(r, "--save %s is %s %s: the checkpoint would replace it", a->save, in[i].what, i == 5 ? r->prog : in[i].path);
-        if (SAME(st, NIN)) return fail(r, "--save %s and --metrics %s are the same file", a->save, a->metrics);
     }
-#undef SAME
     return 0;
 }
 
@@ -403,11 +485,15 @@ static void check_space(Run *r, int training) {
     save_path(path, sizeof path, r->a.save, last);
     folder_of(dir, sizeof dir, path);
     if (bytes <= 0 || statvfs(dir, &v) != 0) return;
-    for (int64_t k = save_step(r, -1, last, training); k >= 0; k = save_step(r, k, last, training)) {
-        save_path(path, sizeof path, r->a.save, k);
-        folder_of(d, sizeof d, path);
-        files += strcmp(d, dir) == 0;
-    }
+    int64_t every = training && strstr(r->a.save, "{step}") ? r->a.save_every : 0;
+    if (every > 0 && save_one_folder(r->a.save)) /* the multiples of every in (step, last), and the last */
+        files = 1 + (last - 1 > r->s->step ? (last - 1) / every - r->s->step / every : 0);
+    else
+        for (int64_t k = save_step(r, -1, last, training); k >= 0; k = save_step(r, k, last, training)) {
+            save_path(path, sizeof path, r->a.save, k);
+            folder_of(d, sizeof d, path);
+            files += strcmp(d, dir) == 0;
+        }
     int64_t need = files > INT64_MAX / bytes ? INT64_MAX : files * bytes;
     uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
     if (avail >= (uint64_t)need) return;
@@ -459,8 +545,8 @@ static int evaluate(Run *r, int64_t step) {
     loss = plain_nan(loss);
     if (!r->a.quiet) {
         end_line(r);
-        fprintf(stderr, "step %" PRId64 "/%" PRId64 " | val loss %.6f (%" PRId64 " micro-batches of %s)\n", step, r->s->total, loss,
-                r->a.eval_steps, r->a.val);
+        fprintf(stderr, "step %" PRId64 "/%" PRId64 " | val loss %.6f (%" PRId64 " micro-batch%s of %s)\n", step, r->s->total, loss,
+                r->a.eval_steps, r->a.eval_steps == 1 ? "" : "es", r->a.val);
     }
     char v[64];
     json_num(v, sizeof v, loss);
@@ -636,18 +722,29 @@ static int train(Run *r) {
  * from Philox (seed, stream "sample", i); the context slides when full.
  * The logits are those of one position per sequence ([B, V], the sampling
  * graph pointed at position len-1 of row 0) or of every position. */
-static int sample(Run *r, int32_t first) {
-    TrnSession *s = r->s;
-    const TrnModel *m = s->m;
+/* What --sample needs of the model's logits, checked before the first
+ * step so that a run does not train to fail at its end. */
+static int check_sample(Run *r) {
+    const TrnModel *m = r->s->m;
     if (m->t_logits < 0) return fail(r, "--sample: model '%s' has no logits output", m->name);
     const TrnTensor *lt = &m->tensors[m->t_logits];
     int64_t Vp = lt->rank > 0 ? lt->shape[lt->rank - 1] : 0;
-    int at = trn_find(s, "sample.rows") >= 0; /* one position per sequence */
+    int at = trn_find(r->s, "sample.rows") >= 0; /* one position per sequence */
     if (at && (Vp <= 0 || lt->numel != r->B * Vp))
         return fail(r, "--sample: the logits output '%s' must have a row of the vocabulary per sequence ([%" PRId64 ", V])", lt->name, r->B);
     if (!at && (Vp <= 0 || lt->numel != r->B * r->T * Vp))
         return fail(r, "--sample: the logits output '%s' must have B*T rows of the vocabulary ([%" PRId64 ", %" PRId64 ", V])", lt->name, r->B,
                     r->T);
+    return 0;
+}
+
+static int sample(Run *r, int32_t first) {
+    TrnSession *s = r->s;
+    const TrnModel *m = s->m;
+    if (check_sample(r) != 0) return -1;
+    const TrnTensor *lt = &m->tensors[m->t_logits];
+    int64_t Vp = lt->shape[lt->rank - 1];
+    int at = trn_find(s, "sample.rows") >= 0; /* one position per sequence */
     int64_t V = m->vocab > 0 && m->vocab <= Vp ? m->vocab : Vp;
     int64_t tend = m->tensors[m->t_tokens].index_end; /* a token the model cannot read next is never drawn */
     if (tend > 0 && tend < V) V = tend;
@@ -760,6 +857,7 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
                        "the API (docs/runtime.md)",
                     m->name);
     if ((training || a->val || a->sample > 0) && check_inputs(r, m) != 0) return -1;
+    if (a->sample > 0 && check_sample(r) != 0) return -1;
     if (check_outputs(r, training) != 0) return -1;
     if (lm) {
         size_t bt = (size_t)(r->B * r->T);
@@ -790,8 +888,15 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
                     r->prog, a->val, rows, r->T, a->eval_steps, r->B);
     }
     r->t_data = rt_now() - t;
+    struct stat mst;
+    int made = a->metrics && stat(a->metrics, &mst) != 0; /* --metrics names no file yet: this run makes it */
     if (a->metrics && !(r->metrics = rt_fopen(a->metrics, "w", r->err, sizeof r->err))) return -1;
-    if (a->save && a->metrics && check_outputs(r, training) != 0) return -1;   /* again: --save naming the --metrics file made just now */
+    if (a->save && a->metrics && check_outputs(r, training) != 0) { /* again: --save naming the --metrics file made just now */
+        fclose(r->metrics);
+        r->metrics = NULL;
+        if (made) unlink(a->metrics); /* refused: nothing is left behind */
+        return -1;
+    }
 
     if (!a->quiet) {
         int64_t np = 0, nt = 0;

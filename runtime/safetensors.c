@@ -418,8 +418,14 @@ int rt_st_parse(const char *json, size_t len, uint64_t data_bytes, RtSt *st, cha
         }
     }
     /* no two tensors' bytes overlap (the format forbids it; a write of one
-     * would change the other) */
-    if (st->ntensors > 1) {
+     * would change the other), and together they fill the data section:
+     * no gap, nothing after the last (the format forbids both: a file cut
+     * or joined to another shows so) */
+    if (st->ntensors == 0 && data_bytes > 0) {
+        rt_fail(err, errn, "safetensors header: no tensor, and %llu bytes of data after it", (unsigned long long)data_bytes);
+        goto fail;
+    }
+    if (st->ntensors > 0) {
         const RtStTensor **by = malloc(sizeof *by * (size_t)st->ntensors);
         if (!by) {
             rt_fail(err, errn, "out of memory");
@@ -437,9 +443,22 @@ int rt_st_parse(const char *json, size_t len, uint64_t data_bytes, RtSt *st, cha
                 free(by);
                 goto fail;
             }
+            uint64_t at = prev ? prev->end : 0;
+            if (by[i]->begin > at) {
+                rt_fail(err, errn, "safetensors header: bytes [%llu, %llu) of the data section belong to no tensor (before '%s')",
+                        (unsigned long long)at, (unsigned long long)by[i]->begin, by[i]->name);
+                free(by);
+                goto fail;
+            }
             prev = by[i];
         }
         free(by);
+        uint64_t end = prev ? prev->end : 0;
+        if (end < data_bytes) {
+            rt_fail(err, errn, "safetensors header: %llu bytes after the last tensor's data (the data section has %llu, the tensors %llu)",
+                    (unsigned long long)(data_bytes - end), (unsigned long long)data_bytes, (unsigned long long)end);
+            goto fail;
+        }
     }
     return 0;
 fail:

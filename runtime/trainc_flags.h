@@ -5,8 +5,9 @@
  *
  * X(NAME, ARG, TYPE, FIELD, GIVEN, HELP): --NAME takes ARG (NULL: no
  * value) of TYPE (STR, INT, F64, BOOL), stored in Args.FIELD; GIVEN is
- * S(given_FIELD) where a value given on the command line wins over a
- * checkpoint's, else 0 (main.c defines S; an X that ignores FIELD and
+ * S(given_FIELD) where the program tells a value given on the command
+ * line from a default (it wins over a checkpoint's; --save-every alone
+ * needs --save), else 0 (main.c defines S; an X that ignores FIELD and
  * GIVEN needs nothing).  --help is each program's own. */
 #ifndef TRAINC_RUNTIME_FLAGS_H
 #define TRAINC_RUNTIME_FLAGS_H
@@ -64,7 +65,7 @@ static inline int trn_flag_f64(const char *s, double *out) {
     X("eval-every", "N", INT, eval_every, 0, "evaluate on --val every N steps (0: at the end only)") \
     X("eval-steps", "N", INT, eval_steps, 0, "validation micro-batches per evaluation") \
     X("save", "FILE", STR, save, 0, "checkpoint with state at the end ({step} in FILE: the step)") \
-    X("save-every", "N", INT, save_every, 0, "also save to --save every N steps (0: never)") \
+    X("save-every", "N", INT, save_every, S(given_save_every), "also save to --save every N steps (0: never)") \
     X("resume", "FILE", STR, resume, 0, "continue a run from a checkpoint with state") \
     X("init", "FILE", STR, init, 0, "initialise the parameters from a checkpoint") \
     X("metrics", "FILE", STR, metrics, 0, "JSON-lines log: one object per step and per evaluation") \

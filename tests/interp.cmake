@@ -22,3 +22,5 @@ trainc_filecheck_test(${CMAKE_CURRENT_SOURCE_DIR}/interp/run-errors.model)
 # the tokens of a data file against the model's index inputs
 trainc_filecheck_test(${CMAKE_CURRENT_SOURCE_DIR}/interp/token-range.model)
 trainc_filecheck_test(${CMAKE_CURRENT_SOURCE_DIR}/interp/sample-range.model)
+# what the end of a run needs, checked before its first step (--sample, save_every)
+trainc_filecheck_test(${CMAKE_CURRENT_SOURCE_DIR}/interp/run-checks.model)

@@ -48,6 +48,7 @@ typedef struct Opts {
     /* run: the arguments handed to the runtime (argv[0] first) */
     char       **rt_argv;
     int          rt_argc;
+    bool         rt_quiet;        /* --quiet among them: the compiler's notes of no warning go too */
 } Opts;
 
 /* ---- options ---- */
@@ -358,6 +359,7 @@ static int runtime_flag(Opts *o, int argc, char **argv, int *i) {
     const char *val = eq ? eq + 1 : NULL;
     if (!f->arg && val) return usage_error(o->cmd, "option '%s' takes no value", f->name);
     o->rt_argv[o->rt_argc++] = argv[*i];
+    if (strcmp(f->name, "--quiet") == 0) o->rt_quiet = true;
     if (f->arg && !val) {
         if (*i + 1 >= argc) return usage_error(o->cmd, "option '%s' needs a value (%s)", f->name, f->arg);
         val = argv[++*i];
@@ -366,7 +368,11 @@ static int runtime_flag(Opts *o, int argc, char **argv, int *i) {
         size_t vn = strcspn(val, "=");
         bool flag = strcmp(val, "-h") == 0 || strcmp(val, "--help") == 0;
         for (int k = 0; k < NRT_FLAGS && !flag; k++) flag = strlen(rt_flags[k].name) == vn && strncmp(rt_flags[k].name, val, vn) == 0;
-        for (int k = 0; k < NFLAGS && !flag; k++) flag = flags[k].name[1] == '-' && strlen(flags[k].name) == vn && strncmp(flags[k].name, val, vn) == 0;
+        for (int k = 0; k < NFLAGS && !flag; k++) {
+            const char *fn = flags[k].name;
+            flag = fn[1] == '-' ? strlen(fn) == vn && strncmp(fn, val, vn) == 0   /* --stats, --pad-multiple=64 */
+                                : strncmp(fn, val, 2) == 0 && (val[2] == 0 || flags[k].arg); /* -v; -D, -DNAME=VALUE */
+        }
         if (flag) return usage_error(o->cmd, "option '%s' needs a value (%s), not the option %s (%s=%s names a file of that name)", f->name, f->arg, val, f->name, val);
     }
     int64_t iv;
@@ -764,6 +770,7 @@ static int cmd_run(Opts *o) {
     if (mo >= 0) return mo;
     Diag d;
     diag_init(&d, stderr);
+    d.quiet = o->rt_quiet;
     CompileOptions c = compile_options(o);
     Graph *train, *eval, *sample;
     if (!cg_prepare(&c, &train, &eval, &sample, &d)) {

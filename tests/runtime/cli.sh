@@ -191,6 +191,38 @@ out_error "--data /dev/zero" "error: --data: /dev/zero: not a regular file" --da
 check "--data unread: exit 0" test $? -eq 0
 check "--data unread: a note" grep -qF "note: --data $dir/no-such.bin is not read: the run has no step to train (step 0 of 0) and no --sample" "$dir/unread.txt"
 
+# a --metrics file the run made is removed when --save turns out to name it
+# too: a refused run leaves nothing behind (an empty file was left)
+out_error "--save the new --metrics file" "error: --save $dir/fresh_{step}.st and --metrics $dir/fresh_2.st are the same file" \
+  --steps 4 --save "$dir/fresh_{step}.st" --save-every 2 --metrics "$dir/fresh_2.st"
+check "the refused --metrics file is not left" test ! -e "$dir/fresh_2.st"
+out_error "--data ''" "error: --data: the path is empty" --data ""
+
+# a checkpoint is read by its size: a FIFO is refused, not opened (the open
+# blocked for ever waiting for a writer)
+mkfifo "$dir/fifo.st"
+timeout 60 "$exe" --data "$dir/train.bin" --steps 2 --resume "$dir/fifo.st" 2> "$dir/fifo.txt"
+check "--resume a FIFO: exit 1" test $? -eq 1
+check "--resume a FIFO: message" grep -qF "error: --resume: $dir/fifo.st: not a regular file: a checkpoint is read by its size" "$dir/fifo.txt"
+
+# {step} checkpoints in one folder: the files the run would replace are read
+# from the folder, not stat'ed step by step (2^53 steps with --save-every 1
+# checked paths for ever before the first step); the earliest bad one is
+# reported, and names that are no checkpoint of the run are left alone
+mkdir -p "$dir/many" "$dir/many/c6.st" "$dir/many/c10.st" "$dir/many/c04.st" "$dir/many/c3.st" "$dir/many/c9007199254740993.st"
+ln "$dir/train.bin" "$dir/many/c12.st"
+timeout 60 "$exe" --data "$dir/train.bin" --steps 9007199254740992 --save "$dir/many/c{step}.st" --save-every 2 2> "$dir/many.txt"
+check "a folder among {step} checkpoints: exit 1" test $? -eq 1
+check "a folder among {step} checkpoints: the earliest" grep -qF "error: --save $dir/many/c{step}.st: $dir/many/c6.st is a folder (the checkpoint of step 6)" "$dir/many.txt"
+rmdir "$dir/many/c6.st" "$dir/many/c10.st"
+timeout 60 "$exe" --data "$dir/train.bin" --steps 9007199254740992 --save "$dir/many/c{step}.st" --save-every 2 2> "$dir/many.txt"
+check "the --data file among {step} checkpoints: exit 1" test $? -eq 1
+check "the --data file among {step} checkpoints: message" grep -qF "error: --save $dir/many/c{step}.st is the --data file $dir/train.bin" "$dir/many.txt"
+rm "$dir/many/c12.st"
+"$exe" --data "$dir/train.bin" --steps 4 --save "$dir/many/c{step}.st" --save-every 2 --quiet
+check "{step} checkpoints beside other names: exit 0" test $? -eq 0
+check "{step} checkpoints beside other names: saved" test -s "$dir/many/c2.st" -a -s "$dir/many/c4.st" -a -d "$dir/many/c04.st" -a -d "$dir/many/c3.st"
+
 # --quiet: nothing on stderr
 "$exe" --data "$dir/train.bin" --steps 3 --quiet 2> "$dir/quiet.txt"
 check "--quiet exits 0" test $? -eq 0

@@ -958,6 +958,21 @@ static void test_corrupt(void) {
     write_st(bad, "{\"w\":{\"dtype\":\"F32\",\"shape\":[8,8],\"data_offsets\":[0,256]},\"w\":{\"dtype\":\"F32\",\"shape\":[8,8],\"data_offsets\":[0,256]}}",
              g, 256);
     CHECK(trn_load(s, bad, 1) == -1 && strstr(trn_error(s), "appears twice"), "%s", trn_error(s));
+    /* the tensors fill the data section: bytes after the last, or between
+     * two, are refused (a file with more appended loaded) */
+    memcpy(g, f, n);
+    unsigned char *h = malloc(n + 8);
+    memcpy(h, f, n);
+    memset(h + n, 0, 8);
+    spit(bad, h, n + 8);
+    free(h);
+    CHECK(trn_load(s, bad, 0) == -1 && strstr(trn_error(s), "8 bytes after the last tensor's data"), "%s", trn_error(s));
+    write_st(bad, "{\"w\":{\"dtype\":\"F32\",\"shape\":[8,8],\"data_offsets\":[0,256]},\"b\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[264,296]}}",
+             g, 296);
+    CHECK(trn_load(s, bad, 1) == -1 && strstr(trn_error(s), "bytes [256, 264) of the data section belong to no tensor (before 'b')"), "%s",
+          trn_error(s));
+    write_st(bad, "{}", g, 8);
+    CHECK(trn_load(s, bad, 1) == -1 && strstr(trn_error(s), "no tensor, and 8 bytes of data after it"), "%s", trn_error(s));
     /* b's bytes are the last 32 of w's; a tensor with no bytes overlaps nothing */
     write_st(bad, "{\"w\":{\"dtype\":\"F32\",\"shape\":[8,8],\"data_offsets\":[0,256]},\"b\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[224,256]},"
                   "\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}}",
@@ -1025,7 +1040,7 @@ static void test_ckpt_meta(void) {
         {"lr.max", "inf", 0, "metadata 'lr.max' is 'inf' (expected a finite non-negative number)"},
         {"lr.min", "-0.5", 0, "metadata 'lr.min' is '-0.5'"},
         {"lr.warmup", "-5", 0, "metadata 'lr.warmup' is '-5' (expected a non-negative integer)"},
-        {"seed", "abc", 0, "metadata 'seed' is 'abc' (expected a non-negative integer)"},
+        {"seed", "abc", 0, "metadata 'seed' is 'abc' (expected a non-negative integer below 2^63)"},
         {"version", "2", 0, "metadata 'version' is '2': this runtime reads trainc checkpoints of version 1"},
         {"format", "pytorch", 0, "metadata 'format' is 'pytorch' (expected trainc; pt for a PyTorch file of parameters)"},
         {"format", "pt", 0, "is a PyTorch file (metadata 'format' is 'pt'): it can initialise a run (--init) but not resume one"},
@@ -1037,7 +1052,10 @@ static void test_ckpt_meta(void) {
         {"lr.max", " 0.001", 0, "metadata 'lr.max' is ' 0.001' (expected a finite non-negative number)"},
         {"lr.min", "-0", 0, "metadata 'lr.min' is '-0' (expected a finite non-negative number)"},
         {"lr.max", "0.001", 0, NULL},
-        {"step", "-0", 0, "metadata 'step' is '-0' (expected a non-negative integer)"},
+        {"step", "-0", 0, "metadata 'step' is '-0' (expected a non-negative integer below 2^63)"},
+        /* a seed as --seed takes it (one past 2^63 resumed, and --seed could not start the run again) */
+        {"seed", "18446744073709551615", 0, "metadata 'seed' is '18446744073709551615' (expected a non-negative integer below 2^63)"},
+        {"seed", "9223372036854775807", 0, NULL},
         {"lr.steps", "+5", 0, "metadata 'lr.steps' is '+5' (expected a non-negative integer)"},
         {"grad_accum", "0", 0, "metadata 'grad_accum' is '0' (expected a positive integer)"},
         /* counts past 2^53: data.pos + 1 overflowed at INT64_MAX, and the step loop wrapped */
