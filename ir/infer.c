@@ -65,19 +65,87 @@ static bool norm_axis_attr(Graph *g, Node *n, Diag *d, const char *key, int64_t 
     return true;
 }
 
+/* ---- attributes ---- */
+
+/* The kinds each attribute key takes, whatever the op (ops.h): a key not
+ * listed, or a value of another kind, is an error.  Read with a default
+ * (ir_int, ir_float), a typo was the default and a float where an int is
+ * read was truncated (causal=0.9: a non-causal attention). */
+#define K(k) (1u << ATTR_##k)
+#define NUM (K(INT) | K(FLOAT))
+static const struct {
+    const char *key;
+    unsigned    kinds;
+} attr_kinds[] = { /* sorted by key */
+    {"approx", K(INT)}, {"axes", K(INTS)},     {"axis", K(INT)},       {"beta1", NUM},         {"beta2", NUM},
+    {"causal", K(INT)}, {"chunk", K(INT)},     {"classes", K(INT)},    {"copy_of", K(STR)},    {"dtype", K(STR)},
+    {"end", K(INT)},    {"eps", NUM},          {"frozen", K(INT)},     {"hi", NUM},            {"ignore_index", K(INT)},
+    {"index_end", K(INT)}, {"index_ignore", K(INT)}, {"init", K(STR)}, {"inverse", K(INT)},    {"keepdim", K(INT)},
+    {"lo", NUM},        {"max_norm", NUM},     {"momentum", NUM},      {"name", K(STR)},       {"nesterov", K(INT)},
+    {"p", NUM},         {"perm", K(INTS)},     {"recompute", K(INT)},  {"rows", K(INT)},       {"scale", NUM},
+    {"shape", K(INTS)}, {"start", K(INT)},     {"std", NUM},           {"stream", K(INT)},     {"ta", K(INT)},
+    {"tb", K(INT)},     {"tf32", K(INT)},      {"theta", NUM},         {"unpadded", K(INTS)},  {"value", NUM},
+    {"wd", NUM},        {"window", K(INT)},
+};
+#undef NUM
+#undef K
+
+static bool check_attr_kinds(Node *n, Diag *d) {
+    static const char *const kind_name[] = {"an integer", "a number", "a string", "a list of integers"};
+    int lo = 0, hi = (int)(sizeof attr_kinds / sizeof attr_kinds[0]) - 1;
+    for (int i = 0; i < n->nattr; i++) {
+        const Attr *a = &n->attrs[i];
+        int k = -1;
+        for (int l = lo, h = hi; l <= h && k < 0;) {
+            int m = (l + h) / 2, c = strcmp(a->key, attr_kinds[m].key);
+            if (c == 0) k = m;
+            else if (c < 0) h = m - 1;
+            else l = m + 1;
+        }
+        if (k < 0) return fail(d, n, "unknown attribute '%s'", a->key);
+        if (!(attr_kinds[k].kinds & (1u << a->kind))) {
+            unsigned want = attr_kinds[k].kinds;
+            return fail(d, n, "attribute '%s' must be %s, not %s", a->key,
+                        want & (1u << ATTR_FLOAT) ? kind_name[1] : kind_name[want & (1u << ATTR_INT) ? 0 : want & (1u << ATTR_STR) ? 2 : 3],
+                        kind_name[a->kind == ATTR_FLOAT ? 1 : a->kind == ATTR_INT ? 0 : a->kind == ATTR_STR ? 2 : 3]);
+        }
+    }
+    return true;
+}
+
 /* ---- sources ---- */
+
+/* A param's or state's initialiser: its numbers as the front end takes
+ * them (std >= 0, lo <= hi, all finite), and the shape it is counted over
+ * when pad-tiles padded it ({unpadded}: within the tensor's). */
+static bool check_init(Node *n, Diag *d) {
+    const char *init = ir_str(n, "init", "zeros");
+    static const char *const inits[] = {"zeros", "ones", "normal", "uniform", "constant"};
+    bool ok = false;
+    for (size_t i = 0; i < sizeof inits / sizeof inits[0]; i++) ok |= strcmp(init, inits[i]) == 0;
+    if (!ok) return fail(d, n, "unknown initialiser '%s' (expected zeros, ones, normal, uniform or constant)", init);
+    if (!dtype_is_float[OUT(0)->dt] && n->op == OP_param) return fail(d, n, "parameters must be floating point");
+    double std = ir_float(n, "std", 1.0), lo = ir_float(n, "lo", 0.0), hi = ir_float(n, "hi", 1.0);
+    if (!(std >= 0) || isinf(std)) return fail(d, n, "std is %g: it must be finite and not negative", std);
+    if (!isfinite(lo) || !isfinite(hi) || lo > hi) return fail(d, n, "uniform needs finite lo <= hi, not lo %g, hi %g", lo, hi);
+    if (isnan(ir_float(n, "value", 0.0))) return fail(d, n, "value is nan");
+    int64_t frozen = ir_int(n, "frozen", 0);
+    if (frozen != 0 && frozen != 1) return fail(d, n, "frozen must be 0 or 1, not %lld", (long long)frozen);
+    const Attr *up = ir_attr(n, "unpadded");
+    if (up) {
+        const Shape *sh = &OUT(0)->shape;
+        if (up->n != sh->rank) return fail(d, n, "unpadded has %d dimensions, the tensor %d", up->n, sh->rank);
+        for (int i = 0; i < up->n; i++)
+            if (up->v[i] < 1 || up->v[i] > sh->d[i])
+                return fail(d, n, "unpadded dimension %d is %lld, outside 1 .. %lld (the tensor's)", i, (long long)up->v[i], (long long)sh->d[i]);
+    }
+    return true;
+}
 
 static bool infer_source(Graph *g, Node *n, Diag *d) {
     (void)g;
     if (n->op != OP_constant && n->op != OP_iota && !ir_source_name(n)) return fail(d, n, "a name attribute is required");
-    if (n->op == OP_param || n->op == OP_state) {
-        const char *init = ir_str(n, "init", "zeros");
-        static const char *const inits[] = {"zeros", "ones", "normal", "uniform", "constant"};
-        bool ok = false;
-        for (size_t i = 0; i < sizeof inits / sizeof inits[0]; i++) ok |= strcmp(init, inits[i]) == 0;
-        if (!ok) return fail(d, n, "unknown initialiser '%s' (expected zeros, ones, normal, uniform or constant)", init);
-        if (!dtype_is_float[OUT(0)->dt] && n->op == OP_param) return fail(d, n, "parameters must be floating point");
-    }
+    if ((n->op == OP_param || n->op == OP_state) && !check_init(n, d)) return false;
     if (n->op == OP_constant && !ir_attr(n, "value")) return fail(d, n, "a value attribute is required");
     if (n->op == OP_iota && OUT(0)->shape.rank > 0) return norm_axis_attr(g, n, d, "axis", 0, OUT(0)->shape.rank);
     for (int i = 0; i < OUT(0)->shape.rank; i++)
@@ -183,6 +251,8 @@ static bool infer_reduce(Graph *g, Node *n, Diag *d) {
 static bool infer_max_grad(Graph *g, Node *n, Diag *d) {
     char a[160], b[160];
     Shape r;
+    for (int i = 0; i < 3; i++)
+        if (!need_float(d, n, i)) return false;
     if (!reduce_shape(g, n, d, &IN(1)->shape, &r)) return false;
     if (!shape_eq(&r, &IN(0)->shape) || !shape_eq(&r, &IN(2)->shape))
         return fail(d, n, "dy %s and y %s must have the reduced shape of x", TS(IN(0), a), TS(IN(2), b));
@@ -436,6 +506,7 @@ static bool infer_layer_norm(Graph *g, Node *n, Diag *d) {
 static bool infer_layer_norm_grad(Graph *g, Node *n, Diag *d) {
     (void)g;
     if (!need_same(d, n, 0, 1) || !need_float(d, n, 0)) return false;
+    if (IN(1)->shape.rank < 1) return fail(d, n, "needs a tensor of rank >= 1");
     int64_t C = IN(1)->shape.d[IN(1)->shape.rank - 1];
     if (!check_gain(d, n, 2, C, IN(2)->dt) || !check_stats(d, n, 3, IN(1)) || !check_stats(d, n, 4, IN(1))) return false;
     *OUT(0) = *IN(1);
@@ -457,6 +528,7 @@ static bool infer_rms_norm(Graph *g, Node *n, Diag *d) {
 static bool infer_rms_norm_grad(Graph *g, Node *n, Diag *d) {
     (void)g;
     if (!need_same(d, n, 0, 1) || !need_float(d, n, 0)) return false;
+    if (IN(1)->shape.rank < 1) return fail(d, n, "needs a tensor of rank >= 1");
     int64_t C = IN(1)->shape.d[IN(1)->shape.rank - 1];
     if (!check_gain(d, n, 2, C, IN(2)->dt) || !check_stats(d, n, 3, IN(1))) return false;
     *OUT(0) = *IN(1);
@@ -605,6 +677,7 @@ static bool infer_add_norm(Graph *g, Node *n, Diag *d) {
 static bool infer_add_norm_grad(Graph *g, Node *n, Diag *d) {
     (void)g;
     if (!need_same(d, n, 0, 1) || !need_same(d, n, 0, 2) || !need_float(d, n, 0)) return false;
+    if (IN(2)->shape.rank < 1) return fail(d, n, "needs a tensor of rank >= 1");
     int64_t C = IN(2)->shape.d[IN(2)->shape.rank - 1];
     if (!check_gain(d, n, 3, C, IN(3)->dt)) return false;
     for (int i = 4; i < n->nin; i++)
@@ -700,7 +773,9 @@ static bool check_opt_scalars(Diag *d, Node *n, int from) {
 }
 
 static bool infer_adamw(Graph *g, Node *n, Diag *d) {
-    if (!need_float(d, n, 0) || !need_same(d, n, 2, 3) || !check_opt_scalars(d, n, 4)) return false;
+    if (!need_float(d, n, 0) || !need_float(d, n, 1) || !need_float(d, n, 2) || !need_same(d, n, 2, 3) || !check_opt_scalars(d, n, 4) ||
+        !need_float(d, n, 4) || !need_float(d, n, 6))
+        return false;
     char a[160], b[160];
     if (!shape_eq(&IN(0)->shape, &IN(1)->shape) || !shape_eq(&IN(0)->shape, &IN(2)->shape))
         return fail(d, n, "w %s, g and moments %s must have one shape", TS(IN(0), a), TS(IN(2), b));
@@ -718,7 +793,9 @@ static bool infer_adamw(Graph *g, Node *n, Diag *d) {
 
 static bool infer_sgd(Graph *g, Node *n, Diag *d) {
     char a[160], b[160];
-    if (!need_float(d, n, 0) || !check_opt_scalars(d, n, 3)) return false;
+    if (!need_float(d, n, 0) || !need_float(d, n, 1) || !need_float(d, n, 2) || !check_opt_scalars(d, n, 3) || !need_float(d, n, 3) ||
+        !need_float(d, n, 4))
+        return false;
     if (!shape_eq(&IN(0)->shape, &IN(1)->shape) || !shape_eq(&IN(0)->shape, &IN(2)->shape))
         return fail(d, n, "w %s, g and buf %s must have one shape", TS(IN(0), a), TS(IN(2), b));
     ir_set_float(g, n, "momentum", ir_float(n, "momentum", 0.0));
@@ -796,6 +873,7 @@ bool ir_infer(Graph *g, Node *n, Diag *d) {
     for (int i = 0; i < n->nin; i++)
         if (!n->in[i]) die("ir_infer: operand %d of %s is NULL", i, oi->name);
     if (!infer_fn[n->op]) die("no shape inference for op %s", oi->name);
+    if (!check_attr_kinds(n, d)) return false;
     /* an op's float parameters (attention's scale, a norm's eps, rope's
      * theta) are used in its operands' dtype by the kernels: one past
      * f32's range would be an infinity there (f16 and bf16 compute in f32) */

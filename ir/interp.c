@@ -1244,7 +1244,9 @@ void interp_init(Interp *it, uint64_t seed) {
         uint64_t stream = rng_name_stream(name ? name : "");
         const Attr *up = ir_attr(n, "unpadded");
         const Shape *s = &t->ty.shape;
-        if (!up || up->kind != ATTR_INTS || up->n != s->rank) {
+        bool whole = !up || up->kind != ATTR_INTS || up->n != s->rank; /* ir_infer checks it; a graph not verified is not trusted */
+        for (int d = 0; !whole && d < s->rank; d++) whole = up->v[d] < 1 || up->v[d] > s->d[d];
+        if (whole) {
             for (int64_t k = 0; k < t->n; k++) t->data[k] = init_round(it, t->ty.dt, rng_init_value(init, a, b, seed, stream, (uint64_t)k));
             continue;
         }

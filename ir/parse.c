@@ -58,7 +58,33 @@ typedef struct Parser {
     size_t      nsyms, capsyms;
     Value     **ops;      /* operand scratch */
     int         capops;
+    const char **onames;  /* the output names so far: open addressing, ocap a power of 2 */
+    size_t      nonames, ocap;
 } Parser;
+
+/* Adds an output name; false when it is there already.  A table, not a
+ * sweep of the outputs: a graph with 10^5 of them took seconds. */
+static bool add_output_name(Parser *P, const char *name) {
+    if (2 * (P->nonames + 1) > P->ocap) {
+        size_t cap = P->ocap ? 2 * P->ocap : 64;
+        const char **t = xcalloc(cap, sizeof *t);
+        for (size_t i = 0; i < P->ocap; i++)
+            if (P->onames[i]) {
+                size_t h = (size_t)ir_hash_str(P->onames[i]) & (cap - 1);
+                while (t[h]) h = (h + 1) & (cap - 1);
+                t[h] = P->onames[i];
+            }
+        free(P->onames);
+        P->onames = t;
+        P->ocap = cap;
+    }
+    size_t h = (size_t)ir_hash_str(name) & (P->ocap - 1);
+    for (; P->onames[h]; h = (h + 1) & (P->ocap - 1))
+        if (strcmp(P->onames[h], name) == 0) return false;
+    P->onames[h] = name;
+    P->nonames++;
+    return true;
+}
 
 /* ---- errors ---- */
 
@@ -469,6 +495,8 @@ static bool parse_attr_value(Parser *P, Attr *a) {
 }
 
 /* attrs := '{' [KEY '=' value {',' KEY '=' value}] '}' */
+enum { MAX_ATTRS = 64 };
+
 static bool parse_attrs(Parser *P, Attrib **out, int *nout) {
     int n = 0, cap = 0;
     Attrib *at = NULL;
@@ -481,6 +509,10 @@ static bool parse_attrs(Parser *P, Attrib **out, int *nout) {
                 break;
             }
             Tok key = P->tok;
+            if (n == MAX_ATTRS) { /* more than any op reads (ir/infer.c's attr_kinds): each one copied the list */
+                ok = perr(P, &key, "more than %d attributes on one node", MAX_ATTRS);
+                break;
+            }
             for (int i = 0; i < n; i++)
                 if (at[i].key.len == key.len && strncmp(at[i].key.p, key.p, (size_t)key.len) == 0) {
                     ok = perr(P, &key, "duplicate attribute '%.*s'", key.len, key.p);
@@ -743,9 +775,11 @@ static void parse_output(Parser *P) {
     Tok nt = P->tok;
     if (P->tok.k != T_STRING) ok = expected(P, "the output's name (a string)");
     else name = P->tok.s, next(P);
-    for (int i = 0; ok && i < P->g->noutputs; i++)
-        if (P->g->outputs[i].kind == OUT_RESULT && strcmp(P->g->outputs[i].name, name) == 0)
-            ok = perr(P, &nt, "output name '%s' is used more than once", name);
+    if (ok && P->onames) { /* the names of the outputs parsed so far (add_output_name) */
+        size_t h = (size_t)ir_hash_str(name) & (P->ocap - 1);
+        for (; ok && P->onames[h]; h = (h + 1) & (P->ocap - 1))
+            if (strcmp(P->onames[h], name) == 0) ok = perr(P, &nt, "output name '%s' is used more than once", name);
+    }
     if (ok && P->tok.k != T_VALUE) ok = expected(P, "a value");
     if (ok) v = use_value(P, &P->tok, &uses_ok), next(P);
     if (ok) ok = expect_line_end(P);
@@ -754,6 +788,7 @@ static void parse_output(Parser *P) {
         return;
     }
     ir_add_output(P->g, name, v);
+    add_output_name(P, P->g->outputs[P->g->noutputs - 1].name);
 }
 
 /* update := 'update' VALUE '=' VALUE NL     (target: the result of a param or state) */
@@ -871,6 +906,7 @@ Graph *ir_parse(const char *name, const char *text, Diag *d) {
     arena_free(pre);
     free(P.syms);
     free(P.ops);
+    free(P.onames);
     if (d->nerrors > errors) {
         ir_graph_free(g);
         return NULL;

@@ -244,6 +244,17 @@ void ir_put_train_value(StrBuf *b, const TrainConfig *tc, const TrainKeyInfo *k)
     }
 }
 
+/* Whether a file name can be a location comment that reads back as
+ * itself: no line break or other control byte, no space or tab at either
+ * end (the parser trims them).  Else the node prints without one. */
+static bool loc_printable(const char *f) {
+    size_t n = strlen(f);
+    if (!n || f[0] == ' ' || f[0] == '\t' || f[n - 1] == ' ' || f[n - 1] == '\t') return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)f[i] < 0x20 || f[i] == 0x7f) return false;
+    return true;
+}
+
 /* Trailing location comments start at this column (0-based) when the line is shorter. */
 #define LOC_COLUMN 60
 
@@ -264,7 +275,7 @@ static void put_graph(StrBuf *b, Graph *g, const PrintOptions *po) {
         size_t start = b->len;
         sb_puts(b, "  ");
         put_node(b, &nm, n);
-        if (po && po->locs && n->loc.file) {
+        if (po && po->locs && n->loc.file && loc_printable(n->loc.file)) {
             size_t len = b->len - start;
             size_t pad = len + 2 < LOC_COLUMN ? LOC_COLUMN - len : 2;
             while (pad--) sb_putc(b, ' ');

@@ -437,29 +437,38 @@ static int check_outputs(Run *r, int training) {
     char path[4096], dir[4096];
     DIR *dp;
     if (training && a->save_every > 0 && strstr(a->save, "{step}") && save_one_folder(a->save)) {
-        /* One folder: checked once, and the files the run would replace
-         * are those in it now, read from the folder rather than stat'ed
-         * one step at a time (a run may save at each of 2^53 steps).  The
-         * earliest bad checkpoint is reported, as the sweep below does. */
-        save_path(path, sizeof path, a->save, last);
+        /* One folder: checked once, with the first checkpoint, and the
+         * files the run would replace are those in it now, read from the
+         * folder rather than stat'ed one step at a time (a run may save at
+         * each of 2^53 steps).  The earliest bad checkpoint is reported, as
+         * the sweep below does; a folder that cannot be listed is swept up
+         * to a million checkpoints. */
+        int64_t first = save_step(r, -1, last, training);
+        save_path(path, sizeof path, a->save, first);
+        if (check_save(r, &in, path, first, 0) != 0) return -1;
         folder_of(dir, sizeof dir, path);
-        if ((dp = opendir(dir)) != NULL) {
+        int64_t every = a->save_every, count = 1 + (last - 1 > r->s->step ? (last - 1) / every - r->s->step / every : 0);
+        if ((dp = opendir(dir)) == NULL && count > 1000000)
+            return fail(r, "--save %s: cannot list folder %s (%s), where the run saves %" PRId64 " checkpoints: the files it would replace "
+                           "are checked before it starts (make the folder readable, or save fewer checkpoints)",
+                        a->save, dir, strerror(errno), count);
+        if (dp) {
             const char *slash = strrchr(a->save, '/'), *base = slash ? slash + 1 : a->save;
             int64_t bad = -1;
             struct dirent *e;
             while ((e = readdir(dp)) != NULL) {
                 int64_t k = step_of(base, e->d_name);
-                if (k < 0 || k == last || (bad >= 0 && k > bad) || !saves_at(r, k, last, training)) continue;
+                if (k < 0 || k == first || k == last || (bad >= 0 && k > bad) || !saves_at(r, k, last, training)) continue;
                 save_path(path, sizeof path, a->save, k);
                 if (check_save(r, &in, path, k, 1) != 0) bad = k;
             }
             closedir(dp);
             if (bad >= 0) {   /* its message again: a later entry's may have replaced it */
                 save_path(path, sizeof path, a->save, bad);
-                return check_save(r, &in, path, bad, 0);
+                return check_save(r, &in, path, bad, 1);
             }
             save_path(path, sizeof path, a->save, last);
-            return check_save(r, &in, path, last, 0);
+            return check_save(r, &in, path, last, 1);
         }
     }
     /* each path stat'ed once, its folder checked when it is not the
@@ -889,7 +898,7 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     }
     r->t_data = rt_now() - t;
     struct stat mst;
-    int made = a->metrics && stat(a->metrics, &mst) != 0; /* --metrics names no file yet: this run makes it */
+    int made = a->metrics && lstat(a->metrics, &mst) != 0; /* --metrics names nothing yet, not even a link: this run makes it */
     if (a->metrics && !(r->metrics = rt_fopen(a->metrics, "w", r->err, sizeof r->err))) return -1;
     if (a->save && a->metrics && check_outputs(r, training) != 0) { /* again: --save naming the --metrics file made just now */
         fclose(r->metrics);

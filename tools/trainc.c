@@ -371,7 +371,7 @@ static int runtime_flag(Opts *o, int argc, char **argv, int *i) {
         for (int k = 0; k < NFLAGS && !flag; k++) {
             const char *fn = flags[k].name;
             flag = fn[1] == '-' ? strlen(fn) == vn && strncmp(fn, val, vn) == 0   /* --stats, --pad-multiple=64 */
-                                : strncmp(fn, val, 2) == 0 && (val[2] == 0 || flags[k].arg); /* -v; -D, -DNAME=VALUE */
+                                : applies(&flags[k], "run") && strncmp(fn, val, 2) == 0 && (val[2] == 0 || flags[k].arg); /* -v; -D, -DNAME=VALUE */
         }
         if (flag) return usage_error(o->cmd, "option '%s' needs a value (%s), not the option %s (%s=%s names a file of that name)", f->name, f->arg, val, f->name, val);
     }

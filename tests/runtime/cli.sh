@@ -196,6 +196,11 @@ check "--data unread: a note" grep -qF "note: --data $dir/no-such.bin is not rea
 out_error "--save the new --metrics file" "error: --save $dir/fresh_{step}.st and --metrics $dir/fresh_2.st are the same file" \
   --steps 4 --save "$dir/fresh_{step}.st" --save-every 2 --metrics "$dir/fresh_2.st"
 check "the refused --metrics file is not left" test ! -e "$dir/fresh_2.st"
+# what was there before the run stays: a dangling link is no file the run made
+ln -s "$dir/linked.st" "$dir/metrics.link"
+out_error "--save the --metrics link's target" "error: --save $dir/linked.st and --metrics $dir/metrics.link are the same file" \
+  --save "$dir/linked.st" --metrics "$dir/metrics.link"
+check "the --metrics link is kept" test -L "$dir/metrics.link"
 out_error "--data ''" "error: --data: the path is empty" --data ""
 
 # a checkpoint is read by its size: a FIFO is refused, not opened (the open
@@ -219,9 +224,27 @@ timeout 60 "$exe" --data "$dir/train.bin" --steps 9007199254740992 --save "$dir/
 check "the --data file among {step} checkpoints: exit 1" test $? -eq 1
 check "the --data file among {step} checkpoints: message" grep -qF "error: --save $dir/many/c{step}.st is the --data file $dir/train.bin" "$dir/many.txt"
 rm "$dir/many/c12.st"
+# the last of 2^53 checkpoints a folder: found at once (the sweep never got there)
+rmdir "$dir/many/c3.st"
+mkdir "$dir/many/c9007199254740992.st"
+timeout 60 "$exe" --data "$dir/train.bin" --steps 9007199254740992 --save "$dir/many/c{step}.st" --save-every 1 2> "$dir/many.txt"
+check "the last of 2^53 {step} checkpoints a folder: exit 1" test $? -eq 1
+check "the last of 2^53 {step} checkpoints a folder: message" \
+  grep -qF "error: --save $dir/many/c{step}.st: $dir/many/c9007199254740992.st is a folder (the checkpoint of step 9007199254740992)" "$dir/many.txt"
+rmdir "$dir/many/c9007199254740992.st"
+# a folder that cannot be listed (write and search permission only: root reads any)
+if [ "$(id -u)" != 0 ]; then
+  mkdir -p "$dir/wx" && chmod 333 "$dir/wx"
+  timeout 60 "$exe" --data "$dir/train.bin" --steps 9007199254740992 --save "$dir/wx/c{step}.st" --save-every 1 2> "$dir/wx.txt"
+  check "an unlisted folder of 2^53 checkpoints: exit 1" test $? -eq 1
+  check "an unlisted folder of 2^53 checkpoints: message" grep -qF "cannot list folder $dir/wx (Permission denied)" "$dir/wx.txt"
+  "$exe" --data "$dir/train.bin" --steps 4 --save "$dir/wx/c{step}.st" --save-every 2 --quiet
+  check "an unlisted folder of 2 checkpoints: saved" test $? -eq 0
+  chmod 755 "$dir/wx"
+fi
 "$exe" --data "$dir/train.bin" --steps 4 --save "$dir/many/c{step}.st" --save-every 2 --quiet
 check "{step} checkpoints beside other names: exit 0" test $? -eq 0
-check "{step} checkpoints beside other names: saved" test -s "$dir/many/c2.st" -a -s "$dir/many/c4.st" -a -d "$dir/many/c04.st" -a -d "$dir/many/c3.st"
+check "{step} checkpoints beside other names: saved" test -s "$dir/many/c2.st" -a -s "$dir/many/c4.st" -a -d "$dir/many/c04.st" -a -d "$dir/many/c9007199254740993.st"
 
 # --quiet: nothing on stderr
 "$exe" --data "$dir/train.bin" --steps 3 --quiet 2> "$dir/quiet.txt"
