@@ -126,15 +126,22 @@ static bool check_init(Node *n, Diag *d) {
     if (!ok) return fail(d, n, "unknown initialiser '%s' (expected zeros, ones, normal, uniform or constant)", init);
     if (!dtype_is_float[OUT(0)->dt] && n->op == OP_param) return fail(d, n, "parameters must be floating point");
     double std = ir_float(n, "std", 1.0), lo = ir_float(n, "lo", 0.0), hi = ir_float(n, "hi", 1.0);
-    if (!(std >= 0) || isinf(std)) return fail(d, n, "std is %g: it must be finite and not negative", std);
-    if (!isfinite(lo) || !isfinite(hi) || lo > hi) return fail(d, n, "uniform needs finite lo <= hi, not lo %g, hi %g", lo, hi);
+    if (!(std >= 0) || isinf(std)) {
+        char v[32];
+        snprintf(v, sizeof v, isnan(std) ? "nan" : "%g", std); /* not "-nan" */
+        return fail(d, n, "std is %s: it must be finite and not negative", v);
+    }
+    if (!isfinite(lo) || !isfinite(hi) || lo > hi) /* hi 1 and lo 0 where not given, as the initialisation reads them */
+        return fail(d, n, "lo %g%s and hi %g%s: the uniform initialiser needs finite lo <= hi", lo, ir_attr(n, "lo") ? "" : " (not given)", hi,
+                    ir_attr(n, "hi") ? "" : " (not given)");
     if (isnan(ir_float(n, "value", 0.0))) return fail(d, n, "value is nan");
     int64_t frozen = ir_int(n, "frozen", 0);
     if (frozen != 0 && frozen != 1) return fail(d, n, "frozen must be 0 or 1, not %lld", (long long)frozen);
     const Attr *up = ir_attr(n, "unpadded");
     if (up) {
         const Shape *sh = &OUT(0)->shape;
-        if (up->n != sh->rank) return fail(d, n, "unpadded has %d dimensions, the tensor %d", up->n, sh->rank);
+        if (up->n != sh->rank)
+            return fail(d, n, "unpadded has %d dimension%s, the tensor %d", up->n, up->n == 1 ? "" : "s", sh->rank);
         for (int i = 0; i < up->n; i++)
             if (up->v[i] < 1 || up->v[i] > sh->d[i])
                 return fail(d, n, "unpadded dimension %d is %lld, outside 1 .. %lld (the tensor's)", i, (long long)up->v[i], (long long)sh->d[i]);
@@ -359,6 +366,11 @@ static bool infer_pad(Graph *g, Node *n, Diag *d) {
     if (r == 0) return fail(d, n, "cannot pad a scalar");
     if (!norm_axis_attr(g, n, d, "axis", 0, r)) return false;
     int ax = (int)ir_int(n, "axis", 0);
+    static const char *const ends[] = {"lo", "hi"};
+    for (int i = 0; i < 2; i++) { /* numbers for a param's uniform initialiser (attr_kinds), counts here */
+        const Attr *a = ir_attr(n, ends[i]);
+        if (a && a->kind != ATTR_INT) return fail(d, n, "attribute '%s' must be an integer, not a number", ends[i]);
+    }
     int64_t lo = ir_int(n, "lo", 0), hi = ir_int(n, "hi", 0);
     if (lo < 0 || hi < 0) return fail(d, n, "padding must not be negative");
     if (lo > INT64_MAX / 4 || hi > INT64_MAX / 4 - lo - IN(0)->shape.d[ax]) return fail(d, n, "padding is too large");

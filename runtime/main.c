@@ -898,14 +898,17 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     }
     r->t_data = rt_now() - t;
     struct stat mst;
-    int made = a->metrics && lstat(a->metrics, &mst) != 0; /* --metrics names nothing yet, not even a link: this run makes it */
+    int made = a->metrics && stat(a->metrics, &mst) != 0; /* no such file yet (a link may name it): this run makes it */
     if (a->metrics && !(r->metrics = rt_fopen(a->metrics, "w", r->err, sizeof r->err))) return -1;
+    char *real = made ? realpath(a->metrics, NULL) : NULL; /* the file made, where a link led the open */
     if (a->save && a->metrics && check_outputs(r, training) != 0) { /* again: --save naming the --metrics file made just now */
         fclose(r->metrics);
         r->metrics = NULL;
-        if (made) unlink(a->metrics); /* refused: nothing is left behind */
+        if (real) unlink(real); /* refused: nothing is left behind, and what was there before stays (a link) */
+        free(real);
         return -1;
     }
+    free(real);
 
     if (!a->quiet) {
         int64_t np = 0, nt = 0;

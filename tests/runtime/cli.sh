@@ -201,6 +201,7 @@ ln -s "$dir/linked.st" "$dir/metrics.link"
 out_error "--save the --metrics link's target" "error: --save $dir/linked.st and --metrics $dir/metrics.link are the same file" \
   --save "$dir/linked.st" --metrics "$dir/metrics.link"
 check "the --metrics link is kept" test -L "$dir/metrics.link"
+check "the file the refused run made through the link is not left" test ! -e "$dir/linked.st"
 out_error "--data ''" "error: --data: the path is empty" --data ""
 
 # a checkpoint is read by its size: a FIFO is refused, not opened (the open
