@@ -155,6 +155,8 @@ static bool infer_source(Graph *g, Node *n, Diag *d) {
     if ((n->op == OP_param || n->op == OP_state) && !check_init(n, d)) return false;
     if (n->op == OP_constant && !ir_attr(n, "value")) return fail(d, n, "a value attribute is required");
     if (n->op == OP_iota && OUT(0)->shape.rank > 0) return norm_axis_attr(g, n, d, "axis", 0, OUT(0)->shape.rank);
+    if (n->op == OP_iota && ir_int(n, "axis", 0) != 0) /* a scalar iota is 0: an axis past it was kept as given */
+        return fail(d, n, "axis %lld is out of range for a scalar", (long long)ir_int(n, "axis", 0));
     for (int i = 0; i < OUT(0)->shape.rank; i++)
         if (OUT(0)->shape.d[i] <= 0) return fail(d, n, "dimension %d is %lld; dimensions must be positive", i, (long long)OUT(0)->shape.d[i]);
     return true;
