@@ -330,13 +330,17 @@ static int check_output(Run *r, const char *flag, const char *arg, const char *p
     return 0;
 }
 
+/* --save-every as the run saves by it: 0 when it does not train, or names
+ * one file (no {step}). */
+static int64_t save_every(const Run *r, int training) { return training && strstr(r->a.save, "{step}") ? r->a.save_every : 0; }
+
 /* The steps the run saves at, in order: each multiple of --save-every
  * after the current step and before the last, then the last (the final
  * checkpoint).  The first is save_step(r, -1, ...), the next after k
  * save_step(r, k, ...), and -1 follows the last.  A --save without {step}
  * names one file: only the last counts. */
 static int64_t save_step(const Run *r, int64_t k, int64_t last, int training) {
-    int64_t from = r->s->step, every = training && strstr(r->a.save, "{step}") ? r->a.save_every : 0;
+    int64_t from = r->s->step, every = save_every(r, training);
     if (k == last) return -1;
     if (k < 0) k = from - (every > 0 ? from % every : 0);   /* the periodic step at or before the current */
     return every > 0 && every < last - k ? k + every : last;
@@ -353,8 +357,15 @@ static int save_one_folder(const char *pattern) {
  * multiples of --save-every after the current step and before the last,
  * and the last). */
 static int saves_at(const Run *r, int64_t k, int64_t last, int training) {
-    int64_t every = training && strstr(r->a.save, "{step}") ? r->a.save_every : 0;
+    int64_t every = save_every(r, training);
     return k == last || (every > 0 && k > r->s->step && k < last && k % every == 0);
+}
+
+/* How many checkpoints a run with --save-every every > 0 and {step}
+ * saves: save_step's sequence counted (the multiples of every in
+ * (step, last), and the last). */
+static int64_t saves_count(const Run *r, int64_t last, int64_t every) {
+    return 1 + (last - 1 > r->s->step ? (last - 1) / every - r->s->step / every : 0);
 }
 
 /* The step whose checkpoint file name (base: --save's part after its last
@@ -436,7 +447,7 @@ static int check_outputs(Run *r, int training) {
     int64_t last = training ? r->s->total : r->s->step;
     char path[4096], dir[4096];
     DIR *dp;
-    if (training && a->save_every > 0 && strstr(a->save, "{step}") && save_one_folder(a->save)) {
+    if (save_every(r, training) > 0 && save_one_folder(a->save)) {
         /* One folder: checked once, with the first checkpoint, and the
          * files the run would replace are those in it now, read from the
          * folder rather than stat'ed one step at a time (a run may save at
@@ -447,7 +458,7 @@ static int check_outputs(Run *r, int training) {
         save_path(path, sizeof path, a->save, first);
         if (check_save(r, &in, path, first, 0) != 0) return -1;
         folder_of(dir, sizeof dir, path);
-        int64_t every = a->save_every, count = 1 + (last - 1 > r->s->step ? (last - 1) / every - r->s->step / every : 0);
+        int64_t count = saves_count(r, last, a->save_every);
         if ((dp = opendir(dir)) == NULL && count > 1000000)
             return fail(r, "--save %s: cannot list folder %s (%s), where the run saves %" PRId64 " checkpoints: the files it would replace "
                            "are checked before it starts (make the folder readable, or save fewer checkpoints)",
@@ -494,9 +505,9 @@ static void check_space(Run *r, int training) {
     save_path(path, sizeof path, r->a.save, last);
     folder_of(dir, sizeof dir, path);
     if (bytes <= 0 || statvfs(dir, &v) != 0) return;
-    int64_t every = training && strstr(r->a.save, "{step}") ? r->a.save_every : 0;
-    if (every > 0 && save_one_folder(r->a.save)) /* the multiples of every in (step, last), and the last */
-        files = 1 + (last - 1 > r->s->step ? (last - 1) / every - r->s->step / every : 0);
+    int64_t every = save_every(r, training);
+    if (every > 0 && save_one_folder(r->a.save)) /* every checkpoint in the one folder */
+        files = saves_count(r, last, every);
     else
         for (int64_t k = save_step(r, -1, last, training); k >= 0; k = save_step(r, k, last, training)) {
             save_path(path, sizeof path, r->a.save, k);
