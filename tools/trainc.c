@@ -16,6 +16,7 @@
 #include "trainc_rt.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -49,6 +50,7 @@ typedef struct Opts {
     char       **rt_argv;
     int          rt_argc;
     bool         rt_quiet;        /* --quiet among them: the compiler's notes of no warning go too */
+    bool         run_help;        /* trainc run --help: the usage, and a model's defaults when one is given */
 } Opts;
 
 /* ---- options ---- */
@@ -398,8 +400,12 @@ static int parse_args(Opts *o, const Command *c, int argc, char **argv, int from
         }
         if (files_only) a = "";
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage_cmd(stdout, c);
-            return EXIT_OK;
+            if (strcmp(o->cmd, "run") != 0) {
+                usage_cmd(stdout, c);
+                return EXIT_OK;
+            }
+            o->run_help = true; /* with a model, its train section's defaults follow (cmd_run) */
+            continue;
         }
         bool run = strcmp(o->cmd, "run") == 0;
         if (files_only || a[0] != '-' || strcmp(a, "-") == 0) {
@@ -436,6 +442,10 @@ static int parse_args(Opts *o, const Command *c, int argc, char **argv, int from
         if (!o->pass_flag && (f->id == F_PRECISION || f->id == F_PAD_MULTIPLE || f->id == F_PRINT_AFTER || f->id == F_PRINT_AFTER_ALL ||
                               f->id == F_PRINT_BEFORE || f->id == F_TIME_PASSES))
             o->pass_flag = f->name;
+    }
+    if (!o->input && o->run_help) {
+        usage_cmd(stdout, c);
+        return EXIT_OK;
     }
     if (!o->input) return usage_error(o->cmd, "no input file");
     return -1;
@@ -779,7 +789,18 @@ static int cmd_run(Opts *o) {
     }
     InterpModel *im = ib_new(train, eval, sample, o->fp64 ? INTERP_F64 : INTERP_F32, o->input, &d);
     int st = EXIT_USER;
-    if (im) {
+    if (im && o->run_help) { /* the runtime options' defaults, as a compiled program's --help shows them */
+        const TrnModel *m = ib_model(im);
+        const TrnTrainDefaults *t = &m->train;
+        for (int i = 0; i < NCOMMANDS; i++)
+            if (strcmp(commands[i].name, "run") == 0) usage_cmd(stdout, &commands[i]);
+        printf("\nModel '%s' (%s) trains by default with --steps %" PRId64 " --lr %g --min-lr %g --schedule %s --warmup %" PRId64
+               " --seed %" PRId64 " --eval-every %" PRId64 " --eval-steps %" PRId64 " --save-every %" PRId64 " (its train section, "
+               "else the runtime's defaults).\n",
+               m->name, o->input, t->steps, t->lr, t->min_lr, t->schedule ? t->schedule : "constant", t->warmup, t->seed, t->eval_every,
+               t->eval_steps > 0 ? t->eval_steps : 10, t->save_every);
+        st = EXIT_OK;
+    } else if (im) {
         TrnBackend be = ib_backend(im);
         o->rt_argv[o->rt_argc] = NULL;
         st = trn_main(o->rt_argc, o->rt_argv, ib_model(im), &be);
