@@ -58,32 +58,33 @@ typedef struct Parser {
     size_t      nsyms, capsyms;
     Value     **ops;      /* operand scratch */
     int         capops;
-    const char **onames;  /* the output names so far: open addressing, ocap a power of 2 */
+    const char **onames;  /* the output names so far (add_output_name): open addressing, ocap a power of 2 */
     size_t      nonames, ocap;
 } Parser;
 
-/* Adds an output name; false when it is there already.  A table, not a
- * sweep of the outputs: a graph with 10^5 of them took seconds. */
-static bool add_output_name(Parser *P, const char *name) {
-    if (2 * (P->nonames + 1) > P->ocap) {
-        size_t cap = P->ocap ? 2 * P->ocap : 64;
-        const char **t = xcalloc(cap, sizeof *t);
-        for (size_t i = 0; i < P->ocap; i++)
-            if (P->onames[i]) {
-                size_t h = (size_t)ir_hash_str(P->onames[i]) & (cap - 1);
-                while (t[h]) h = (h + 1) & (cap - 1);
-                t[h] = P->onames[i];
-            }
-        free(P->onames);
-        P->onames = t;
-        P->ocap = cap;
-    }
+/* The output names parsed so far, in a table rather than a sweep of the
+ * outputs (10^5 outputs took seconds).  oname_slot: where name is, or the
+ * empty slot where it goes (ocap > 0). */
+static size_t oname_slot(const Parser *P, const char *name) {
     size_t h = (size_t)ir_hash_str(name) & (P->ocap - 1);
-    for (; P->onames[h]; h = (h + 1) & (P->ocap - 1))
-        if (strcmp(P->onames[h], name) == 0) return false;
-    P->onames[h] = name;
+    while (P->onames[h] && strcmp(P->onames[h], name) != 0) h = (h + 1) & (P->ocap - 1);
+    return h;
+}
+
+static bool has_output_name(const Parser *P, const char *name) { return P->ocap && P->onames[oname_slot(P, name)]; }
+
+static void add_output_name(Parser *P, const char *name) {
+    if (2 * (P->nonames + 1) > P->ocap) {
+        const char **was = P->onames;
+        size_t wascap = P->ocap;
+        P->ocap = P->ocap ? 2 * P->ocap : 64;
+        P->onames = xcalloc(P->ocap, sizeof *P->onames);
+        for (size_t i = 0; i < wascap; i++)
+            if (was[i]) P->onames[oname_slot(P, was[i])] = was[i];
+        free(was);
+    }
+    P->onames[oname_slot(P, name)] = name;
     P->nonames++;
-    return true;
 }
 
 /* ---- errors ---- */
@@ -775,11 +776,7 @@ static void parse_output(Parser *P) {
     Tok nt = P->tok;
     if (P->tok.k != T_STRING) ok = expected(P, "the output's name (a string)");
     else name = P->tok.s, next(P);
-    if (ok && P->onames) { /* the names of the outputs parsed so far (add_output_name) */
-        size_t h = (size_t)ir_hash_str(name) & (P->ocap - 1);
-        for (; ok && P->onames[h]; h = (h + 1) & (P->ocap - 1))
-            if (strcmp(P->onames[h], name) == 0) ok = perr(P, &nt, "output name '%s' is used more than once", name);
-    }
+    if (ok && has_output_name(P, name)) ok = perr(P, &nt, "output name '%s' is used more than once", name);
     if (ok && P->tok.k != T_VALUE) ok = expected(P, "a value");
     if (ok) v = use_value(P, &P->tok, &uses_ok), next(P);
     if (ok) ok = expect_line_end(P);

@@ -281,6 +281,24 @@ static void test_parse_several_errors(void) {
     cap_free(&cap);
 }
 
+/* Output names past the first table's size (64 slots): every one found
+ * again when it comes back, and nothing else reported. */
+static void test_parse_many_outputs(void) {
+    StrBuf b = {0};
+    sb_puts(&b, "graph @g {\n  %x = input {name=\"x\"} : f32[4]\n");
+    for (int i = 0; i < 300; i++) sb_printf(&b, "  output \"o%d\" %%x\n", i);
+    sb_puts(&b, "  output \"o5\" %x\n  output \"o299\" %x\n  output \"o300\" %x\n}\n");
+    Capture cap;
+    cap_init(&cap);
+    CHECK(ir_parse("m.ir", b.s, &cap.d) == NULL);
+    CHECK(cap.d.nerrors == 2);
+    const char *t = cap_text(&cap);
+    CHECK_HAS(t, "m.ir:303:10: error: output name 'o5' is used more than once\n");
+    CHECK_HAS(t, "m.ir:304:10: error: output name 'o299' is used more than once\n");
+    cap_free(&cap);
+    sb_free(&b);
+}
+
 /* ---- verifier: graphs that only a buggy pass can build ---- */
 
 typedef struct Small { Graph *g; Node *x, *w, *a, *b; } Small;
@@ -600,6 +618,7 @@ int main(void) {
     test_parse_locs_and_comments();
     test_parse_garbage();
     test_parse_several_errors();
+    test_parse_many_outputs();
     test_verify();
     test_stats();
     test_cse_dce_fold();
