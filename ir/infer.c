@@ -91,7 +91,8 @@ static const struct {
 #undef K
 
 static bool check_attr_kinds(Node *n, Diag *d) {
-    static const char *const kind_name[] = {"an integer", "a number", "a string", "a list of integers"};
+    static const char *const kind_name[] = {[ATTR_INT] = "an integer", [ATTR_FLOAT] = "a number", [ATTR_STR] = "a string",
+                                            [ATTR_INTS] = "a list of integers"};
     int lo = 0, hi = (int)(sizeof attr_kinds / sizeof attr_kinds[0]) - 1;
     for (int i = 0; i < n->nattr; i++) {
         const Attr *a = &n->attrs[i];
@@ -103,12 +104,10 @@ static bool check_attr_kinds(Node *n, Diag *d) {
             else l = m + 1;
         }
         if (k < 0) return fail(d, n, "unknown attribute '%s'", a->key);
-        if (!(attr_kinds[k].kinds & (1u << a->kind))) {
-            unsigned want = attr_kinds[k].kinds;
-            return fail(d, n, "attribute '%s' must be %s, not %s", a->key,
-                        want & (1u << ATTR_FLOAT) ? kind_name[1] : kind_name[want & (1u << ATTR_INT) ? 0 : want & (1u << ATTR_STR) ? 2 : 3],
-                        kind_name[a->kind == ATTR_FLOAT ? 1 : a->kind == ATTR_INT ? 0 : a->kind == ATTR_STR ? 2 : 3]);
-        }
+        unsigned want = attr_kinds[k].kinds;
+        if (!(want & (1u << a->kind))) /* a number takes an integer too: it is named for what it wants */
+            return fail(d, n, "attribute '%s' must be %s, not %s", a->key, kind_name[want & (1u << ATTR_FLOAT) ? ATTR_FLOAT : __builtin_ctz(want)],
+                        kind_name[a->kind]);
     }
     return true;
 }
