@@ -787,24 +787,25 @@ static int cmd_run(Opts *o) {
         diag_free(&d);
         return EXIT_USER;
     }
-    InterpModel *im = ib_new(train, eval, sample, o->fp64 ? INTERP_F64 : INTERP_F32, o->input, &d);
     int st = EXIT_USER;
-    if (im && o->run_help) { /* the runtime options' defaults, as a compiled program's --help shows them */
-        const TrnModel *m = ib_model(im);
-        const TrnTrainDefaults *t = &m->train;
+    if (o->run_help) { /* the training graph's train section: the runtime options' defaults, as a compiled program's --help shows them */
+        const TrainConfig *t = &train->train;
         for (int i = 0; i < NCOMMANDS; i++)
             if (strcmp(commands[i].name, "run") == 0) usage_cmd(stdout, &commands[i]);
         printf("\nModel '%s' (%s) trains by default with --steps %" PRId64 " --lr %g --min-lr %g --schedule %s --warmup %" PRId64
                " --seed %" PRId64 " --eval-every %" PRId64 " --eval-steps %" PRId64 " --save-every %" PRId64 " (its train section, "
                "else the runtime's defaults).\n",
-               m->name, o->input, t->steps, t->lr, t->min_lr, t->schedule ? t->schedule : "constant", t->warmup, t->seed, t->eval_every,
-               t->eval_steps > 0 ? t->eval_steps : 10, t->save_every);
+               train->name, o->input, (int64_t)t->steps, t->lr, t->min_lr, t->schedule ? t->schedule : "constant", (int64_t)t->warmup,
+               (int64_t)t->seed, (int64_t)t->eval_every, (int64_t)(t->eval_steps > 0 ? t->eval_steps : 10), (int64_t)t->save_every);
         st = EXIT_OK;
-    } else if (im) {
-        TrnBackend be = ib_backend(im);
-        o->rt_argv[o->rt_argc] = NULL;
-        st = trn_main(o->rt_argc, o->rt_argv, ib_model(im), &be);
-        ib_free(im);
+    } else {
+        InterpModel *im = ib_new(train, eval, sample, o->fp64 ? INTERP_F64 : INTERP_F32, o->input, &d);
+        if (im) {
+            TrnBackend be = ib_backend(im);
+            o->rt_argv[o->rt_argc] = NULL;
+            st = trn_main(o->rt_argc, o->rt_argv, ib_model(im), &be);
+            ib_free(im);
+        }
     }
     ir_graph_free(train);
     ir_graph_free(eval);
