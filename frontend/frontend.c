@@ -28,8 +28,8 @@ bool ast_parse(const char *file, const char *text, size_t len, Arena *a, Diag *d
 
 /* Parses and elaborates text (len bytes, may hold NULs: they are lexical errors). */
 static Graph *load(const char *name, const char *text, size_t len, const Define *defs, int ndefs, Diag *d) {
-    if (len > (size_t)1 << 30) {
-        error_at(d, (SrcLoc){name, 0, 0}, "the file is too large (%zu bytes)", len);
+    if (len > SOURCE_MAX) {
+        error_at(d, (SrcLoc){name, 0, 0}, "the file is too large (%zu bytes; at most %zu)", len, SOURCE_MAX);
         return NULL;
     }
     diag_add_source(d, name, text, len);
@@ -54,7 +54,11 @@ Graph *fe_load_string(const char *name, const char *text, const Define *defs, in
 
 Graph *fe_load_file(const char *path, const Define *defs, int ndefs, Diag *d) {
     size_t len = 0;
-    char *text = read_file(path, &len);
+    char *text = read_file_max(path, SOURCE_MAX, &len);
+    if (!text && errno == EFBIG) {
+        error_at(d, (SrcLoc){path, 0, 0}, "the file is too large (more than %zu bytes)", SOURCE_MAX);
+        return NULL;
+    }
     if (!text) {
         error_at(d, NOLOC, "cannot read '%s': %s", path, strerror(errno));
         return NULL;

@@ -25,6 +25,7 @@ typedef struct ParseCtx {
     int         line, col;      /* lexer position (1-based) */
     int         depth;          /* nesting of ( and [: newlines inside are ignored */
     int         lex_err_line;   /* last line with a lexical error */
+    int         brace_line;     /* the line after an end of line that was reported where a '{' was expected */
     int         nerr;           /* errors reported by the lexer and the parser */
     char        tok[64];        /* text of the last token, for messages */
 } ParseCtx;
@@ -65,7 +66,7 @@ static void fe_yyerror(FE_YYLTYPE *loc, void *scanner, ParseCtx *ctx, const char
 %token EQ "==" NE "!=" LE "<=" GE ">="
 %token NEWLINE "end of line"
 
-%type <expr> expr bexpr primary call init_opt
+%type <expr> expr bexpr cexpr primary call init_opt
 %type <stmt> stmt if_stmt
 %type <top> top_decl
 %type <type> type
@@ -94,16 +95,29 @@ top_items
     | top_items sep top_item
     ;
 
+/* The end of an item: after a syntax error, the next item's errors are
+ * reported (yyerrok; bison would stay quiet until three tokens had been
+ * read, and an error on the line after another would not be said). */
 sep
-    : NEWLINE
-    | ';'
+    : NEWLINE                 { yyerrok; }
+    | ';'                     { yyerrok; }
     ;
 
 /* top_item = (empty) | top_decl | error */
 top_item
     : %empty
     | top_decl                { ast_vec_push(ctx->a, &ctx->prog->tops, $1); }
-    | error
+    | skipped
+    ;
+
+/* What a syntax error skips: the rest of its item, up to the next
+ * newline or ';', with the bodies in it taken whole, so that the '}' of a
+ * body the error is before (`else {` where no `if` is, `if c` and its
+ * `{` on the next line) does not close the body around it. */
+skipped
+    : error
+    | skipped body
+    | skipped ELSE
     ;
 
 /* top_decl = "const" NAME "=" expr */
@@ -177,11 +191,11 @@ train_items
     : %empty                  { $$ = (Vec){0}; }
     | IDENT '=' expr
         { $$ = (Vec){0}; TrainItem *t = arena_alloc(ctx->a, sizeof *t); t->key = $1; t->loc = L(@1); t->value = $3; ast_vec_push(ctx->a, &$$, t); }
-    | error                   { $$ = (Vec){0}; }
+    | skipped                 { $$ = (Vec){0}; }
     | train_items sep
     | train_items sep IDENT '=' expr
         { $$ = $1; TrainItem *t = arena_alloc(ctx->a, sizeof *t); t->key = $3; t->loc = L(@3); t->value = $5; ast_vec_push(ctx->a, &$$, t); }
-    | train_items sep error
+    | train_items sep skipped
     ;
 
 /* body = "{" item (sep item)* "}" */
@@ -198,10 +212,10 @@ items
 stmts
     : %empty                  { $$ = (Vec){0}; }
     | stmt                    { $$ = (Vec){0}; ast_vec_push(ctx->a, &$$, $1); }
-    | error                   { $$ = (Vec){0}; }
+    | skipped                 { $$ = (Vec){0}; }
     | stmts sep
     | stmts sep stmt          { $$ = $1; ast_vec_push(ctx->a, &$$, $3); }
-    | stmts sep error
+    | stmts sep skipped
     ;
 
 stmt
@@ -256,24 +270,31 @@ expr
         { $$ = ast_expr(ctx->a, EX_LABEL, L(@2)); $$->a = $1; $$->s = $3; }
     ;
 
-/* bexpr = bexpr OP bexpr | "-" bexpr | "not" bexpr | primary */
+/* bexpr = bexpr ("or" | "and") bexpr | "not" bexpr | cexpr
+ * (`not` applies to a comparison or a sum, never is an operand of one:
+ * `1 == not b` is an error, as in Python) */
 bexpr
     : bexpr OR bexpr          { $$ = ast_binary(ctx->a, BOP_OR, $1, $3, L(@2)); }
     | bexpr AND bexpr         { $$ = ast_binary(ctx->a, BOP_AND, $1, $3, L(@2)); }
     | NOT bexpr               { $$ = ast_unary(ctx->a, 'n', $2, L(@1)); }
-    | bexpr EQ bexpr          { $$ = ast_binary(ctx->a, BOP_EQ, $1, $3, L(@2)); }
-    | bexpr NE bexpr          { $$ = ast_binary(ctx->a, BOP_NE, $1, $3, L(@2)); }
-    | bexpr '<' bexpr         { $$ = ast_binary(ctx->a, '<', $1, $3, L(@2)); }
-    | bexpr LE bexpr          { $$ = ast_binary(ctx->a, BOP_LE, $1, $3, L(@2)); }
-    | bexpr '>' bexpr         { $$ = ast_binary(ctx->a, '>', $1, $3, L(@2)); }
-    | bexpr GE bexpr          { $$ = ast_binary(ctx->a, BOP_GE, $1, $3, L(@2)); }
-    | bexpr '+' bexpr         { $$ = ast_binary(ctx->a, '+', $1, $3, L(@2)); }
-    | bexpr '-' bexpr         { $$ = ast_binary(ctx->a, '-', $1, $3, L(@2)); }
-    | bexpr '*' bexpr         { $$ = ast_binary(ctx->a, '*', $1, $3, L(@2)); }
-    | bexpr '/' bexpr         { $$ = ast_binary(ctx->a, '/', $1, $3, L(@2)); }
-    | bexpr '%' bexpr         { $$ = ast_binary(ctx->a, '%', $1, $3, L(@2)); }
-    | bexpr '@' bexpr         { $$ = ast_binary(ctx->a, '@', $1, $3, L(@2)); }
-    | '-' bexpr %prec UMINUS  { $$ = ast_unary(ctx->a, '-', $2, L(@1)); }
+    | cexpr
+    ;
+
+/* cexpr = cexpr OP cexpr | "-" cexpr | primary   (comparisons, arithmetic) */
+cexpr
+    : cexpr EQ cexpr          { $$ = ast_binary(ctx->a, BOP_EQ, $1, $3, L(@2)); }
+    | cexpr NE cexpr          { $$ = ast_binary(ctx->a, BOP_NE, $1, $3, L(@2)); }
+    | cexpr '<' cexpr         { $$ = ast_binary(ctx->a, '<', $1, $3, L(@2)); }
+    | cexpr LE cexpr          { $$ = ast_binary(ctx->a, BOP_LE, $1, $3, L(@2)); }
+    | cexpr '>' cexpr         { $$ = ast_binary(ctx->a, '>', $1, $3, L(@2)); }
+    | cexpr GE cexpr          { $$ = ast_binary(ctx->a, BOP_GE, $1, $3, L(@2)); }
+    | cexpr '+' cexpr         { $$ = ast_binary(ctx->a, '+', $1, $3, L(@2)); }
+    | cexpr '-' cexpr         { $$ = ast_binary(ctx->a, '-', $1, $3, L(@2)); }
+    | cexpr '*' cexpr         { $$ = ast_binary(ctx->a, '*', $1, $3, L(@2)); }
+    | cexpr '/' cexpr         { $$ = ast_binary(ctx->a, '/', $1, $3, L(@2)); }
+    | cexpr '%' cexpr         { $$ = ast_binary(ctx->a, '%', $1, $3, L(@2)); }
+    | cexpr '@' cexpr         { $$ = ast_binary(ctx->a, '@', $1, $3, L(@2)); }
+    | '-' cexpr %prec UMINUS  { $$ = ast_unary(ctx->a, '-', $2, L(@1)); }
     | primary
     ;
 
@@ -382,6 +403,9 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, void *scanner, Parse
     ctx->nerr++;
     if (ctx->lex_err_line == loc.line) return 0; /* the lexer already complained about this line */
     yysymbol_kind_t tok = yypcontext_token(yyctx);
+    /* `if c` with its '{' on the next line: the '{' was said to be
+     * expected; that it cannot start a statement is not said again */
+    if (loc.line == ctx->brace_line && strcmp(yysymbol_name(tok), "'{'") == 0) return 0;
     char ubuf[128];
     const char *u;
     switch ((int)tok) {
@@ -410,18 +434,22 @@ static int yyreport_syntax_error(const yypcontext_t *yyctx, void *scanner, Parse
         items[ni] = sym_phrase(exp[i], bufs[ni], sizeof bufs[ni]);
         ni++;
     }
-    bool want_close = false, top = false, ended = false;
+    bool want_close = false, want_brace = false, top = false, ended = false;
     for (int i = 0; i < n; i++) {
         want_close |= strcmp(yysymbol_name(exp[i]), "'}'") == 0;
+        want_brace |= strcmp(yysymbol_name(exp[i]), "'{'") == 0;
         ended |= exp[i] == YYSYMBOL_AND || strcmp(yysymbol_name(exp[i]), "'*'") == 0; /* binary only: an operand has ended */
         top |= exp[i] == YYSYMBOL_MODEL; /* where a declaration may start */
     }
+    if (tok == YYSYMBOL_NEWLINE && want_brace) ctx->brace_line = l->last_line;
     bool decl = tok == YYSYMBOL_CONST || tok == YYSYMBOL_BLOCK || tok == YYSYMBOL_MODEL || tok == YYSYMBOL_TRAIN;
     const char *name = yysymbol_name(tok);
     bool comparison = tok == YYSYMBOL_EQ || tok == YYSYMBOL_NE || tok == YYSYMBOL_LE || tok == YYSYMBOL_GE ||
                       strcmp(name, "'<'") == 0 || strcmp(name, "'>'") == 0;
     if (comparison && ended) {   /* %nonassoc: `a == b == c` */
         sb_puts(&sb, "; comparisons do not chain (write `a < b and b < c`)");
+    } else if (tok == YYSYMBOL_NOT && !ended) { /* where an operand of a comparison or arithmetic must start */
+        sb_puts(&sb, "; 'not' binds more loosely than comparisons and arithmetic (write `(not b)`)");
     } else if (ni > 0 && ni <= 6) {
         sb_puts(&sb, "; expected ");
         for (int i = 0; i < ni; i++) {

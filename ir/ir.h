@@ -54,8 +54,12 @@ void  sb_vprintf(StrBuf *b, const char *fmt, va_list ap);
 void  sb_free(StrBuf *b);
 char *sb_take(StrBuf *b);                          /* returns s (heap, NUL-terminated), resets b */
 
-/* Reads a whole file into a NUL-terminated heap buffer; NULL (errno set) on failure. */
+/* Reads a whole file into a NUL-terminated heap buffer; NULL (errno set) on
+ * failure.  read_file_max stops past max bytes (NULL, errno EFBIG): a
+ * source that never ends (/dev/zero) is an error, not all of memory. */
 char *read_file(const char *path, size_t *len);
+char *read_file_max(const char *path, size_t max, size_t *len);
+#define SOURCE_MAX ((size_t)1 << 30) /* the most bytes a .model or .ir file may hold */
 
 /* FNV-1a of n bytes, going on from h (IR_HASH0 to start): the hash of
  * every table of names (the parser's, the printer's, the elaborator's, the

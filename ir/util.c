@@ -150,13 +150,21 @@ char *sb_take(StrBuf *b) {
     return s;
 }
 
-char *read_file(const char *path, size_t *len) {
+char *read_file(const char *path, size_t *len) { return read_file_max(path, SIZE_MAX, len); }
+
+char *read_file_max(const char *path, size_t max, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     StrBuf b = {0};
     char chunk[65536];
     size_t n;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (n > max - b.len) {
+            fclose(f);
+            sb_free(&b);
+            errno = EFBIG;
+            return NULL;
+        }
         sb_reserve(&b, n);
         memcpy(b.s + b.len, chunk, n);
         b.len += n;

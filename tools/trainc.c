@@ -540,7 +540,11 @@ static Graph *load(Opts *o, Diag *d) {
     Graph *g = NULL;
     if (ends_with(o->input, ".ir")) {
         size_t len = 0;
-        char *text = read_file(o->input, &len);
+        char *text = read_file_max(o->input, SOURCE_MAX, &len);
+        if (!text && errno == EFBIG) {
+            error_at(d, (SrcLoc){o->input, 0, 0}, "the file is too large (more than %zu bytes)", SOURCE_MAX);
+            return NULL;
+        }
         if (!text) {
             error_at(d, NOLOC, "cannot read '%s': %s", o->input, strerror(errno));
             return NULL;

@@ -401,6 +401,25 @@ static void test_features(void) {
         free(m);
     }
 
+    /* Runs of blank and comment lines, before an `else` and not: 300000
+     * lines (the lexer once read such a run from each of its newlines,
+     * quadratic: minutes here), and the lines after them still counted */
+    {
+        const char *unit = "  # a comment\n\n \t\n";
+        size_t n = 100000, ul = strlen(unit);
+        const char *head = "model t(x: f32[3]) {\n  if true {\n    y = x\n  }\n", *mid = "  else {\n    y = x * 2\n  }\n";
+        char *text = malloc(strlen(head) + 2 * n * ul + strlen(mid) + 64), *p = text;
+        p = stpcpy(p, head);
+        for (size_t i = 0; i < n; i++) p = stpcpy(p, unit);
+        p = stpcpy(p, mid);
+        for (size_t i = 0; i < n; i++) p = stpcpy(p, unit);
+        strcpy(p, "  return sum(y) +\n}\n");
+        char *m = load_fail(text, NULL, 0);
+        CHECK(m && strstr(m, "t.model:600008:18: error: syntax error: unexpected end of line"), "a long run of blank lines: %s", m ? m : "(loaded)");
+        free(m);
+        free(text);
+    }
+
     /* errors that are not in the golden files */
     char *msg = load_fail("model t(x: f32[3]) { return sum(x) }\n", (Define[]){{"nope", "1"}}, 1);
     CHECK(msg && strstr(msg, "trainc: error: -D nope: t.model has no constant 'nope'"), "bad -D: %s", msg);
