@@ -131,6 +131,13 @@ static void mark_grads(Sched *s) {
     }
     for (int i = 0; i < g->noutputs; i++)
         if (strncmp(g->outputs[i].name, "grad.", 5) == 0) s->vi[g->outputs[i].value->id].grad = true;
+    /* the parts a gradient is the sum of (a tied weight's: fused linear +
+     * cross-entropy's dw, then the embedding's added to it) are gradients */
+    for (int i = g->nnodes - 1; i >= 0; i--) {
+        Node *n = g->nodes[i];
+        if (n->op == OP_add && s->vi[n->out[0]->id].grad)
+            for (int j = 0; j < 2; j++) s->vi[n->in[j]->id].grad = true;
+    }
 }
 
 typedef struct Placed { int64_t off, end; int first, last; } Placed;

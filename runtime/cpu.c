@@ -4,6 +4,7 @@
 #include "rt.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,17 @@ static int cpu_read(void *self, int tensor, void *dst, char *err, size_t errn) {
     return 0;
 }
 
+static int cpu_read_part(void *self, int tensor, int64_t first, int64_t count, void *dst, char *err, size_t errn) {
+    CpuBackend *c = self;
+    size_t n = 0;
+    if (cpu_place(c, tensor, &n, err, errn) != 0) return -1;
+    const TrnTensor *t = &c->m->tensors[tensor];
+    if (first < 0 || count < 0 || first > t->numel || count > t->numel - first)
+        return rt_fail(err, errn, "elements %" PRId64 " to %" PRId64 " of '%s' are not in its %" PRId64, first, first + count, t->name, t->numel);
+    if (count) memcpy(dst, c->arena + t->offset + rt_nbytes(t->dtype, first), (size_t)rt_nbytes(t->dtype, count));
+    return 0;
+}
+
 static int cpu_write(void *self, int tensor, const void *src, char *err, size_t errn) {
     CpuBackend *c = self;
     size_t n = 0;
@@ -101,6 +113,7 @@ int rt_cpu_backend(const TrnModel *m, int flags, TrnBackend *out, char *err, siz
     out->self = c;
     out->run = cpu_run;
     out->read = cpu_read;
+    out->read_part = cpu_read_part;
     out->write = cpu_write;
     out->destroy = cpu_destroy;
     out->device_bytes = m->arena_bytes;

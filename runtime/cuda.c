@@ -33,6 +33,7 @@
 #include "trainc_cuda.h"
 
 #include <dlfcn.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -1345,6 +1346,16 @@ static int be_read(void *self, int tensor, void *dst, char *err, size_t errn) {
     return trn_cuda_download(g, g->m->tensors[tensor].offset, dst, n, err, errn);
 }
 
+static int be_read_part(void *self, int tensor, int64_t first, int64_t count, void *dst, char *err, size_t errn) {
+    TrnCudaDev *g = self;
+    size_t n;
+    if (be_place(g, tensor, &n, err, errn) != 0) return -1;
+    const TrnTensor *t = &g->m->tensors[tensor];
+    if (first < 0 || count < 0 || first > t->numel || count > t->numel - first)
+        return rt_fail(err, errn, "elements %" PRId64 " to %" PRId64 " of '%s' are not in its %" PRId64, first, first + count, t->name, t->numel);
+    return trn_cuda_download(g, t->offset + rt_nbytes(t->dtype, first), dst, (size_t)rt_nbytes(t->dtype, count), err, errn);
+}
+
 static int be_write(void *self, int tensor, const void *src, char *err, size_t errn) {
     TrnCudaDev *g = self;
     size_t n;
@@ -1405,6 +1416,7 @@ int rt_cuda_backend(const TrnModel *m, int flags, TrnBackend *out, char *err, si
     out->self = g;
     out->run = be_run;
     out->read = be_read;
+    out->read_part = be_read_part;
     out->write = be_write;
     out->destroy = be_destroy;
     out->device_bytes = m->arena_bytes;

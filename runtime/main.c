@@ -768,7 +768,9 @@ static int sample(Run *r, int32_t first) {
     int64_t V = m->vocab > 0 && m->vocab <= Vp ? m->vocab : Vp;
     int64_t tend = m->tensors[m->t_tokens].index_end; /* a token the model cannot read next is never drawn */
     if (tend > 0 && tend < V) V = tend;
-    size_t lbytes = (size_t)rt_nbytes(lt->dtype, lt->numel);
+    /* the row drawn from: read alone where the backend can (read_part),
+     * not the [B, T, V] logits of every position */
+    size_t lbytes = (size_t)rt_nbytes(lt->dtype, s->be.read_part ? Vp : lt->numel);
     unsigned char *logits = rt_malloc(lbytes, r->err, sizeof r->err);
     int32_t *ctx = rt_calloc((size_t)r->T, sizeof *ctx, r->err, sizeof r->err);
     double *p = rt_malloc((size_t)V * sizeof *p, r->err, sizeof r->err);
@@ -801,11 +803,14 @@ static int sample(Run *r, int32_t first) {
             rc = fail(r, "--sample: %s", trn_error(s));
             break;
         }
-        if (s->be.run(s->be.self, TRN_RUN_SAMPLE, e, sizeof e) != 0 || s->be.read(s->be.self, m->t_logits, logits, e, sizeof e) != 0) {
+        int64_t base = at ? 0 : (len - 1) * Vp;   /* row 0, position len-1 */
+        if (s->be.run(s->be.self, TRN_RUN_SAMPLE, e, sizeof e) != 0 ||
+            (s->be.read_part ? s->be.read_part(s->be.self, m->t_logits, base, Vp, logits, e, sizeof e)
+                             : s->be.read(s->be.self, m->t_logits, logits, e, sizeof e)) != 0) {
             rc = fail(r, "--sample: %s", e);
             break;
         }
-        int64_t base = at ? 0 : (len - 1) * Vp;   /* row 0, position len-1 */
+        if (s->be.read_part) base = 0;
         double mx = -INFINITY, z = 0;
         for (int64_t v = 0; v < V; v++) {
             p[v] = rt_elem_get(lt->dtype, logits, base + v);

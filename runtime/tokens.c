@@ -99,23 +99,24 @@ int tok_read(const char *path, TokFile *out, char *err, size_t errn) {
         return fail(err, errn, "%s: count mismatch: the header announces %ld tokens (%lld bytes) but the file holds %lld bytes of tokens", path,
                     (long)count, want, payload);
     }
-    unsigned char *raw = malloc((size_t)want + 1);
+    /* read into the tokens' own memory (2 bytes a token, all the host
+     * memory a token file takes), each made a host uint16_t in place */
     uint16_t *tok = malloc(sizeof(uint16_t) * ((size_t)count + 1));
-    if (!raw || !tok) {
-        free(raw);
-        free(tok);
+    if (!tok) {
         fclose(f);
         return fail(err, errn, "%s: out of memory for %ld tokens", path, (long)count);
     }
+    unsigned char *raw = (unsigned char *)tok;
     size_t got = fread(raw, 1, (size_t)want, f);
     fclose(f);
     if (got != (size_t)want) {
-        free(raw);
         free(tok);
         return fail(err, errn, "%s: read error after %zu of %lld token bytes", path, got, want);
     }
-    for (int64_t i = 0; i < count; i++) tok[i] = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
-    free(raw);
+    for (int64_t i = 0; i < count; i++) { /* little-endian in the file */
+        uint16_t v = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
+        tok[i] = v;
+    }
     out->tokens = tok;
     out->n = count;
     return 0;

@@ -339,33 +339,51 @@ static inline void tk_gemm_f64(int ta, int tb, int64_t M, int64_t N, int64_t K, 
  * the interpreter computes a matmul; beta 1: C's value is added to that
  * rounded result and the sum rounded again, as the add the GEMM absorbed
  * (a gradient's accumulator, another product's sum) rounds it: fusing it
- * changes no bit. */
+ * changes no bit.  The operands are widened a tile at a time (TK_GEMM_DT_MB
+ * rows of A by TK_GEMM_DT_KB of its columns, those by TK_GEMM_DT_NB columns
+ * of B) and C's sums kept for MB by NB elements, so that the scratch is at
+ * most 28 MB whatever the product's size (the whole of A, B and C as
+ * doubles would be 0.4 GB for GPT-2 small's head at 1024 rows); a sum over
+ * more than KB terms is the tiles' sums added in order. */
+enum { TK_GEMM_DT_MB = 512, TK_GEMM_DT_NB = 1024, TK_GEMM_DT_KB = 2048 };
 static inline void tk_gemm_dt(int dt, int cdt, int ta, int tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda, const void *B,
                               int64_t ldb, int beta, void *C, int64_t ldc) {
-    double *a = (double *)tk_alloc(sizeof(double) * (size_t)(M * K + 1)), *b = (double *)tk_alloc(sizeof(double) * (size_t)(K * N + 1));
-    double *c = (double *)tk_alloc(sizeof(double) * (size_t)(M * N + 1));
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t k = 0; k < K; k++) a[i * K + k] = tk_ld(A, dt, ta ? k * lda + i : i * lda + k);
-    for (int64_t k = 0; k < K; k++)
-        for (int64_t j = 0; j < N; j++) b[k * N + j] = tk_ld(B, dt, tb ? j * ldb + k : k * ldb + j);
+    int64_t mb = M < TK_GEMM_DT_MB ? M : TK_GEMM_DT_MB, nb = N < TK_GEMM_DT_NB ? N : TK_GEMM_DT_NB, kb = K < TK_GEMM_DT_KB ? K : TK_GEMM_DT_KB;
+    double *a = (double *)tk_alloc(sizeof(double) * (size_t)(mb * kb + 1)), *b = (double *)tk_alloc(sizeof(double) * (size_t)(kb * nb + 1));
+    double *c = (double *)tk_alloc(sizeof(double) * (size_t)(mb * nb + 1));
+    for (int64_t j0 = 0; j0 < N; j0 += nb) {
+        int64_t nj = N - j0 < nb ? N - j0 : nb;
+        for (int64_t i0 = 0; i0 < M; i0 += mb) {
+            int64_t mi = M - i0 < mb ? M - i0 : mb;
+            if (K == 0) memset(c, 0, sizeof(double) * (size_t)(mi * nj));
+            for (int64_t k0 = 0; k0 < K; k0 += kb) {
+                int64_t kk = K - k0 < kb ? K - k0 : kb;
+                for (int64_t i = 0; i < mi; i++)
+                    for (int64_t k = 0; k < kk; k++) a[i * kk + k] = tk_ld(A, dt, ta ? (k0 + k) * lda + i0 + i : (i0 + i) * lda + k0 + k);
+                for (int64_t k = 0; k < kk; k++)
+                    for (int64_t j = 0; j < nj; j++) b[k * nj + j] = tk_ld(B, dt, tb ? (j0 + j) * ldb + k0 + k : (k0 + k) * ldb + j0 + j);
 #ifdef TRN_HAVE_BLAS
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0, a, (int)K, b, (int)N, 0.0, c, (int)N);
+                cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)mi, (int)nj, (int)kk, 1.0, a, (int)kk, b, (int)nj, k0 ? 1.0 : 0.0, c,
+                            (int)nj);
 #else
-#pragma omp parallel for schedule(static) if (M * N * K > 65536)
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-            double acc = 0;
-            for (int64_t k = 0; k < K; k++) acc += a[i * K + k] * b[k * N + j];
-            c[i * N + j] = acc;
-        }
+#pragma omp parallel for schedule(static) if (mi * nj * kk > 65536)
+                for (int64_t i = 0; i < mi; i++)
+                    for (int64_t j = 0; j < nj; j++) { /* each sum over k in order, across the tiles */
+                        double acc = k0 ? c[i * nj + j] : 0.0;
+                        for (int64_t k = 0; k < kk; k++) acc += a[i * kk + k] * b[k * nj + j];
+                        c[i * nj + j] = acc;
+                    }
 #endif
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-            int64_t e = i * ldc + j;
-            double old = beta ? tk_ld(C, cdt, e) : 0.0;
-            tk_st(C, cdt, e, c[i * N + j]);
-            if (beta) tk_st(C, cdt, e, tk_ld(C, cdt, e) + old);
+            }
+            for (int64_t i = 0; i < mi; i++)
+                for (int64_t j = 0; j < nj; j++) {
+                    int64_t e = (i0 + i) * ldc + j0 + j;
+                    double old = beta ? tk_ld(C, cdt, e) : 0.0;
+                    tk_st(C, cdt, e, c[i * nj + j]);
+                    if (beta) tk_st(C, cdt, e, tk_ld(C, cdt, e) + old);
+                }
         }
+    }
     free(a);
     free(b);
     free(c);

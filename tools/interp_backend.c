@@ -278,7 +278,7 @@ InterpModel *ib_new(Graph *train, Graph *eval, Graph *sample, InterpMode mode, c
 const TrnModel *ib_model(InterpModel *m) { return &m->model; }
 
 TrnBackend ib_backend(InterpModel *m) {
-    TrnBackend b = {"interp", m, ib_run, ib_read, ib_write, ib_destroy, 0, NULL};
+    TrnBackend b = {.name = "interp", .self = m, .run = ib_run, .read = ib_read, .write = ib_write, .destroy = ib_destroy};
     return b;
 }
 

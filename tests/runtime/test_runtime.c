@@ -271,6 +271,23 @@ static void test_devices(void) {
     CHECK(trn_cpu_backend(&bigram_tiny, &be, err, sizeof err) == 0, "%s", err);
     s = trn_create_with_backend(&badabi, be, NULL, err, sizeof err);
     CHECK(!s && strstr(err, "ABI"), "%s", s ? "created" : err);
+    /* read_part (the sampler's one row): the elements asked for, as the
+     * whole tensor's read has them; a range past the tensor is an error */
+    CHECK(trn_cpu_backend(&bigram_tiny, &be, err, sizeof err) == 0, "%s", err);
+    {
+        const TrnTensor *lt = &bigram_tiny.tensors[bigram_tiny.t_logits];
+        float *full = calloc((size_t)lt->numel, sizeof *full), part[64];
+        for (int64_t i = 0; i < lt->numel; i++) full[i] = (float)(i * 3 + 1);
+        CHECK(lt->dtype == TRN_F32 && be.write(be.self, bigram_tiny.t_logits, full, err, sizeof err) == 0, "write: %s", err);
+        int64_t first = lt->numel - 5;
+        CHECK(be.read_part && be.read_part(be.self, bigram_tiny.t_logits, first, 5, part, err, sizeof err) == 0, "read_part: %s", err);
+        CHECK(memcmp(part, full + first, 5 * sizeof *part) == 0, "read_part read %g..%g, not %g..%g", part[0], part[4], full[first], full[first + 4]);
+        CHECK(be.read_part(be.self, bigram_tiny.t_logits, first, 6, part, err, sizeof err) != 0 && strstr(err, "are not in its"),
+              "read_part past the end: %s", err);
+        CHECK(be.read_part(be.self, bigram_tiny.t_logits, -1, 1, part, err, sizeof err) != 0, "read_part before the start");
+        free(full);
+    }
+    be.destroy(be.self);
     char *argv[] = {"test_model", "--steps", "0", "--quiet", NULL}, *help[] = {"test_model", "--bogus", NULL};
     CHECK(trn_cpu_backend(&bigram_tiny, &be, err, sizeof err) == 0, "%s", err);
     CHECK(trn_main(4, argv, &bigram_tiny, &be) == 0, "trn_main with a backend");
