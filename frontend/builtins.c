@@ -73,7 +73,9 @@ BUILTIN(b_unary) {
         }
         return val_float(r);
     }
-    ARG_TENSOR(0, x);
+    Value *x;
+    if (!elab_want(e, a[0].k == V_TENSOR, a[0], al[0], arg_what(e, bi, 0), "a tensor or a number")) return val_poison();
+    x = a[0].t;
     return node1(e, bi->op, x, loc);
 }
 
@@ -199,7 +201,9 @@ BUILTIN(b_convert) {
     if (strcmp(bi->name, "float") == 0) return val_float(x);
     if (a[0].k == V_INT) return a[0];
     if (!(x >= -0x1p63 && x < 0x1p63)) { /* every double in [-2^63, 2^63) truncates to an int64 */
-        error_at(e->d, al[0], "int(): %g is out of the integers' range (-2^63 .. 2^63 - 1)", x);
+        char xs[32];
+        fmt_double(xs, x);
+        error_at(e->d, al[0], "int(): %s is out of the integers' range (-2^63 .. 2^63 - 1)", xs);
         return val_poison();
     }
     return val_int((int64_t)x);
@@ -473,6 +477,10 @@ BUILTIN(b_arange) {
     (void)given;
     int64_t n;
     if (!elab_want_int(e, a[0], al[0], "argument 'n' of arange", &n) || !tensors_allowed(e, bi, loc)) return val_poison();
+    if (n < 1) {
+        error_at(e->d, al[0], "arange(%lld): n must be positive (a tensor has no empty dimension)", (long long)n);
+        return val_poison();
+    }
     if (n > (int64_t)INT32_MAX + 1) { /* its values are i32s */
         error_at(e->d, al[0], "arange(%lld): the values 0 to n - 1 are i32, so n is at most 2147483648", (long long)n);
         return val_poison();

@@ -45,7 +45,8 @@ typedef struct Frame Frame;
 struct Frame {
     Frame      *up;
     Top        *blk;          /* NULL for the model */
-    const char *scope;        /* parameter scope path ("" at the root, "h.0.attn") */
+    const char *scope;        /* parameter scope path ("" at the root, "h.0.attn"), a repeat's pass in it while one runs */
+    const char *call_scope;   /* the scope the call gave it (without a repeat's pass): the call chain's notes */
     SrcLoc      call_loc;     /* the call (blocks) */
     bool        unlabelled;   /* called without `as`: scope = block name */
     bool        tainted;      /* an if or repeat was skipped after an error: unknown names are not reported */
@@ -87,10 +88,9 @@ bool elab_tick(Elab *e, SrcLoc loc);                  /* counts work; false (aft
 void elab_note(Elab *e, SrcLoc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 const char *elab_join(Elab *e, const char *scope, const char *name);   /* "scope.name" or "name" */
 
-/* Suggestions by edit distance (names.c): feed candidates, then read the hint. */
-typedef struct Suggest { const char *name; const char *best; int dist; } Suggest;
-void        elab_suggest_init(Suggest *s, const char *name);
-void        elab_suggest_add(Suggest *s, const char *cand);
+/* Suggestions by edit distance (Suggest, ir.h): feed candidates, then read the hint. */
+#define elab_suggest_init suggest_init
+#define elab_suggest_add suggest_add
 const char *elab_suggest_hint(Elab *e, const Suggest *s);  /* "; did you mean 'x'?" or "" */
 /* For a bare name of the train section (V_SYM) where a number was wanted,
  * "; did you mean 'x'?" naming a constant close to it; else "". */

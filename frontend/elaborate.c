@@ -47,9 +47,9 @@ static void note_chain(void *ctx, SrcLoc at) {
     for (Frame *f = top; f && f->blk; f = f->up, k++) {
         if (n > 11 && k > 8 && k < n - 2) continue;
         if (n > 11 && k == 8)
-            elab_note(e, f->call_loc, "in block '%s' (scope '%s') called here, within %d calls left out", f->blk->name, f->scope, n - 11);
+            elab_note(e, f->call_loc, "in block '%s' (scope '%s') called here, within %d calls left out", f->blk->name, f->call_scope, n - 11);
         else
-            elab_note(e, f->call_loc, "in block '%s' (scope '%s') called here", f->blk->name, f->scope);
+            elab_note(e, f->call_loc, "in block '%s' (scope '%s') called here", f->blk->name, f->call_scope);
     }
 }
 
@@ -277,7 +277,8 @@ bool elab_bind_args(Elab *e, Expr *call, int n, const char **names, const bool *
             if (slot < 0) {
                 Suggest s;
                 elab_suggest_init(&s, arg->kw);
-                for (int i = 0; i < n; i++) elab_suggest_add(&s, names[i]);
+                for (int i = 0; i < n; i++)
+                    if (!given[i]) elab_suggest_add(&s, names[i]); /* not one given already */
                 if (!sig) sig = signature(e, call->s, n, names, optional);
                 error_at(e->d, arg->kwloc, "unknown keyword argument '%s' for %s%s", arg->kw, sig, elab_suggest_hint(e, &s));
                 ok = false;
@@ -343,6 +344,7 @@ static Val call_block(Elab *e, Top *blk, Expr *call, const char *label) {
     if (!elab_bind_args(e, call, n, names, optional, vals, locs, given)) return val_poison();
     Frame nf = {.up = e->fr, .blk = blk, .call_loc = call->loc, .unlabelled = label == NULL, .id = ++e->nframes};
     nf.scope = elab_join(e, e->fr->scope, label ? label : blk->name);
+    nf.call_scope = nf.scope;
     e->fr = &nf;
     /* the errors of the same line from another call are other errors (a
      * Diag prints an error once per place and context) */
@@ -373,6 +375,9 @@ static Val eval_call(Elab *e, Expr *call, const char *label, SrcLoc label_loc) {
             error_at(e->d, call->loc, "'%s' is a value, not a function", call->s);
             return val_poison();
         }
+        const char *key = arena_printf(e->a, "function:%s", call->s); /* reported once, as an unknown name is */
+        if (elab_map_get(&e->reported, key)) return val_poison();
+        elab_map_put(e->a, &e->reported, key, e);
         Suggest s;
         elab_suggest_init(&s, call->s);
         for (int i = 0; i < e->blocks.cap; i++) elab_suggest_add(&s, e->blocks.e[i].key);

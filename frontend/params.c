@@ -94,7 +94,7 @@ static bool claim_name(Elab *e, const char *full, SrcLoc loc, bool is_input) {
             elab_note(e, prev->loc, "'%s' is first declared here", full);
             if (prev->frame != f->id && prev->blk && f->blk) { /* two calls with one scope: say which */
                 elab_note(e, prev->call_loc, "by this call of '%s'", prev->blk);
-                elab_note(e, f->call_loc, "and again by this one, in the same scope '%s'; give each call its own `as` label", f->scope);
+                elab_note(e, f->call_loc, "and again by this one, in the same scope '%s'; give the two calls different scopes (their `as` labels, or those of the calls and repeats they are in)", f->scope);
             }
         }
         return false;

@@ -65,16 +65,7 @@ static void train_item(Elab *e, TrainItem *t, Map *seen) {
     if (train_set(&g->train, g->arena, k->name, txt, err, sizeof err)) {
         g->train.at[k - train_keys] = t->value->loc;
     } else {
-        const char *hint = "";
-        if (k->kind == TK_ENUM) {
-            Suggest s;
-            elab_suggest_init(&s, txt);
-            char al[256];
-            snprintf(al, sizeof al, "%s", k->allowed);
-            for (char *p = strtok(al, " "); p; p = strtok(NULL, " ")) elab_suggest_add(&s, p);
-            hint = elab_suggest_hint(e, &s); /* copied: s.best points into al */
-        }
-        error_at(e->d, t->value->loc, "%s%s", err, hint);
+        error_at(e->d, t->value->loc, "%s", err); /* (with a suggestion for a name: train_set) */
     }
 }
 

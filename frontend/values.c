@@ -81,7 +81,7 @@ bool elab_want_num(Elab *e, Val v, SrcLoc loc, const char *what, double *out) {
 }
 
 bool elab_want_bool(Elab *e, Val v, SrcLoc loc, const char *what, bool *out) {
-    if (!elab_want(e, v.k == V_BOOL || v.k == V_INT, v, loc, what, "true or false")) return false;
+    if (!elab_want(e, v.k == V_BOOL || v.k == V_INT, v, loc, what, "true, false or an integer")) return false;
     *out = v.i != 0;
     return true;
 }
@@ -115,7 +115,7 @@ bool elab_want_ints(Elab *e, Val v, SrcLoc loc, const char *what, int max, int64
     if (!elab_want(e, v.k == V_LIST || v.k == V_TUPLE, v, loc, what, or_int ? "an integer or a list of integers" : "a list of integers"))
         return false;
     if (v.n > max) {
-        error_at(e->d, loc, "%s has %d entries; at most %d are allowed", what, v.n, max);
+        error_at(e->d, loc, "%s: %d entries, more than the %d allowed", what, v.n, max);
         return false;
     }
     for (int i = 0; i < v.n; i++) {
@@ -297,7 +297,7 @@ Val elab_unary(Elab *e, int op, Val a, SrcLoc loc) {
     if (a.k == V_POISON) return val_poison();
     if (op == 'n') {
         if (a.k == V_BOOL || a.k == V_INT) return val_bool(!a.i);
-        error_at(e->d, loc, "'not' needs true or false, not %s", elab_desc(&a, b, sizeof b));
+        error_at(e->d, loc, "'not' needs true, false or an integer, not %s", elab_desc(&a, b, sizeof b));
         return val_poison();
     }
     switch (a.k) {

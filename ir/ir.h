@@ -61,6 +61,13 @@ char *read_file(const char *path, size_t *len);
 char *read_file_max(const char *path, size_t max, size_t *len);
 #define SOURCE_MAX ((size_t)1 << 30) /* the most bytes a .model or .ir file may hold */
 
+/* Suggestions by edit distance (optimal string alignment): feed the
+ * candidates; best is the closest within a third of the name's length
+ * (1 for names of 3 or fewer), NULL when none is. */
+typedef struct Suggest { const char *name; const char *best; int dist; } Suggest;
+void suggest_init(Suggest *s, const char *name);
+void suggest_add(Suggest *s, const char *cand);
+
 /* FNV-1a of n bytes, going on from h (IR_HASH0 to start): the hash of
  * every table of names (the parser's, the printer's, the elaborator's, the
  * graph's sources, lowering's buffers), of cse's nodes and of the Diag's

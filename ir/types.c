@@ -266,7 +266,13 @@ static bool set_key(TrainConfig *tc, Arena *a, const TrainKeyInfo *k, const char
     }
     case TK_ENUM:
         if (!allowed_has(k->allowed, value)) {
-            snprintf(err, errn, "train key '%s' takes one of: %s; not '%s'", k->name, k->allowed, value);
+            Suggest s;
+            char al[256];
+            suggest_init(&s, value);
+            snprintf(al, sizeof al, "%s", k->allowed);
+            for (char *q = strtok(al, " "); q; q = strtok(NULL, " ")) suggest_add(&s, q);
+            snprintf(err, errn, "train key '%s' takes one of: %s; not '%s'%s%s%s", k->name, k->allowed, value, s.best ? "; did you mean '" : "",
+                     s.best ? s.best : "", s.best ? "'?" : "");
             return false;
         }
         *(const char **)p = a ? arena_strdup(a, value) : value; /* a == NULL: static defaults */
@@ -288,7 +294,10 @@ void train_defaults(TrainConfig *tc) {
 bool train_set(TrainConfig *tc, Arena *a, const char *key, const char *value, char *err, size_t errn) {
     const TrainKeyInfo *k = train_key_lookup(key);
     if (!k) {
-        snprintf(err, errn, "unknown train key '%s'", key);
+        Suggest s;
+        suggest_init(&s, key);
+        for (int i = 0; i < ntrain_keys; i++) suggest_add(&s, train_keys[i].name);
+        snprintf(err, errn, "unknown train key '%s'%s%s%s", key, s.best ? "; did you mean '" : "", s.best ? s.best : "", s.best ? "'?" : "");
         return false;
     }
     TrainConfig t = *tc;

@@ -251,6 +251,8 @@ void fmt_double(char buf[32], double v) {
         snprintf(buf, 32, "%.*g", prec, v);
         if (strtod(buf, NULL) == v) break;
     }
+    /* a whole number below 1e16 in full: 70000.0, not 7e+04 */
+    if (strchr(buf, 'e') && v > -1e16 && v < 1e16 && (double)(long long)v == v) snprintf(buf, 32, "%.1f", v);
     /* Keep a float looking like a float: "2" -> "2.0" (so the IR parser
      * knows the attribute is a float, not an int). */
     if (!strpbrk(buf, ".eEn")) strcat(buf, ".0");
@@ -306,9 +308,13 @@ static void print_caret(Diag *d, SrcLoc loc) {
     const char *e = p;
     while (e < end && *e != '\n') e++;
     if (e > p && e[-1] == '\r') e--; /* a CRLF file's line */
-    fprintf(d->out, "%.*s\n", (int)(e - p), p);
-    /* keep tabs so the caret lines up */
-    for (int c = 1; c < loc.col && p + c - 1 < e; c++) fputc(p[c - 1] == '\t' ? '\t' : ' ', d->out);
+    for (const char *c = p; c < e; c++) /* a control character (ESC) as '?': the terminal's state is not the input's to set */
+        fputc(((unsigned char)*c < 0x20 && *c != '\t') || *c == 0x7f ? '?' : *c, d->out);
+    fputc('\n', d->out);
+    /* keep tabs so the caret lines up; a UTF-8 character (in a string or
+     * a comment) is one column on the terminal, however many bytes */
+    for (int c = 1; c < loc.col && p + c - 1 < e; c++)
+        if (((unsigned char)p[c - 1] & 0xC0) != 0x80) fputc(p[c - 1] == '\t' ? '\t' : ' ', d->out);
     fputs("^\n", d->out);
 }
 
@@ -365,7 +371,14 @@ void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list a
         fprintf(d->out, "%s: %s: ", loc.file, kind);
     else
         fprintf(d->out, "trainc: %s: ", kind);
-    fputs(msg, d->out);
+    /* control characters a message quotes from the input (a string's
+     * escape, ESC of a terminal sequence) are written as escapes; the
+     * message's own line breaks (a log it carries) are kept */
+    for (const char *c = msg; *c; c++) {
+        unsigned char ch = (unsigned char)*c;
+        if ((ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f) fprintf(d->out, "\\x%02x", ch);
+        else fputc(ch, d->out);
+    }
     fputc('\n', d->out);
     free(msg);
     print_caret(d, loc);
@@ -396,4 +409,40 @@ void note_at(Diag *d, SrcLoc loc, const char *fmt, ...) {
     va_start(ap, fmt);
     verror_at(d, loc, "note", fmt, ap);
     va_end(ap);
+}
+
+/* ---- suggestions by edit distance ---- */
+
+/* Optimal-string-alignment distance (a transposition costs 1). */
+static int edit_distance(const char *a, const char *b) {
+    int n = (int)strlen(a), m = (int)strlen(b);
+    if (n > 40 || m > 40) return 1000;
+    int d[41][41];
+    for (int i = 0; i <= n; i++) d[i][0] = i;
+    for (int j = 0; j <= m; j++) d[0][j] = j;
+    for (int i = 1; i <= n; i++)
+        for (int j = 1; j <= m; j++) {
+            int c = a[i - 1] == b[j - 1] ? 0 : 1, v = d[i - 1][j - 1] + c;
+            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v) v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[n][m];
+}
+
+void suggest_init(Suggest *s, const char *name) {
+    s->name = name;
+    s->best = NULL;
+    s->dist = 1000;
+}
+
+void suggest_add(Suggest *s, const char *cand) {
+    if (!cand || strcmp(cand, s->name) == 0) return;
+    int dist = edit_distance(s->name, cand);
+    int len = (int)strlen(s->name), limit = len <= 3 ? 1 : (len + 2) / 3;
+    if (dist <= limit && dist < s->dist) {
+        s->dist = dist;
+        s->best = cand;
+    }
 }
