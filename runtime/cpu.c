@@ -4,7 +4,6 @@
 #include "rt.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,8 +63,7 @@ static int cpu_read_part(void *self, int tensor, int64_t first, int64_t count, v
     size_t n = 0;
     if (cpu_place(c, tensor, &n, err, errn) != 0) return -1;
     const TrnTensor *t = &c->m->tensors[tensor];
-    if (first < 0 || count < 0 || first > t->numel || count > t->numel - first)
-        return rt_fail(err, errn, "elements %" PRId64 " to %" PRId64 " of '%s' are not in its %" PRId64, first, first + count, t->name, t->numel);
+    if (rt_part_in(t, first, count, err, errn) != 0) return -1;
     if (count) memcpy(dst, c->arena + t->offset + rt_nbytes(t->dtype, first), (size_t)rt_nbytes(t->dtype, count));
     return 0;
 }

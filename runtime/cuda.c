@@ -33,7 +33,6 @@
 #include "trainc_cuda.h"
 
 #include <dlfcn.h>
-#include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -1351,8 +1350,7 @@ static int be_read_part(void *self, int tensor, int64_t first, int64_t count, vo
     size_t n;
     if (be_place(g, tensor, &n, err, errn) != 0) return -1;
     const TrnTensor *t = &g->m->tensors[tensor];
-    if (first < 0 || count < 0 || first > t->numel || count > t->numel - first)
-        return rt_fail(err, errn, "elements %" PRId64 " to %" PRId64 " of '%s' are not in its %" PRId64, first, first + count, t->name, t->numel);
+    if (rt_part_in(t, first, count, err, errn) != 0) return -1;
     return trn_cuda_download(g, t->offset + rt_nbytes(t->dtype, first), dst, (size_t)rt_nbytes(t->dtype, count), err, errn);
 }
 

@@ -109,6 +109,9 @@ void   rt_elem_set(TrnDType dt, void *base, int64_t i, double v);
 int    rt_dtype_is_float(TrnDType dt);
 /* numel * dtype size with an overflow check; -1 on overflow. */
 int64_t rt_nbytes(TrnDType dt, int64_t numel);
+/* Elements [first, first + count) of t (a backend's read_part): 0 when they
+ * are in it, else -1 with the reason in err. */
+int rt_part_in(const TrnTensor *t, int64_t first, int64_t count, char *err, size_t errn);
 
 /* The param a state "amp.bf16.P" / "amp.f16.P" copies (mixed precision's
  * half-precision weights: trainc_rt.h), or NULL. */

@@ -151,9 +151,9 @@ typedef struct TrnBackend {
      * the host would: 0 done, 1 not here (the session computes it on the
      * host and writes it), -1 error */
     int  (*init)(void *self, int tensor, const TrnInitSpec *spec, char *err, size_t errn);
-    /* optional: reads elements [first, first + count) of a tensor (in
-     * range: the caller checks), so that a row of a large tensor does not
-     * cost a copy of all of it (the sampler's row of logits) */
+    /* optional: reads elements [first, first + count) of a tensor (a range
+     * past it is an error), so that a row of a large tensor does not cost
+     * a copy of all of it (the sampler's row of logits) */
     int  (*read_part)(void *self, int tensor, int64_t first, int64_t count, void *dst, char *err, size_t errn);
 } TrnBackend;
 

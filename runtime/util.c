@@ -231,6 +231,11 @@ int64_t rt_nbytes(TrnDType dt, int64_t numel) {
     return numel * sz;
 }
 
+int rt_part_in(const TrnTensor *t, int64_t first, int64_t count, char *err, size_t errn) {
+    if (first >= 0 && count >= 0 && first <= t->numel && count <= t->numel - first) return 0;
+    return rt_fail(err, errn, "elements %" PRId64 " to %" PRId64 " of '%s' are not in its %" PRId64, first, first + count, t->name, t->numel);
+}
+
 /* x rounded to a binary format with `mant` fraction bits, smallest normal
  * exponent emin and largest finite value maxv (round to nearest even: rint
  * under the default rounding mode).  The result is exact in that format. */
