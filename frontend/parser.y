@@ -2,7 +2,7 @@
  *
  * A pure (reentrant) LALR(1) parser with locations that builds the syntax
  * tree of ast.h in the arena of its ParseCtx.  Statements end at a newline
- * or ';'.  Error recovery is at statement level (`error` in item, top_item
+ * or ';'.  Error recovery is at statement level (`skipped`, an `error` and the bodies after it, in item, top_item
  * and train_item), so several syntax errors are reported in one run.
  */
 %define api.pure full
@@ -103,7 +103,7 @@ sep
     | ';'                     { yyerrok; }
     ;
 
-/* top_item = (empty) | top_decl | error */
+/* top_item = (empty) | top_decl | skipped */
 top_item
     : %empty
     | top_decl                { ast_vec_push(ctx->a, &ctx->prog->tops, $1); }
@@ -185,7 +185,7 @@ train_body
     : '{' train_items '}'     { $$ = $2; }
     ;
 
-/* train_item = (empty) | NAME "=" expr | error
+/* train_item = (empty) | NAME "=" expr | skipped
  * train_items = train_item (sep train_item)* */
 train_items
     : %empty                  { $$ = (Vec){0}; }
@@ -203,12 +203,12 @@ body
     : '{' items '}'           { $$ = $2; }
     ;
 
-/* items = item (sep item)*;  item = (empty) | stmt | error */
+/* items = item (sep item)*;  item = (empty) | stmt | skipped */
 items
     : stmts
     ;
 
-/* stmts = (empty) | stmt | error | stmts sep (stmt | error)? */
+/* stmts = (empty) | stmt | skipped | stmts sep (stmt | skipped)? */
 stmts
     : %empty                  { $$ = (Vec){0}; }
     | stmt                    { $$ = (Vec){0}; ast_vec_push(ctx->a, &$$, $1); }

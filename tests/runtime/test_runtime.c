@@ -47,19 +47,31 @@ static const char *P(const char *fmt, ...) {
     return b;
 }
 
-/* trn_main in-process with an argv split from a format string at spaces. */
-static int run_main(const TrnModel *m, const char *fmt, ...) {
+/* trn_main in-process with an argv split from a format string at spaces,
+ * on a backend of the caller's (trn_main's to destroy) or NULL. */
+static int vrun_main(const TrnModel *m, const TrnBackend *be, const char *fmt, va_list ap) {
     char line[8192];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
     char *argv[64];
     int argc = 0;
     argv[argc++] = "test_model";
     for (char *t = strtok(line, " "); t && argc < 63; t = strtok(NULL, " ")) argv[argc++] = t;
     argv[argc] = NULL;
-    return trn_main(argc, argv, m, NULL);
+    return trn_main(argc, argv, m, be);
+}
+static int run_main(const TrnModel *m, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vrun_main(m, NULL, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+static int run_main_be(const TrnModel *m, const TrnBackend *be, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vrun_main(m, be, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 static unsigned char *slurp(const char *path, size_t *n);
@@ -1159,6 +1171,40 @@ static void test_unset_input(void) {
     CHECK(run_main_err(err, sizeof err, &m, args) == 0, "%s", err);
 }
 
+/* --sample reads its row of logits with the backend's read_part (row 0,
+ * position len-1 of the bigram's [B, T, V]); without read_part, from the
+ * whole tensor: the same text, token for token.  A trained bigram's next
+ * byte depends on the last one, so a read of the wrong row shows. */
+static void test_sample_part(void) {
+    char data[2048], err[512];
+    snprintf(data, sizeof data, "%s", P("sample.bin"));
+    CHECK(bigram_write_text_tokens(data, 20000, 3) == 0, "tokens");
+    char text[2][4096];
+    for (int k = 0; k < 2; k++) {
+        TrnBackend be;
+        CHECK(trn_cpu_backend(&bigram_adam, &be, err, sizeof err) == 0, "%s", err);
+        CHECK(be.read_part != NULL, "the cpu backend has no read_part");
+        if (k) be.read_part = NULL;
+        char path[2048];
+        snprintf(path, sizeof path, "%s", P(k ? "sample_full.txt" : "sample_part.txt"));
+        fflush(stdout);
+        int saved = dup(1), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        CHECK(saved >= 0 && fd >= 0, "cannot capture stdout");
+        dup2(fd, 1);
+        close(fd);
+        int rc = run_main_be(&bigram_adam, &be, "--data %s --steps 200 --schedule constant --sample 300 --quiet", data);
+        fflush(stdout);
+        dup2(saved, 1);
+        close(saved);
+        CHECK(rc == 0, "trn_main --sample (%s)", k ? "whole tensor" : "read_part");
+        size_t n;
+        unsigned char *t = slurp(path, &n);
+        snprintf(text[k], sizeof text[k], "%s", t ? (char *)t : "");
+        free(t);
+    }
+    CHECK(strlen(text[0]) == 301 && strcmp(text[0], text[1]) == 0, "read_part's sample differs from the whole tensor's:\n%s\n%s", text[0], text[1]);
+}
+
 /* ---- the command-line program ---- */
 
 static int same_lines(char a[][256], int na, char b[][256], int nb, const char *what) {
@@ -1309,6 +1355,7 @@ int main(int argc, char **argv) {
         {"train_cli", test_train_cli},
         {"resume", test_resume},
         {"unset_input", test_unset_input},
+        {"sample_part", test_sample_part},
     };
     int pass = 0, fail = 0;
     const char *only = getenv("RT_TEST");
