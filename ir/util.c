@@ -372,11 +372,14 @@ void verror_at(Diag *d, SrcLoc loc, const char *kind, const char *fmt, va_list a
     else
         fprintf(d->out, "trainc: %s: ", kind);
     /* control characters a message quotes from the input (a string's
-     * escape, ESC of a terminal sequence) are written as escapes; the
-     * message's own line breaks (a log it carries) are kept */
+     * escape, ESC of a terminal sequence) are written as escapes, so a
+     * message stays one line; only a message at no line of the source (a
+     * tool's log it carries, NVRTC's) keeps its line breaks */
+    bool keep_lines = !(loc.file && loc.line > 0);
     for (const char *c = msg; *c; c++) {
         unsigned char ch = (unsigned char)*c;
-        if ((ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f) fprintf(d->out, "\\x%02x", ch);
+        if (ch == '\n' && !keep_lines) fputs("\\n", d->out);
+        else if ((ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f) fprintf(d->out, "\\x%02x", ch);
         else fputc(ch, d->out);
     }
     fputc('\n', d->out);
