@@ -369,6 +369,7 @@ static void emit_loop(Emit *e, Kernel *k) {
         indent(f, depth);
         if (m->op == OP_max && dtype_is_float[m->out[0]->ty.dt]) fprintf(f, "if (%s > %s || %s != %s) %s = %s;\n", in0, racc, in0, in0, racc, in0); /* a NaN stays */
         else if (m->op == OP_max) fprintf(f, "if (%s > %s) %s = %s;\n", in0, racc, racc, in0);
+        else if (!dtype_is_float[m->out[0]->ty.dt]) fprintf(f, "%s = trn_iadd(%s, %s);\n", racc, racc, in0); /* wraps, as an add does */
         else fprintf(f, "%s += %s;\n", racc, in0);
         if (colred) {
             /* close the column loop and the row loops; reopen the columns */

@@ -826,7 +826,8 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
         loop_operand(L, i, 0, depth, in0);
         ind(&body, depth);
         if (ro == OP_max) sb_printf(&body, "acc = trn_rmax<%s>(acc, (%s)%s);\n", at, at, in0);
-        else sb_printf(&body, "acc%s += (%s)%s;\n", L->vec ? "[e]" : "", at, in0);
+        else if (fl) sb_printf(&body, "acc%s += (%s)%s;\n", L->vec ? "[e]" : "", at, in0);
+        else sb_printf(&body, "acc%s = trn_iadd(acc%s, (%s)%s);\n", L->vec ? "[e]" : "", L->vec ? "[e]" : "", at, in0); /* wraps, as an add does */
         if (L->vec) depth = 2, vec_close(L, depth);
         sb_puts(&body, "    }\n");
         if (!rows) sb_puts(&body, "    }\n");
@@ -877,7 +878,7 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
                 sb_printf(&body, "    %s acc = ((const %s *)p%d)[kk];\n#pragma unroll 8\n    for (int g = 1; g < %lld; g++) {\n", at, at, pw, (long long)G);
                 sb_printf(&body, "        const %s w = ((const %s *)p%d)[g * %lldll + kk];\n", at, at, pw, (long long)K);
                 if (ro == OP_max) sb_printf(&body, "        acc = trn_rmax<%s>(acc, w);\n    }\n", at);
-                else sb_puts(&body, "        acc += w;\n    }\n");
+                else sb_puts(&body, fl ? "        acc += w;\n    }\n" : "        acc = trn_iadd(acc, w);\n    }\n");
                 gx = cdiv(K, NT);
                 bx = NT;
                 by = 1;

@@ -191,8 +191,13 @@ TRN_DEV double trn_silu_grad(double dy, double x) {
 
 /* ---- reductions: warp (shuffles) and block (one word per warp in shared memory) ---- */
 
+/* a sum's step: an integer sum wraps as an add does (trn_iadd), so any
+ * order of a sum of integers gives the C kernel's result */
+template <typename V> TRN_DEV V trn_radd(V a, V b) { return a + b; }
+TRN_DEV long long trn_radd(long long a, long long b) { return trn_iadd(a, b); } /* chosen over the template */
+
 template <typename V> TRN_DEV V trn_warp_sum(V v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(TRN_FULL, v, o);
+    for (int o = 16; o > 0; o >>= 1) v = trn_radd(v, __shfl_xor_sync(TRN_FULL, v, o));
     return v;
 }
 TRN_DEV float trn_warp_max(float v) {
@@ -234,7 +239,7 @@ template <int NY, typename V> TRN_DEV V trn_col_sum(V v) {
     sh[threadIdx.y][threadIdx.x] = v;
     __syncthreads();
     for (int s = NY / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.y < s) sh[threadIdx.y][threadIdx.x] += sh[threadIdx.y + s][threadIdx.x];
+        if ((int)threadIdx.y < s) sh[threadIdx.y][threadIdx.x] = trn_radd(sh[threadIdx.y][threadIdx.x], sh[threadIdx.y + s][threadIdx.x]);
         __syncthreads();
     }
     return sh[0][threadIdx.x];

@@ -20,6 +20,13 @@ endif()
 
 set(TRAINC_CUDA_CACHE ${CMAKE_BINARY_DIR}/cuda-cache)
 
+# a sum of integers wraps in the CUDA C as in the C (--emit=cuda: NVRTC)
+if(TARGET trainc)
+  trainc_filecheck_test(${CMAKE_SOURCE_DIR}/tests/cuda/int_sum_wrap.model)
+  set_property(TEST tests_cuda_int_sum_wrap_model APPEND PROPERTY LABELS cuda)
+  set_property(TEST tests_cuda_int_sum_wrap_model APPEND PROPERTY ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE}")
+endif()
+
 add_executable(cuda_abi ${CMAKE_SOURCE_DIR}/tests/cuda/test_abi.c)
 target_include_directories(cuda_abi PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 add_test(NAME cuda_abi COMMAND cuda_abi)
@@ -166,6 +173,14 @@ if(TRAINC_CXX)
            COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
                    ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/int_wrap ${CMAKE_SOURCE_DIR}/tests/codegen/int_wrap.model int_wrap trn_model_int_wrap)
   set_tests_properties(cuda_emu_int_wrap PROPERTIES LABELS cuda TIMEOUT 300
+                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
+  # a sum of i64 past 2^63: wrapped in the CUDA kernels as in the C ones
+  # (tests/cuda/int_sum_wrap.model)
+  add_test(NAME cuda_emu_int_sum_wrap
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
+                   ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/int_sum_wrap ${CMAKE_SOURCE_DIR}/tests/frontend/filecheck/int_sum_wrap.model
+                   int_sum_wrap trn_model_int_sum_wrap)
+  set_tests_properties(cuda_emu_int_sum_wrap PROPERTIES LABELS cuda TIMEOUT 300
                        ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
   # an f64 product (f32 parameters cast) whose bias the cuda target leaves
   # to the loop kernel after it (tests/cuda/f64_bias.model)
