@@ -1032,32 +1032,44 @@ static void gemm_desc(Emit *e, Kernel *k, TrnCudaGemm *g) {
     }
 }
 
-/* A product's GELU epilogue as a kernel of its own: the TRN_CK_GEMM
- * kernel's one launch, which the runtime runs after the product only where
- * cuBLASLt has no algorithm with the epilogue.  c = gelu(aux) (aux, when
- * the pre-activation is kept, is where the product then went; else c
- * itself), or c = gelu_grad(c, aux).  No __restrict__: c may be aux. */
+/* A product's epilogue as a kernel of its own: the TRN_CK_GEMM kernel's
+ * one launch, which the runtime runs after the product only where cuBLASLt
+ * has no algorithm with the epilogue (the product then runs with none, its
+ * bias included).  With a GELU: c = gelu(aux [+ bias]) (aux, when the
+ * pre-activation is kept, is where the product then went, and gets the
+ * bias; else c itself), or c = gelu_grad(c, aux); a bias alone: c += bias.
+ * The bias is a row of N, read at column i % N of the one product (a
+ * batched product's bias has no such kernel: emit_kernels).  No
+ * __restrict__: c may be aux. */
 static void emit_gemm_epilogue(Emit *e, Kernel *k, CuKern *r) {
     Program *p = e->p;
     GemmInfo *gi = &k->gemm;
     int es = dtype_size[p->bufs[gi->c.buf].dt];
     Params P = {0};
     int pc = param_at(&P, gi->c.buf, p->bufs[gi->c.buf].offset + gi->c.off * es, true);
-    int px = gi->aux.buf >= 0 ? param_at(&P, gi->aux.buf, p->bufs[gi->aux.buf].offset + gi->aux.off * es, false) : pc;
+    int px = gi->aux.buf >= 0 ? param_at(&P, gi->aux.buf, p->bufs[gi->aux.buf].offset + gi->aux.off * es, gi->bias.buf >= 0) : pc;
+    int pb = gi->bias.buf >= 0 ? param_at(&P, gi->bias.buf, p->bufs[gi->bias.buf].offset + gi->bias.off * es, false) : -1;
+    if (gi->epi == GEPI_DGELU && pb >= 0) die("cuda: kernel %s: a GELU gradient's product with a bias", k->name);
     int64_t n = gi->M * gi->N;
     unsigned threads = 256;
     int64_t blocks = cdiv(n, threads);
     if (blocks > 4096) blocks = 4096;
     StrBuf b = {0};
+    char bias[64] = "";
+    if (pb >= 0) snprintf(bias, sizeof bias, " + trn_f32(p%d[i %% %lldll])", pb, (long long)gi->N);
     sb_printf(&b, "extern \"C\" __global__ void __launch_bounds__(%u) @FN@", threads);
     signature(e, &P, &b, false);
     sb_puts(&b, "\n{\n");
-    sb_printf(&b, "    /* the %s epilogue of the product (tanh form), where cuBLASLt has none */\n", gi->epi == GEPI_GELU ? "GELU" : "GELU gradient");
-    sb_printf(&b, "    for (long long i = blockIdx.x * %ull + threadIdx.x; i < %lldll; i += (long long)gridDim.x * %u)\n", threads, (long long)n, threads);
-    if (gi->epi == GEPI_GELU) sb_printf(&b, "        trn_st(p%d + i, trn_gelu(trn_f32(p%d[i]), 1));\n", pc, px);
-    else sb_printf(&b, "        trn_st(p%d + i, trn_gelu_grad(trn_f32(p%d[i]), trn_f32(p%d[i]), 1));\n", pc, pc, px);
+    sb_printf(&b, "    /* the %s%s epilogue of the product%s, where cuBLASLt has none */\n", gi->epi == GEPI_GELU ? "GELU" : gi->epi ? "GELU gradient" : "bias",
+              gi->epi && pb >= 0 ? " and bias" : "", gi->epi ? " (tanh form)" : "");
+    sb_printf(&b, "    for (long long i = blockIdx.x * %ull + threadIdx.x; i < %lldll; i += (long long)gridDim.x * %u)", threads, (long long)n, threads);
+    if (gi->epi == GEPI_GELU && pb >= 0 && px != pc) /* the pre-activation stored, rounded, and read back */
+        sb_printf(&b, " {\n        trn_st(p%d + i, trn_f32(p%d[i])%s);\n        trn_st(p%d + i, trn_gelu(trn_f32(p%d[i]), 1));\n    }\n", px, px, bias, pc, px);
+    else if (gi->epi == GEPI_GELU) sb_printf(&b, "\n        trn_st(p%d + i, trn_gelu(trn_f32(p%d[i])%s, 1));\n", pc, px, bias);
+    else if (gi->epi) sb_printf(&b, "\n        trn_st(p%d + i, trn_gelu_grad(trn_f32(p%d[i]), trn_f32(p%d[i]), 1));\n", pc, pc, px);
+    else sb_printf(&b, "\n        trn_st(p%d + i, trn_f32(p%d[i])%s);\n", pc, pc, bias);
     sb_puts(&b, "}\n");
-    launch(e, r, "_epi", &P, sb_take(&b), false, blocks, 0, threads, 0);
+    launch(e, r, gi->epi ? "_epi" : "_bias", &P, sb_take(&b), false, blocks, 0, threads, 0);
 }
 
 /* ===================================================================== */
@@ -1949,7 +1961,7 @@ CudaModule *cg_cuda_emit(Program *p, Diag *d) {
                     e.ok = false;
                 }
                 r->kind = TRN_CK_GEMM;
-                if (k->gemm.epi) emit_gemm_epilogue(&e, k, r);
+                if (k->gemm.epi || (k->gemm.bias.buf >= 0 && !k->gemm.nbatch)) emit_gemm_epilogue(&e, k, r);
                 if (k->gemm.bgrad) emit_gemm_bgrad(&e, k, r);
                 break;
             }

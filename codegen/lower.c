@@ -898,8 +898,9 @@ static void lower_matmul(Lower *L, Node *n) {
 
     /* bias epilogue: y used once, by `add(y, bias)` with bias a row vector.
      * Not f64 on the cuda target: cublasLt.h documents no bias epilogue for
-     * CUBLAS_COMPUTE_64F, and the runtime has no plain fallback for a bias
-     * product cuBLASLt refuses; the add stays a loop kernel there. */
+     * CUBLAS_COMPUTE_64F, so the add would always run as the product's
+     * fallback kernel (emit_cuda.c emit_gemm_epilogue); it stays a loop
+     * kernel there, fused with what follows. */
     UseList *ul = &L->uses->of[y->id];
     Value *res = y;
     bool bias_epi = L->fuse && !(y->ty.dt == DT_f64 && strcmp(L->p->target, "cuda") == 0);

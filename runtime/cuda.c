@@ -27,7 +27,8 @@
  * schedule left out once it has run again: write_profile),
  * TRAINC_CUDA_GELU_EPILOGUE=0 (products run without cuBLASLt's GELU
  * epilogues, the module's kernels after them), TRAINC_CUDA_BGRAD_EPILOGUE=0
- * (the same for the bias gradients).
+ * (the same for the bias gradients), TRAINC_CUDA_BIAS_EPILOGUE=0 (the same
+ * for the biases of products without a GELU).
  */
 #include "rt.h"
 #include "trainc_cuda.h"
@@ -412,8 +413,10 @@ struct TrnCudaDev {
     int                  capturing;         /* a graph capture is enqueuing (capture) */
     int                  nepi, nepi_plain;  /* products with a GELU epilogue; those run without it, and a kernel after */
     int                  nbg, nbg_plain;    /* the same for bias-gradient epilogues */
+    int                  nbias, nbias_plain; /* the same for bias epilogues without a GELU (one with is a GELU one) */
     int                  plain_gelu;        /* TRAINC_CUDA_GELU_EPILOGUE=0: every GELU one so */
     int                  plain_bgrad;       /* TRAINC_CUDA_BGRAD_EPILOGUE=0: every bias-gradient one so */
+    int                  plain_bias;        /* TRAINC_CUDA_BIAS_EPILOGUE=0: every bias one so */
     int                  no_beta0_fill;     /* TRAINC_CUDA_BETA0_FILL=0: a product whose beta on the device is 0 leaves C as it was (TrnCudaGemm.zero_c) */
     double               t_driver, t_module, t_arena, t_gemm; /* the opening's phases, seconds (rt_cuda_phases) */
 };
@@ -479,12 +482,13 @@ static int lt_type(int dtype, int *esize) {
 
 /* The epilogue cuBLASLt applies: the bias, then the GELU (keeping the
  * pre-activation in aux when it is read again) or the GELU's gradient;
- * or a bias gradient (BGRADA sums cuBLASLt's A, our B); without the GELU
- * or the bias gradient when r->plain. */
+ * or a bias gradient (BGRADA sums cuBLASLt's A, our B); none when
+ * r->plain (the kernel's launch after the product does it all). */
 static uint32_t epilogue_of(const TrnCudaGemm *m, const GemmRt *r) {
+    if (r->plain) return TRN_LT_EPILOGUE_DEFAULT;
     uint32_t e = m->bias >= 0 ? TRN_LT_EPILOGUE_BIAS : TRN_LT_EPILOGUE_DEFAULT;
-    if (m->bgrad && !r->plain) return m->bgrad == TRN_BGRAD_A ? TRN_LT_EPILOGUE_BGRADB : TRN_LT_EPILOGUE_BGRADA;
-    if (r->plain || m->epi == TRN_GEMM_PLAIN) return e;
+    if (m->bgrad) return m->bgrad == TRN_BGRAD_A ? TRN_LT_EPILOGUE_BGRADB : TRN_LT_EPILOGUE_BGRADA;
+    if (m->epi == TRN_GEMM_PLAIN) return e;
     if (m->epi == TRN_GEMM_DGELU) return TRN_LT_EPILOGUE_DGELU;
     e = m->bias >= 0 ? TRN_LT_EPILOGUE_GELU_BIAS : TRN_LT_EPILOGUE_GELU;
     return m->aux >= 0 ? e | TRN_LT_EPILOGUE_AUX : e;
@@ -505,14 +509,17 @@ static void release_gemm(GemmRt *r) {
 
 static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m, GemmRt *r, char *err, size_t errn);
 
-/* The device's description after desc_base: how many GELU and
- * bias-gradient epilogues run in cuBLASLt, how many as kernels. */
+/* The device's description after desc_base: how many GELU, bias-gradient
+ * and bias epilogues run in cuBLASLt, how many as kernels (bias ones only
+ * when some do: nearly every product of a model has a bias). */
 static void describe_epilogues(TrnCudaDev *g) {
     size_t l = g->desc_base;
     g->desc[l] = 0;
     if (g->nepi) l += (size_t)snprintf(g->desc + l, sizeof g->desc - l, ", GELU epilogues: %d in cuBLASLt, %d as kernels", g->nepi - g->nepi_plain, g->nepi_plain);
     if (l < sizeof g->desc && g->nbg)
-        snprintf(g->desc + l, sizeof g->desc - l, ", bias gradients: %d in cuBLASLt, %d as kernels", g->nbg - g->nbg_plain, g->nbg_plain);
+        l += (size_t)snprintf(g->desc + l, sizeof g->desc - l, ", bias gradients: %d in cuBLASLt, %d as kernels", g->nbg - g->nbg_plain, g->nbg_plain);
+    if (l < sizeof g->desc && g->nbias_plain)
+        snprintf(g->desc + l, sizeof g->desc - l, ", bias epilogues: %d in cuBLASLt, %d as kernels", g->nbias - g->nbias_plain, g->nbias_plain);
 }
 
 /* plan_gemm, its finding no algorithm an error. */
@@ -526,19 +533,20 @@ static int plan_found(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *
     return rc;
 }
 
-/* A product with a GELU or bias-gradient epilogue planned plain, the
- * kernel's launches doing the epilogue after it (enqueue), and counted so
- * in the device's description. */
+/* A product with a GELU, bias-gradient or bias epilogue planned plain,
+ * the kernel's launches doing the epilogue after it (enqueue), and
+ * counted so in the device's description. */
 static int plan_plain(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m, GemmRt *r, char *err, size_t errn) {
     r->plain = 1;
     if (m->bgrad) g->nbg_plain++;
-    else g->nepi_plain++;
+    else if (m->epi != TRN_GEMM_PLAIN) g->nepi_plain++;
+    else g->nbias_plain++;
     return plan_found(g, k, m, r, err, errn);
 }
 
-/* A product's descriptor, layouts and algorithm.  A GELU or bias-gradient
- * epilogue that cuBLASLt has no algorithm for (the heuristic says so) is
- * left to the kernel's launches, the product run plain. */
+/* A product's descriptor, layouts and algorithm.  A GELU, bias-gradient
+ * or bias epilogue that cuBLASLt has no algorithm for (the heuristic says
+ * so) is left to the kernel's launches, the product run plain. */
 static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m, GemmRt *r, char *err, size_t errn) {
     if (m->bgrad != TRN_BGRAD_NONE) {
         if ((m->bgrad != TRN_BGRAD_A && m->bgrad != TRN_BGRAD_B) || m->dbias < 0 || m->epi != TRN_GEMM_PLAIN || m->bias >= 0 || m->nbatch)
@@ -554,14 +562,16 @@ static int prepare_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm
         if (m->epi == TRN_GEMM_DGELU && m->aux < 0) return rt_fail(err, errn, "module: kernel %s has a GELU gradient without its input", k->name);
         g->nepi++;
     }
-    if (m->epi != TRN_GEMM_PLAIN || m->bgrad != TRN_BGRAD_NONE) {
-        const char *what = m->bgrad ? "bias gradient" : "GELU epilogue";
-        if (!(m->bgrad ? g->plain_bgrad : g->plain_gelu)) {
+    if (m->bias >= 0 && m->epi == TRN_GEMM_PLAIN) g->nbias++;
+    if (m->epi != TRN_GEMM_PLAIN || m->bgrad != TRN_BGRAD_NONE || m->bias >= 0) {
+        const char *what = m->bgrad ? "bias gradient" : m->epi != TRN_GEMM_PLAIN ? "GELU epilogue" : "bias epilogue";
+        if (!(m->bgrad ? g->plain_bgrad : m->epi != TRN_GEMM_PLAIN ? g->plain_gelu : g->plain_bias)) {
             int rc = plan_gemm(g, k, m, r, err, errn);
             if (rc <= 0) return rc;
             release_gemm(r);
         }
-        if (k->nlaunch < 1) return rt_fail(err, errn, "kernel %s: its %s is not in cuBLASLt, and the module has no kernel for it", k->name, what);
+        if (k->nlaunch < 1 || k->kind != TRN_CK_GEMM) /* (a kernel of steps: its launches are its own steps) */
+            return rt_fail(err, errn, "kernel %s: its %s is not in cuBLASLt, and the module has no kernel for it", k->name, what);
         return plan_plain(g, k, m, r, err, errn);
     }
     return plan_found(g, k, m, r, err, errn);
@@ -593,7 +603,7 @@ static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m
     }
     uint32_t epi = epilogue_of(m, r);
     if (epi != TRN_LT_EPILOGUE_DEFAULT) LT(MatmulDescSetAttribute, (r->desc, TRN_LT_DESC_EPILOGUE, &epi, sizeof epi), w);
-    if (m->bias >= 0) {
+    if (m->bias >= 0 && !r->plain) {
         CUdeviceptr bp = g->arena + (CUdeviceptr)m->bias;
         const void *bptr = (const void *)(uintptr_t)bp;
         int32_t bdt = cdt;
@@ -655,7 +665,7 @@ static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m
     memset(res, 0, sizeof res);
     cublasStatus_t s = lt.MatmulAlgoGetHeuristic(g->lt, r->desc, r->la, r->lb, r->lc, r->lc, pref, 8, res, &nres);
     lt.MatmulPreferenceDestroy(pref);
-    int fused = (m->epi != TRN_GEMM_PLAIN || m->bgrad != TRN_BGRAD_NONE) && !r->plain;
+    int fused = (m->epi != TRN_GEMM_PLAIN || m->bgrad != TRN_BGRAD_NONE || m->bias >= 0) && !r->plain;
     if (s != 0 && !fused) return lt_fail(s, "cublasLtMatmulAlgoGetHeuristic", w, __LINE__, err, errn);
     for (int i = 0; s == 0 && i < nres && i < 8 && pick < 0; i++)
         if (res[i].state == 0 && res[i].workspaceSize <= wsb) pick = i;
@@ -673,8 +683,9 @@ static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m
  * the plain plan failed (err says why). */
 static int plain_after_refusal(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, cublasStatus_t s, const char *w, char *err, size_t errn) {
     const TrnCudaGemm *m = r->m;
-    if (r->plain || g->capturing || k->kind != TRN_CK_GEMM || k->nlaunch < 1 || (m->epi == TRN_GEMM_PLAIN && m->bgrad == TRN_BGRAD_NONE)) return 1;
-    const char *what = m->bgrad ? "bias-gradient" : "GELU";
+    if (r->plain || g->capturing || k->kind != TRN_CK_GEMM || k->nlaunch < 1 || (m->epi == TRN_GEMM_PLAIN && m->bgrad == TRN_BGRAD_NONE && m->bias < 0))
+        return 1;
+    const char *what = m->bgrad ? "bias-gradient" : m->epi != TRN_GEMM_PLAIN ? "GELU" : "bias";
     fprintf(stderr, "trainc: warning: cublasLtMatmul(%s) refused its %s epilogue (%s): the product runs plain, the epilogue as the kernel's launches\n",
             w, what, lt.GetStatusName ? lt.GetStatusName(s) : "?");
     release_gemm(r);
@@ -1041,6 +1052,8 @@ static int open_dev(TrnCudaDev *g, int flags, char *err, size_t errn) {
     g->plain_gelu = xe && strcmp(xe, "0") == 0;
     const char *be = getenv("TRAINC_CUDA_BGRAD_EPILOGUE");
     g->plain_bgrad = be && strcmp(be, "0") == 0;
+    const char *ae = getenv("TRAINC_CUDA_BIAS_EPILOGUE");
+    g->plain_bias = ae && strcmp(ae, "0") == 0;
     const char *fe = getenv("TRAINC_CUDA_BETA0_FILL");
     g->no_beta0_fill = fe && strcmp(fe, "0") == 0;
     const char *pe = getenv("TRAINC_CUDA_PROFILE");

@@ -337,6 +337,15 @@ if(TRAINC_CXX)
   # product planned again plain at its first run, said once, the kernels after
   trainc_fake_test(gelu_mlp_refused_bf16 tests/cuda/fake/gelu_mlp.model 3 2e-2 --set precision=bf16)
   set_property(TEST cuda_fake_gelu_mlp_refused_bf16 APPEND PROPERTY ENVIRONMENT "FAKE_CUBLASLT_EPI_RUN_REFUSE=1")
+  # a cuBLASLt without bias epilogues: every product with a bias runs
+  # plain, the kernel after adding the bias (and the GELU: the MLP's
+  # GELU_AUX_BIAS), trained 3 steps to the CPU's losses
+  trainc_fake_test(gpt2_nobias_bf16 examples/gpt2.model 3 2e-2 -D vocab=256 -D layers=1 -D heads=2 -D dim=32 -D seq=32 -D batch=4 --set precision=bf16)
+  set_property(TEST cuda_fake_gpt2_nobias_bf16 APPEND PROPERTY ENVIRONMENT "FAKE_CUBLASLT_NO_BIAS=1")
+  # ... and offered by the heuristic, refused by the matmul (the MLP
+  # example: biases without a GELU epilogue, its GELU the erf form)
+  trainc_fake_test(mlp_bias_refused_fp32 examples/mlp.model 0 0 --set precision=fp32)
+  set_property(TEST cuda_fake_mlp_bias_refused_fp32 APPEND PROPERTY ENVIRONMENT "FAKE_CUBLASLT_EPI_RUN_REFUSE=1")
   # 2 micro-batches a step: the bias gradients cuBLASLt writes are added
   # into their accumulators by one launch (tk_add_multi, lower.c
   # merge_updates)

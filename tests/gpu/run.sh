@@ -10,9 +10,10 @@
 #      dims 64 (GPT-2, and the same with --no-tc-attention; Llama with GQA)
 #      and 128 (Llama)) on the GPU against the C kernel on the CPU, fresh
 #      random inputs, poisoned outputs (build-gpu/kcheck_*, tests/gpu/kcheck.c);
-#      tiny GPT-2 fp32 twice: with cuBLASLt's GELU and bias-gradient
+#      tiny GPT-2 fp32 twice: with cuBLASLt's GELU, bias-gradient and bias
 #      epilogues and with the kernels the runtime runs in their place
-#      (TRAINC_CUDA_GELU_EPILOGUE=0 TRAINC_CUDA_BGRAD_EPILOGUE=0); and a
+#      (TRAINC_CUDA_GELU_EPILOGUE=0 TRAINC_CUDA_BGRAD_EPILOGUE=0
+#      TRAINC_CUDA_BIAS_EPILOGUE=0); and a
 #      finding: whether cuBLASLt reads C where beta, from the device, is 0
 #      (fp16 GPT-2's linear_cross_entropy with TRAINC_CUDA_BETA0_FILL=0);
 #   2. end to end: 20 steps of the tiny models on the GPU against the same
@@ -291,7 +292,7 @@ for r in rows:
     elif r["stage"] == "kernels":
         s = r.get("summary") or {}
         t.append(f"kernels  {r['model']:<15} {'ok ' if r['rc'] == 0 else 'FAIL'} {s.get('kernels', '?')} kernels, {s.get('failed', '?')} failed, worst {e2(s.get('worst'))} ({s.get('worst_kernel', '')})")
-        epi = re.findall(r"(?:GELU epilogues|bias gradients): \d+ in cuBLASLt, \d+ as kernels", r.get("first_line", ""))
+        epi = re.findall(r"(?:GELU epilogues|bias gradients|bias epilogues): \d+ in cuBLASLt, \d+ as kernels", r.get("first_line", ""))
         if epi:
             t.append("           " + "; ".join(epi))
     elif r["stage"] == "e2e":
@@ -417,7 +418,7 @@ for m in $kmodels; do
     [ "$m" = gpt2_tiny_fp16_nofill ] && exe=gpt2_tiny_fp16 fill=0 only=linear_cross_entropy
     # (TRAINC_KCHECK_TRACE: each kernel named before it runs, so that one
     # that hangs is the log's last line)
-    TRAINC_CUDA_GELU_EPILOGUE=$plain TRAINC_CUDA_BGRAD_EPILOGUE=$plain TRAINC_CUDA_BETA0_FILL=$fill TRAINC_KCHECK_ONLY=$only TRAINC_KCHECK_TRACE=1 \
+    TRAINC_CUDA_GELU_EPILOGUE=$plain TRAINC_CUDA_BGRAD_EPILOGUE=$plain TRAINC_CUDA_BIAS_EPILOGUE=$plain TRAINC_CUDA_BETA0_FILL=$fill TRAINC_KCHECK_ONLY=$only TRAINC_KCHECK_TRACE=1 \
         timeout -k 5 $lim "$B/kcheck_$exe" "$L/kcheck_$m.jsonl" 1234 > "$L/kcheck_$m.log" 2>&1
     rc=$?
     t1=$(date +%s%N)

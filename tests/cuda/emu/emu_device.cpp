@@ -2,8 +2,9 @@
  * upload, download, fill, run one kernel) on an emulated GPU: the arena is
  * host memory, launches run the generated CUDA C compiled by g++ with
  * cuda_emu.h, cuBLASLt products run as their TrnCudaGemm descriptor says
- * (in double, rounded once to C's dtype; a GELU or bias-gradient epilogue
- * by the kernels the runtime falls back to), memsets are memsets; each
+ * (in double, rounded once to C's dtype; a GELU, bias-gradient or bias
+ * epilogue by the kernels the runtime falls back to, the product run
+ * without it, its bias too), memsets are memsets; each
  * launch runs in both of the emulation's orders, which must agree (launch,
  * below).  With it,
  * tests/gpu/kcheck.c (its calls renamed by emu_rename.h) compares every
@@ -61,8 +62,9 @@ static void st(unsigned char *p, int dt, int64_t i, double v) {
     }
 }
 
-/* C[M,N] = alpha op(A) op(B) + beta C (+ bias[N]), per batch, as runtime/cuda.c asks cuBLASLt */
-static void gemm(EmuDev *g, const TrnCudaGemm *m) {
+/* C[M,N] = alpha op(A) op(B) + beta C (+ bias[N] unless plain), per
+ * batch, as runtime/cuda.c asks cuBLASLt */
+static void gemm(EmuDev *g, const TrnCudaGemm *m, bool plain) {
     int es = m->dtype == TRN_F32 ? 4 : m->dtype == TRN_F64 ? 8 : 2, ces = m->cdtype == TRN_F32 ? 4 : m->cdtype == TRN_F64 ? 8 : 2;
     double alpha = 1, beta = m->accumulate ? 1 : 0;
     if (m->scale >= 0) {
@@ -79,11 +81,11 @@ static void gemm(EmuDev *g, const TrnCudaGemm *m) {
             ea += ix * m->sa[i], eb += ix * m->sb[i], ec += ix * m->sc[i];
         }
         const unsigned char *A = g->arena + m->a + ea * es, *B = g->arena + m->b + eb * es;
-        /* a GELU epilogue: the product alone (into the pre-activation when
-         * it is kept), then the kernel's launch, as runtime/cuda.c does
+        /* an epilogue: the product alone (into the pre-activation when a
+         * GELU keeps it), then the kernel's launch, as runtime/cuda.c does
          * where cuBLASLt has no algorithm with it (tests/cuda/fake
          * emulates cuBLASLt's own) */
-        unsigned char *C = g->arena + (m->epi == TRN_GEMM_GELU && m->aux >= 0 ? m->aux : m->c) + ec * ces;
+        unsigned char *C = g->arena + (plain && m->epi == TRN_GEMM_GELU && m->aux >= 0 ? m->aux : m->c) + ec * ces;
         /* op(A)'s rows and op(B)'s columns as doubles, k contiguous in
          * both (the same sums in the same order as reading them in place,
          * without a cache miss an element where an operand is strided) */
@@ -102,7 +104,7 @@ static void gemm(EmuDev *g, const TrnCudaGemm *m) {
                 double c = 0;
                 if (beta != 0) c = m->cdtype == TRN_F64 ? ((const double *)C)[i * m->ldc + j] : ld(C, m->cdtype, i * m->ldc + j);
                 double v = alpha * acc + beta * c;
-                if (m->bias >= 0)
+                if (m->bias >= 0 && !plain)
                     v += m->cdtype == TRN_F64 ? ((const double *)(g->arena + m->bias))[j] : ld(g->arena + m->bias, m->cdtype, j);
                 st(C, m->cdtype, i * m->ldc + j, v);
             }
@@ -204,17 +206,20 @@ int emu_cuda_run_kernel(EmuDev *g, int which, int i, char *err, size_t errn) {
     const TrnCudaKernel *k = &g->cm->kern[which][i];
     switch (k->kind) {
     case TRN_CK_MEMSET: memset(g->arena + k->ms_off, 0, (size_t)k->ms_bytes); break;
-    case TRN_CK_GEMM:
-        gemm(g, &k->gemm[0]);
-        if (k->gemm[0].epi != TRN_GEMM_PLAIN || k->gemm[0].bgrad != TRN_BGRAD_NONE) {
-            if (k->nlaunch < 1) return fail(err, errn, "a product with an epilogue and no kernel for it");
-            for (int l = 0; l < k->nlaunch; l++)
-                if (launch(g, k, &k->launch[l], err, errn)) return -1;
-        }
+    case TRN_CK_GEMM: {
+        const TrnCudaGemm *m = &k->gemm[0];
+        bool epi = m->epi != TRN_GEMM_PLAIN || m->bgrad != TRN_BGRAD_NONE;
+        if (epi && k->nlaunch < 1) return fail(err, errn, "a product with an epilogue and no kernel for it");
+        /* (a bias alone: the kernel after too, where the module has one) */
+        bool plain = k->nlaunch > 0 && (epi || m->bias >= 0);
+        gemm(g, m, plain);
+        for (int l = 0; plain && l < k->nlaunch; l++)
+            if (launch(g, k, &k->launch[l], err, errn)) return -1;
         break;
+    }
     case TRN_CK_STEPS:
         for (int s = 0; s < k->nstep; s++) {
-            if (k->step[s].gemm) gemm(g, &k->gemm[k->step[s].index]);
+            if (k->step[s].gemm) gemm(g, &k->gemm[k->step[s].index], false);
             else if (launch(g, k, &k->launch[k->step[s].index], err, errn)) return -1;
         }
         break;

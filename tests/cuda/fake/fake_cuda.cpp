@@ -34,7 +34,8 @@
  *     in the aux matrix (EPILOGUE_AUX_POINTER, _LD: a multiple of 8, at
  *     least D's rows), DGELU D = v gelu'(aux); with FAKE_CUBLASLT_NO_GELU
  *     set, they are refused (NOT_SUPPORTED), as a cuBLASLt without them
- *     would.  The heuristic gives one algorithm; with
+ *     would; with FAKE_CUBLASLT_NO_BIAS, every epilogue with a bias (BIAS,
+ *     GELU_BIAS, GELU_AUX_BIAS).  The heuristic gives one algorithm; with
  *     FAKE_CUBLASLT_BAD_FIRST, two unusable results before it (a state
  *     that is not success, a workspace larger than the preference's).
  *     FAKE_CUBLASLT_INF: D(0, 0) of every product is +inf.
@@ -940,6 +941,8 @@ static cublasStatus_t check_problem(const Desc *d, const Layout *a, const Layout
     }
     if ((d->epilogue & (CUBLASLT_EPILOGUE_GELU | CUBLASLT_EPILOGUE_DGELU)) && getenv("FAKE_CUBLASLT_NO_GELU"))
         return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul: no GELU epilogues (FAKE_CUBLASLT_NO_GELU)");
+    if ((d->epilogue & CUBLASLT_EPILOGUE_BIAS) && getenv("FAKE_CUBLASLT_NO_BIAS"))
+        return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul: no bias epilogues (FAKE_CUBLASLT_NO_BIAS)");
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -1088,10 +1091,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t dd, const
     if (st) return st;
     if (!algo) return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul without an algorithm (not modelled)");
     /* FAKE_CUBLASLT_EPI_RUN_REFUSE: the heuristic offers algorithms for
-     * the GELU and bias-gradient epilogues, the matmul refuses them (the
-     * heuristic's success "doesn't fully guarantee algo will run",
+     * the GELU, bias-gradient and bias epilogues, the matmul refuses them
+     * (the heuristic's success "doesn't fully guarantee algo will run",
      * cublasLt.h) */
-    if (((g->d.epilogue & (CUBLASLT_EPILOGUE_GELU | CUBLASLT_EPILOGUE_DGELU)) || is_bgrad(&g->d)) && getenv("FAKE_CUBLASLT_EPI_RUN_REFUSE"))
+    if (((g->d.epilogue & (CUBLASLT_EPILOGUE_GELU | CUBLASLT_EPILOGUE_DGELU | CUBLASLT_EPILOGUE_BIAS)) || is_bgrad(&g->d)) &&
+        getenv("FAKE_CUBLASLT_EPI_RUN_REFUSE"))
         return REFUSE(CUBLAS_STATUS_NOT_SUPPORTED, "matmul: epilogue %u offered by the heuristic, refused (FAKE_CUBLASLT_EPI_RUN_REFUSE)", g->d.epilogue);
     uint64_t tag[6];
     memcpy(tag, algo->data, sizeof tag);

@@ -79,6 +79,7 @@ fi
 # TRAINC_CUDA_GELU_EPILOGUE=0) all run plain with the kernel after
 if grep -q '_epi(' "$name.cu"; then
     if [ -n "${FAKE_CUBLASLT_NO_GELU:-}" ] || [ "${TRAINC_CUDA_GELU_EPILOGUE:-}" = 0 ]; then want='GELU epilogues: 0 in cuBLASLt, [1-9][0-9]* as kernels'
+    elif [ -n "${FAKE_CUBLASLT_NO_BIAS:-}" ]; then want='GELU epilogues: [0-9]* in cuBLASLt, [1-9][0-9]* as kernels' # those with a bias
     else want='GELU epilogues: [1-9][0-9]* in cuBLASLt, 0 as kernels'; fi
     grep -q "$want" kcheck.log || { echo "FAIL: the device does not say '$want'"; rc=1; }
 fi
@@ -89,11 +90,24 @@ if grep -q '_bgrad(' "$name.cu"; then
     else want='bias gradients: [1-9][0-9]* in cuBLASLt, 0 as kernels'; fi
     grep -q "$want" kcheck.log || { echo "FAIL: the device does not say '$want'"; rc=1; }
 fi
+# products with a bias and no GELU (fallback kernels k.._bias): the
+# device names them only when some run plain: with FAKE_CUBLASLT_NO_BIAS
+# (or TRAINC_CUDA_BIAS_EPILOGUE=0) all do
+if grep -q '_bias(' "$name.cu"; then
+    if [ -n "${FAKE_CUBLASLT_NO_BIAS:-}" ] || [ "${TRAINC_CUDA_BIAS_EPILOGUE:-}" = 0 ]; then
+        grep -q 'bias epilogues: 0 in cuBLASLt, [1-9][0-9]* as kernels' kcheck.log || { echo "FAIL: the device does not say 'bias epilogues: 0 in cuBLASLt'"; rc=1; }
+    elif [ -z "${FAKE_CUBLASLT_EPI_RUN_REFUSE:-}" ] && grep -q 'bias epilogues:' kcheck.log; then
+        echo "FAIL: some bias epilogue did not run in cuBLASLt"; rc=1
+    fi
+fi
 # FAKE_CUBLASLT_EPI_RUN_REFUSE: the heuristic offers the epilogues, the
 # matmul refuses them; the runtime says so once a product and runs it plain
-# with the kernel after (the kernel check passing with the results)
+# with the kernel after (the kernel check passing with the results): each
+# kind the .cu has a fallback kernel for
 if [ -n "${FAKE_CUBLASLT_EPI_RUN_REFUSE:-}" ]; then
-    for what in GELU bias-gradient; do
+    for what in GELU:_epi bias-gradient:_bgrad bias:_bias; do
+        grep -q "${what#*:}(" "$name.cu" || continue
+        what=${what%%:*}
         n=$(grep -c "warning: cublasLtMatmul(.*) refused its $what epilogue (CUBLAS_STATUS_NOT_SUPPORTED): the product runs plain" kcheck.log)
         echo "refused at run time: $n product(s) with a $what epilogue"
         [ "$n" -gt 0 ] || { echo "FAIL: no $what epilogue refused at run time and run plain"; rc=1; }
