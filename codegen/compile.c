@@ -741,8 +741,8 @@ int cg_compile(const CompileOptions *o, Diag *d) {
             goto done;
         }
         if (o->verbose)
-            fprintf(stderr, "trainc: %d CUDA functions for %d kernels, %d images in %.1f s (cache %s)\n", cg_cuda_nfns(cm), cg_cuda_nkernels(cm),
-                    cb.n, cb.seconds, cg_cuda_cache_dir());
+            fprintf(stderr, "trainc: %d CUDA functions for %d kernels, %d images in %.1f s (%s)\n", cg_cuda_nfns(cm), cg_cuda_nkernels(cm),
+                    cb.n, cb.seconds, cb.cache);
     }
     if (only_cu) {
         /* NAME.cu, the prelude headers beside it, NAME.cuda-report.txt */

@@ -60,6 +60,7 @@ typedef struct CudaBuild {
     int       n;
     CudaImage img[8];
     double    seconds;          /* wall time of the compilation (cache hits included) */
+    char      cache[4200];      /* "cache DIR", "no cache: WHY" (the -v line) */
 } CudaBuild;
 
 /* One row of the resource report. */
@@ -80,7 +81,7 @@ void cg_cuda_build_free(CudaBuild *b);
 int  cg_cuda_resources(const CudaBuild *b, CudaRes **rows);
 /* Writes the report (one line per kernel and architecture). */
 void cg_cuda_print_report(FILE *f, const CudaModule *m, const CudaBuild *b);
-/* The cache folder in use ($TRAINC_CACHE_DIR, $XDG_CACHE_HOME/trainc, ~/.cache/trainc). */
+/* The cache folder ($TRAINC_CACHE_DIR, $XDG_CACHE_HOME/trainc, ~/.cache/trainc, /tmp/trainc-cache-UID). */
 const char *cg_cuda_cache_dir(void);
 
 /* The C descriptor (trainc_cuda.h's TrnCudaModule named trn_cuda_module_<id>)

@@ -10,17 +10,20 @@
  * every cubin.  `-Xptxas -v` puts registers, shared memory, stack and
  * spills of every kernel in the log: that is the resource report.
  *
- * The cache: an image is stored under a 128-bit hash of the NVRTC version,
- * the options, the source and the prelude headers, in $TRAINC_CACHE_DIR,
- * $XDG_CACHE_HOME/trainc or ~/.cache/trainc (written to NAME.tmp and
+ * The cache: an image is stored under a 128-bit hash of the NVRTC library
+ * (its version, path, size and time), the options, the source and the
+ * prelude headers, in $TRAINC_CACHE_DIR, $XDG_CACHE_HOME/trainc,
+ * ~/.cache/trainc or /tmp/trainc-cache-UID (written to NAME.PID.tmp and
  * renamed), so recompiling an unchanged model does not run NVRTC.
  */
 #include "cuda.h"
 #include "compile.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,13 +119,16 @@ void *cg_nvrtc_open(char *err, size_t errn) {
 
 /* ---- the cache ---- */
 
+static bool cache_dir_fallback; /* cg_cuda_cache_dir chose /tmp/trainc-cache-UID */
+
 const char *cg_cuda_cache_dir(void) {
     static char dir[4096];
     const char *e = getenv("TRAINC_CACHE_DIR");
+    cache_dir_fallback = false;
     if (e && *e) snprintf(dir, sizeof dir, "%s", e);
     else if ((e = getenv("XDG_CACHE_HOME")) && *e) snprintf(dir, sizeof dir, "%s/trainc", e);
     else if ((e = getenv("HOME")) && *e) snprintf(dir, sizeof dir, "%s/.cache/trainc", e);
-    else snprintf(dir, sizeof dir, "/tmp/trainc-cache");
+    else snprintf(dir, sizeof dir, "/tmp/trainc-cache-%u", (unsigned)geteuid()), cache_dir_fallback = true; /* (checked: cache_usable) */
     return dir;
 }
 
@@ -151,13 +157,17 @@ static void hash_add(Hash *h, const void *data, size_t n) {
     h->b = (h->b ^ sep) * 0x100000001b3ull;
 }
 
-/* A cache entry is one file: a header line "trainc-cache 1 IMAGE LOG
- * HASH\n" (the two sizes in bytes and a hash of what follows, in hex),
- * the image, then the ptxas log of the resource report.  An entry that
- * does not read back whole (truncated, emptied by a crash, written by
- * something else) is a miss: the image is compiled again and the entry
- * replaced, so a broken file never reaches an executable. */
-#define CACHE_MAGIC "trainc-cache 1"
+/* A cache entry is one file: a header line "trainc-cache 2 KEY IMAGE LOG
+ * HASH\n" (its key, the hash its name is made of; the two sizes in bytes;
+ * a hash of what follows; in hex), the image, then the ptxas log of the
+ * resource report.  An entry that does not read back whole (truncated,
+ * emptied by a crash, written by something else), that is not a regular
+ * file (a FIFO would block the read) or is larger than any image, or that
+ * names another key (copied or renamed), is a miss: the image is compiled
+ * again and the entry replaced, so a broken file never reaches an
+ * executable. */
+#define CACHE_MAGIC "trainc-cache 2"
+#define CACHE_MAX ((size_t)1 << 30)
 
 static Hash hash_bytes(const void *data, size_t n) {
     Hash h = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
@@ -165,15 +175,44 @@ static Hash hash_bytes(const void *data, size_t n) {
     return h;
 }
 
-static bool cache_read(const char *path, CudaImage *im) {
+/* The entry at path, whole, when it is a regular file of at most
+ * CACHE_MAX bytes; NULL otherwise. */
+static char *entry_read(const char *path, size_t *len) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    char *t = NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size <= CACHE_MAX) {
+        size_t n = (size_t)st.st_size, got = 0;
+        t = xmalloc(n + 1);
+        while (got < n) {
+            ssize_t r = read(fd, t + got, n - got);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            got += (size_t)r;
+        }
+        char extra;
+        if (got != n || read(fd, &extra, 1) != 0) { /* (it changed while read: a miss) */
+            free(t);
+            t = NULL;
+        } else {
+            t[n] = 0;
+            *len = n;
+        }
+    }
+    close(fd);
+    return t;
+}
+
+static bool cache_read(const char *path, Hash key, CudaImage *im) {
     size_t len;
-    char *t = read_file(path, &len);
+    char *t = entry_read(path, &len);
     if (!t) return false;
-    unsigned long long ni, nl, ha, hb;
+    unsigned long long ka, kb, ni, nl, ha, hb;
     int hdr = 0;
     const char *nl_at = memchr(t, '\n', len < 256 ? len : 256);
-    bool ok = nl_at && sscanf(t, CACHE_MAGIC " %llu %llu %16llx%16llx%n", &ni, &nl, &ha, &hb, &hdr) == 4 && t + hdr == nl_at &&
-              ni > 0 && ni <= len && nl <= len && (size_t)(nl_at + 1 - t) + ni + nl == len;
+    bool ok = nl_at && sscanf(t, CACHE_MAGIC " %16llx%16llx %llu %llu %16llx%16llx%n", &ka, &kb, &ni, &nl, &ha, &hb, &hdr) == 6 &&
+              t + hdr == nl_at && ka == key.a && kb == key.b && ni > 0 && ni <= len && nl <= len && (size_t)(nl_at + 1 - t) + ni + nl == len;
     if (ok) {
         const char *body = nl_at + 1;
         Hash h = hash_bytes(body, (size_t)(ni + nl));
@@ -191,22 +230,62 @@ static bool cache_read(const char *path, CudaImage *im) {
     return ok;
 }
 
-static void cache_write(const char *path, const CudaImage *im) {
-    char tmp[4300], head[128];
+/* Writes the entry; 0, or an errno. */
+static int cache_write(const char *path, Hash key, const CudaImage *im) {
+    char tmp[4300], head[160];
     snprintf(tmp, sizeof tmp, "%.4200s.%d.tmp", path, (int)getpid());
     size_t nl = strlen(im->log);
     unsigned char *body = xmalloc(im->size + nl + 1);
     memcpy(body, im->data, im->size);
     memcpy(body + im->size, im->log, nl);
     Hash h = hash_bytes(body, im->size + nl);
-    int nh = snprintf(head, sizeof head, CACHE_MAGIC " %zu %zu %016llx%016llx\n", im->size, nl, (unsigned long long)h.a,
-                      (unsigned long long)h.b);
+    int nh = snprintf(head, sizeof head, CACHE_MAGIC " %016llx%016llx %zu %zu %016llx%016llx\n", (unsigned long long)key.a,
+                      (unsigned long long)key.b, im->size, nl, (unsigned long long)h.a, (unsigned long long)h.b);
+    errno = 0;
     FILE *f = fopen(tmp, "wb");
     bool ok = f && fwrite(head, 1, (size_t)nh, f) == (size_t)nh && fwrite(body, 1, im->size + nl, f) == im->size + nl;
     if (f && fclose(f) != 0) ok = false;
     if (ok) ok = rename(tmp, path) == 0;
+    int e = ok ? 0 : errno ? errno : EIO;
     if (!ok) remove(tmp);
     free(body);
+    return e;
+}
+
+/* The cache folder, made if missing: usable when it is a folder this user
+ * can write; the /tmp fallback only when it is this user's and no one
+ * else can write it (another user could have made it first, to plant
+ * images).  Else why not, in why. */
+static bool cache_usable(const char *dir, char *why, size_t n) {
+    mkdirs(dir);
+    struct stat st;
+    if (stat(dir, &st) != 0) return snprintf(why, n, "%s", strerror(errno)), false;
+    if (!S_ISDIR(st.st_mode)) return snprintf(why, n, "not a folder"), false;
+    if (cache_dir_fallback) {
+        struct stat lt;
+        if (lstat(dir, &lt) != 0 || !S_ISDIR(lt.st_mode) || lt.st_uid != geteuid() || (lt.st_mode & 022))
+            return snprintf(why, n, "not this user's alone"), false;
+    }
+    if (access(dir, W_OK | X_OK) != 0) return snprintf(why, n, "%s", strerror(errno)), false;
+    return true;
+}
+
+/* Removes what interrupted writes left (NAME.PID.tmp) an hour old or more:
+ * a live compile renames its own within seconds. */
+static void cache_sweep(const char *dir) {
+    DIR *dd = opendir(dir);
+    if (!dd) return;
+    time_t now_s = time(NULL);
+    struct dirent *de;
+    while ((de = readdir(dd))) {
+        size_t l = strlen(de->d_name);
+        if (l < 5 || strcmp(de->d_name + l - 4, ".tmp") != 0) continue;
+        char path[8400];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && now_s - st.st_mtime >= 3600) unlink(path);
+    }
+    closedir(dd);
 }
 
 /* ---- one compilation ---- */
@@ -219,17 +298,25 @@ typedef struct Job {
     bool         ok;
 } Job;
 
+/* NVRTC's options for image im (archopt holds the first); their count.
+ * No include path: the prelude and philox.h come as headers of the
+ * program, so the compiled code depends on no file of this machine; no
+ * -lineinfo: its line table names the compiler's working folder, which
+ * would make the images (and the cache's) depend on it. */
+static int nvrtc_options(const CudaImage *im, char archopt[64], const char *opts[5]) {
+    snprintf(archopt, 64, "--gpu-architecture=%s", im->arch);
+    static const char *const rest[] = {"-std=c++17", "-DNDEBUG", "-Xptxas", "-v"};
+    opts[0] = archopt;
+    for (int i = 0; i < 4; i++) opts[i + 1] = rest[i];
+    return im->ptx ? 3 : 5;
+}
+
 static void *compile_one(void *arg) {
     Job *j = arg;
     CudaImage *im = j->img;
     char archopt[64];
-    snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", im->arch);
-    /* no include path: the prelude and philox.h come as headers of the
-     * program, so the compiled code depends on no file of this machine;
-     * no -lineinfo: its line table names the compiler's working folder,
-     * which would make the images (and the cache's) depend on it */
-    const char *opts[] = {archopt, "-std=c++17", "-DNDEBUG", "-Xptxas", "-v"};
-    int nopt = im->ptx ? 3 : 5;
+    const char *opts[5];
+    int nopt = nvrtc_options(im, archopt, opts);
     nvrtcProgram prog;
     nvrtcResult r = nv.CreateProgram(&prog, j->src, "trainc_model.cu", 2, j->hdr, j->hname);
     if (r != 0) {
@@ -391,20 +478,39 @@ bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d)
 
     const char *dir = cg_cuda_cache_dir(), *nc = getenv("TRAINC_NO_CACHE");
     bool use_cache = !nc || !*nc || strcmp(nc, "0") == 0;
-    if (use_cache) mkdirs(dir);
+    char why[256] = "";
+    if (!use_cache) snprintf(out->cache, sizeof out->cache, "no cache: TRAINC_NO_CACHE");
+    else if (!cache_usable(dir, why, sizeof why)) use_cache = false, snprintf(out->cache, sizeof out->cache, "no cache: %.3800s: %s", dir, why);
+    else snprintf(out->cache, sizeof out->cache, "cache %.4000s", dir), cache_sweep(dir);
+    /* the library: its version, and the file (a different build of one
+     * version, or another chosen with TRAINC_NVRTC, compiles anew) */
+    Hash lib = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
+    int ver[2] = {nv.major, nv.minor};
+    hash_add(&lib, ver, sizeof ver);
+    Dl_info dli;
+    struct stat lst;
+    if (dladdr(*(void **)&nv.Version, &dli) && dli.dli_fname && stat(dli.dli_fname, &lst) == 0) {
+        long long id[3] = {(long long)lst.st_size, (long long)lst.st_mtime, (long long)lst.st_ino};
+        hash_add(&lib, dli.dli_fname, strlen(dli.dli_fname));
+        hash_add(&lib, id, sizeof id);
+    }
     Job jobs[8];
     pthread_t th[8];
     bool started[8] = {0};
     char paths[8][4200];
+    Hash keys[8];
     for (int i = 0; i < out->n; i++) {
         CudaImage *im = &out->img[i];
         Hash h = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
-        int ver[2] = {nv.major, nv.minor};
-        hash_add(&h, "trainc-cuda-4", 13); /* bumped when the options or the entries change */
-        hash_add(&h, ver, sizeof ver);
-        hash_add(&h, im->arch, strlen(im->arch));
+        hash_add(&h, "trainc-cuda-5", 13); /* bumped when the entries or what NVRTC is given change */
+        hash_add(&h, &lib, sizeof lib);
+        char archopt[64];
+        const char *opts[5];
+        int nopt = nvrtc_options(im, archopt, opts);
+        for (int k = 0; k < nopt; k++) hash_add(&h, opts[k], strlen(opts[k]));
         hash_add(&h, src, strlen(src));
         for (int k = 0; k < 2; k++) hash_add(&h, htext[k], strlen(htext[k]));
+        keys[i] = h;
         snprintf(paths[i], sizeof paths[i], "%s/%016llx%016llx.%s", dir, (unsigned long long)h.a, (unsigned long long)h.b,
                  im->ptx ? "ptx" : "cubin");
         memset(&jobs[i], 0, sizeof jobs[i]);
@@ -414,7 +520,7 @@ bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d)
             jobs[i].hdr[k] = htext[k];
             jobs[i].hname[k] = hnames[k];
         }
-        if (use_cache && cache_read(paths[i], im)) {
+        if (use_cache && cache_read(paths[i], h, im)) {
             im->cached = true;
             jobs[i].ok = true;
             continue;
@@ -423,6 +529,7 @@ bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d)
         else compile_one(&jobs[i]);
     }
     bool ok = true;
+    int werr = 0;
     for (int i = 0; i < out->n; i++) {
         if (started[i]) pthread_join(th[i], NULL);
         CudaImage *im = &out->img[i];
@@ -431,7 +538,14 @@ bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d)
             ok = false;
             continue;
         }
-        if (use_cache && !im->cached) cache_write(paths[i], im);
+        int e = use_cache && !im->cached ? cache_write(paths[i], keys[i], im) : 0;
+        if (e && !werr) werr = e;
+    }
+    if (!use_cache && strcmp(out->cache, "no cache: TRAINC_NO_CACHE") != 0)
+        note_at(d, NOLOC, "the NVRTC cache is not used (%s): every compile runs NVRTC (TRAINC_CACHE_DIR names another folder)", out->cache + 10);
+    else if (werr) {
+        note_at(d, NOLOC, "the NVRTC cache %s cannot be written (%s): every compile runs NVRTC (TRAINC_CACHE_DIR names another folder)", dir, strerror(werr));
+        snprintf(out->cache + strlen(out->cache), sizeof out->cache - strlen(out->cache), ", not written: %s", strerror(werr));
     }
     free(htext[0]);
     free(htext[1]);

@@ -4,7 +4,12 @@
 #     the same compiled cold or from the cache, and from any working folder
 #     (NVRTC's -lineinfo wrote the folder into every image);
 #   - a cache entry that does not read back whole (truncated, garbage,
-#     emptied) is compiled again, not embedded, and the entry repaired;
+#     emptied), names another key (an entry copied under another name), or
+#     is not a regular file (a FIFO, which blocked the compile) is compiled
+#     again, not embedded, and the entry repaired;
+#   - what an interrupted write left (NAME.PID.tmp) is removed an hour on;
+#   - a cache folder that cannot be used (a file) is said, with -v too,
+#     and the compile goes on without it;
 #   - --arch takes whole names (sm_90a is not sm_90) and at most 7: usage errors (status 2).
 # usage: cache.sh TRAINC WORKDIR
 set -u
@@ -35,6 +40,37 @@ gen deeper/folder/b
 check "cmp -s a/m.c deeper/folder/b/m.c" "broken entries compiled again: the same C"
 check "! grep -q 'this is not an image' deeper/folder/b/m.c" "the garbage is not embedded"
 check "[ \$(report) -eq 3 ]" "the entries were repaired"
+
+# an entry copied over another's name (the sm_80 cubin as the sm_90 one
+# and as the PTX): each names its key, so the copies are misses
+set -- $(ls cache/*.cubin) $(ls cache/*.ptx)
+cp "$1" "$2"
+cp "$1" "$3"
+gen deeper/folder/b
+check "cmp -s a/m.c deeper/folder/b/m.c" "entries copied under other names compiled again: the same C"
+check "[ \$(report) -eq 3 ]" "and repaired"
+
+# a FIFO where an entry was: a miss, not a compile that waits for a writer
+rm -f "$2" && mkfifo "$2"
+(cd deeper/folder/b && timeout 60 "$trainc" compile "$model" --target=cuda --emit=c -o m 2> err.txt)
+check "[ $? -eq 0 ] && cmp -s a/m.c deeper/folder/b/m.c" "a FIFO entry is a miss (no hang), the same C"
+rm -f "$2"
+
+# what interrupted writes left: an hour old, removed; younger, kept (it
+# may be another compile's, still writing)
+echo partial > "$1.123.tmp" && touch -d '2 hours ago' "$1.123.tmp"
+echo partial > "$1.456.tmp"
+gen a
+check "[ ! -e $1.123.tmp ] && [ -e $1.456.tmp ]" "an interrupted write's .tmp is removed an hour on, not before"
+rm -f "$1.456.tmp"
+
+# a cache folder that is a file: said once, and the compile goes on
+: > notadir
+(cd a && TRAINC_CACHE_DIR=$dir/notadir "$trainc" compile "$model" --target=cuda --emit=c -o nc -v > /dev/null 2> nc.txt)
+check "[ $? -eq 0 ] && cmp -s a/m.c a/nc.c" "a cache folder that is a file: the same C"
+check "grep -q 'note: the NVRTC cache is not used ($dir/notadir: not a folder)' a/nc.txt && grep -q '(no cache: $dir/notadir: not a folder)' a/nc.txt" \
+    "and a note says so, and -v"
+check "[ ! -s notadir ]" "the file is left as it was"
 
 # --arch: whole names only, at most 7
 "$trainc" compile "$model" --target=cuda --arch=sm_90a --emit=c -o x 2> arch.txt

@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
     }
     CudaBuild b;
     if (!cg_nvrtc_build(cg_cuda_source(m), archs, &b, &d)) return 1;
-    printf("NVRTC: %d images in %.1f s (cache %s)\n", b.n, b.seconds, cg_cuda_cache_dir());
+    printf("NVRTC: %d images in %.1f s (%s)\n", b.n, b.seconds, b.cache);
     CudaRes *rows;
     int nr = cg_cuda_resources(&b, &rows);
     int ncubin = 0;
