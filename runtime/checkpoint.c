@@ -402,56 +402,72 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
     src = rt_calloc((size_t)m->ntensors + 1, sizeof *src, err, errn);
     if (!src) goto fail;
     int64_t maxb = 0;
-    for (int i = 0; i < m->ntensors; i++) {
-        const TrnTensor *t = &m->tensors[i];
-        if (t->kind != TRN_PARAM && !(!params_only && t->kind == TRN_STATE)) continue;
-        if (rt_copy_of(t)) continue; /* derived: refreshed after the load */
-        const RtStTensor *x = rt_st_find(&st, t->name);
-        int64_t cs[TRN_MAX_RANK];
-        rt_ckpt_shape(t, cs);
-        if (!x && params_only && rt_is_adapter(t)) continue; /* a base model's checkpoint: the adapters keep their start */
-        if (!x) {
-            if (nprob++ < MAX_LISTED) rt_buf_printf(&probs, "\n  missing tensor '%s' (%s %s)", t->name, t->kind == TRN_PARAM ? "parameter" : "state", trn_dtype_name[t->dtype]);
-            continue;
+    /* a base model's checkpoint has none of the LoRA adapters, which then
+     * keep their start; one with some has them all (a trained B with a
+     * fresh A would be another model) */
+    int base_ckpt = params_only;
+    for (int i = 0; base_ckpt && i < m->ntensors; i++)
+        if (m->tensors[i].kind == TRN_PARAM && rt_is_adapter(&m->tensors[i]) && rt_st_find(&st, m->tensors[i].name)) base_ckpt = 0;
+    /* the parameters' problems first, then the file's extra tensors, then
+     * the states' (a LoRA model's checkpoint given to its base model: the
+     * adapters named before the optimizer states every base weight lacks) */
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            /* a checkpoint with state names its parameters (metadata "params"):
+             * for --init the others are states, skipped whether or not this model
+             * has them (another optimizer's, precision's or accumulation's) */
+            const char *pnames = params_only ? rt_st_meta(&st, "params") : NULL;
+            for (int j = 0; j < st.ntensors; j++) {
+                int i = trn_find(s, st.t[j].name);
+                TrnKind kind = i >= 0 ? m->tensors[i].kind : TRN_INPUT;
+                if (pnames && !in_list(pnames, st.t[j].name)) continue;
+                int needed = i >= 0 && (kind == TRN_PARAM || (!params_only && kind == TRN_STATE));
+                if (needed) continue;                                   /* loaded, or its problem listed above */
+                if (i >= 0 && rt_copy_of(&m->tensors[i])) continue;     /* a copy saved by someone else: derived anyway */
+                if (i >= 0 && params_only && kind == TRN_STATE) continue;   /* a checkpoint with state initialises the params only */
+                if (nprob++ < MAX_LISTED)
+                    rt_buf_printf(&probs, "\n  extra tensor '%s'%s", st.t[j].name,
+                                  i >= 0 ? " (not a parameter or state of the model)" : " (the model has no tensor of that name)");
+            }
         }
-        int same = x->rank == t->rank;
-        for (int d = 0; same && d < t->rank; d++) same = x->shape[d] == cs[d];
-        if (!same) {
-            char a[160], b[160];
-            shape_str(a, sizeof a, x->rank, x->shape);
-            shape_str(b, sizeof b, t->rank, cs);
-            if (nprob++ < MAX_LISTED) rt_buf_printf(&probs, "\n  tensor '%s' has shape %s in the file, the model's is %s", t->name, a, b);
-            continue;
+        for (int i = 0; i < m->ntensors; i++) {
+            const TrnTensor *t = &m->tensors[i];
+            if (t->kind != (pass == 0 ? TRN_PARAM : TRN_STATE) || (pass == 1 && params_only)) continue;
+            if (rt_copy_of(t)) continue; /* derived: refreshed after the load */
+            const RtStTensor *x = rt_st_find(&st, t->name);
+            int64_t cs[TRN_MAX_RANK];
+            rt_ckpt_shape(t, cs);
+            if (!x && base_ckpt && rt_is_adapter(t)) continue; /* the adapters keep their start */
+            if (!x) {
+                if (nprob++ < MAX_LISTED) rt_buf_printf(&probs, "\n  missing tensor '%s' (%s %s)", t->name, t->kind == TRN_PARAM ? "parameter" : "state", trn_dtype_name[t->dtype]);
+                continue;
+            }
+            int same = x->rank == t->rank;
+            for (int d = 0; same && d < t->rank; d++) same = x->shape[d] == cs[d];
+            if (!same) {
+                char a[160], b[160];
+                shape_str(a, sizeof a, x->rank, x->shape);
+                shape_str(b, sizeof b, t->rank, cs);
+                if (nprob++ < MAX_LISTED) rt_buf_printf(&probs, "\n  tensor '%s' has shape %s in the file, the model's is %s", t->name, a, b);
+                continue;
+            }
+            if (rt_dtype_is_float(x->dtype) != rt_dtype_is_float(t->dtype)) {
+                if (nprob++ < MAX_LISTED)
+                    rt_buf_printf(&probs, "\n  tensor '%s' is %s in the file, the model's is %s", t->name, rt_st_dtype_name(x->dtype), trn_dtype_name[t->dtype]);
+                continue;
+            }
+            src[i] = x;
+            int64_t b = rt_nbytes(t->dtype, t->numel);
+            if (b > maxb) maxb = b;
+            if ((int64_t)(x->end - x->begin) > maxb) maxb = (int64_t)(x->end - x->begin);
         }
-        if (rt_dtype_is_float(x->dtype) != rt_dtype_is_float(t->dtype)) {
-            if (nprob++ < MAX_LISTED)
-                rt_buf_printf(&probs, "\n  tensor '%s' is %s in the file, the model's is %s", t->name, rt_st_dtype_name(x->dtype), trn_dtype_name[t->dtype]);
-            continue;
-        }
-        src[i] = x;
-        int64_t b = rt_nbytes(t->dtype, t->numel);
-        if (b > maxb) maxb = b;
-        if ((int64_t)(x->end - x->begin) > maxb) maxb = (int64_t)(x->end - x->begin);
-    }
-    /* a checkpoint with state names its parameters (metadata "params"):
-     * for --init the others are states, skipped whether or not this model
-     * has them (another optimizer's, precision's or accumulation's) */
-    const char *pnames = params_only ? rt_st_meta(&st, "params") : NULL;
-    for (int j = 0; j < st.ntensors; j++) {
-        int i = trn_find(s, st.t[j].name);
-        TrnKind kind = i >= 0 ? m->tensors[i].kind : TRN_INPUT;
-        if (pnames && !in_list(pnames, st.t[j].name)) continue;
-        int needed = i >= 0 && (kind == TRN_PARAM || (!params_only && kind == TRN_STATE));
-        if (needed) continue;                                   /* loaded, or its problem listed above */
-        if (i >= 0 && rt_copy_of(&m->tensors[i])) continue;     /* a copy saved by someone else: derived anyway */
-        if (i >= 0 && params_only && kind == TRN_STATE) continue;   /* a checkpoint with state initialises the params only */
-        if (nprob++ < MAX_LISTED)
-            rt_buf_printf(&probs, "\n  extra tensor '%s'%s", st.t[j].name,
-                          i >= 0 ? " (not a parameter or state of the model)" : " (the model has no tensor of that name)");
     }
     if (nprob > 0) {
         if (nprob > MAX_LISTED) rt_buf_printf(&probs, "\n  ... and %d more", nprob - MAX_LISTED);
-        rt_seterr(s, "%s does not match model '%s' (%d problem%s):%s", label, m->name ? m->name : "?", nprob, nprob > 1 ? "s" : "",
+        const char *fm = rt_st_meta(&st, "model"); /* another model's checkpoint: said first */
+        char of[200] = "";
+        if (fm && m->name && strcmp(fm, m->name) != 0) snprintf(of, sizeof of, " (a checkpoint of model '%.120s')", fm);
+        rt_seterr(s, "%s%s does not match model '%s' (%d problem%s):%s", label, of, m->name ? m->name : "?", nprob, nprob > 1 ? "s" : "",
                   probs.oom ? " (out of memory listing them)" : probs.p);
         goto fail;
     }

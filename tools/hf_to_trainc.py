@@ -66,7 +66,10 @@ import stat
 import struct
 import sys
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError:
+    raise SystemExit("hf_to_trainc: error: needs numpy (Debian: apt-get install python3-numpy)")
 
 SIZES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
 # dtypes safetensors knows that trainc's --init does not load: their sizes, to check the file
@@ -598,7 +601,10 @@ def main():
         die("--lora-alpha is for --to-hf (a LoRA checkpoint's adapters)")
     src, where = {}, {}
     for p in a.inputs:
-        for k, t in read(p).items():
+        tensors, meta = read_meta(p)
+        if meta.get("format") == "trainc":
+            die(f"{p} is a trainc checkpoint (metadata 'format' is 'trainc'): --to-hf writes it as Hugging Face's")
+        for k, t in tensors.items():
             if k in src:
                 die(f"{p}: tensor '{k}' is also in {where[k]}")
             if t[0] not in SIZES:

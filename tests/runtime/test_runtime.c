@@ -738,8 +738,15 @@ static void test_init_errors(void) {
              data, 1036);
     CHECK(trn_load(s, path, 1) == -1, "loaded");
     const char *e = trn_error(s);
-    CHECK(strstr(e, "missing tensor 'w'") && strstr(e, "extra tensor 'zzz'") && strstr(e, "extra tensor 'logits'") && strstr(e, "3 problems"),
+    CHECK(strstr(e, "missing tensor 'w'") && strstr(e, "extra tensor 'zzz'") && strstr(e, "extra tensor 'logits'") && strstr(e, "3 problems") &&
+              !strstr(e, "a checkpoint of model"),
           "%s", e);
+    /* another model's checkpoint (its metadata says which) is named so */
+    write_st(path, "{\"__metadata__\":{\"model\":\"llama\"},\"b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[0,1024]},"
+                   "\"zzz\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[1024,1032]}}",
+             data, 1032);
+    CHECK(trn_load(s, path, 1) == -1 && strstr(trn_error(s), "init.safetensors (a checkpoint of model 'llama') does not match model"), "%s",
+          trn_error(s));
     /* mis-shaped: [256,264] is the padded shape, the checkpoint view is [256,256] */
     write_st(path, "{\"b\":{\"dtype\":\"F32\",\"shape\":[256],\"data_offsets\":[0,1024]},"
                    "\"w\":{\"dtype\":\"F32\",\"shape\":[256,264],\"data_offsets\":[1024,271360]}}",

@@ -15,7 +15,8 @@
 # --to-hf --lora-alpha merges them, and Hugging Face's forward (float64)
 # of the merged file gives the loss trainc computes from the checkpoint;
 # controls: the base file, and the adapters merged with alpha = r, give
-# other losses.  A pipe's file (read, not mapped) converts to the same
+# other losses; the checkpoint converted without --to-hf is refused as
+# trainc's.  A pipe's file (read, not mapped) converts to the same
 # bytes.  HF_TOOL=FILE tests another converter (an old one must
 # fail).  Skips (77) without a python3 that imports torch and numpy.
 set -u
@@ -56,6 +57,13 @@ if $hf make gpt2 lora --vocab 256 --layers 2 --heads 4 --dim 64 --seq 64 &&
             echo "control $f: differs, as it must: $(cat lora/control_$f.txt)"
         fi
     done
+    # the checkpoint given without --to-hf: said to be trainc's, nothing written
+    if $conv --arch gpt2 lora/trained.safetensors -o lora/wrongway.safetensors 2> lora/wrongway.log ||
+        ! grep -q "is a trainc checkpoint.*--to-hf" lora/wrongway.log || [ -e lora/wrongway.safetensors ]; then
+        echo "FAIL: lora: a trainc checkpoint without --to-hf: $(tail -1 lora/wrongway.log)"; fail=1
+    else
+        echo "a trainc checkpoint without --to-hf: $(cat lora/wrongway.log)"
+    fi
 else
     echo "FAIL: lora: making, converting or training the model"; tail -3 lora/compile.log; fail=1
 fi
