@@ -178,6 +178,7 @@ typedef struct Program {
     const char *name;         /* model name */
     const char *symbol;       /* the C identifier in trn_model_ID, trn_cuda_module_ID (--symbol; default: name's, cg_c_ident) */
     const char *source;       /* .model path */
+    const char *baked;        /* train_baked: what the step holds that no runtime flag changes (TrnTrainDefaults.baked) */
     Graph      *train;        /* training graph (phases MICRO and STEP) */
     Graph      *fwd;          /* forward graph (eval) */
     Graph      *sample;       /* forward graph pruned to the logits (NULL: not a language model) */

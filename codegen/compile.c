@@ -663,6 +663,9 @@ Program *cg_build(const CompileOptions *o, Graph **train_out, Graph **fwd_out, G
     if (p) {
         p->no_tc_attention = o->no_tc_attention || min_sm(o->archs) < 80;
         p->tc_attention_rows = o->tc_attention_rows;
+        char *baked = train_baked(&p->tc, o->defs, o->ndefs);
+        p->baked = arena_strdup(p->arena, baked);
+        free(baked);
     }
     if (!p) {
         ir_graph_free(eval);

@@ -1187,6 +1187,23 @@ bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {
     fprintf(f, "              .save_every = %lld, .loss_scale_window = %lld, .precision = ", (long long)tc->save_every,
             (long long)tc->loss_scale_window);
     cg_c_string(f, tc->precision);
+    fputs(",\n              .baked = ", f);
+    if (!p->baked) fputs("NULL", f);
+    for (const char *q = p->baked; q && *q;) { /* a literal a line: "beta1=0.9\n" */
+        const char *e = strchr(q, '\n');
+        size_t len = e ? (size_t)(e - q) : strlen(q);
+        if (q != p->baked) fputs("\n                       ", f);
+        fputc('"', f);
+        for (size_t i = 0; i < len; i++) {
+            unsigned char c = (unsigned char)q[i];
+            if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+            else if (c >= 32 && c < 127 && c != '?') fputc(c, f);
+            else fprintf(f, "\\%03o", c);
+        }
+        fputs(e ? "\\n\"" : "\"", f);
+        q += len + (e != NULL);
+    }
+    if (p->baked && !*p->baked) fputs("\"\"", f);
     fputs("},\n", f);
     fprintf(f, "    .arena_bytes = %lld,\n    .nmem = %d,\n    .mem = mem,\n", (long long)p->arena_bytes, MC__COUNT + 1);
     fputs("    .cpu_run = {", f);

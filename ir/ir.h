@@ -624,6 +624,12 @@ void pad_tiles_advice(FILE *f, Graph *g, const PassOptions *po);
 /* ===================================================================== */
 
 typedef struct Define { const char *name; const char *value; } Define;  /* -D name=value */
+/* The settings a compiled training step holds that no runtime flag
+ * changes: the optimizer's constants, LoRA's, what is frozen ("key=value",
+ * values as the train line writes them), then each -D ("-D name=value"),
+ * one a line.  Checkpoints record it (TrnTrainDefaults.baked); loading
+ * one into a step compiled with others says which differ.  malloc'd. */
+char *train_baked(const TrainConfig *tc, const Define *defs, int ndefs);
 /* Reads, parses and elaborates a .model file into a forward graph.
  * Registers the source with d for carets.  NULL after reporting errors. */
 Graph *fe_load_file(const char *path, const Define *defs, int ndefs, Diag *d);

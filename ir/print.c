@@ -234,6 +234,27 @@ static void put_train(StrBuf *b, const TrainConfig *tc) {
     if (any) sb_puts(b, "}\n");
 }
 
+char *train_baked(const TrainConfig *tc, const Define *defs, int ndefs) {
+    static const char *const keys[] = {"beta1",     "beta2",     "eps",          "weight_decay", "decay_all", "momentum",
+                                       "nesterov",  "lora_rank", "lora_alpha",   "lora_targets", "freeze"};
+    StrBuf b = {0};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const TrainKeyInfo *k = train_key_lookup(keys[i]);
+        sb_printf(&b, "%s=", k->name);
+        ir_put_train_value(&b, tc, k);
+        sb_putc(&b, '\n');
+    }
+    for (int i = 0; i < ndefs; i++) {
+        sb_printf(&b, "-D %s=", defs[i].name);
+        for (const unsigned char *p = (const unsigned char *)defs[i].value; *p; p++) /* one line: control bytes escaped */
+            if (*p < 0x20 || *p == 0x7f) sb_printf(&b, "\\x%02x", *p);
+            else sb_putc(&b, (char)*p);
+        sb_putc(&b, '\n');
+    }
+    if (!b.s) sb_puts(&b, "");
+    return sb_take(&b);
+}
+
 void ir_put_train_value(StrBuf *b, const TrainConfig *tc, const TrainKeyInfo *k) {
     const char *p = (const char *)tc + k->offset;
     switch (k->kind) {

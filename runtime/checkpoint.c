@@ -130,6 +130,11 @@ static int plan_save(TrnSession *s, int with_state, Plan *p, char *err, size_t e
     meta[nm].key = "model";   /* not from v[]: names may be long */
     meta[nm].value = (char *)(m->name ? m->name : "");
     nm++;
+    if (m->train.baked) { /* what the step was compiled with: trn_load_note */
+        meta[nm].key = "compiled";
+        meta[nm].value = (char *)m->train.baked;
+        nm++;
+    }
     if (with_state) { /* which tensors are parameters: --init loads those and skips the rest */
         for (int i = 0; i < n; i++)
             if (m->tensors[items[i].ti].kind == TRN_PARAM) rt_buf_printf(&p->pnames, "%s%s", p->pnames.len ? "," : "", items[i].st.name);
@@ -359,6 +364,8 @@ static int read_resume(TrnSession *s, const RtSt *st, const char *label, Resume 
 
 enum { MAX_LISTED = 24 };
 
+static void baked_compare(char *note, size_t nn, const char *file, const char *here, int lora_only);
+
 int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
     const TrnModel *m = s->m;
     char *err = s->err;
@@ -508,6 +515,10 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
         s->warmup = r.warmup;
         s->total = r.total;
     }
+    const char *fb = rt_st_meta(&st, "compiled");
+    s->load_note[0] = 0;
+    if (fb && m->train.baked && !base_ckpt) /* (a base model's checkpoint into a LoRA model: its purpose) */
+        baked_compare(s->load_note, sizeof s->load_note, fb, m->train.baked, params_only);
     rt_buf_free(&probs);
     free(src);
     free(fbuf);
@@ -526,8 +537,54 @@ fail:
     return -1;
 }
 
+/* The item of list (lines "key=value" or "-D name=value") with the key
+ * of item it (the text before its '='), or NULL; *n its length. */
+static const char *baked_find(const char *list, const char *it, size_t itn, size_t *n) {
+    const char *eq = memchr(it, '=', itn);
+    size_t kn = eq ? (size_t)(eq - it) + 1 : itn;
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len >= kn && memcmp(p, it, kn) == 0) return *n = len, p;
+        p += len + (e != NULL);
+    }
+    return NULL;
+}
+
+/* Appends to the note what differs between the checkpoint's compiled
+ * settings (file) and the step's (here): each of here's keys, then those
+ * only in the file; with lora_only, the lora_ keys alone. */
+static void baked_compare(char *note, size_t nn, const char *file, const char *here, int lora_only) {
+    for (int pass = 0; pass < 2; pass++) {
+        const char *a = pass ? file : here, *b = pass ? here : file;
+        for (const char *p = a; *p;) {
+            const char *e = strchr(p, '\n');
+            size_t len = e ? (size_t)(e - p) : strlen(p), bn = 0;
+            const char *q = baked_find(b, p, len, &bn);
+            size_t l = strlen(note);
+            int lora = len > 5 && memcmp(p, "lora_", 5) == 0;
+            if ((!lora_only || lora) && l + 80 < nn) {
+                const char *eq = memchr(p, '=', len);
+                int kn = eq ? (int)(eq - p) : (int)len;
+                if (!q) {
+                    snprintf(note + l, nn - l, "%s%.*s only %s", l ? "; " : "", (int)len, p, pass ? "in the checkpoint" : "here");
+                } else if (!pass && (bn != len || memcmp(p, q, len) != 0)) {
+                    int vn = eq ? (int)(len - (size_t)kn - 1) : 0, qn = (int)(bn - (size_t)kn - 1);
+                    snprintf(note + l, nn - l, "%s%.*s is %.*s in the checkpoint, %.*s here", l ? "; " : "", kn, p, qn > 0 ? qn : 0, q + kn + 1, vn, eq ? eq + 1 : "");
+                }
+            }
+            p += len + (e != NULL);
+        }
+    }
+    size_t l = strlen(note);
+    if (l + 1 >= nn - 4) snprintf(note + nn - 5, 5, "...");
+}
+
+const char *trn_load_note(const TrnSession *s) { return s ? s->load_note : ""; }
+
 int trn_load(TrnSession *s, const char *path, int params_only) {
     s->err[0] = 0;
+    s->load_note[0] = 0;
     if (!path || !*path) return rt_seterr(s, "trn_load: the path is %s", path ? "empty" : "NULL");
     /* a pipe, FIFO or device: a checkpoint is read by its size (and a FIFO
      * with no writer would block the open) */

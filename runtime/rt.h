@@ -189,6 +189,7 @@ struct TrnSession {
      * JSON members, in dev_phases), the parameters' initialisation */
     double          t_device, t_init;
     char            dev_phases[192];
+    char            load_note[512];     /* trn_load_note */
 };
 
 int rt_seterr(TrnSession *s, const char *fmt, ...) RT_PRINTF(2, 3);

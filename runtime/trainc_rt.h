@@ -32,7 +32,7 @@
 extern "C" {
 #endif
 
-#define TRN_ABI_VERSION 3
+#define TRN_ABI_VERSION 4
 #define TRN_MAX_RANK 8
 
 /* Same order as DTYPES in ir/ir.h. */
@@ -98,6 +98,12 @@ typedef struct TrnTrainDefaults {
     double      lr, min_lr, grad_clip, loss_scale;
     int64_t     warmup, steps, grad_accum, seed, eval_every, eval_steps, save_every, loss_scale_window;
     const char *precision;          /* "fp32" | "tf32" | "bf16" | "fp16" */
+    /* What the compiled step holds that no flag changes (the optimizer's
+     * constants, LoRA's, what is frozen: "beta2=0.95", one a line, then
+     * each -D "-D dropout=0.1"), recorded in checkpoints: a load into a
+     * step compiled with other settings says which (trn_load_note); NULL:
+     * not known, not checked. */
+    const char *baked;
 } TrnTrainDefaults;
 
 /* A memory-plan line for --report: category and bytes. */
@@ -238,9 +244,16 @@ int    trn_predict_at(TrnSession *s, const int64_t *pos, void *logits, size_t by
  * (missing, extra or mis-shaped tensors are errors naming them). */
 int trn_save(TrnSession *s, const char *path, int with_state);
 /* (params_only: a LoRA model's adapters, params named "….lora_A…" and
- * "….lora_B…", may be missing from the file, a base model's checkpoint:
- * they keep their initial values.) */
+ * "….lora_B…", may all be missing from the file, a base model's
+ * checkpoint: they keep their initial values.) */
 int trn_load(TrnSession *s, const char *path, int params_only);
+/* After a trn_load that succeeded: "" when the file's step was compiled
+ * with this one's settings (TrnTrainDefaults.baked; or either does not
+ * say), else which differ, one line ("lora_alpha is 16 in the
+ * checkpoint, 32 here; -D dropout=0.1 only here").  A resume compares
+ * them all, an --init (params_only) LoRA's alone: the others do not
+ * change what the parameters mean. */
+const char *trn_load_note(const TrnSession *s);
 
 /* ---- the command-line program every executable gets ---- */
 

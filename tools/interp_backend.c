@@ -214,7 +214,7 @@ static int ib_write(void *self, int i, const void *src, char *err, size_t errn) 
 
 static void ib_destroy(void *self) { (void)self; }
 
-InterpModel *ib_new(Graph *train, Graph *eval, Graph *sample, InterpMode mode, const char *source, Diag *d) {
+InterpModel *ib_new(Graph *train, Graph *eval, Graph *sample, InterpMode mode, const char *source, const char *baked, Diag *d) {
     InterpModel *m = xcalloc(1, sizeof *m);
     m->g[0] = train;
     m->g[1] = eval;
@@ -271,7 +271,7 @@ InterpModel *ib_new(Graph *train, Graph *eval, Graph *sample, InterpMode mode, c
     const TrainConfig *tc = &train->train;
     md->train = (TrnTrainDefaults){tc->optimizer, tc->schedule, tc->lr, tc->min_lr, tc->grad_clip, tc->loss_scale,
                                    tc->warmup, tc->steps, tc->grad_accum, tc->seed, tc->eval_every, tc->eval_steps,
-                                   tc->save_every, tc->loss_scale_window, tc->precision};
+                                   tc->save_every, tc->loss_scale_window, tc->precision, baked};
     return m;
 }
 

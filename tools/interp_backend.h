@@ -13,9 +13,11 @@
 typedef struct InterpModel InterpModel;
 
 /* Builds the descriptor and backend from the training graph (phases MICRO
- * and STEP), the eval graph and the sampling graph (NULL if none).  The
- * graphs must outlive the result.  NULL (with a message in d) on error. */
-InterpModel    *ib_new(Graph *train, Graph *eval, Graph *sample, InterpMode mode, const char *source, Diag *d);
+ * and STEP), the eval graph and the sampling graph (NULL if none), baked
+ * the descriptor's TrnTrainDefaults.baked (train_baked; NULL: none).  The
+ * graphs and baked must outlive the result.  NULL (with a message in d)
+ * on error. */
+InterpModel    *ib_new(Graph *train, Graph *eval, Graph *sample, InterpMode mode, const char *source, const char *baked, Diag *d);
 const TrnModel *ib_model(InterpModel *m);
 TrnBackend      ib_backend(InterpModel *m);   /* destroy() frees nothing; ib_free does */
 void            ib_free(InterpModel *m);

@@ -803,13 +803,15 @@ static int cmd_run(Opts *o) {
                (int64_t)t->seed, (int64_t)t->eval_every, (int64_t)(t->eval_steps > 0 ? t->eval_steps : 10), (int64_t)t->save_every);
         st = EXIT_OK;
     } else {
-        InterpModel *im = ib_new(train, eval, sample, o->fp64 ? INTERP_F64 : INTERP_F32, o->input, &d);
+        char *baked = train_baked(&train->train, o->defs, o->ndefs);
+        InterpModel *im = ib_new(train, eval, sample, o->fp64 ? INTERP_F64 : INTERP_F32, o->input, baked, &d);
         if (im) {
             TrnBackend be = ib_backend(im);
             o->rt_argv[o->rt_argc] = NULL;
             st = trn_main(o->rt_argc, o->rt_argv, ib_model(im), &be);
             ib_free(im);
         }
+        free(baked);
     }
     ir_graph_free(train);
     ir_graph_free(eval);

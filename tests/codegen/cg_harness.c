@@ -58,7 +58,7 @@ int h_build(Harness *h, const char *model, const char *const *defs, const char *
         fprintf(stderr, "dlsym %s: %s\n", sym, dlerror());
         return -1;
     }
-    h->im = ib_new(h->train, h->eval, h->sample, INTERP_F32, model, d);
+    h->im = ib_new(h->train, h->eval, h->sample, INTERP_F32, model, h->prog->baked, d);
     return h->im ? 0 : -1;
 }
 

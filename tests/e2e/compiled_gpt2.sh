@@ -3,7 +3,8 @@
 #   1. tiny GPT-2 trained on tiny Shakespeare reaches a validation loss clearly
 #      below the unigram baseline (the entropy of the byte frequencies);
 #   2. a run resumed from its step-20 checkpoint reproduces the uninterrupted
-#      run's losses bit for bit;
+#      run's losses bit for bit; one compiled with other settings (weight
+#      decay, a -D) resumes with a warning naming them;
 #   3. the checkpoint is a safetensors file: 8-byte little-endian header
 #      length, a JSON header with dtype, shape and data_offsets per tensor;
 #   4. --report's total equals the arena the executable allocates;
@@ -35,11 +36,19 @@ grep -q "sample (80 tokens)" err.txt out.txt || fail "no sample printed"
 # 2. resume reproduces the losses bit for bit
 ./gpt2 --data shakes_train.bin --steps 40 --threads 1 --quiet --metrics full.jsonl --save 'ck_{step}.safetensors' --save-every 20
 [ -f ck_20.safetensors ] || fail "no step-20 checkpoint"
-./gpt2 --data shakes_train.bin --steps 40 --threads 1 --quiet --metrics resumed.jsonl --resume ck_20.safetensors
+./gpt2 --data shakes_train.bin --steps 40 --threads 1 --quiet --metrics resumed.jsonl --resume ck_20.safetensors 2> resume_err.txt
+grep -q "compiled with other settings" resume_err.txt && fail "a warning resuming with the same executable: $(cat resume_err.txt)"
 losses() { grep -v val_loss "$1" | sed 's/.*"step": *\([0-9]*\).*"loss": *\([0-9.eE+-]*\).*/\1 \2/'; }
 diff <(losses full.jsonl | awk '$1 > 20') <(losses resumed.jsonl) || fail "resumed losses differ from the uninterrupted run"
 [ "$(losses resumed.jsonl | wc -l)" -eq 20 ] || fail "the resumed run did not take 20 steps"
 echo "resume: steps 21-40 identical"
+# ... and with a step compiled with other settings (weight decay, a -D):
+# resumed, with a warning naming each (the checkpoint records them)
+"$trainc" compile "$root/examples/gpt2.model" "${tiny[@]}" -D dropout=0.1 --set weight_decay=0.05 -o gpt2_other
+./gpt2_other --data shakes_train.bin --steps 21 --threads 1 --quiet --resume ck_20.safetensors 2> other_err.txt || fail "resuming with other settings failed"
+grep -q "warning: --resume ck_20.safetensors: its step was compiled with other settings (the run goes on with this one's): weight_decay is 0.1 in the checkpoint, 0.05 here; -D dropout=0.1 only here" other_err.txt ||
+    fail "no warning naming the settings that differ: $(cat other_err.txt)"
+echo "resume with other settings: $(cat other_err.txt)"
 
 # 3. safetensors format
 ck=ck_40.safetensors

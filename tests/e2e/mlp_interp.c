@@ -43,7 +43,7 @@ int main(void) {
     o.pm.verify_each = true;
     Graph *train, *eval, *sample;
     if (!cg_prepare(&o, &train, &eval, &sample, &d) || !sample) return 1;
-    InterpModel *im = ib_new(train, eval, sample, INTERP_F32, o.model, &d);
+    InterpModel *im = ib_new(train, eval, sample, INTERP_F32, o.model, NULL, &d);
     char err[512];
     TrnOptions to = {"cpu", 0, 5, 0};
     TrnSession *s = trn_create_with_backend(ib_model(im), ib_backend(im), &to, err, sizeof err);

@@ -84,7 +84,7 @@ static bool run_open(Run *r, const char *model, const char *const *defs, const c
     Diag d;
     diag_init(&d, stderr);
     bool ok = cg_prepare(&o, &r->train, &r->eval, &r->sample, &d);
-    if (ok) r->im = ib_new(r->train, r->eval, r->sample, INTERP_F32, model, &d);
+    if (ok) r->im = ib_new(r->train, r->eval, r->sample, INTERP_F32, model, NULL, &d);
     diag_free(&d);
     if (!ok || !r->im) return false;
     char err[512];

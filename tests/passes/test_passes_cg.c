@@ -572,6 +572,8 @@ static void test_lora(void) {
     CHECK(ok, "lora: the base model: %s", sa ? trn_error(sa) : "");
     ok = ok && trn_load(sb, ck, 1) == 0 && trn_load(sc, ck, 1) == 0;
     CHECK(ok, "lora: loading the base checkpoint: %s", sb ? trn_error(sb) : "");
+    /* (its lora_rank 0 against 4 is the point: no note) */
+    CHECK(!ok || strcmp(trn_load_note(sb), "") == 0, "lora: a note loading the base checkpoint: %s", trn_load_note(sb));
     HFeed fa = {&tokens, 3}, fb = {&tokens, 3};
     ok = ok && trn_step(sa, h_feed_next, &fa, -1) == 0;
     la = ok ? trn_loss(sa) : NAN;

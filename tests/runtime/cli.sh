@@ -24,6 +24,13 @@ check "one progress line per step (got $n)" test "$n" -eq 5
 check "no carriage return when not a terminal" test "$(tr -cd '\r' < "$dir/progress.txt" | wc -c)" -eq 0
 check "a summary line" grep -q '^trained to step 5 in ' "$dir/progress.txt"
 
+# a warmup longer than the run: said once, with the rate it gets to
+"$exe" --data "$dir/train.bin" --steps 5 --warmup 10 --lr 0.01 2> "$dir/warm.txt"
+check "a warmup longer than the run trains" test $? -eq 0
+check "a warmup longer than the run is said" grep -q 'warning: the warmup (10 steps) is longer than the run (5 steps): the learning rate climbs to 0.005, not --lr 0.01' "$dir/warm.txt"
+"$exe" --data "$dir/train.bin" --steps 5 --warmup 5 2> "$dir/warm5.txt"
+check "a warmup as long as the run is not" bash -c "! grep -q 'warning: the warmup' '$dir/warm5.txt'"
+
 # --print-every 4 over 10 steps: steps 1, 4, 8 and the last
 "$exe" --data "$dir/train.bin" --steps 10 --print-every 4 2> "$dir/every.txt"
 check "--print-every exits 0" test $? -eq 0

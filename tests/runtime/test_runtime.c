@@ -1182,6 +1182,34 @@ static void test_unset_input(void) {
  * position len-1 of the bigram's [B, T, V]); without read_part, from the
  * whole tensor: the same text, token for token.  A trained bigram's next
  * byte depends on the last one, so a read of the wrong row shows. */
+/* A checkpoint records what its step was compiled with (TrnTrainDefaults
+ * .baked, metadata "compiled"); a load into a step compiled with other
+ * settings says which differ (trn_load_note): all of them on a resume,
+ * an --init's LoRA keys alone, and only where both say. */
+static void test_load_note(void) {
+    TrnModel a = bigram_adam, b = bigram_adam, none = bigram_adam;
+    a.train.baked = "beta2=0.95\nlora_alpha=16.0\n-D dropout=0.1\n";
+    b.train.baked = "beta2=0.99\nlora_alpha=32.0\n";
+    none.train.baked = NULL;
+    TrnSession *sa = cpu_session(&a, -1), *sb = cpu_session(&b, -1), *sn = cpu_session(&none, -1);
+    if (!sa || !sb || !sn) { CHECK(0, "no session"); return; }
+    const char *path = P("note.safetensors");
+    CHECK(trn_save(sa, path, 1) == 0, "%s", trn_error(sa));
+    CHECK(trn_load(sb, path, 0) == 0 && strcmp(trn_load_note(sb), "beta2 is 0.95 in the checkpoint, 0.99 here; lora_alpha is 16.0 in the "
+                                                                 "checkpoint, 32.0 here; -D dropout=0.1 only in the checkpoint") == 0,
+          "resume: '%s' %s", trn_load_note(sb), trn_error(sb));
+    CHECK(trn_load(sa, path, 0) == 0 && strcmp(trn_load_note(sa), "") == 0, "the same settings: '%s'", trn_load_note(sa));
+    CHECK(trn_load(sn, path, 0) == 0 && strcmp(trn_load_note(sn), "") == 0, "a step that does not say: '%s'", trn_load_note(sn));
+    /* --init of a file with no LoRA adapters (a base model's): no note */
+    CHECK(trn_load(sb, path, 1) == 0 && strcmp(trn_load_note(sb), "") == 0, "init: '%s'", trn_load_note(sb));
+    /* a file that does not say (saved by a step that does not) */
+    CHECK(trn_save(sn, path, 1) == 0 && trn_load(sb, path, 0) == 0 && strcmp(trn_load_note(sb), "") == 0, "a file that does not say: '%s'",
+          trn_load_note(sb));
+    trn_destroy(sa);
+    trn_destroy(sb);
+    trn_destroy(sn);
+}
+
 static void test_sample_part(void) {
     char data[2048], err[512];
     snprintf(data, sizeof data, "%s", P("sample.bin"));
@@ -1363,6 +1391,7 @@ int main(int argc, char **argv) {
         {"resume", test_resume},
         {"unset_input", test_unset_input},
         {"sample_part", test_sample_part},
+        {"load_note", test_load_note},
     };
     int pass = 0, fail = 0;
     const char *only = getenv("RT_TEST");
