@@ -364,6 +364,67 @@ static int read_resume(TrnSession *s, const RtSt *st, const char *label, Resume 
 
 enum { MAX_LISTED = 24 };
 
+/* Matches the model's tensors of one kind with the file's (src[i], the
+ * largest size in *maxb), listing each problem: missing (a LoRA adapter
+ * may be, from a base model's checkpoint: keep_adapters), mis-shaped, of
+ * another kind of dtype. */
+static void match_kind(TrnSession *s, const RtSt *st, TrnKind kind, int keep_adapters, const RtStTensor **src, int64_t *maxb, RtBuf *probs,
+                       int *nprob) {
+    const TrnModel *m = s->m;
+    for (int i = 0; i < m->ntensors; i++) {
+        const TrnTensor *t = &m->tensors[i];
+        if (t->kind != kind || rt_copy_of(t)) continue; /* a copy: derived, refreshed after the load */
+        const RtStTensor *x = rt_st_find(st, t->name);
+        int64_t cs[TRN_MAX_RANK];
+        rt_ckpt_shape(t, cs);
+        if (!x && keep_adapters && rt_is_adapter(t)) continue; /* the adapters keep their start */
+        if (!x) {
+            if ((*nprob)++ < MAX_LISTED)
+                rt_buf_printf(probs, "\n  missing tensor '%s' (%s %s)", t->name, t->kind == TRN_PARAM ? "parameter" : "state", trn_dtype_name[t->dtype]);
+            continue;
+        }
+        int same = x->rank == t->rank;
+        for (int d = 0; same && d < t->rank; d++) same = x->shape[d] == cs[d];
+        if (!same) {
+            char a[160], b[160];
+            shape_str(a, sizeof a, x->rank, x->shape);
+            shape_str(b, sizeof b, t->rank, cs);
+            if ((*nprob)++ < MAX_LISTED) rt_buf_printf(probs, "\n  tensor '%s' has shape %s in the file, the model's is %s", t->name, a, b);
+            continue;
+        }
+        if (rt_dtype_is_float(x->dtype) != rt_dtype_is_float(t->dtype)) {
+            if ((*nprob)++ < MAX_LISTED)
+                rt_buf_printf(probs, "\n  tensor '%s' is %s in the file, the model's is %s", t->name, rt_st_dtype_name(x->dtype), trn_dtype_name[t->dtype]);
+            continue;
+        }
+        src[i] = x;
+        int64_t b = rt_nbytes(t->dtype, t->numel);
+        if (b > *maxb) *maxb = b;
+        if ((int64_t)(x->end - x->begin) > *maxb) *maxb = (int64_t)(x->end - x->begin);
+    }
+}
+
+/* Lists the file's tensors the load has no place for.  A checkpoint with
+ * state names its parameters (metadata "params"): for --init the others
+ * are states, skipped whether or not this model has them (another
+ * optimizer's, precision's or accumulation's). */
+static void list_extra(TrnSession *s, const RtSt *st, int params_only, RtBuf *probs, int *nprob) {
+    const TrnModel *m = s->m;
+    const char *pnames = params_only ? rt_st_meta(st, "params") : NULL;
+    for (int j = 0; j < st->ntensors; j++) {
+        int i = trn_find(s, st->t[j].name);
+        TrnKind kind = i >= 0 ? m->tensors[i].kind : TRN_INPUT;
+        if (pnames && !in_list(pnames, st->t[j].name)) continue;
+        int needed = i >= 0 && (kind == TRN_PARAM || (!params_only && kind == TRN_STATE));
+        if (needed) continue;                                      /* loaded, or its problem listed */
+        if (i >= 0 && rt_copy_of(&m->tensors[i])) continue;        /* a copy saved by someone else: derived anyway */
+        if (i >= 0 && params_only && kind == TRN_STATE) continue;  /* a checkpoint with state initialises the params only */
+        if ((*nprob)++ < MAX_LISTED)
+            rt_buf_printf(probs, "\n  extra tensor '%s'%s", st->t[j].name,
+                          i >= 0 ? " (not a parameter or state of the model)" : " (the model has no tensor of that name)");
+    }
+}
+
 static void baked_compare(char *note, size_t nn, const char *file, const char *here, int lora_only);
 
 int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
@@ -418,57 +479,9 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
     /* the parameters' problems first, then the file's extra tensors, then
      * the states' (a LoRA model's checkpoint given to its base model: the
      * adapters named before the optimizer states every base weight lacks) */
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            /* a checkpoint with state names its parameters (metadata "params"):
-             * for --init the others are states, skipped whether or not this model
-             * has them (another optimizer's, precision's or accumulation's) */
-            const char *pnames = params_only ? rt_st_meta(&st, "params") : NULL;
-            for (int j = 0; j < st.ntensors; j++) {
-                int i = trn_find(s, st.t[j].name);
-                TrnKind kind = i >= 0 ? m->tensors[i].kind : TRN_INPUT;
-                if (pnames && !in_list(pnames, st.t[j].name)) continue;
-                int needed = i >= 0 && (kind == TRN_PARAM || (!params_only && kind == TRN_STATE));
-                if (needed) continue;                                   /* loaded, or its problem listed above */
-                if (i >= 0 && rt_copy_of(&m->tensors[i])) continue;     /* a copy saved by someone else: derived anyway */
-                if (i >= 0 && params_only && kind == TRN_STATE) continue;   /* a checkpoint with state initialises the params only */
-                if (nprob++ < MAX_LISTED)
-                    rt_buf_printf(&probs, "\n  extra tensor '%s'%s", st.t[j].name,
-                                  i >= 0 ? " (not a parameter or state of the model)" : " (the model has no tensor of that name)");
-            }
-        }
-        for (int i = 0; i < m->ntensors; i++) {
-            const TrnTensor *t = &m->tensors[i];
-            if (t->kind != (pass == 0 ? TRN_PARAM : TRN_STATE) || (pass == 1 && params_only)) continue;
-            if (rt_copy_of(t)) continue; /* derived: refreshed after the load */
-            const RtStTensor *x = rt_st_find(&st, t->name);
-            int64_t cs[TRN_MAX_RANK];
-            rt_ckpt_shape(t, cs);
-            if (!x && base_ckpt && rt_is_adapter(t)) continue; /* the adapters keep their start */
-            if (!x) {
-                if (nprob++ < MAX_LISTED) rt_buf_printf(&probs, "\n  missing tensor '%s' (%s %s)", t->name, t->kind == TRN_PARAM ? "parameter" : "state", trn_dtype_name[t->dtype]);
-                continue;
-            }
-            int same = x->rank == t->rank;
-            for (int d = 0; same && d < t->rank; d++) same = x->shape[d] == cs[d];
-            if (!same) {
-                char a[160], b[160];
-                shape_str(a, sizeof a, x->rank, x->shape);
-                shape_str(b, sizeof b, t->rank, cs);
-                if (nprob++ < MAX_LISTED) rt_buf_printf(&probs, "\n  tensor '%s' has shape %s in the file, the model's is %s", t->name, a, b);
-                continue;
-            }
-            if (rt_dtype_is_float(x->dtype) != rt_dtype_is_float(t->dtype)) {
-                if (nprob++ < MAX_LISTED)
-                    rt_buf_printf(&probs, "\n  tensor '%s' is %s in the file, the model's is %s", t->name, rt_st_dtype_name(x->dtype), trn_dtype_name[t->dtype]);
-                continue;
-            }
-            src[i] = x;
-            int64_t b = rt_nbytes(t->dtype, t->numel);
-            if (b > maxb) maxb = b;
-            if ((int64_t)(x->end - x->begin) > maxb) maxb = (int64_t)(x->end - x->begin);
-        }
-    }
+    match_kind(s, &st, TRN_PARAM, base_ckpt, src, &maxb, &probs, &nprob);
+    list_extra(s, &st, params_only, &probs, &nprob);
+    if (!params_only) match_kind(s, &st, TRN_STATE, 0, src, &maxb, &probs, &nprob);
     if (nprob > 0) {
         if (nprob > MAX_LISTED) rt_buf_printf(&probs, "\n  ... and %d more", nprob - MAX_LISTED);
         const char *fm = rt_st_meta(&st, "model"); /* another model's checkpoint: said first */
@@ -555,6 +568,7 @@ static const char *baked_find(const char *list, const char *it, size_t itn, size
  * settings (file) and the step's (here): each of here's keys, then those
  * only in the file; with lora_only, the lora_ keys alone. */
 static void baked_compare(char *note, size_t nn, const char *file, const char *here, int lora_only) {
+    int cut = 0; /* an item left out for room */
     for (int pass = 0; pass < 2; pass++) {
         const char *a = pass ? file : here, *b = pass ? here : file;
         for (const char *p = a; *p;) {
@@ -562,13 +576,14 @@ static void baked_compare(char *note, size_t nn, const char *file, const char *h
             size_t len = e ? (size_t)(e - p) : strlen(p), bn = 0;
             const char *q = baked_find(b, p, len, &bn);
             size_t l = strlen(note);
-            int lora = len > 5 && memcmp(p, "lora_", 5) == 0;
-            if ((!lora_only || lora) && l + 80 < nn) {
+            int lora = len > 5 && memcmp(p, "lora_", 5) == 0, differs = !q || (!pass && (bn != len || memcmp(p, q, len) != 0));
+            if ((!lora_only || lora) && differs && l + 80 >= nn) cut = 1;
+            else if ((!lora_only || lora) && differs) {
                 const char *eq = memchr(p, '=', len);
                 int kn = eq ? (int)(eq - p) : (int)len;
                 if (!q) {
                     snprintf(note + l, nn - l, "%s%.*s only %s", l ? "; " : "", (int)len, p, pass ? "in the checkpoint" : "here");
-                } else if (!pass && (bn != len || memcmp(p, q, len) != 0)) {
+                } else {
                     int vn = eq ? (int)(len - (size_t)kn - 1) : 0, qn = (int)(bn - (size_t)kn - 1);
                     snprintf(note + l, nn - l, "%s%.*s is %.*s in the checkpoint, %.*s here", l ? "; " : "", kn, p, qn > 0 ? qn : 0, q + kn + 1, vn, eq ? eq + 1 : "");
                 }
@@ -577,7 +592,7 @@ static void baked_compare(char *note, size_t nn, const char *file, const char *h
         }
     }
     size_t l = strlen(note);
-    if (l + 1 >= nn - 4) snprintf(note + nn - 5, 5, "...");
+    if (cut) snprintf(note + (l + 6 <= nn ? l : nn - 6), 6, "; ...");
 }
 
 const char *trn_load_note(const TrnSession *s) { return s ? s->load_note : ""; }

@@ -1205,6 +1205,22 @@ static void test_load_note(void) {
     /* a file that does not say (saved by a step that does not) */
     CHECK(trn_save(sn, path, 1) == 0 && trn_load(sb, path, 0) == 0 && strcmp(trn_load_note(sb), "") == 0, "a file that does not say: '%s'",
           trn_load_note(sb));
+    /* more differences than the note holds: as many as fit, then "; ..." */
+    static char la[4096], lb[4096];
+    for (int i = 0, na = 0, nb = 0; i < 40; i++) {
+        na += snprintf(la + na, sizeof la - (size_t)na, "key%02d=%040d\n", i, i);
+        nb += snprintf(lb + nb, sizeof lb - (size_t)nb, "key%02d=%040d\n", i, i + 1);
+    }
+    TrnModel la_m = bigram_adam, lb_m = bigram_adam;
+    la_m.train.baked = la;
+    lb_m.train.baked = lb;
+    TrnSession *xa = cpu_session(&la_m, -1), *xb = cpu_session(&lb_m, -1);
+    const char *n = "";
+    if (xa && xb && trn_save(xa, path, 1) == 0 && trn_load(xb, path, 0) == 0) n = trn_load_note(xb);
+    size_t nl = strlen(n);
+    CHECK(nl > 400 && nl < 512 && strncmp(n, "key00 is ", 9) == 0 && strcmp(n + nl - 5, "; ...") == 0, "a long note: '%s'", n);
+    if (xa) trn_destroy(xa);
+    if (xb) trn_destroy(xb);
     trn_destroy(sa);
     trn_destroy(sb);
     trn_destroy(sn);
