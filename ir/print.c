@@ -251,7 +251,6 @@ char *train_baked(const TrainConfig *tc, const Define *defs, int ndefs) {
             else sb_putc(&b, (char)*p);
         sb_putc(&b, '\n');
     }
-    if (!b.s) sb_puts(&b, "");
     return sb_take(&b);
 }
 
