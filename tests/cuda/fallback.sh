@@ -21,11 +21,11 @@ check "grep -q trn_cuda_module_gpt2 <(nm gpt2_cuda)" "the executable embeds its 
 text="$root/../shared/data/tinyshakespeare.txt"
 [ -f "$text" ] || { cat "$root"/examples/*.model "$root"/docs/*.md > corpus.txt; text=corpus.txt; }
 "$tokenize" "$text" tok > /dev/null || exit 1
-./gpt2_cuda --data tok_train.bin --steps 4 --device auto --metrics auto.jsonl > auto.out 2> auto.err
+./gpt2_cuda --data tok_train.bin --steps 4 --warmup 2 --device auto --metrics auto.jsonl > auto.out 2> auto.err
 check "[ $? -eq 0 ]" "--device=auto trains (exit 0)"
 check "grep -q 'device cpu' auto.err" "--device=auto fell back to the CPU"
 check "! grep -q warning auto.err" "--device=auto says nothing of a GPU this machine does not have"
-./gpt2_cpu --data tok_train.bin --steps 4 --device cpu --metrics cpu.jsonl > /dev/null 2>&1
+./gpt2_cpu --data tok_train.bin --steps 4 --warmup 2 --device cpu --metrics cpu.jsonl > /dev/null 2>&1
 check "[ $? -eq 0 ]" "the CPU-target executable trains (exit 0)"
 check "[ \$(grep -c '\"loss\":[0-9]' auto.jsonl) -eq 4 ] && cmp -s <(grep -o '\"loss\":[^,]*' auto.jsonl) <(grep -o '\"loss\":[^,]*' cpu.jsonl)" "the same 4 finite losses as the CPU-target executable"
 ./gpt2_cuda --data tok_train.bin --steps 4 --device cuda > cuda.out 2> cuda.err
