@@ -1039,7 +1039,7 @@ static void gemm_desc(Emit *e, Kernel *k, TrnCudaGemm *g) {
  * pre-activation is kept, is where the product then went, and gets the
  * bias; else c itself), or c = gelu_grad(c, aux); a bias alone: c += bias.
  * The bias is a row of N, read at column i % N of the one product (a
- * batched product's bias has no such kernel: emit_kernels).  No
+ * batched product's bias has no such kernel: cg_cuda_emit).  No
  * __restrict__: c may be aux. */
 static void emit_gemm_epilogue(Emit *e, Kernel *k, CuKern *r) {
     Program *p = e->p;
