@@ -11,7 +11,7 @@
  * spills of every kernel in the log: that is the resource report.
  *
  * The cache: an image is stored under a 128-bit hash of the NVRTC library
- * (its version, path, size and time), the options, the source and the
+ * (its version, path, size, time and inode), the options, the source and the
  * prelude headers, in $TRAINC_CACHE_DIR, $XDG_CACHE_HOME/trainc,
  * ~/.cache/trainc or /tmp/trainc-cache-UID (written to NAME.PID.tmp and
  * renamed), so recompiling an unchanged model does not run NVRTC.
