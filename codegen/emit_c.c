@@ -1193,14 +1193,7 @@ bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {
         const char *e = strchr(q, '\n');
         size_t len = e ? (size_t)(e - q) : strlen(q);
         if (q != p->baked) fputs("\n                       ", f);
-        fputc('"', f);
-        for (size_t i = 0; i < len; i++) {
-            unsigned char c = (unsigned char)q[i];
-            if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-            else if (c >= 32 && c < 127 && c != '?') fputc(c, f);
-            else fprintf(f, "\\%03o", c);
-        }
-        fputs(e ? "\\n\"" : "\"", f);
+        cg_c_string_n(f, q, len, e ? "\\n" : "");
         q += len + (e != NULL);
     }
     if (p->baked && !*p->baked) fputs("\"\"", f);

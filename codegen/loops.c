@@ -250,15 +250,17 @@ int64_t cg_loop_red_count(const Kernel *k) {
 /* text helpers                                                           */
 /* ===================================================================== */
 
-void cg_c_string(FILE *f, const char *s) {
+void cg_c_string_n(FILE *f, const char *s, size_t n, const char *tail) {
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)s; p < (const unsigned char *)s + n; p++) {
         if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
         else if (*p >= 32 && *p < 127 && *p != '?') fputc(*p, f);
         else fprintf(f, "\\%03o", *p);
     }
-    fputc('"', f);
+    fprintf(f, "%s\"", tail);
 }
+
+void cg_c_string(FILE *f, const char *s) { cg_c_string_n(f, s, strlen(s), ""); }
 
 void cg_comment_text(StrBuf *b, const char *s) {
     for (const char *p = s; *p; p++) {

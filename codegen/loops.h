@@ -84,6 +84,7 @@ int64_t     cg_loop_red_count(const Kernel *k);
 
 /* A C string literal for any text (.model names never reach generated code unescaped). */
 void cg_c_string(FILE *f, const char *s);
+void cg_c_string_n(FILE *f, const char *s, size_t n, const char *tail);   /* the first n bytes, then tail ("\\n") inside the quotes */
 /* Text safe inside a C comment. */
 void cg_comment_text(StrBuf *b, const char *s);
 /* [A-Za-z0-9_] of s, others as '_'. */
