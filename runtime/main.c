@@ -871,9 +871,21 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     }
     r->t_load = rt_now() - t;
     /* the schedule: flags given > the checkpoint's > the model's */
+    int64_t done_total = s->total;           /* a resumed run's: the checkpoint's lr.steps */
+    double done_lr = trn_lr_at(s, s->step);  /* its last step's rate */
     if (trn_set_schedule(s, a->given_schedule ? a->schedule : NULL, a->given_lr ? a->lr : s->lr, a->given_min_lr ? a->min_lr : s->min_lr,
                          a->given_warmup ? a->warmup : s->warmup, a->given_steps ? a->steps : s->total) != 0)
         return fail(r, "%s", trn_error(s));
+    /* --steps on --resume changes the schedule's length: the steps already
+     * done had the old length's rates (docs/runtime.md, resuming) */
+    if (a->resume && a->given_steps && !a->quiet && s->step > 0 && s->step < s->total && s->total != done_total &&
+        trn_lr_at(s, s->step) != done_lr) {
+        fprintf(stderr,
+                "%s: note: --steps %" PRId64 " changes the schedule's length from %s's %" PRId64 " steps: its steps 1 to %" PRId64
+                " ran at the %" PRId64 "-step schedule's rates (step %" PRId64 ": %.4g, where %" PRId64 " steps would give %.4g), so the run differs "
+                "from one run of %" PRId64 " steps\n",
+                r->prog, s->total, a->resume, done_total, s->step, done_total, s->step, done_lr, s->total, trn_lr_at(s, s->step), s->total);
+    }
     if (a->given_batches || !s->has_data_pos) snprintf(s->batches, sizeof s->batches, "%s", a->batches ? a->batches : "random");
 
     int lm = m->t_tokens >= 0 && m->tensors[m->t_tokens].rank == 2;

@@ -181,6 +181,15 @@ out_error "--steps past 2^53" "error: --steps: 9223372036854775807 steps is more
 "$exe" --data "$dir/train.bin" --steps 8 --resume "$dir/pe.st" --print-every 5 2> "$dir/pe.txt"
 check "--print-every resumed: exit 0" test $? -eq 0
 check "--print-every resumed: steps 3, 5 and 8" test "$(grep -oE '^step +[0-9]+' "$dir/pe.txt" | awk '{print $2}' | tr '\n' ' ')" = "3 5 8 "
+# --steps on --resume: the steps done (1, 2: warm-up) had the same rates, no note
+check "--steps on --resume within the warm-up: no note" bash -c "! grep -q 'changes the schedule' '$dir/pe.txt'"
+# past the warm-up they did not: said (cosine, 4 steps, warm-up 2)
+"$exe" --data "$dir/train.bin" --steps 4 --save "$dir/s4.st" --quiet
+"$exe" --data "$dir/train.bin" --steps 8 --resume "$dir/s4.st" 2> "$dir/s8.txt"
+check "--steps on --resume: exit 0" test $? -eq 0
+check "--steps on --resume: a note" grep -qF "note: --steps 8 changes the schedule's length from $dir/s4.st's 4 steps: its steps 1 to 4 ran at the 4-step schedule's rates (step 4: 0.001, where 8 steps would give 0.03775), so the run differs from one run of 8 steps" "$dir/s8.txt"
+"$exe" --data "$dir/train.bin" --steps 8 --resume "$dir/s4.st" --quiet 2> "$dir/s8q.txt"
+check "--steps on --resume, --quiet: no note" test ! -s "$dir/s8q.txt"
 
 # a --val shorter than an evaluation: said before training
 "$exe" --data "$dir/train.bin" --val "$dir/small.bin" --steps 0 2> "$dir/short.txt"
