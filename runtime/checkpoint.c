@@ -427,6 +427,28 @@ static void list_extra(TrnSession *s, const RtSt *st, int params_only, RtBuf *pr
 
 static void baked_compare(char *note, size_t nn, const char *file, const char *here, int lora_only);
 
+/* The NaNs and infinities among n floats of dtype dt at p (0 for integers). */
+static int64_t count_nonfinite(TrnDType dt, const unsigned char *p, int64_t n) {
+    int64_t bad = 0;
+    if (dt == TRN_F32) {
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, p + 4 * i, 4);
+            bad += (u & 0x7f800000u) == 0x7f800000u;
+        }
+    } else if (dt == TRN_BF16 || dt == TRN_F16) {
+        uint16_t e = dt == TRN_BF16 ? 0x7f80 : 0x7c00;
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * i, 2);
+            bad += (h & e) == e;
+        }
+    } else if (dt == TRN_F64) {
+        for (int64_t i = 0; i < n; i++) bad += !isfinite(rt_elem_get(dt, p, i));
+    }
+    return bad;
+}
+
 int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
     const TrnModel *m = s->m;
     char *err = s->err;
@@ -497,6 +519,8 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
     blk = fbuf ? rt_malloc((size_t)maxb, err, errn) : NULL;
     full = blk ? rt_malloc((size_t)maxb, err, errn) : NULL;
     if (!full) goto fail;
+    int64_t nbad_tensors = 0;   /* tensors holding NaNs or infinities: the first named */
+    char bad_first[200] = "";
     for (int i = 0; i < m->ntensors; i++) {
         const RtStTensor *x = src[i];
         if (!x) continue;
@@ -506,6 +530,10 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
         int64_t cn = rt_ckpt_numel(t);
         unsigned char *host = blk;
         convert(t->dtype, blk, x->dtype, fbuf, cn);
+        int64_t bad = count_nonfinite(t->dtype, blk, cn);
+        if (bad > 0 && nbad_tensors++ == 0)
+            snprintf(bad_first, sizeof bad_first, "'%.120s' holds %" PRId64 " %s of %" PRId64 " values", t->name, bad,
+                     bad > 1 ? "NaNs or infinities" : "NaN or infinity", cn);
         if (cn != t->numel) {   /* padded: the padding is zero */
             memset(full, 0, (size_t)rt_nbytes(t->dtype, t->numel));
             rt_block_copy(full, blk, t->rank, t->shape, x->shape, (size_t)trn_dtype_size[t->dtype], 0);
@@ -528,6 +556,11 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
         s->warmup = r.warmup;
         s->total = r.total;
     }
+    if (nbad_tensors > 1)
+        snprintf(s->load_nonfinite, sizeof s->load_nonfinite, "%s, and %" PRId64 " more tensor%s some", bad_first, nbad_tensors - 1,
+                 nbad_tensors > 2 ? "s hold" : " holds");
+    else
+        snprintf(s->load_nonfinite, sizeof s->load_nonfinite, "%s", bad_first);
     const char *fb = rt_st_meta(&st, "compiled");
     s->load_note[0] = 0;
     if (fb && m->train.baked && !base_ckpt) /* (a base model's checkpoint into a LoRA model: its purpose) */
@@ -596,10 +629,12 @@ static void baked_compare(char *note, size_t nn, const char *file, const char *h
 }
 
 const char *trn_load_note(const TrnSession *s) { return s ? s->load_note : ""; }
+const char *trn_load_nonfinite(const TrnSession *s) { return s ? s->load_nonfinite : ""; }
 
 int trn_load(TrnSession *s, const char *path, int params_only) {
     s->err[0] = 0;
     s->load_note[0] = 0;
+    s->load_nonfinite[0] = 0;
     if (!path || !*path) return rt_seterr(s, "trn_load: the path is %s", path ? "empty" : "NULL");
     /* a pipe, FIFO or device: a checkpoint is read by its size (and a FIFO
      * with no writer would block the open) */

@@ -860,11 +860,14 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     if (a->init && trn_load(s, a->init, 1) != 0) return fail(r, "--init: %s", trn_error(s));
     if (a->init && *trn_load_note(s))
         fprintf(stderr, "%s: warning: --init %s: its step was compiled with other settings: %s\n", r->prog, a->init, trn_load_note(s));
+    if (a->init && *trn_load_nonfinite(s))
+        fprintf(stderr, "%s: warning: --init %s: %s\n", r->prog, a->init, trn_load_nonfinite(s));
     if (a->resume) {
         if (trn_load(s, a->resume, 0) != 0) return fail(r, "--resume: %s", trn_error(s));
         if (*trn_load_note(s))
             fprintf(stderr, "%s: warning: --resume %s: its step was compiled with other settings (the run goes on with this one's): %s\n", r->prog,
                     a->resume, trn_load_note(s));
+        if (*trn_load_nonfinite(s)) fprintf(stderr, "%s: warning: --resume %s: %s\n", r->prog, a->resume, trn_load_nonfinite(s));
         if (a->given_seed && (uint64_t)a->seed != s->seed && !a->quiet)
             fprintf(stderr, "%s: note: --seed %" PRId64 " ignored: the run resumes with the checkpoint's seed %" PRIu64 "\n", r->prog, a->seed,
                     s->seed);
@@ -893,9 +896,9 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     /* a warmup that outlasts the run (the examples' 700 steps, a short
      * fine-tune): the rate never gets to --lr; said once, before it starts */
     if (training && !a->quiet && s->warmup > s->total)
-        fprintf(stderr, "%s: warning: the warmup (%" PRId64 " steps) is longer than the run (%" PRId64 " steps): the learning rate climbs to %g, "
+        fprintf(stderr, "%s: warning: the warmup (%" PRId64 " steps) is longer than the run (%" PRId64 " step%s): the learning rate climbs to %g, "
                         "not --lr %g (--warmup sets it)\n",
-                r->prog, s->warmup, s->total, trn_lr_at(s, s->total), s->lr);
+                r->prog, s->warmup, s->total, s->total == 1 ? "" : "s", trn_lr_at(s, s->total), s->lr);
     if (lm) {
         r->B = m->tensors[m->t_tokens].shape[0];
         r->T = m->tensors[m->t_tokens].shape[1];

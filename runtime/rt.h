@@ -190,6 +190,7 @@ struct TrnSession {
     double          t_device, t_init;
     char            dev_phases[192];
     char            load_note[512];     /* trn_load_note */
+    char            load_nonfinite[320]; /* trn_load_nonfinite */
 };
 
 int rt_seterr(TrnSession *s, const char *fmt, ...) RT_PRINTF(2, 3);

@@ -254,6 +254,12 @@ int trn_load(TrnSession *s, const char *path, int params_only);
  * them all, an --init (params_only) LoRA's alone: the others do not
  * change what the parameters mean. */
 const char *trn_load_note(const TrnSession *s);
+/* After a trn_load that succeeded: "" when every float it loaded is
+ * finite, else the first tensor holding NaNs or infinities, how many,
+ * and how many other tensors hold some ("'h0.w' holds 3 NaNs or
+ * infinities of 4096 values, and 2 more tensors hold some"): a run that
+ * diverged, or a broken conversion.  They are loaded as they are. */
+const char *trn_load_nonfinite(const TrnSession *s);
 
 /* ---- the command-line program every executable gets ---- */
 

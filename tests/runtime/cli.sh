@@ -176,6 +176,25 @@ out_error "--steps past 64 bits" "error: --steps: '99999999999999999999' is too 
 out_error "--lr past a double" "error: --lr: '1e400' is out of range for a double" --lr 1e400
 out_error "--steps past 2^53" "error: --steps: 9223372036854775807 steps is more than 2^53" --steps 9223372036854775807
 
+# a checkpoint holding NaNs loads as it is, with a warning naming the tensor
+"$exe" --data "$dir/train.bin" --steps 2 --save "$dir/nan.st" --quiet
+python3 - "$dir/nan.st" <<'PY'
+import json, struct, sys
+with open(sys.argv[1], "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    b = json.loads(f.read(n))["b"]["data_offsets"][0]
+    for i in (0, 5):
+        f.seek(8 + n + b + 4 * i)
+        f.write(struct.pack("<I", 0x7fc00000))
+PY
+"$exe" --data "$dir/train.bin" --steps 1 --init "$dir/nan.st" 2> "$dir/nan.txt"
+check "--init with NaNs: exit 0" test $? -eq 0
+check "--init with NaNs: a warning" grep -qF "warning: --init $dir/nan.st: 'b' holds 2 NaNs or infinities of 256 values" "$dir/nan.txt"
+"$exe" --data "$dir/train.bin" --steps 3 --resume "$dir/nan.st" 2> "$dir/nan.txt"
+check "--resume with NaNs: a warning" grep -qF "warning: --resume $dir/nan.st: 'b' holds 2 NaNs or infinities of 256 values" "$dir/nan.txt"
+"$exe" --data "$dir/train.bin" --steps 3 --resume "$dir/ck2.orig" 2> "$dir/nan.txt"
+check "--resume, all finite: no warning" bash -c "! grep -q 'NaN' '$dir/nan.txt'"
+
 # --print-every prints a resumed run's first step (3 here), then every 5th and the last
 "$exe" --data "$dir/train.bin" --steps 2 --save "$dir/pe.st" --quiet
 "$exe" --data "$dir/train.bin" --steps 8 --resume "$dir/pe.st" --print-every 5 2> "$dir/pe.txt"

@@ -1226,6 +1226,39 @@ static void test_load_note(void) {
     trn_destroy(sn);
 }
 
+/* A checkpoint holding NaNs or infinities loads, and trn_load_nonfinite
+ * names the first tensor holding some, with how many, and counts the
+ * others (a run that diverged; a broken conversion). */
+static void test_load_nonfinite(void) {
+    TrnSession *s = cpu_session(&bigram_tiny, -1), *t = cpu_session(&bigram_tiny, -1);
+    if (!s || !t) { CHECK(0, "no session"); return; }
+    const char *path = P("nonfinite.safetensors");
+    float w[64], b[8];
+    CHECK(trn_save(s, path, 0) == 0 && trn_load(t, path, 1) == 0 && strcmp(trn_load_nonfinite(t), "") == 0, "finite: '%s' %s",
+          trn_load_nonfinite(t), trn_error(t));
+    CHECK(trn_get(s, "w", w, sizeof w) == 0 && trn_get(s, "b", b, sizeof b) == 0, "%s", trn_error(s));
+    w[3] = NAN;
+    w[10] = INFINITY;
+    CHECK(trn_set(s, "w", w, sizeof w) == 0 && trn_save(s, path, 0) == 0, "%s", trn_error(s));
+    CHECK(trn_load(t, path, 1) == 0 && strcmp(trn_load_nonfinite(t), "'w' holds 2 NaNs or infinities of 64 values") == 0, "w: '%s' %s",
+          trn_load_nonfinite(t), trn_error(t));
+    b[7] = -INFINITY;
+    CHECK(trn_set(s, "b", b, sizeof b) == 0 && trn_save(s, path, 1) == 0, "%s", trn_error(s));
+    CHECK(trn_load(t, path, 0) == 0 && strcmp(trn_load_nonfinite(t), "'w' holds 2 NaNs or infinities of 64 values, and 1 more tensor holds some") == 0,
+          "w and b: '%s' %s", trn_load_nonfinite(t), trn_error(t));
+    float got[64];
+    CHECK(trn_get(t, "w", got, sizeof got) == 0 && isnan(got[3]) && isinf(got[10]) && got[0] == w[0], "loaded as they are");
+    w[3] = 0;
+    w[10] = 0;
+    CHECK(trn_set(s, "w", w, sizeof w) == 0 && trn_save(s, path, 0) == 0, "%s", trn_error(s));
+    CHECK(trn_load(t, path, 1) == 0 && strcmp(trn_load_nonfinite(t), "'b' holds 1 NaN or infinity of 8 values") == 0, "b: '%s' %s",
+          trn_load_nonfinite(t), trn_error(t));
+    /* a failed load says nothing of the file */
+    CHECK(trn_load(t, P("no-such.safetensors"), 1) != 0 && strcmp(trn_load_nonfinite(t), "") == 0, "failed: '%s'", trn_load_nonfinite(t));
+    trn_destroy(s);
+    trn_destroy(t);
+}
+
 static void test_sample_part(void) {
     char data[2048], err[512];
     snprintf(data, sizeof data, "%s", P("sample.bin"));
@@ -1408,6 +1441,7 @@ int main(int argc, char **argv) {
         {"unset_input", test_unset_input},
         {"sample_part", test_sample_part},
         {"load_note", test_load_note},
+        {"load_nonfinite", test_load_nonfinite},
     };
     int pass = 0, fail = 0;
     const char *only = getenv("RT_TEST");
