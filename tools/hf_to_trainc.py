@@ -46,7 +46,8 @@ made smaller, rope has no table.
 
 Data keep their dtype (F32, F16, BF16: --init converts).  A tensor the
 mapping does not know is an error, listed with the others, and nothing is
-written.  Every input is checked as trainc's runtime checks a safetensors
+written; so is a parameter of the model that no input holds (for layers
+0 to the highest one the inputs hold: a shard not given).  Every input is checked as trainc's runtime checks a safetensors
 file (a JSON object as header, no duplicate names, each tensor's bytes its
 dtype's size times its shape's product, the tensors back to back filling
 the data exactly).  The output is written to OUT.PID.tmp beside it and
@@ -264,6 +265,29 @@ def llama(src):
         print("hf_to_trainc: note: no lm_head.weight (tied embeddings): the head starts as a copy of embed_tokens", file=sys.stderr)
         out["lm_head.weight"] = out["embed_tokens"]
     return out, bad
+
+
+GPT2_LAYER = [f"{m}.{w}" for m in ("ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj") for w in ("weight", "bias")]
+LLAMA_LAYER = ["input_layernorm.weight", "post_attention_layernorm.weight"] + \
+    [f"self_attn.{x}_proj.weight" for x in "qkvo"] + [f"mlp.{x}_proj.weight" for x in ("gate", "up", "down")]
+
+
+def missing(arch, out, src):
+    """The parameters of examples/ARCH.model that out (trainc's names) lacks,
+    for layers 0 to the highest one present, by the names the input would
+    give them (with its "transformer." or "model." prefix where its names
+    have one): a shard not given, a file cut down by hand."""
+    if arch == "gpt2":
+        top, per, lay = ["wte", "wpe", "ln_f.weight", "ln_f.bias"], GPT2_LAYER, "h"
+        pre = "transformer." if any(k.startswith("transformer.") for k in src) else ""
+        hf = lambda n: pre + n + (".weight" if n in ("wte", "wpe") else "")
+    else:
+        top, per, lay = ["embed_tokens", "norm.weight", "lm_head.weight"], LLAMA_LAYER, "layers"
+        pre = "model." if any(k.startswith("model.") for k in src) else ""
+        hf = lambda n: n if n == "lm_head.weight" else pre + n + (".weight" if n == "embed_tokens" else "")
+    idx = {int(k.split(".")[1]) for k in out if k.startswith(lay + ".")}
+    want = top + [f"{lay}.{i}.{n}" for i in range(max(idx) + 1 if idx else 0) for n in per]
+    return [hf(n) for n in want if n not in out]
 
 
 def merge_lora(src, alpha, path):
@@ -617,6 +641,10 @@ def main():
     if bad:
         die(f"{', '.join(sorted({where[k] for k in bad}))}: {len(bad)} tensor(s) not of a {a.arch} model: " +
             ", ".join(sorted(bad)[:10]) + (" ..." if len(bad) > 10 else ""))
+    lack = missing(a.arch, out, src)
+    if lack:
+        die(f"{', '.join(a.inputs)}: {len(lack)} tensor(s) of examples/{a.arch}.model missing" +
+            (" (every shard given?)" if len(lack) > 1 else "") + ": " + ", ".join(lack[:10]) + (" ..." if len(lack) > 10 else ""))
     if cfg:
         bad = config_vs_tensors(a.arch, cfg[0], cfg[1], out)
         if bad:

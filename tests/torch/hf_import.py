@@ -290,6 +290,11 @@ def refuse(a):
         ["qbias.safetensors", "model.layers.0.self_attn.q_proj.bias", "not of a llama model"])
     st_file("gname.safetensors", {"transformer.h.0.attn.q.weight": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, bytes(16))
     bad("a GPT-2 name the model lacks", conv("gname.safetensors"), ["gname.safetensors", "transformer.h.0.attn.q.weight", "not of a gpt2 model"])
+    # a parameter of examples/gpt2.model no input holds (a shard not given), by the input's name
+    lack = parity.st.read("hf.safetensors")
+    del lack["transformer.h.0.ln_2.bias"]
+    parity.st.write("lack.safetensors", lack)
+    bad("a parameter missing", conv("lack.safetensors"), ["lack.safetensors", "1 tensor(s) of examples/gpt2.model missing: transformer.h.0.ln_2.bias"])
     # 5 and 7: --to-hf of what is not a trainc checkpoint, or the wrong --arch
     to_hf = lambda arch, i, *x: ["--arch", arch, "--to-hf", i, "-o", "out.safetensors", *x]
     bad("--to-hf of a Hugging Face file", to_hf("gpt2", "hf.safetensors"), ["hf.safetensors", "transformer.h.0.attn.c_attn.weight", "not of examples/gpt2.model"])
