@@ -3,13 +3,20 @@
  *   trainc-tokenize IN.txt OUT_PREFIX [--val-fraction F]
  *
  * Byte-level vocabulary (token = byte value, 0..255).  The last fraction F
- * of the text (default 0.1, rounded down to whole bytes) goes to
- * OUT_PREFIX_val.bin, the rest to OUT_PREFIX_train.bin: both or neither
- * (write_splits).
+ * of the text (default 0.1, rounded down to whole bytes: val_count) goes
+ * to OUT_PREFIX_val.bin, the rest to OUT_PREFIX_train.bin: both or neither
+ * (write_splits).  Refused: a token file as the input (tokenizing it again
+ * is a slip), an output that is the input, a text whose training split
+ * would pass the 2^31 - 1 tokens a file's header counts (checked as it is
+ * read: /dev/zero is not read to the end of memory).
  */
 #include "tokens.h"
+#include "trainc_flags.h"
 
 #include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,19 +29,34 @@ static void usage(FILE *f) {
                "  the last fraction F of the text (default 0.1, 0 <= F < 1) is the validation split\n");
 }
 
-/* Reads a whole file; NULL with a message on failure. */
-static char *slurp(const char *path, size_t *len) {
+/* The validation split of n bytes: floor(frac * n) as the decimal F
+ * written reads (0.29 of 100 bytes is 29, though 0.29 * 100 is
+ * 28.999999999999996 in doubles): a product within a few ulps of a whole
+ * number is that number. */
+static int64_t val_count(double frac, int64_t n) {
+    double v = frac * (double)n, r = nearbyint(v);
+    return (int64_t)(fabs(v - r) <= 4 * DBL_EPSILON * (v > 1 ? v : 1) ? r : floor(v));
+}
+
+/* Reads a whole file; NULL with a message on failure: past the training
+ * split a token file holds (val fraction frac) it stops, with an error. */
+static char *slurp(const char *path, double frac, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "trainc-tokenize: %s: cannot open: %s\n", path, strerror(errno));
         return NULL;
     }
+    /* a little past the most bytes whose training split a file holds:
+     * the buffer never grows past it */
+    double most = ((double)INT32_MAX + 16) / (1 - frac) + 16;
+    size_t lim = most < (double)(SIZE_MAX / 4) ? (size_t)most : SIZE_MAX / 4;
     size_t cap = 1 << 20, n = 0;
     char *buf = malloc(cap);
     int rerr = 0; /* errno of a failed read (a folder: EISDIR) */
     while (buf) {
         if (n == cap) {
-            char *nb = realloc(buf, cap *= 2);
+            cap = cap < lim / 2 ? cap * 2 : lim;
+            char *nb = realloc(buf, cap);
             if (!nb) {
                 free(buf);
                 buf = NULL;
@@ -44,6 +66,13 @@ static char *slurp(const char *path, size_t *len) {
         }
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
+        if (n >= lim || (int64_t)n - val_count(frac, (int64_t)n) > INT32_MAX) {
+            fprintf(stderr, "trainc-tokenize: %s: its training split would pass the %d tokens a token file's header counts (%lld bytes read so far)\n",
+                    path, INT32_MAX, (long long)n);
+            fclose(f);
+            free(buf);
+            return NULL;
+        }
         if (got == 0) {
             if (ferror(f)) rerr = errno;
             break;
@@ -84,7 +113,7 @@ static char *concat(const char *a, const char *b) {
  * renamed into place only when both are whole, so a failure (a folder in
  * the way, a full disk) leaves the old files as they were.  A folder at
  * either destination is refused before anything is written. */
-static int write_splits(const char *prefix, Split *sp, int nsp) {
+static int write_splits(const char *in, const char *prefix, Split *sp, int nsp) {
     int rc = 0;
     for (int i = 0; i < nsp && rc == 0; i++) {
         sp[i].path = concat(prefix, sp[i].suffix);
@@ -93,10 +122,15 @@ static int write_splits(const char *prefix, Split *sp, int nsp) {
             rc = -1;
         }
     }
+    struct stat ist;
+    int have_in = stat(in, &ist) == 0;
     for (int i = 0; i < nsp && rc == 0; i++) {
         struct stat st;
         if (stat(sp[i].path, &st) == 0 && S_ISDIR(st.st_mode)) {
             fprintf(stderr, "trainc-tokenize: %s: cannot write: %s (nothing was written)\n", sp[i].path, strerror(EISDIR));
+            rc = -1;
+        } else if (have_in && stat(sp[i].path, &st) == 0 && st.st_dev == ist.st_dev && st.st_ino == ist.st_ino) {
+            fprintf(stderr, "trainc-tokenize: %s is the input %s: its tokens would replace the text (nothing was written)\n", sp[i].path, in);
             rc = -1;
         }
     }
@@ -137,9 +171,7 @@ int main(int argc, char **argv) {
             return 0;
         } else if (strcmp(argv[i], "--val-fraction") == 0 || strncmp(argv[i], "--val-fraction=", 15) == 0) {
             const char *v = argv[i][14] == '=' ? argv[i] + 15 : (i + 1 < argc ? argv[++i] : NULL);
-            char *end = NULL;
-            frac = v ? strtod(v, &end) : -1;
-            if (!v || end == v || *end || !(frac >= 0 && frac < 1)) {
+            if (!v || trn_flag_f64(v, &frac) != 0 || !(frac < 1)) {
                 fprintf(stderr, "trainc-tokenize: --val-fraction needs a number in [0, 1), got '%s'\n", v ? v : "");
                 return 2;
             }
@@ -161,8 +193,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t len;
-    char *text = slurp(in, &len);
+    char *text = slurp(in, frac, &len);
     if (!text) return 1;
+    if (len >= 4 && (unsigned char)text[0] == (TOK_MAGIC & 0xff) && (unsigned char)text[1] == ((TOK_MAGIC >> 8) & 0xff) &&
+        (unsigned char)text[2] == ((TOK_MAGIC >> 16) & 0xff) && (unsigned char)text[3] == ((TOK_MAGIC >> 24) & 0xff)) {
+        fprintf(stderr, "trainc-tokenize: %s is a token file (llm.c's format, magic number %d), not text: it is --data as it is\n", in, TOK_MAGIC);
+        free(text);
+        return 1;
+    }
     uint16_t *tok;
     int64_t n;
     if (tok_from_text_bytes(text, len, &tok, &n) != 0) {
@@ -171,10 +209,18 @@ int main(int argc, char **argv) {
         return 1;
     }
     free(text);
-    int64_t nval = (int64_t)(frac * (double)n), ntrain = n - nval;
+    int64_t nval = val_count(frac, n), ntrain = n - nval;
     printf("%s: %lld bytes, byte vocabulary (256 tokens)\n", in, (long long)n);
     Split sp[2] = {{"_train.bin", tok, ntrain, NULL, NULL}, {"_val.bin", tok + ntrain, nval, NULL, NULL}};
-    int rc = write_splits(prefix, sp, 2);
+    int rc = write_splits(in, prefix, sp, 2);
     free(tok);
+    if (rc == 0)
+        for (int i = 0; i < 2; i++)
+            if (sp[i].n == 0 && (i == 0 || frac > 0))   /* (--val-fraction 0: an empty split asked for) */
+                fprintf(stderr, "trainc-tokenize: warning: %s%s holds no tokens (the text has %lld bytes)\n", prefix, sp[i].suffix, (long long)n);
+    if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout))) {
+        fprintf(stderr, "trainc-tokenize: cannot write to stdout: %s (the token files are written)\n", strerror(errno));
+        return 1;
+    }
     return rc == 0 ? 0 : 1;
 }

@@ -9,6 +9,7 @@
 #include "tokens.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -305,7 +306,7 @@ static void tokenize_case(const char *tool, const char *data, const char *prefix
     ok = ok && tok_read(pval, &va, err, sizeof err) == 0;
     CHECK(ok);
     if (ok) {
-        int64_t nval = (int64_t)(frac * (double)len);
+        int64_t nval = (int64_t)floor(frac * (double)len + 1e-9);
         CHECK(va.n == nval && tr.n == len - nval);
         int bad = 0;
         for (int64_t i = 0; i < tr.n; i++) bad += tr.tokens[i] != (unsigned char)text[i];
@@ -338,6 +339,17 @@ static int test_tool(const char *tool, const char *data) {
         fclose(s);
         tokenize_case(tool, small, "tool_small", "--val-fraction 0.5", 0.5);
     }
+    /* the last floor(F x bytes) bytes as F is written: 0.29 of 100 is 29
+     * (0.29 * 100 is 28.999999999999996 in doubles) */
+    const char *hundred = path_in_scratch("tool_100.txt");
+    write_text(hundred, "0123456789", 10);
+    tokenize_case(tool, hundred, "tool_100", "--val-fraction 0.29", 0.29);
+    char pv[1100], e2[512];
+    snprintf(pv, sizeof pv, "%s_val.bin", path_in_scratch("tool_100"));
+    TokFile v100;
+    int r100 = tok_read(pv, &v100, e2, sizeof e2) == 0;
+    CHECK(r100 && v100.n == 29);
+    if (r100) tok_free(&v100);
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' --val-fraction 1.5 2>/dev/null", tool, small, path_in_scratch("tool_bad"));
     CHECK(system(cmd) != 0);
@@ -395,6 +407,67 @@ static void test_tool_errors(const char *tool) {
     CHECK(msg && strstr(msg, ": read error: Is a directory"));
     if (msg && !strstr(msg, "read error: Is a directory")) fprintf(stderr, "got: %s\n", msg);
     free(msg);
+    /* (path_in_scratch's buffers are reused: text and log copied) */
+    char txt[1100], lg[1100];
+    snprintf(txt, sizeof txt, "%s", text);
+    snprintf(lg, sizeof lg, "%s", log);
+    text = txt;
+    log = lg;
+    /* the slips it refuses, nothing written: a token file as the input,
+     * an output that is the input, a fraction in hex */
+    struct {
+        const char *what, *in, *prefix, *extra, *want;
+    } refused[] = {
+        {"a token file as the input", ptrain, "tool_again", "", "_train.bin is a token file (llm.c's format, magic number 20240520), not text"},
+        {"an output that is the input", "", "", "", "_train.bin: its tokens would replace the text (nothing was written)"},
+        {"--val-fraction in hex", text, "tool_hex", "--val-fraction 0x0.8", "--val-fraction needs a number in [0, 1), got '0x0.8'"},
+    };
+    char same_in[1100];
+    snprintf(same_in, sizeof same_in, "%s", path_in_scratch("tool_same_train.bin"));
+    write_text(same_in, "not tokens\n", 1);
+    refused[1].in = same_in;
+    refused[1].prefix = "tool_same";
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char pre[1100], out1[1200];
+        snprintf(pre, sizeof pre, "%s", path_in_scratch(refused[i].prefix));
+        snprintf(out1, sizeof out1, "%s_val.bin", pre);
+        remove(out1); /* (a run before this one's) */
+        snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' %s > /dev/null 2> '%s'", tool, refused[i].in, pre, refused[i].extra, log);
+        st = system(cmd);
+        msg = slurp(log, &len);
+        int ok = WIFEXITED(st) && WEXITSTATUS(st) != 0 && msg && strstr(msg, refused[i].want) && access(out1, F_OK) != 0;
+        CHECK(ok);
+        if (!ok) fprintf(stderr, "%s: got status %d: %s\n", refused[i].what, st, msg ? msg : "(nothing)");
+        free(msg);
+    }
+    msg = slurp(same_in, &len);
+    CHECK(msg && strcmp(msg, "not tokens\n") == 0); /* the input as it was */
+    free(msg);
+    /* an empty text: written, with a warning for each empty split */
+    char empty[1100];
+    snprintf(empty, sizeof empty, "%s", path_in_scratch("tool_empty.txt"));
+    write_text(empty, "", 0);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' > /dev/null 2> '%s'", tool, empty, path_in_scratch("tool_empty"), log);
+    st = system(cmd);
+    msg = slurp(log, &len);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && msg && strstr(msg, "warning: ") && strstr(msg, "tool_empty_train.bin holds no tokens (the text has 0 bytes)") &&
+          strstr(msg, "tool_empty_val.bin holds no tokens"));
+    free(msg);
+    /* --val-fraction 0: the empty validation split asked for, no warning */
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' --val-fraction 0 > /dev/null 2> '%s'", tool, text, path_in_scratch("tool_nov"), log);
+    st = system(cmd);
+    msg = slurp(log, &len);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0 && msg && len == 0);
+    if (!(msg && len == 0)) fprintf(stderr, "--val-fraction 0: status %d: %s\n", st, msg ? msg : "(nothing)");
+    free(msg);
+    /* stdout that cannot be written: an error, exit 1 */
+    if (access("/dev/full", W_OK) == 0) {
+        snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' > /dev/full 2> '%s'", tool, text, path_in_scratch("tool_full"), log);
+        st = system(cmd);
+        msg = slurp(log, &len);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 1 && msg && strstr(msg, "cannot write to stdout"));
+        free(msg);
+    }
 }
 
 int main(int argc, char **argv) {
