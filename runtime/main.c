@@ -915,7 +915,11 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
         r->feed.tokens = rt_malloc(bt * sizeof(int32_t), r->err, sizeof r->err);
         r->feed.targets = r->feed.tokens ? rt_malloc(bt * sizeof(int32_t), r->err, sizeof r->err) : NULL;
         r->feed.conv = r->feed.targets ? rt_malloc(bt * sizeof(int64_t), r->err, sizeof r->err) : NULL;
-        if (!r->feed.conv) return -1;
+        if (!r->feed.conv) {
+            char why[256];
+            snprintf(why, sizeof why, "%.200s", r->err);
+            return fail(r, "a micro-batch's tokens, B=%" PRId64 " x T=%" PRId64 ": %s", r->B, r->T, why);
+        }
     }
     if (training && !a->data) return fail(r, "--data FILE is needed to train (%" PRId64 " steps to go)", s->total - s->step);
     t = rt_now();

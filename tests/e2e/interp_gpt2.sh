@@ -22,4 +22,9 @@ echo "interpreter: loss $first at step 1, $last averaged over steps 141-150"
 # from ln(256) = 5.55 down by at least 1.8 nats (tiny Shakespeare: about 2.9)
 [ "$(tail -10 m.jsonl | grep -c '"loss": *[0-9]')" -eq 10 ] && [ -n "$first" ] || fail "not 10 final losses and a first one in the metrics"
 awk -v f="$first" -v l="$last" 'BEGIN {exit !(f > 5.0 && l < f - 1.8)}' || fail "the loss did not come down clearly ($first -> $last)"
+# a micro-batch whose tokens do not fit in memory: said as such, before any step
+out=$(ulimit -v 4000000; "$trainc" run "$root/examples/gpt2.model" -D vocab=256 -D layers=1 -D heads=1 -D dim=8 -D batch=65536 \
+      -D seq=65536 --data shakes_train.bin --steps 1 --quiet 2>&1) && fail "a 2^32-token micro-batch trained"
+grep -q "error: a micro-batch's tokens, B=65536 x T=65536: malloc([0-9]*) failed at runtime/main.c:[0-9]*: out of memory" <<<"$out" ||
+  fail "a micro-batch too large for memory: $out"
 echo "ok"
