@@ -564,6 +564,7 @@ typedef struct PMOptions {
     bool         verify_each;     /* verify after every pass (on in tests and debug builds) */
     PrintOptions print;
     FILE        *dump;            /* where dumps go (stderr by default) */
+    bool        *ran;             /* when set, ran[i] = true once pass_list[i] has run (npass_list entries) */
 } PMOptions;
 /* Runs the named passes in order; dumps "*** IR Dump After NAME ***" as asked. */
 bool pm_run(Graph *g, const char *const *names, int n, const PassOptions *po, const PMOptions *pm, Diag *d);

@@ -131,6 +131,7 @@ bool pm_run(Graph *g, const char *const *names, int n, const PassOptions *po, co
         diag_unmute(d); /* a pass's notes are its own, not a muted error's */
         ok = p->fn(g, po, d) && d->nerrors == errors;
         times[ran++] = (Timing){p->name, now() - t0};
+        if (pm->ran) pm->ran[p - pass_list] = true;
         if (!ok) {
             if (d->nerrors == errors) error_at(d, NOLOC, "pass '%s' failed", p->name);
             break;

@@ -51,6 +51,7 @@ typedef struct Opts {
     int          rt_argc;
     bool         rt_quiet;        /* --quiet among them: the compiler's notes of no warning go too */
     bool         run_help;        /* trainc run --help: the usage, and a model's defaults when one is given */
+    bool         pass_ran[32];    /* PMOptions.ran: the passes that ran (a dump asked of one that did not: warn_unrun) */
 } Opts;
 
 /* ---- options ---- */
@@ -202,22 +203,24 @@ static int usage_error(const char *cmd, const char *fmt, ...) {
     return EXIT_USAGE;
 }
 
-/* Appends the comma-separated names in s to *list. */
-static void split_list(const char *s, const char ***list, int *n) {
+/* Appends the comma-separated names in s to *list; an empty name ("",
+ * "cse,", "a,,b": a slip) is a usage error of flag. */
+static int split_list(const char *cmd, const char *flag, const char *s, const char ***list, int *n) {
     const char *p = s;
     for (;;) {
         const char *e = strchr(p, ',');
         size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len) {
-            char *name = xmalloc(len + 1);
-            memcpy(name, p, len);
-            name[len] = 0;
-            *list = xrealloc(*list, sizeof(char *) * (size_t)(*n + 1));
-            (*list)[(*n)++] = name;
-        }
+        if (!len && !*s) return usage_error(cmd, "%s: an empty list (no pass named)", flag);
+        if (!len) return usage_error(cmd, "%s: an empty name in '%s' (names are separated by single commas)", flag, s);
+        char *name = xmalloc(len + 1);
+        memcpy(name, p, len);
+        name[len] = 0;
+        *list = xrealloc(*list, sizeof(char *) * (size_t)(*n + 1));
+        (*list)[(*n)++] = name;
         if (!e) break;
         p = e + 1;
     }
+    return EXIT_OK;
 }
 
 static int check_pass_name(const char *cmd, const char *flag, const char *name) {
@@ -245,7 +248,7 @@ static int set_flag(Opts *o, const Flag *f, const char *val) {
     }
     case F_PASSES:
         o->have_passes = true;
-        split_list(val, &o->passes, &o->npasses);
+        if (split_list(o->cmd, "--passes", val, &o->passes, &o->npasses)) return EXIT_USAGE;
         for (int i = 0; i < o->npasses; i++)
             if (check_pass_name(o->cmd, "--passes", o->passes[i])) return EXIT_USAGE;
         break;
@@ -254,7 +257,8 @@ static int set_flag(Opts *o, const Flag *f, const char *val) {
     case F_PRINT_BEFORE: {
         bool after = f->id == F_PRINT_AFTER;
         int before = after ? o->nprint_after : o->nprint_before;
-        split_list(val, after ? &o->print_after : &o->print_before, after ? &o->nprint_after : &o->nprint_before);
+        if (split_list(o->cmd, f->name, val, after ? &o->print_after : &o->print_before, after ? &o->nprint_after : &o->nprint_before))
+            return EXIT_USAGE;
         int now = after ? o->nprint_after : o->nprint_before;
         for (int i = before; i < now; i++)
             if (check_pass_name(o->cmd, f->name, (after ? o->print_after : o->print_before)[i])) return EXIT_USAGE;
@@ -602,7 +606,26 @@ static PMOptions pm_options(Opts *o) {
     pm.verify_each = !o->no_verify;
     pm.print.locs = !o->no_locs;
     pm.dump = stderr;
+    if (npass_list > (int)(sizeof o->pass_ran / sizeof o->pass_ran[0])) die("more passes than Opts.pass_ran holds");
+    pm.ran = o->pass_ran;
     return pm;
+}
+
+/* After the passes: a dump asked of a pass that did not run printed
+ * nothing; said once per pass, so that an empty dump is not taken for a
+ * pass that left no trace (--print-ir-after=fold with --passes=cse). */
+static void warn_unrun(Opts *o, Diag *d) {
+    for (int k = 0; k < 2; k++) {
+        const char **names = k ? o->print_before : o->print_after;
+        int n = k ? o->nprint_before : o->nprint_after;
+        for (int i = 0; i < n; i++) {
+            const PassInfo *p = pass_lookup(names[i]);
+            bool dup = false;
+            for (int j = 0; j < i; j++) dup |= strcmp(names[j], names[i]) == 0;
+            if (p && !dup && !o->pass_ran[p - pass_list])
+                warning_at(d, NOLOC, "--print-ir-%s=%s: pass '%s' did not run, so nothing was dumped for it", k ? "before" : "after", names[i], names[i]);
+        }
+    }
 }
 
 static PassOptions pass_options(Opts *o) {
@@ -667,7 +690,10 @@ static int emit(Opts *o, Graph *g, Diag *d) {
         if (w.kept) note_at(d, NOLOC, "'%s' may be cut short: the whole output is in '%s'", o->output, w.tmp);
         return EXIT_USER;
     }
-    if (o->stats) ir_print_stats(stderr, g);
+    if (o->stats) {
+        fflush(stdout); /* after the IR, also where stdout and stderr share a pipe */
+        ir_print_stats(stderr, g);
+    }
     return EXIT_OK;
 }
 
@@ -725,6 +751,7 @@ static int cmd_ir(Opts *o) {
         int n = pm_training_pipeline(g, &po, names, 64);
         if (n > 64) die("training pipeline longer than 64 passes");
         if (st == EXIT_OK && !run_passes(o, g, names, n, &po, &d)) st = EXIT_USER;
+        if (st == EXIT_OK) warn_unrun(o, &d);
     }
     if (st == EXIT_OK) st = emit(o, g, &d);
     ir_graph_free(g);
@@ -740,6 +767,7 @@ static int cmd_opt(Opts *o) {
     int st = g ? EXIT_OK : EXIT_USER;
     PassOptions po = pass_options(o);
     if (g && !run_passes(o, g, o->passes, o->npasses, &po, &d)) st = EXIT_USER;
+    if (st == EXIT_OK) warn_unrun(o, &d);
     if (st == EXIT_OK) st = emit(o, g, &d);
     ir_graph_free(g);
     diag_free(&d);
@@ -775,6 +803,7 @@ static int cmd_compile(Opts *o) {
     diag_init(&d, stderr);
     CompileOptions c = compile_options(o);
     int st = cg_compile(&c, &d);
+    if (st == EXIT_OK) warn_unrun(o, &d);
     diag_free(&d);
     return st;
 }
@@ -791,6 +820,7 @@ static int cmd_run(Opts *o) {
         diag_free(&d);
         return EXIT_USER;
     }
+    warn_unrun(o, &d);
     int st = EXIT_USER;
     if (o->run_help) { /* the training graph's train section: the runtime options' defaults, as a compiled program's --help shows them */
         const TrainConfig *t = &train->train;

@@ -587,7 +587,7 @@ static void test_pm(void) {
     cap_init(&cap);
     cap_init(&dumps);
     const char *after[] = {"dce"}, *before[] = {"cse"};
-    PMOptions pm = {after, 1, before, 1, false, false, true, {false}, dumps.f};
+    PMOptions pm = {after, 1, before, 1, false, false, true, {false}, dumps.f, NULL};
     const char *passes[] = {"cse", "dce"};
     CHECK(pm_run(s.g, passes, 2, NULL, &pm, &cap.d));
     CHECK_STR(cap_text(&cap), "");
