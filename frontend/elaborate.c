@@ -561,6 +561,7 @@ static void exec_stmts(Elab *e, Vec *stmts) {
 static void elab_model(Elab *e, Top *m) {
     Graph *g = e->g;
     g->name = arena_strdup(g->arena, m->name);
+    g->loc = m->nameloc;
     Frame root = {.scope = "", .id = ++e->nframes};
     e->fr = &root;
     for (int i = 0; i < m->formals.n; i++) {

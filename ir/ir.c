@@ -355,6 +355,7 @@ Graph *ir_clone(Graph *g) {
     train_copy_strings(&c->train, a); /* its strings lived in g's arena */
     c->is_training = g->is_training;
     c->training_loc = g->training_loc;
+    c->loc = g->loc;
     Value **vmap = xcalloc((size_t)g->nvalues + 1, sizeof(Value *));
     Node **nmap = xcalloc((size_t)g->nextnode + 1, sizeof(Node *));
     for (int i = 0; i < g->nnodes; i++) {

@@ -352,6 +352,10 @@ bool train_set(TrainConfig *tc, Arena *a, const char *key, const char *value, ch
 /* Where key was set (TrainConfig.at): the location a pass's error about
  * the key's value points at. */
 SrcLoc train_loc(const TrainConfig *tc, const char *key);
+/* Where an error about the whole graph points: `training` in an .ir
+ * header that has it, else the graph's name (NOLOC for a graph built in
+ * code). */
+#define graph_loc(g) ((g)->training_loc.file ? (g)->training_loc : (g)->loc)
 bool train_is_default(const TrainConfig *tc, const TrainKeyInfo *k);
 bool train_value_eq(const TrainConfig *a, const TrainConfig *b, const TrainKeyInfo *k);   /* key k has one value in a and b */
 /* "40GB", "512MiB", "1.5 TB", "123" -> bytes; false if not a size, with
@@ -377,6 +381,7 @@ typedef struct Graph {
     TrainConfig  train;
     bool         is_training;     /* autodiff has run */
     SrcLoc       training_loc;    /* an .ir file's: where its header says `training` */
+    SrcLoc       loc;             /* the graph's name: `@name` in an .ir file, the model's in a .model */
     struct SrcIndex *srcidx;      /* ir_find_source's index of sources by op and name: made on
                                    * its first call, kept by ir_append, dropped by ir_filter_nodes */
 } Graph;

@@ -856,6 +856,7 @@ static void parse_file(Parser *P, const char *text) {
     P->g = ir_graph_new(gname);
     free(gname);
     P->lfile = arena_strdup(P->g->arena, P->fname);
+    P->g->loc = tok_loc(P, &P->tok);
     next(P);
     if (is_ident(P, "training")) {
         P->g->is_training = true;

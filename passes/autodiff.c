@@ -64,7 +64,7 @@ static const char *value_label(Graph *g, const Value *v) {
 static bool check_loss(Graph *g, Value *loss, Diag *d) {
     char b[160];
     if (!loss) {
-        error_at(d, NOLOC, "autodiff: graph '%s' has no \"loss\" result to differentiate", g->name);
+        error_at(d, graph_loc(g), "autodiff: graph '%s' has no \"loss\" result to differentiate", g->name);
         return false;
     }
     if (loss->ty.shape.rank != 0 || !is_float(loss)) {
@@ -106,7 +106,7 @@ static bool backward_node(GradCtx *c, Node *n) {
 bool pass_autodiff(Graph *g, const PassOptions *po, Diag *d) {
     (void)po;
     if (g->is_training) {
-        error_at(d, g->training_loc, "autodiff: graph '%s' is already a training graph", g->name);
+        error_at(d, graph_loc(g), "autodiff: graph '%s' is already a training graph", g->name);
         return false;
     }
     if (!pm_need_forward(g, "autodiff", d)) return false;
@@ -114,7 +114,7 @@ bool pass_autodiff(Graph *g, const PassOptions *po, Diag *d) {
     if (!check_loss(g, loss, d)) return false;
     for (int i = 0; i < g->noutputs; i++)
         if (g->outputs[i].kind == OUT_RESULT && strncmp(g->outputs[i].name, "grad.", 5) == 0) {
-            error_at(d, NOLOC, "autodiff: the forward graph already has a result named '%s'", g->outputs[i].name);
+            error_at(d, graph_loc(g), "autodiff: the forward graph already has a result named '%s'", g->outputs[i].name);
             return false;
         }
 

@@ -135,7 +135,8 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
     /* a forward graph has no backward to recompute for: the pass would
      * clone nothing and say so in a note, the header keeping the policy */
     if (!g->is_training) {
-        error_at(d, train_loc(&g->train, "checkpoint"), "checkpoint: graph '%s' is not a training graph; checkpointing takes one: run it after autodiff and the optimizer",
+        SrcLoc at = train_loc(&g->train, "checkpoint");
+        error_at(d, at.file ? at : graph_loc(g), "checkpoint: graph '%s' is not a training graph; checkpointing takes one: run it after autodiff and the optimizer",
                  g->name);
         return false;
     }
@@ -158,7 +159,7 @@ bool pass_checkpoint(Graph *g, const PassOptions *po, Diag *d) {
     int keep = budget ? po->ckpt_keep : 0;
     Value *loss = ir_output(g, "loss");
     if (!loss) {
-        error_at(d, NOLOC, "checkpoint: the graph has no \"loss\" result (the pass runs after autodiff)");
+        error_at(d, graph_loc(g), "checkpoint: the graph has no \"loss\" result (the pass runs after autodiff)");
         return false;
     }
     int nn = g->nextnode + 1;

@@ -82,7 +82,7 @@ static bool freeze_one(Graph *g, Node *p, void *ctx, Diag *d) {
 bool pass_freeze(Graph *g, const PassOptions *po, Diag *d) {
     (void)po;
     if (g->is_training && g->train.freeze && g->train.freeze[0]) {
-        error_at(d, g->training_loc, "freeze: graph '%s' is already a training graph; freeze applies to a forward graph", g->name);
+        error_at(d, graph_loc(g), "freeze: graph '%s' is already a training graph; freeze applies to a forward graph", g->name);
         return false;
     }
     return pm_match_params(g, "freeze", g->train.freeze, freeze_one, NULL, d);

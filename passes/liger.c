@@ -607,7 +607,7 @@ static void rule_norm(Lg *L, Node *n) {
 
 bool pass_liger_fusion(Graph *g, const PassOptions *po, Diag *d) {
     if (g->is_training) {
-        error_at(d, g->training_loc, "liger-fusion: graph '%s' is already a training graph (run it before autodiff)", g->name);
+        error_at(d, graph_loc(g), "liger-fusion: graph '%s' is already a training graph (run it before autodiff)", g->name);
         return false;
     }
     int64_t on = g->train.fusion == 1 ? ~(int64_t)0 : g->train.fusion;
@@ -617,7 +617,7 @@ bool pass_liger_fusion(Graph *g, const PassOptions *po, Diag *d) {
      * quietly not be made */
     const char *mp = on ? pm_mixed_precision_of(g) : NULL;
     if (mp && strcmp(mp, "fp16") == 0) {   /* (within one list of passes, pm_run says so first) */
-        error_at(d, NOLOC, "liger-fusion: graph '%s' already has %s mixed precision, whose casts hide the patterns: run liger-fusion before mixed-precision",
+        error_at(d, graph_loc(g), "liger-fusion: graph '%s' already has %s mixed precision, whose casts hide the patterns: run liger-fusion before mixed-precision",
                  g->name, mp);
         return false;
     }

@@ -159,7 +159,7 @@ bool pass_lora(Graph *g, const PassOptions *po, Diag *d) {
         return L.r == 0 && !targets[0] && g->train.lora_alpha == 0;
     }
     if (g->is_training) {
-        error_at(d, g->training_loc, "LoRA: graph '%s' is already a training graph; LoRA adapts a forward graph", g->name);
+        error_at(d, graph_loc(g), "LoRA: graph '%s' is already a training graph; LoRA adapts a forward graph", g->name);
         return false;
     }
     if (!targets[0]) {

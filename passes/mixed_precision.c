@@ -225,7 +225,7 @@ static bool store_frozen_half(Mp *M, const PassOptions *po) {
 bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d) {
     const char *prec = pm_precision(g, po);
     if (g->is_training) {
-        error_at(d, g->training_loc, "mixed-precision: graph '%s' is already a training graph (run it before autodiff)", g->name);
+        error_at(d, graph_loc(g), "mixed-precision: graph '%s' is already a training graph (run it before autodiff)", g->name);
         return false;
     }
     if (!pm_need_forward(g, "mixed-precision", d)) return false;
@@ -235,7 +235,7 @@ bool pass_mixed_precision(Graph *g, const PassOptions *po, Diag *d) {
     const char *done = pm_mixed_precision_of(g);
     if (done && strcmp(done, prec) != 0) {
         /* (prec is --precision's: the header's is done) */
-        error_at(d, NOLOC, "mixed-precision: graph '%s' already has %s mixed precision; it cannot take %s as well (run mixed-precision once, with one precision)",
+        error_at(d, graph_loc(g), "mixed-precision: graph '%s' already has %s mixed precision; it cannot take %s as well (run mixed-precision once, with one precision)",
                  g->name, done, prec);
         return false;
     }

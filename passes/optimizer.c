@@ -270,7 +270,7 @@ static void drop_grad_outputs(Graph *g) {
 bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d) {
     const TrainConfig *tc = &g->train;
     if (!g->is_training) {
-        error_at(d, NOLOC, "optimizer: graph '%s' has no gradients (run autodiff first)", g->name);
+        error_at(d, graph_loc(g), "optimizer: graph '%s' has no gradients (run autodiff first)", g->name);
         return false;
     }
     for (int i = 0; i < g->noutputs; i++)
@@ -290,7 +290,7 @@ bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d) {
         return false;
     }
     if (ir_output(g, "grad_norm")) {
-        error_at(d, NOLOC, "optimizer: the graph already has a result named 'grad_norm'");
+        error_at(d, graph_loc(g), "optimizer: the graph already has a result named 'grad_norm'");
         return false;
     }
     /* the header says what the graph is built for (PassOptions.accum

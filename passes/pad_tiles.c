@@ -408,7 +408,7 @@ static void set_classes(Pad *P, const int64_t *width) {
 
 bool pass_pad_tiles(Graph *g, const PassOptions *po, Diag *d) {
     if (g->is_training) {
-        error_at(d, g->training_loc, "pad-tiles: graph '%s' is already a training graph (run it before autodiff)", g->name);
+        error_at(d, graph_loc(g), "pad-tiles: graph '%s' is already a training graph (run it before autodiff)", g->name);
         return false;
     }
     int mv = pm_pad_multiple(g, po, true), mh = pm_pad_multiple(g, po, false);
