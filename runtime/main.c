@@ -826,7 +826,11 @@ static int sample(Run *r, int32_t first) {
                 break;
             }
         }
-        if (!isfinite(z)) tok = 0;   /* NaN logits: nothing sensible to draw */
+        if (!isfinite(z)) {   /* NaN or infinite logits: nothing sensible to draw */
+            rc = fail(r, "--sample: the logits of token %" PRId64 " of the sample hold NaNs or infinities (so do the parameters?): nothing to draw from",
+                      i + 1);
+            break;
+        }
         if (V == 256) fputc(tok, stdout);
         else printf("%s%d", i ? " " : "", tok);
         if (len < r->T) ctx[len++] = tok;

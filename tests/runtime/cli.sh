@@ -192,6 +192,11 @@ check "--init with NaNs: exit 0" test $? -eq 0
 check "--init with NaNs: a warning" grep -qF "warning: --init $dir/nan.st: 'b' holds 2 NaNs or infinities of 256 values" "$dir/nan.txt"
 "$exe" --data "$dir/train.bin" --steps 3 --resume "$dir/nan.st" 2> "$dir/nan.txt"
 check "--resume with NaNs: a warning" grep -qF "warning: --resume $dir/nan.st: 'b' holds 2 NaNs or infinities of 256 values" "$dir/nan.txt"
+# sampling from them: an error, not a sample of token 0
+"$exe" --data "$dir/train.bin" --resume "$dir/nan.st" --sample 5 > "$dir/nan.out" 2> "$dir/nan.txt"
+check "--sample with NaN logits: exit 1" test $? -eq 1
+check "--sample with NaN logits: message" grep -qF "error: --sample: the logits of token 1 of the sample hold NaNs or infinities (so do the parameters?): nothing to draw from" "$dir/nan.txt"
+check "--sample with NaN logits: no token drawn" test "$(od -An -c "$dir/nan.out" | tr -d ' ')" = '\n'
 "$exe" --data "$dir/train.bin" --steps 3 --resume "$dir/ck2.orig" 2> "$dir/nan.txt"
 check "--resume, all finite: no warning" bash -c "! grep -q 'NaN' '$dir/nan.txt'"
 
