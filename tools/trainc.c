@@ -532,8 +532,13 @@ static bool train_change_ok(Graph *g, const char *flag, const char *key, const c
     SrcLoc at = g->train.at[k - train_keys];
     bool dflt = !at.file;
     if (dflt) at = g->training_loc;
-    error_at(d, at, "%s %s=%s: %s is %s%s in %sgraph '%s', which %s built for it: set %s %s", flag, key, value, k->name, was.s,
-             dflt ? " (the default)" : "", g->is_training ? "training " : "", g->name, b->pass, k->name, b->before);
+    /* a forward pass's key in a training graph: the pipeline ran with it,
+     * whether or not that pass had anything to do (pad-tiles on a model
+     * with nothing to pad) */
+    bool fwd = g->is_training && b != &built_opt && b != &built_ckpt && strcmp(key, "memory_budget") != 0;
+    error_at(d, at, "%s %s=%s: %s is %s%s in %sgraph '%s', which %s%s: set %s %s", flag, key, value, k->name, was.s,
+             dflt ? " (the default)" : "", g->is_training ? "training " : "", g->name, fwd ? "was built with that value" : b->pass,
+             fwd ? "" : " built for it", k->name, b->before);
     sb_free(&was);
     return false;
 }
