@@ -136,9 +136,9 @@ typedef struct Command {
 } Command;
 
 static const Command commands[] = {
-    {"check", cmd_check, "FILE.model|FILE.ir [-D NAME=VALUE]...", "load a model and verify it; prints nothing on success"},
-    {"ir", cmd_ir, "FILE.model|FILE.ir [--train] [-o OUT]", "print the graph IR of a model (--train: the training graph)"},
-    {"opt", cmd_opt, "--passes=a,b,c FILE.ir|FILE.model [-o OUT]", "run passes over a graph and print the result"},
+    {"check", cmd_check, "FILE.model|FILE.ir|- [-D NAME=VALUE]...", "load a model and verify it; prints nothing on success"},
+    {"ir", cmd_ir, "FILE.model|FILE.ir|- [--train] [-o OUT]", "print the graph IR of a model (--train: the training graph)"},
+    {"opt", cmd_opt, "--passes=a,b,c FILE.ir|FILE.model|- [-o OUT]", "run passes over a graph and print the result"},
     {"compile", cmd_compile, "FILE.model [-o NAME] [--emit=kernels|c|lib|cuda] [--report] [--target=cpu|cuda]",
      "compile a model into a training executable (or a library)"},
     {"run", cmd_run, "FILE.model [-D NAME=VALUE]... [RUNTIME OPTIONS]",
@@ -543,31 +543,70 @@ static bool train_change_ok(Graph *g, const char *flag, const char *key, const c
     return false;
 }
 
+/* `-`: the input is standard input (check, ir and opt), named <stdin> in
+ * locations. */
+static bool is_stdin(const Opts *o) { return strcmp(o->input, "-") == 0; }
+
+/* Whether text is IR: its first word, past blank and comment lines, is
+ * `graph` (a .model's is const, block, model or train). */
+static bool looks_like_ir(const char *text) {
+    const char *p = text;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+        if (*p != '#') break;
+        while (*p && *p != '\n') p++;
+    }
+    return strncmp(p, "graph", 5) == 0 && (p[5] == ' ' || p[5] == '\t' || p[5] == '@');
+}
+
+/* The model's graph, elaborated by the front end; NULL after errors. */
+static Graph *load_model(Opts *o, const char *name, const char *text, Diag *d) {
+    Graph *g = text ? fe_load_string(name, text, o->defs, o->ndefs, d) : fe_load_file(name, o->defs, o->ndefs, d);
+    if (!g) {
+        if (!d->nerrors) error_at(d, NOLOC, "cannot load '%s'", name);
+        return NULL;
+    }
+    if (d->nerrors) {
+        ir_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
 /* Loads the input: .ir files with the IR parser, everything else with the
- * front end.  Verifies the result unless --no-verify.  NULL after errors. */
+ * front end; standard input (`-`) with the one its text is for.  Verifies
+ * the result unless --no-verify.  NULL after errors. */
 static Graph *load(Opts *o, Diag *d) {
     Graph *g = NULL;
-    if (ends_with(o->input, ".ir")) {
+    bool in = is_stdin(o);
+    const char *name = in ? "<stdin>" : o->input;
+    if (in || ends_with(o->input, ".ir")) {
         size_t len = 0;
-        char *text = read_file_max(o->input, SOURCE_MAX, &len);
+        char *text = read_file_max(in ? "/dev/stdin" : o->input, SOURCE_MAX, &len);
         if (!text && errno == EFBIG) {
-            error_at(d, (SrcLoc){o->input, 0, 0}, "the file is too large (more than %zu bytes)", SOURCE_MAX);
+            error_at(d, (SrcLoc){name, 0, 0}, "the %s is too large (more than %zu bytes)", in ? "input" : "file", SOURCE_MAX);
             return NULL;
         }
         if (!text) {
-            error_at(d, NOLOC, "cannot read '%s': %s", o->input, strerror(errno));
+            error_at(d, NOLOC, "cannot read '%s': %s", name, strerror(errno));
             return NULL;
         }
         if (strlen(text) != len) {
             size_t at = strlen(text);
             int line = 1, col = 1;
             for (size_t i = 0; i < at; i++) line += text[i] == '\n', col = text[i] == '\n' ? 1 : col + 1;
-            diag_add_source(d, o->input, text, at);
-            error_at(d, (SrcLoc){o->input, line, col}, "the file contains a NUL byte");
+            diag_add_source(d, name, text, at);
+            error_at(d, (SrcLoc){name, line, col}, "the %s contains a NUL byte", in ? "input" : "file");
             free(text);
             return NULL;
         }
-        g = ir_parse(o->input, text, d);
+        if (in && !looks_like_ir(text)) {
+            g = load_model(o, name, text, d);
+            free(text);
+            if (!g) return NULL;
+            goto loaded;
+        }
+        g = ir_parse(name, text, d);
         free(text);
         if (!g) return NULL;
         for (int i = 0; i < o->ndefs; i++) {
@@ -583,16 +622,10 @@ static Graph *load(Opts *o, Diag *d) {
             }
         }
     } else {
-        g = fe_load_file(o->input, o->defs, o->ndefs, d);
-        if (!g) {
-            if (!d->nerrors) error_at(d, NOLOC, "cannot load '%s'", o->input);
-            return NULL;
-        }
-        if (d->nerrors) {
-            ir_graph_free(g);
-            return NULL;
-        }
+        g = load_model(o, name, NULL, d);
+        if (!g) return NULL;
     }
+loaded:
     if (!o->no_verify && !ir_verify(g, d)) {
         ir_graph_free(g);
         return NULL;
@@ -710,7 +743,7 @@ static int cmd_check(Opts *o) {
     Graph *g = load(o, &d);
     int st = g ? EXIT_OK : EXIT_USER;
     if (g && o->stats) ir_print_stats(stdout, g);
-    if (g && o->verbose) printf("%s: ok\n", o->input);
+    if (g && o->verbose) printf("%s: ok\n", is_stdin(o) ? "<stdin>" : o->input);
     ir_graph_free(g);
     diag_free(&d);
     return st;
@@ -748,8 +781,9 @@ static int cmd_ir(Opts *o) {
          * trainc compile and run choose them */
         if (g->train.checkpoint && strcmp(g->train.checkpoint, "budget") == 0) {
             CompileOptions c = compile_options(o);
-            if (ends_with(o->input, ".ir")) /* the trial builds compile the file, a .model */
-                st = usage_error(o->cmd, "'%s': checkpoint = budget is chosen from a .model's memory plan (an .ir file takes none or blocks)", o->input);
+            if (ends_with(o->input, ".ir") || is_stdin(o)) /* the trial builds compile the file, a .model */
+                st = usage_error(o->cmd, "'%s': checkpoint = budget is chosen from a .model file's memory plan (an .ir file%s takes none or blocks)",
+                                 o->input, is_stdin(o) ? " or standard input" : "");
             else if (cg_choose_checkpoint(&c, &g->train, &d)) po = c.po;
             else st = EXIT_USER;
         }
@@ -783,6 +817,8 @@ static int cmd_opt(Opts *o) {
 static int model_only(Opts *o) {
     if (ends_with(o->input, ".ir"))
         return usage_error(o->cmd, "'%s': 'trainc %s' takes a .model file (an .ir file is read by check, ir and opt)", o->input, o->cmd);
+    if (is_stdin(o))
+        return usage_error(o->cmd, "'-': 'trainc %s' takes a .model file (standard input is read by check, ir and opt)", o->cmd);
     return -1;
 }
 
