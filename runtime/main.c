@@ -256,8 +256,24 @@ typedef struct Run {
     int64_t     first;                   /* the first step this run trains */
     double      launched;                /* rt_now() at trn_main's start */
     double      t_load, t_data;          /* seconds spent on --init/--resume, on opening the data */
+    int         signal;                  /* the SIGINT or SIGTERM that stopped the run (exit status 128 + it), or 0 */
     char        err[RT_ERRN];
 } Run;
+
+/* SIGINT and SIGTERM while trn_main runs: the first is noted and the run
+ * stops between two steps (stopped(), which saves with --save); a second
+ * one kills the program as the signal would have.  A signal ignored when
+ * trn_main starts (nohup, a background job of a shell) stays ignored. */
+static volatile sig_atomic_t rt_signal;
+
+static void on_signal(int sig) {
+    if (rt_signal) { /* the second: as if there were no handler */
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    rt_signal = sig;
+}
 
 static int fail(Run *r, const char *fmt, ...) RT_PRINTF(2, 3);
 static int fail(Run *r, const char *fmt, ...) {
@@ -603,6 +619,32 @@ static void print_error(Run *r) {
     r->reported = 1;
 }
 
+/* A signal stopped the run between two steps: said, and the state of the
+ * last step this run trained saved to --save's path for it (as
+ * train_failed saves it); -1, the exit status 128 + the signal. */
+static int stopped(Run *r) {
+    TrnSession *s = r->s;
+    const char *name = r->signal == SIGINT ? "SIGINT" : r->signal == SIGTERM ? "SIGTERM" : "a signal";
+    end_line(r);
+    r->reported = 1;
+    if (s->step < r->first) {
+        fprintf(stderr, "%s: stopped by %s before step %" PRId64 ": nothing trained, nothing saved\n", r->prog, name, r->first);
+        return -1;
+    }
+    char path[4096];
+    if (!r->a.save) {
+        fprintf(stderr, "%s: stopped by %s at step %" PRId64 " of %" PRId64 " (nothing saved: no --save)\n", r->prog, name, s->step, s->total);
+        return -1;
+    }
+    if (save_now(r, path) != 0) {
+        fprintf(stderr, "%s: stopped by %s at step %" PRId64 " of %" PRId64 "; saving it failed: %s\n", r->prog, name, s->step, s->total, r->err);
+        return -1;
+    }
+    fprintf(stderr, "%s: stopped by %s at step %" PRId64 " of %" PRId64 ": saved %s (--resume %s continues the run)\n", r->prog, name, s->step,
+            s->total, path, path);
+    return -1;
+}
+
 /* Training failed (a step, the metrics, an evaluation, a periodic save):
  * the error is reported, then nothing is lost that can be kept.  After a
  * completed step the state of that step is saved to --save's path for it,
@@ -672,6 +714,10 @@ static int train(Run *r) {
     int tsk0 = trn_find(s, "amp.skipped");
     if (tsk0 >= 0 && rt_get_scalar(s, tsk0, &skipped_before) != 0) skipped_before = -1;
     for (int64_t step = first; step <= s->total; step++) {
+        if (rt_signal) {
+            r->signal = rt_signal;
+            return -1;
+        }
         double t0 = rt_now();
         if (trn_step(s, feed_fn, &r->feed, -1) != 0) {
             r->step_failed = 1;
@@ -791,6 +837,17 @@ static int sample(Run *r, int32_t first) {
         fprintf(stderr, "sample (%" PRId64 " tokens):\n", r->a.sample);
     }
     for (int64_t i = 0; i < r->a.sample; i++) {
+        if (rt_signal) {   /* a long sample is cut short, as training is */
+            fputc('\n', stdout);
+            fflush(stdout);
+            r->signal = rt_signal;
+            r->reported = 1;
+            end_line(r);
+            fprintf(stderr, "%s: stopped by %s after %" PRId64 " token%s of the sample\n", r->prog, r->signal == SIGINT ? "SIGINT" : "SIGTERM", i,
+                    i == 1 ? "" : "s");
+            rc = -1;
+            break;
+        }
         memset(r->feed.tokens, 0, (size_t)(r->B * r->T) * sizeof(int32_t));
         memcpy(r->feed.tokens, ctx, (size_t)len * sizeof(int32_t));
         char e[1024];
@@ -839,7 +896,7 @@ static int sample(Run *r, int32_t first) {
             ctx[r->T - 1] = tok;
         }
     }
-    fputc('\n', stdout);
+    if (!r->signal) fputc('\n', stdout);
     fflush(stdout);
     free(logits);
     free(ctx);
@@ -982,7 +1039,7 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     }
     check_space(r, training);
     int32_t first = r->train ? (int32_t)rt_data_tokens(r->train)[0] : 0;
-    if (training && train(r) != 0) return train_failed(r);
+    if (training && train(r) != 0) return r->signal ? stopped(r) : train_failed(r);
     if (!training && r->val && evaluate(r, s->step) != 0) return -1;
     if (a->save && save(r) != 0) return -1;
     if (a->sample > 0 && sample(r, first) != 0) return -1;
@@ -1020,6 +1077,18 @@ int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
     ign.sa_handler = SIG_IGN;
     sigemptyset(&ign.sa_mask);
     int xfsz = sigaction(SIGXFSZ, &ign, &old_xfsz) == 0;
+    /* SIGINT and SIGTERM stop the run between two steps (on_signal) */
+    static const int stop_sigs[2] = {SIGINT, SIGTERM};
+    struct sigaction on, old_stop[2];
+    memset(&on, 0, sizeof on);
+    on.sa_handler = on_signal;
+    on.sa_flags = SA_RESTART;   /* (a read or write under way goes on) */
+    sigemptyset(&on.sa_mask);
+    int took[2] = {0, 0};
+    rt_signal = 0;
+    for (int i = 0; i < 2; i++)
+        if (sigaction(stop_sigs[i], NULL, &old_stop[i]) == 0 && old_stop[i].sa_handler != SIG_IGN)
+            took[i] = sigaction(stop_sigs[i], &on, NULL) == 0;
     int status = 0;
     if (parse_args(argc, argv, a, r->err, sizeof r->err) != 0) {
         fprintf(stderr, "%s: error: %s\n(run %s --help for the flags)\n", r->prog, r->err, r->prog);
@@ -1030,7 +1099,7 @@ int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
         report(m);
     } else if (run_main(r, m, be) != 0) {
         if (!r->reported) print_error(r);
-        status = 1;
+        status = r->signal ? 128 + r->signal : 1;
     }
     /* what the user asked to see (the report, samples, --help) is lost if stdout cannot take it */
     if ((fflush(stdout) != 0 || ferror(stdout)) && status == 0) {
@@ -1051,5 +1120,7 @@ int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
     free(r->feed.conv);
     free(r);
     if (xfsz) sigaction(SIGXFSZ, &old_xfsz, NULL);
+    for (int i = 0; i < 2; i++)
+        if (took[i]) sigaction(stop_sigs[i], &old_stop[i], NULL);
     return status;
 }

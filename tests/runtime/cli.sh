@@ -287,6 +287,38 @@ fi
 check "{step} checkpoints beside other names: exit 0" test $? -eq 0
 check "{step} checkpoints beside other names: saved" test -s "$dir/many/c2.st" -a -s "$dir/many/c4.st" -a -d "$dir/many/c04.st" -a -d "$dir/many/c9007199254740993.st"
 
+# SIGINT stops the run between two steps and saves it: status 130, and the
+# resumed run's next steps are the uninterrupted run's
+timeout -s INT --preserve-status 2 "$exe" --data "$dir/train.bin" --steps 100000000 --schedule constant --save "$dir/int.st" 2> "$dir/int.txt"
+check "SIGINT: exit 130" test $? -eq 130
+n=$(sed -n 's/.*stopped by SIGINT at step \([0-9]*\) of 100000000: saved .*int.st (--resume .*int.st continues the run)$/\1/p' "$dir/int.txt")
+check "SIGINT: said, with the step (got '$(tail -1 "$dir/int.txt")')" test -n "$n"
+if [ -n "$n" ]; then
+  "$exe" --data "$dir/train.bin" --steps 100000000 --resume "$dir/int.st" --quiet --metrics "$dir/int_r.jsonl" &
+  pid=$!
+  # (the resumed run is stopped too, once it has logged two steps)
+  for _ in $(seq 200); do [ "$(wc -l < "$dir/int_r.jsonl" 2>/dev/null || echo 0)" -ge 2 ] && break; sleep 0.05; done
+  kill -TERM $pid; wait $pid
+  check "SIGTERM: exit 143" test $? -eq 143
+  "$exe" --data "$dir/train.bin" --steps $((n + 2)) --schedule constant --quiet --metrics "$dir/int_u.jsonl"
+  losses() { sed -n "s/^{\"step\":\($1\),\"loss\":\([^,]*\),.*/\1 \2/p" "$2"; }
+  check "SIGINT, resumed: steps $((n + 1)) and $((n + 2)) the uninterrupted run's" \
+    test "$(losses "$((n + 1))\|$((n + 2))" "$dir/int_r.jsonl")" = "$(losses "$((n + 1))\|$((n + 2))" "$dir/int_u.jsonl")" -a \
+         "$(losses "$((n + 1))\|$((n + 2))" "$dir/int_r.jsonl" | wc -l)" -eq 2
+fi
+timeout -s TERM --preserve-status 1 "$exe" --data "$dir/train.bin" --steps 100000000 2> "$dir/term.txt"
+check "SIGTERM without --save: exit 143" test $? -eq 143
+check "SIGTERM without --save: said" grep -qE "stopped by SIGTERM at step [0-9]+ of 100000000 \(nothing saved: no --save\)$" "$dir/term.txt"
+# an ignored SIGINT (nohup) stays ignored: the run goes on
+rm -f "$dir/ign.jsonl"
+(trap '' INT
+ "$exe" --data "$dir/train.bin" --steps 2000 --quiet --metrics "$dir/ign.jsonl" &
+ pid=$!
+ for _ in $(seq 200); do [ -s "$dir/ign.jsonl" ] && break; sleep 0.05; done
+ kill -INT $pid
+ wait $pid)
+check "an ignored SIGINT stays ignored: the run ends by itself" test $? -eq 0 -a "$(wc -l < "$dir/ign.jsonl")" -eq 2000
+
 # --quiet: nothing on stderr
 "$exe" --data "$dir/train.bin" --steps 3 --quiet 2> "$dir/quiet.txt"
 check "--quiet exits 0" test $? -eq 0
