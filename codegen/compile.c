@@ -182,8 +182,11 @@ static int run_cmd(char *const argv[], bool verbose) {
         fprintf(stderr, "trainc: error: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    tmp_child((int)pid); /* a signal that ends trainc ends it first (tmp_guard) */
     int st;
-    if (waitpid(pid, &st, 0) < 0) return -1;
+    pid_t w = waitpid(pid, &st, 0);
+    tmp_child(0);
+    if (w < 0) return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -875,6 +878,8 @@ int cg_compile(const CompileOptions *o, Diag *d) {
         argv[a++] = "-o";
         argv[a++] = tmp;
         argv[a] = NULL;
+        tmp_track(tmp); /* a Ctrl-C during the link leaves neither */
+        if (!o->keep) tmp_track(cpath);
         int st = run_cmd((char *const *)argv, o->verbose);
         if (st != 0) {
             error_at(d, NOLOC, "the C compiler failed on %s (status %d)", cpath, st);
@@ -887,6 +892,8 @@ int cg_compile(const CompileOptions *o, Diag *d) {
             st = 1;
         }
         if (!o->keep && st == 0) remove(cpath);
+        tmp_untrack(tmp);
+        tmp_untrack(cpath);
     }
 done:
     cg_free(p);

@@ -243,11 +243,13 @@ static int cache_write(const char *path, Hash key, const CudaImage *im) {
                       (unsigned long long)key.b, im->size, nl, (unsigned long long)h.a, (unsigned long long)h.b);
     errno = 0;
     FILE *f = fopen(tmp, "wb");
+    if (f) tmp_track(tmp);
     bool ok = f && fwrite(head, 1, (size_t)nh, f) == (size_t)nh && fwrite(body, 1, im->size + nl, f) == im->size + nl;
     if (f && fclose(f) != 0) ok = false;
     if (ok) ok = rename(tmp, path) == 0;
     int e = ok ? 0 : errno ? errno : EIO;
     if (!ok) remove(tmp);
+    tmp_untrack(tmp);
     free(body);
     return e;
 }

@@ -99,6 +99,19 @@ typedef struct OutWrite {
 } OutWrite;
 FILE *out_open(OutWrite *w, const char *path, const char *mode);
 bool  out_close(OutWrite *w, bool ok);
+/* Files this process is writing and would leave half made if a signal
+ * ended it (out_open's temporary, compile's NAME.PID.tmp and the NAME.c it
+ * removes): tmp_guard (the driver's main) installs handlers for SIGINT,
+ * SIGTERM and SIGHUP (unless ignored) that remove every file tracked, then
+ * end the process as the signal would.  At most 8 at once; a path past
+ * that, or longer than 4199 bytes, is not tracked. */
+void tmp_track(const char *path);
+void tmp_untrack(const char *path);
+void tmp_guard(void);
+/* The child running now (the C compiler, writing NAME.PID.tmp), or 0: the
+ * handler passes the signal on to it and waits for it first, so that it
+ * does not write a file after the handler removed it. */
+void tmp_child(int pid);
 
 /* Formats a double so that strtod gives back exactly the same value, as
  * briefly as possible ("0.02", "1e-05", "65536").  Deterministic. */

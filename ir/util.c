@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- checked allocation ---- */
@@ -181,6 +183,54 @@ char *read_file_max(const char *path, size_t max, size_t *len) {
     return sb_take(&b);
 }
 
+/* ---- files removed by a signal that ends the process ---- */
+
+enum { TMP_SLOTS = 8 };
+static char tmp_path[TMP_SLOTS][4200];
+static volatile sig_atomic_t tmp_used[TMP_SLOTS];
+static volatile sig_atomic_t tmp_pid;
+
+void tmp_child(int pid) { tmp_pid = pid; }
+
+void tmp_track(const char *path) {
+    if (strlen(path) >= sizeof tmp_path[0]) return;
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (!tmp_used[i]) {
+            memcpy(tmp_path[i], path, strlen(path) + 1);
+            tmp_used[i] = 1; /* (after the path: a handler never sees half of one) */
+            return;
+        }
+}
+
+void tmp_untrack(const char *path) {
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (tmp_used[i] && strcmp(tmp_path[i], path) == 0) {
+            tmp_used[i] = 0;
+            return;
+        }
+}
+
+static void tmp_on_signal(int sig) {
+    if (tmp_pid > 0) { /* (kill and waitpid are async-signal-safe) */
+        kill((pid_t)tmp_pid, sig);
+        waitpid((pid_t)tmp_pid, NULL, 0);
+    }
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (tmp_used[i]) unlink(tmp_path[i]); /* (async-signal-safe) */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void tmp_guard(void) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction on, old;
+    memset(&on, 0, sizeof on);
+    on.sa_handler = tmp_on_signal;
+    sigemptyset(&on.sa_mask);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sigs[i], &on, NULL);
+}
+
 FILE *out_open(OutWrite *w, const char *path, const char *mode) {
     struct stat st;
     bool exists = lstat(path, &st) == 0;
@@ -198,6 +248,7 @@ FILE *out_open(OutWrite *w, const char *path, const char *mode) {
     if (!exists || S_ISREG(st.st_mode)) {
         snprintf(w->tmp, sizeof w->tmp, "%.4096s.%d.tmp", w->dest, (int)getpid());
         if ((w->f = fopen(w->tmp, mode))) {
+            tmp_track(w->tmp);
             if (exists) fchmod(fileno(w->f), st.st_mode & 07777);
             return w->f;
         }
@@ -223,6 +274,7 @@ static bool copy_into(const char *tmp, const char *dest, const char *mode) {
 }
 
 bool out_close(OutWrite *w, bool ok) {
+    if (w->tmp[0]) tmp_untrack(w->tmp); /* (renamed, removed or kept below, on every path) */
     if (ferror(w->f)) ok = false;
     int e = errno;
     if (fclose(w->f) != 0) ok = false, e = errno;

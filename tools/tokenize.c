@@ -8,7 +8,8 @@
  * (write_splits).  Refused: a token file as the input (tokenizing it again
  * is a slip), an output that is the input, a text whose training split
  * would pass the 2^31 - 1 tokens a file's header counts (checked as it is
- * read: /dev/zero is not read to the end of memory).
+ * read: /dev/zero is not read to the end of memory).  A signal while the
+ * files are written waits for them (both or neither, no temporary file).
  */
 #include "tokens.h"
 #include "trainc_flags.h"
@@ -16,6 +17,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,7 +214,17 @@ int main(int argc, char **argv) {
     int64_t nval = val_count(frac, n), ntrain = n - nval;
     printf("%s: %lld bytes, byte vocabulary (256 tokens)\n", in, (long long)n);
     Split sp[2] = {{"_train.bin", tok, ntrain, NULL, NULL}, {"_val.bin", tok + ntrain, nval, NULL, NULL}};
+    /* SIGINT, SIGTERM and SIGHUP wait while the files are written and
+     * renamed: a Ctrl-C leaves both or neither, and no temporary file */
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGHUP);
+    sigprocmask(SIG_BLOCK, &stop, &old);
     int rc = write_splits(in, prefix, sp, 2);
+    fflush(stdout);
+    sigprocmask(SIG_SETMASK, &old, NULL);   /* (one that came now ends the program) */
     free(tok);
     if (rc == 0)
         for (int i = 0; i < 2; i++)

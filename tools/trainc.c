@@ -978,6 +978,7 @@ int main(int argc, char **argv) {
         printf("trainc %s\n", TRAINC_VERSION);
         return stdout_checked(EXIT_OK);
     }
+    tmp_guard(); /* a Ctrl-C leaves no half-written file */
     const Command *cmd = NULL;
     for (int i = 0; i < NCOMMANDS; i++)
         if (strcmp(commands[i].name, c) == 0) cmd = &commands[i];
