@@ -189,15 +189,18 @@ else cat fault.log; echo "FAIL: a kernel's fault that failed the graph capture n
 echo mine > profile.jsonl.tmp
 FAKE_CUDA_KILL_AT=0 TRAINC_CUDA_PROFILE=profile.jsonl ./train $args --steps 2 --device cuda --metrics prof.jsonl > prof.log 2>&1 ||
     { cat prof.log; echo "FAIL: --device cuda, TRAINC_CUDA_PROFILE"; exit 1; }
-# the same run sent SIGTERM at its last launch (the fake counted them), as a
-# time limit stops it: the profile of the schedules' runs before is there
+# a 3-step run sent SIGTERM at the last launch of the 2-step run's (the
+# fake counted them), as a time limit stops it: step 2 finishes, the run
+# stops before step 3 (status 143), and the profile of the schedules' runs
+# before is there
 nl=$(sed -n 's/^fake-cuda: \([0-9]*\) launches$/\1/p' prof.log)
-FAKE_CUDA_KILL_AT=$nl TRAINC_CUDA_PROFILE=killed.jsonl ./train $args --steps 2 --device cuda > killed.log 2>&1
+FAKE_CUDA_KILL_AT=$nl TRAINC_CUDA_PROFILE=killed.jsonl ./train $args --steps 3 --device cuda > killed.log 2>&1
 k=$?
 echo "profile of the run stopped at launch $nl of $nl (status $k): $(cat killed.jsonl 2>/dev/null | wc -l) kernels"
 [ -n "$nl" ] && [ "$nl" -gt 0 ] && [ $k -eq 143 ] && [ -s killed.jsonl ] && [ -z "$(ls killed.jsonl.*tmp 2>/dev/null)" ] &&
     [ "$(grep -c '^{"schedule":"[a-z]*","kernel":.*"calls":[1-9][0-9]*,"ms":.*,"bytes":[0-9]*}$' killed.jsonl)" -eq "$(wc -l < killed.jsonl)" ] &&
-    [ "$(wc -l < killed.jsonl)" -le "$(wc -l < profile.jsonl)" ] || { cat killed.log; echo "FAIL: no profile from a run stopped by SIGTERM"; rc=1; }
+    [ "$(wc -l < killed.jsonl)" -le "$(wc -l < profile.jsonl)" ] && grep -q 'stopped by SIGTERM at step 2 of 3' killed.log ||
+    { cat killed.log; echo "FAIL: no profile from a run stopped by SIGTERM"; rc=1; }
 [ "$(cat profile.jsonl.tmp)" = mine ] && [ -z "$(ls profile.jsonl.*.tmp 2>/dev/null)" ] ||
     { echo "FAIL: the profile wrote into profile.jsonl.tmp or left a file of its own"; rc=1; }
 # into a pipe (not a file to rename over): once, when the device closes
