@@ -178,10 +178,12 @@ static int run_cmd(char *const argv[], bool verbose) {
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
+        setpgid(0, 0); /* its own group, with its children: tmp_guard's handler ends them all */
         execvp(argv[0], argv);
         fprintf(stderr, "trainc: error: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    setpgid(pid, pid); /* (as the child does: whichever runs first) */
     tmp_child((int)pid); /* a signal that ends trainc ends it first (tmp_guard) */
     int st;
     pid_t w = waitpid(pid, &st, 0);

@@ -59,6 +59,8 @@ char *sb_take(StrBuf *b);                          /* returns s (heap, NUL-termi
  * source that never ends (/dev/zero) is an error, not all of memory. */
 char *read_file(const char *path, size_t *len);
 char *read_file_max(const char *path, size_t max, size_t *len);
+/* The same from an open stream, read from where it is (standard input). */
+char *read_stream_max(FILE *f, size_t max, size_t *len);
 #define SOURCE_MAX ((size_t)1 << 30) /* the most bytes a .model or .ir file may hold */
 
 /* Suggestions by edit distance (optimal string alignment): feed the
@@ -109,8 +111,9 @@ void tmp_track(const char *path);
 void tmp_untrack(const char *path);
 void tmp_guard(void);
 /* The child running now (the C compiler, writing NAME.PID.tmp), or 0: the
- * handler passes the signal on to it and waits for it first, so that it
- * does not write a file after the handler removed it. */
+ * leader of its own process group, to which the handler passes the signal
+ * (the compiler and its cc1, as, ld), waiting for the child first, so that
+ * none writes a file after the handler removed it. */
 void tmp_child(int pid);
 
 /* Formats a double so that strtod gives back exactly the same value, as

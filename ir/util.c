@@ -157,12 +157,19 @@ char *read_file(const char *path, size_t *len) { return read_file_max(path, SIZE
 char *read_file_max(const char *path, size_t max, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
+    char *text = read_stream_max(f, max, len);
+    int e = errno;
+    fclose(f);
+    errno = e;
+    return text;
+}
+
+char *read_stream_max(FILE *f, size_t max, size_t *len) {
     StrBuf b = {0};
     char chunk[65536];
     size_t n;
     while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
         if (n > max - b.len) {
-            fclose(f);
             sb_free(&b);
             errno = EFBIG;
             return NULL;
@@ -172,9 +179,7 @@ char *read_file_max(const char *path, size_t max, size_t *len) {
         b.len += n;
         b.s[b.len] = 0;
     }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
+    if (ferror(f)) {
         sb_free(&b);
         errno = EIO;
         return NULL;
@@ -211,8 +216,8 @@ void tmp_untrack(const char *path) {
 }
 
 static void tmp_on_signal(int sig) {
-    if (tmp_pid > 0) { /* (kill and waitpid are async-signal-safe) */
-        kill((pid_t)tmp_pid, sig);
+    if (tmp_pid > 0) { /* its process group: the compiler and its children (kill and waitpid are async-signal-safe) */
+        kill(-(pid_t)tmp_pid, sig);
         waitpid((pid_t)tmp_pid, NULL, 0);
     }
     for (int i = 0; i < TMP_SLOTS; i++)
@@ -274,7 +279,6 @@ static bool copy_into(const char *tmp, const char *dest, const char *mode) {
 }
 
 bool out_close(OutWrite *w, bool ok) {
-    if (w->tmp[0]) tmp_untrack(w->tmp); /* (renamed, removed or kept below, on every path) */
     if (ferror(w->f)) ok = false;
     int e = errno;
     if (fclose(w->f) != 0) ok = false, e = errno;
@@ -286,11 +290,13 @@ bool out_close(OutWrite *w, bool ok) {
             e = errno;
             w->kept = true; /* DEST may be cut short: the new text stays in the temporary */
         }
+        tmp_untrack(w->tmp); /* (after: a signal before removes it) */
         errno = e;
         return !w->kept;
     }
     if (ok && w->tmp[0] && rename(w->tmp, w->dest) != 0) ok = false, e = errno;
     if (!ok && w->tmp[0]) remove(w->tmp);
+    if (w->tmp[0]) tmp_untrack(w->tmp);
     errno = e;
     return ok;
 }

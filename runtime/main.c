@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -594,7 +595,16 @@ static int evaluate(Run *r, int64_t step) {
 static int save_now(Run *r, char path[4096]) {
     save_path(path, 4096, r->a.save, r->s->step);
     if (r->train) r->s->data_pos = rt_data_pos(r->train);
-    if (trn_save(r->s, path, 1) != 0) {
+    /* SIGINT and SIGTERM wait for the checkpoint (a second Ctrl-C while
+     * stopped() saves would leave PATH.PID.tmp behind) */
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    int rc = trn_save(r->s, path, 1);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
         snprintf(r->failed_save, sizeof r->failed_save, "%s", path);
         return fail(r, "%s", trn_error(r->s));
     }

@@ -31,18 +31,39 @@ static void usage(FILE *f) {
                "  the last fraction F of the text (default 0.1, 0 <= F < 1) is the validation split\n");
 }
 
-/* The validation split of n bytes: floor(frac * n) as the decimal F
- * written reads (0.29 of 100 bytes is 29, though 0.29 * 100 is
- * 28.999999999999996 in doubles): a product within a few ulps of a whole
- * number is that number. */
-static int64_t val_count(double frac, int64_t n) {
-    double v = frac * (double)n, r = nearbyint(v);
-    return (int64_t)(fabs(v - r) <= 4 * DBL_EPSILON * (v > 1 ? v : 1) ? r : floor(v));
+/* The fraction F as written, num / 10^den10 exactly (digits past the
+ * 18th dropped: F < 1, so they move floor(F * n) only for n past 10^18). */
+typedef struct Frac { uint64_t num; int den10; } Frac;
+
+static Frac frac_of(const char *s) {
+    Frac f = {0, 0};
+    int digits = 0, point = 0, e = 0;
+    const char *p = s;
+    for (; *p && *p != 'e' && *p != 'E'; p++) {
+        if (*p == '.') { point = 1; continue; }
+        if (!f.num && *p == '0') { f.den10 += point; continue; } /* leading zeros */
+        if (digits < 18) f.num = f.num * 10 + (uint64_t)(*p - '0'), digits++, f.den10 += point;
+        else f.den10 -= !point; /* a dropped digit before the point: one more power of ten */
+    }
+    if (*p) e = atoi(p + 1);
+    f.den10 -= e;
+    return f;
+}
+
+/* The validation split of n bytes: floor(F * n), F as written (0.29 of
+ * 100 bytes is 29, though 0.29 * 100 is 28.999999999999996 in doubles). */
+static int64_t val_count(Frac f, int64_t n) {
+    if (f.num == 0 || n == 0) return 0;
+    if (f.den10 > 36) return 0; /* F < 10^-18: F * n < 1 for any n here */
+    unsigned __int128 v = (unsigned __int128)f.num * (uint64_t)n, d = 1;
+    for (int i = 0; i < f.den10; i++) d *= 10;
+    for (int i = 0; i > f.den10; i--) v *= 10; /* (F < 1: never past a few powers) */
+    return (int64_t)(v / d);
 }
 
 /* Reads a whole file; NULL with a message on failure: past the training
  * split a token file holds (val fraction frac) it stops, with an error. */
-static char *slurp(const char *path, double frac, size_t *len) {
+static char *slurp(const char *path, double frac, Frac fr, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "trainc-tokenize: %s: cannot open: %s\n", path, strerror(errno));
@@ -50,7 +71,7 @@ static char *slurp(const char *path, double frac, size_t *len) {
     }
     /* a little past the most bytes whose training split a file holds:
      * the buffer never grows past it */
-    double most = ((double)INT32_MAX + 16) / (1 - frac) + 16;
+    double most = ((double)INT32_MAX + 16) / (frac > 0.5 ? frac : 1 - frac) + 16; /* (the larger split fills first) */
     size_t lim = most < (double)(SIZE_MAX / 4) ? (size_t)most : SIZE_MAX / 4;
     size_t cap = 1 << 20, n = 0;
     char *buf = malloc(cap);
@@ -68,9 +89,10 @@ static char *slurp(const char *path, double frac, size_t *len) {
         }
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
-        if (n >= lim || (int64_t)n - val_count(frac, (int64_t)n) > INT32_MAX) {
-            fprintf(stderr, "trainc-tokenize: %s: its training split would pass the %d tokens a token file's header counts (%lld bytes read so far)\n",
-                    path, INT32_MAX, (long long)n);
+        int64_t nv = val_count(fr, (int64_t)n);
+        if (n >= lim || (int64_t)n - nv > INT32_MAX || nv > INT32_MAX) {
+            fprintf(stderr, "trainc-tokenize: %s: its %s split would pass the %d tokens a token file's header counts (%lld bytes read so far)\n",
+                    path, nv > INT32_MAX || (n >= lim && frac > 0.5) ? "validation" : "training", INT32_MAX, (long long)n);
             fclose(f);
             free(buf);
             return NULL;
@@ -167,12 +189,14 @@ static int write_splits(const char *in, const char *prefix, Split *sp, int nsp) 
 int main(int argc, char **argv) {
     const char *in = NULL, *prefix = NULL;
     double frac = 0.1;
+    const char *fs = "0.1";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
             return 0;
         } else if (strcmp(argv[i], "--val-fraction") == 0 || strncmp(argv[i], "--val-fraction=", 15) == 0) {
             const char *v = argv[i][14] == '=' ? argv[i] + 15 : (i + 1 < argc ? argv[++i] : NULL);
+            fs = v;
             if (!v || trn_flag_f64(v, &frac) != 0 || !(frac < 1)) {
                 fprintf(stderr, "trainc-tokenize: --val-fraction needs a number in [0, 1), got '%s'\n", v ? v : "");
                 return 2;
@@ -195,7 +219,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     size_t len;
-    char *text = slurp(in, frac, &len);
+    Frac fr = frac_of(fs);
+    char *text = slurp(in, frac, fr, &len);
     if (!text) return 1;
     if (len >= 4 && (unsigned char)text[0] == (TOK_MAGIC & 0xff) && (unsigned char)text[1] == ((TOK_MAGIC >> 8) & 0xff) &&
         (unsigned char)text[2] == ((TOK_MAGIC >> 16) & 0xff) && (unsigned char)text[3] == ((TOK_MAGIC >> 24) & 0xff)) {
@@ -211,7 +236,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     free(text);
-    int64_t nval = val_count(frac, n), ntrain = n - nval;
+    int64_t nval = val_count(fr, n), ntrain = n - nval;
     printf("%s: %lld bytes, byte vocabulary (256 tokens)\n", in, (long long)n);
     Split sp[2] = {{"_train.bin", tok, ntrain, NULL, NULL}, {"_val.bin", tok + ntrain, nval, NULL, NULL}};
     /* SIGINT, SIGTERM and SIGHUP wait while the files are written and

@@ -582,7 +582,7 @@ static Graph *load(Opts *o, Diag *d) {
     const char *name = in ? "<stdin>" : o->input;
     if (in || ends_with(o->input, ".ir")) {
         size_t len = 0;
-        char *text = read_file_max(in ? "/dev/stdin" : o->input, SOURCE_MAX, &len);
+        char *text = in ? read_stream_max(stdin, SOURCE_MAX, &len) : read_file_max(o->input, SOURCE_MAX, &len);
         if (!text && errno == EFBIG) {
             error_at(d, (SrcLoc){name, 0, 0}, "the %s is too large (more than %zu bytes)", in ? "input" : "file", SOURCE_MAX);
             return NULL;

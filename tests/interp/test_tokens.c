@@ -350,6 +350,34 @@ static int test_tool(const char *tool, const char *data) {
     int r100 = tok_read(pv, &v100, e2, sizeof e2) == 0;
     CHECK(r100 && v100.n == 29);
     if (r100) tok_free(&v100);
+    /* exactly, where a double's product rounds the other way near a whole
+     * number: floor(0.12345678901 x 33263112) = 4106556 (4106556.99999...) */
+    char big[1100], bigp[1100], cmd2[4096];
+    snprintf(big, sizeof big, "%s", path_in_scratch("tool_33m.txt"));
+    snprintf(bigp, sizeof bigp, "%s", path_in_scratch("tool_33m"));
+    FILE *bf = fopen(big, "wb");
+    CHECK(bf != NULL);
+    if (bf) {
+        static char row[33263112 / 8];
+        memset(row, 'a', sizeof row);
+        for (int i = 0; i < 8; i++) fwrite(row, 1, sizeof row, bf);
+        fclose(bf);
+        snprintf(cmd2, sizeof cmd2, "'%s' '%s' '%s' --val-fraction 0.12345678901 > /dev/null", tool, big, bigp);
+        CHECK(system(cmd2) == 0);
+        char pvb[1200];
+        snprintf(pvb, sizeof pvb, "%s_val.bin", bigp);
+        TokFile vb;
+        int rb = tok_read(pvb, &vb, e2, sizeof e2) == 0;
+        CHECK(rb && vb.n == 4106556);
+        if (rb) {
+            if (vb.n != 4106556) fprintf(stderr, "0.12345678901 of 33263112 bytes: %lld, not 4106556\n", (long long)vb.n);
+            tok_free(&vb);
+        }
+        remove(big);
+        remove(pvb);
+        snprintf(pvb, sizeof pvb, "%s_train.bin", bigp);
+        remove(pvb);
+    }
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' --val-fraction 1.5 2>/dev/null", tool, small, path_in_scratch("tool_bad"));
     CHECK(system(cmd) != 0);
