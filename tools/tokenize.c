@@ -6,16 +6,15 @@
  * of the text (default 0.1, rounded down to whole bytes: val_count) goes
  * to OUT_PREFIX_val.bin, the rest to OUT_PREFIX_train.bin: both or neither
  * (write_splits).  Refused: a token file as the input (tokenizing it again
- * is a slip), an output that is the input, a text whose training split
- * would pass the 2^31 - 1 tokens a file's header counts (checked as it is
- * read: /dev/zero is not read to the end of memory).  A signal while the
+ * is a slip), an output that is the input, a text whose training or
+ * validation split would pass the 2^31 - 1 tokens a file's header counts
+ * (checked as it is read: /dev/zero is not read to the end of memory).  A signal while the
  * files are written waits for them (both or neither, no temporary file).
  */
 #include "tokens.h"
 #include "trainc_flags.h"
 
 #include <errno.h>
-#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -61,16 +60,17 @@ static int64_t val_count(Frac f, int64_t n) {
     return (int64_t)(v / d);
 }
 
-/* Reads a whole file; NULL with a message on failure: past the training
- * split a token file holds (val fraction frac) it stops, with an error. */
+/* Reads a whole file; NULL with a message on failure: once either split
+ * (F = frac, exactly fr) would pass what a token file holds, it stops,
+ * with an error. */
 static char *slurp(const char *path, double frac, Frac fr, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "trainc-tokenize: %s: cannot open: %s\n", path, strerror(errno));
         return NULL;
     }
-    /* a little past the most bytes whose training split a file holds:
-     * the buffer never grows past it */
+    /* a little past the most bytes whose larger split a file holds: the
+     * buffer never grows past it */
     double most = ((double)INT32_MAX + 16) / (frac > 0.5 ? frac : 1 - frac) + 16; /* (the larger split fills first) */
     size_t lim = most < (double)(SIZE_MAX / 4) ? (size_t)most : SIZE_MAX / 4;
     size_t cap = 1 << 20, n = 0;
@@ -224,7 +224,7 @@ int main(int argc, char **argv) {
     if (!text) return 1;
     if (len >= 4 && (unsigned char)text[0] == (TOK_MAGIC & 0xff) && (unsigned char)text[1] == ((TOK_MAGIC >> 8) & 0xff) &&
         (unsigned char)text[2] == ((TOK_MAGIC >> 16) & 0xff) && (unsigned char)text[3] == ((TOK_MAGIC >> 24) & 0xff)) {
-        fprintf(stderr, "trainc-tokenize: %s is a token file (llm.c's format, magic number %d), not text: it is --data as it is\n", in, TOK_MAGIC);
+        fprintf(stderr, "trainc-tokenize: %s is a token file (llm.c's format, magic number %d), not text (give it to --data as it is)\n", in, TOK_MAGIC);
         free(text);
         return 1;
     }

@@ -446,7 +446,7 @@ static void test_tool_errors(const char *tool) {
     struct {
         const char *what, *in, *prefix, *extra, *want;
     } refused[] = {
-        {"a token file as the input", ptrain, "tool_again", "", "_train.bin is a token file (llm.c's format, magic number 20240520), not text"},
+        {"a token file as the input", ptrain, "tool_again", "", "_train.bin is a token file (llm.c's format, magic number 20240520), not text (give it to --data as it is)"},
         {"an output that is the input", "", "", "", "_train.bin: its tokens would replace the text (nothing was written)"},
         {"--val-fraction in hex", text, "tool_hex", "--val-fraction 0x0.8", "--val-fraction needs a number in [0, 1), got '0x0.8'"},
     };
