@@ -573,6 +573,44 @@ static Graph *load_model(Opts *o, const char *name, const char *text, Diag *d) {
     return g;
 }
 
+/* The text of an .ir file or of standard input (`name` in messages);
+ * NULL after an error (unreadable, too large, a NUL byte). */
+static char *read_input(Opts *o, const char *name, bool in, Diag *d) {
+    size_t len = 0;
+    char *text = in ? read_stream_max(stdin, SOURCE_MAX, &len) : read_file_max(o->input, SOURCE_MAX, &len);
+    if (!text && errno == EFBIG) {
+        error_at(d, (SrcLoc){name, 0, 0}, "the %s is too large (more than %zu bytes)", in ? "input" : "file", SOURCE_MAX);
+        return NULL;
+    }
+    if (!text) {
+        error_at(d, NOLOC, "cannot read '%s': %s", name, strerror(errno));
+        return NULL;
+    }
+    if (strlen(text) != len) {
+        size_t at = strlen(text);
+        int line = 1, col = 1;
+        for (size_t i = 0; i < at; i++) line += text[i] == '\n', col = text[i] == '\n' ? 1 : col + 1;
+        diag_add_source(d, name, text, at);
+        error_at(d, (SrcLoc){name, line, col}, "the %s contains a NUL byte", in ? "input" : "file");
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* -D on an IR graph: train keys (train_change_ok, then train_set). */
+static bool set_ir_defs(Opts *o, Graph *g, Diag *d) {
+    for (int i = 0; i < o->ndefs; i++) {
+        char err[256];
+        if (!train_change_ok(g, "-D", o->defs[i].name, o->defs[i].value, d)) return false;
+        if (!train_set(&g->train, g->arena, o->defs[i].name, o->defs[i].value, err, sizeof err)) {
+            error_at(d, NOLOC, "-D %s=%s: %s", o->defs[i].name, o->defs[i].value, err);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* Loads the input: .ir files with the IR parser, everything else with the
  * front end; standard input (`-`) with the one its text is for.  Verifies
  * the result unless --no-verify.  NULL after errors. */
@@ -581,54 +619,21 @@ static Graph *load(Opts *o, Diag *d) {
     bool in = is_stdin(o);
     const char *name = in ? "<stdin>" : o->input;
     if (in || ends_with(o->input, ".ir")) {
-        size_t len = 0;
-        char *text = in ? read_stream_max(stdin, SOURCE_MAX, &len) : read_file_max(o->input, SOURCE_MAX, &len);
-        if (!text && errno == EFBIG) {
-            error_at(d, (SrcLoc){name, 0, 0}, "the %s is too large (more than %zu bytes)", in ? "input" : "file", SOURCE_MAX);
-            return NULL;
-        }
-        if (!text) {
-            error_at(d, NOLOC, "cannot read '%s': %s", name, strerror(errno));
-            return NULL;
-        }
-        if (strlen(text) != len) {
-            size_t at = strlen(text);
-            int line = 1, col = 1;
-            for (size_t i = 0; i < at; i++) line += text[i] == '\n', col = text[i] == '\n' ? 1 : col + 1;
-            diag_add_source(d, name, text, at);
-            error_at(d, (SrcLoc){name, line, col}, "the %s contains a NUL byte", in ? "input" : "file");
-            free(text);
-            return NULL;
-        }
-        if (in && !looks_like_ir(text)) {
-            g = load_model(o, name, text, d);
-            free(text);
-            if (!g) return NULL;
-            goto loaded;
-        }
-        g = ir_parse(name, text, d);
+        char *text = read_input(o, name, in, d);
+        if (!text) return NULL;
+        bool ir = !in || looks_like_ir(text);
+        g = ir ? ir_parse(name, text, d) : load_model(o, name, text, d);
         free(text);
-        if (!g) return NULL;
-        for (int i = 0; i < o->ndefs; i++) {
-            char err[256];
-            if (!train_change_ok(g, "-D", o->defs[i].name, o->defs[i].value, d)) {
-                ir_graph_free(g);
-                return NULL;
-            }
-            if (!train_set(&g->train, g->arena, o->defs[i].name, o->defs[i].value, err, sizeof err)) {
-                error_at(d, NOLOC, "-D %s=%s: %s", o->defs[i].name, o->defs[i].value, err);
-                ir_graph_free(g);
-                return NULL;
-            }
+        if (g && ir && !set_ir_defs(o, g, d)) {
+            ir_graph_free(g);
+            g = NULL;
         }
     } else {
         g = load_model(o, name, NULL, d);
-        if (!g) return NULL;
     }
-loaded:
-    if (!o->no_verify && !ir_verify(g, d)) {
+    if (g && !o->no_verify && !ir_verify(g, d)) {
         ir_graph_free(g);
-        return NULL;
+        g = NULL;
     }
     return g;
 }
