@@ -267,6 +267,8 @@ typedef struct Run {
  * trn_main starts (nohup, a background job of a shell) stays ignored. */
 static volatile sig_atomic_t rt_signal;
 
+static const char *sig_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
+
 static void on_signal(int sig) {
     if (rt_signal) { /* the second: as if there were no handler */
         signal(sig, SIG_DFL);
@@ -634,7 +636,7 @@ static void print_error(Run *r) {
  * train_failed saves it); -1, the exit status 128 + the signal. */
 static int stopped(Run *r) {
     TrnSession *s = r->s;
-    const char *name = r->signal == SIGINT ? "SIGINT" : r->signal == SIGTERM ? "SIGTERM" : "a signal";
+    const char *name = sig_name(r->signal);
     end_line(r);
     r->reported = 1;
     if (s->step < r->first) {
@@ -848,13 +850,10 @@ static int sample(Run *r, int32_t first) {
     }
     for (int64_t i = 0; i < r->a.sample; i++) {
         if (rt_signal) {   /* a long sample is cut short, as training is */
-            fputc('\n', stdout);
-            fflush(stdout);
             r->signal = rt_signal;
             r->reported = 1;
             end_line(r);
-            fprintf(stderr, "%s: stopped by %s after %" PRId64 " token%s of the sample\n", r->prog, r->signal == SIGINT ? "SIGINT" : "SIGTERM", i,
-                    i == 1 ? "" : "s");
+            fprintf(stderr, "%s: stopped by %s after %" PRId64 " token%s of the sample\n", r->prog, sig_name(r->signal), i, i == 1 ? "" : "s");
             rc = -1;
             break;
         }
@@ -906,7 +905,7 @@ static int sample(Run *r, int32_t first) {
             ctx[r->T - 1] = tok;
         }
     }
-    if (!r->signal) fputc('\n', stdout);
+    fputc('\n', stdout);
     fflush(stdout);
     free(logits);
     free(ctx);

@@ -309,6 +309,11 @@ fi
 timeout -s TERM --preserve-status 1 "$exe" --data "$dir/train.bin" --steps 100000000 2> "$dir/term.txt"
 check "SIGTERM without --save: exit 143" test $? -eq 143
 check "SIGTERM without --save: said" grep -qE "stopped by SIGTERM at step [0-9]+ of 100000000 \(nothing saved: no --save\)$" "$dir/term.txt"
+# a long sample is cut short: said, its text ended by one newline
+timeout -s INT --preserve-status 1 "$exe" --data "$dir/train.bin" --steps 2 --sample 100000000000 --quiet > "$dir/ssig.out" 2> "$dir/ssig.txt"
+check "SIGINT during --sample: exit 130" test $? -eq 130
+check "SIGINT during --sample: said" grep -qE "stopped by SIGINT after [0-9]+ tokens of the sample$" "$dir/ssig.txt"
+check "SIGINT during --sample: the text ends with a newline" test "$(tail -c 1 "$dir/ssig.out" | od -An -c | tr -d ' ')" = '\n'
 # an ignored SIGINT (nohup) stays ignored: the run goes on
 rm -f "$dir/ign.jsonl"
 (trap '' INT
