@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -33,12 +34,13 @@
 /* ---- flags ---- */
 
 typedef struct Args {
-    const char *data, *val, *save, *resume, *init, *metrics, *device, *schedule, *batches;
-    int64_t     steps, warmup, seed, eval_every, eval_steps, save_every, sample, threads, print_every;
-    double      lr, min_lr;
+    const char *data, *val, *save, *resume, *init, *metrics, *device, *schedule, *batches, *prompt;
+    int64_t     steps, warmup, seed, eval_every, eval_steps, save_every, sample, top_k, threads, print_every;
+    double      lr, min_lr, temperature;
     int64_t     report, poison, quiet, help;
     /* which were given on the command line (they win over a checkpoint's values) */
     int         given_steps, given_warmup, given_seed, given_lr, given_min_lr, given_schedule, given_batches, given_save_every;
+    int         given_temperature, given_top_k;   /* (they need --sample) */
 } Args;
 
 typedef enum { F_STR, F_INT, F_F64, F_BOOL } FlagType;
@@ -86,6 +88,8 @@ static void usage(FILE *out, const char *prog, const TrnModel *m) {
         else if (!strcmp(n, "eval-steps")) fprintf(out, " [%" PRId64 "]", d->eval_steps > 0 ? d->eval_steps : 10);
         else if (!strcmp(n, "save-every")) fprintf(out, " [%" PRId64 "]", d->save_every);
         else if (!strcmp(n, "device")) fprintf(out, " [auto]");
+        else if (!strcmp(n, "temperature")) fprintf(out, " [1]");
+        else if (!strcmp(n, "top-k")) fprintf(out, " [0]");
         fprintf(out, "\n");
     }
     fprintf(out, "See docs/runtime.md for the checkpoint, data and metrics formats.\n");
@@ -148,6 +152,10 @@ static int parse_args(int argc, char **argv, Args *a, char *err, size_t errn) {
     if (a->init && a->resume) return rt_fail(err, errn, "--init and --resume cannot be combined (--resume restores the parameters too)");
     /* the train section's save_every applies to a run that saves */
     if (a->save_every > 0 && !a->save && a->given_save_every) return rt_fail(err, errn, "--save-every needs --save FILE");
+    if (a->sample == 0 && (a->prompt || a->given_temperature || a->given_top_k))
+        return rt_fail(err, errn, "%s needs --sample N (the tokens to generate)",
+                       a->prompt ? "--prompt" : a->given_temperature ? "--temperature" : "--top-k");
+    if (a->prompt && !*a->prompt) return rt_fail(err, errn, "--prompt is empty (without it, --sample starts from --data's first token)");
     if (a->threads > 4096) return rt_fail(err, errn, "--threads: %" PRId64 " is too many", a->threads);
     return 0;
 }
@@ -258,23 +266,33 @@ typedef struct Run {
     double      launched;                /* rt_now() at trn_main's start */
     double      t_load, t_data;          /* seconds spent on --init/--resume, on opening the data */
     int         signal;                  /* the SIGINT or SIGTERM that stopped the run (exit status 128 + it), or 0 */
+    int32_t    *prompt;                  /* --prompt's tokens (check_sample), or NULL */
+    int64_t     nprompt;
     char        err[RT_ERRN];
 } Run;
 
 /* SIGINT and SIGTERM while trn_main runs: the first is noted and the run
  * stops between two steps (stopped(), which saves with --save); a second
- * one kills the program as the signal would have.  A signal ignored when
- * trn_main starts (nohup, a background job of a shell) stays ignored. */
+ * one, a second or more after it, kills the program as the signal would
+ * have.  One sooner is the same request sent twice: timeout(1) signals the
+ * program and then its process group, a shell script's kill may reach it
+ * along with the group's.  A signal ignored when trn_main starts (nohup, a
+ * background job of a shell) stays ignored. */
 static volatile sig_atomic_t rt_signal;
+static struct timespec       rt_signal_at;   /* when rt_signal came (CLOCK_MONOTONIC) */
 
 static const char *sig_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 
 static void on_signal(int sig) {
-    if (rt_signal) { /* the second: as if there were no handler */
-        signal(sig, SIG_DFL);
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);   /* (async-signal-safe) */
+    if (rt_signal) {
+        if ((now.tv_sec - rt_signal_at.tv_sec) + (now.tv_nsec - rt_signal_at.tv_nsec) * 1e-9 < 1) return; /* the first again */
+        signal(sig, SIG_DFL);   /* the second: as if there were no handler */
         raise(sig);
         return;
     }
+    rt_signal_at = now;
     rt_signal = sig;
 }
 
@@ -794,14 +812,57 @@ static int train(Run *r) {
     return 0;
 }
 
-/* Sampling: row 0 of `tokens` holds the context (the rest is zero), the
- * next token is drawn from softmax(logits[0, len-1, :vocab]) (:the tokens
- * input's index_end when fewer: the values it takes) with a uniform
- * from Philox (seed, stream "sample", i); the context slides when full.
- * The logits are those of one position per sequence ([B, V], the sampling
+/* Sampling: row 0 of `tokens` holds the context (the rest is zero): the
+ * --prompt's tokens (its last T when longer), else --data's first token,
+ * else token 0.  The next token is drawn from logits[0, len-1, :V] (V: the
+ * vocabulary, or the tokens input's index_end when fewer: the values it
+ * takes) by rt_draw_token, with --temperature, --top-k and a uniform from
+ * Philox (seed, stream "sample", i); the context slides when full.  The
+ * logits are those of one position per sequence ([B, V], the sampling
  * graph pointed at position len-1 of row 0) or of every position. */
-/* What --sample needs of the model's logits, checked before the first
- * step so that a run does not train to fail at its end. */
+
+/* The tokens the sample draws from: [0, V). */
+static int64_t sample_vocab(const TrnModel *m) {
+    const TrnTensor *lt = &m->tensors[m->t_logits];
+    int64_t Vp = lt->shape[lt->rank - 1];
+    int64_t V = m->vocab > 0 && m->vocab <= Vp ? m->vocab : Vp;
+    int64_t tend = m->tensors[m->t_tokens].index_end; /* a token the model cannot read next is never drawn */
+    return tend > 0 && tend < V ? tend : V;
+}
+
+/* --prompt as tokens, into r->prompt: its bytes where the vocabulary is
+ * (V = 256, as the sample is printed), else token ids written in decimal
+ * and separated by spaces or commas, each below V. */
+static int parse_prompt(Run *r, int64_t V) {
+    const char *p = r->a.prompt;
+    size_t n = strlen(p);
+    if (!(r->prompt = rt_malloc((n + 1) * sizeof *r->prompt, r->err, sizeof r->err))) return -1;
+    r->nprompt = 0;
+    if (V == 256) {
+        for (size_t i = 0; i < n; i++) r->prompt[r->nprompt++] = (unsigned char)p[i];
+        return 0;
+    }
+    for (;;) {
+        p += strspn(p, " ,\t\n");
+        if (!*p) break;
+        size_t k = strcspn(p, " ,\t\n");
+        char word[32];
+        int64_t id;
+        snprintf(word, sizeof word, "%.*s", (int)(k < 31 ? k : 31), p);
+        if (k > 20 || trn_flag_int(word, &id) != 0)
+            return fail(r, "--prompt: '%.*s' is not a token id (the vocabulary of %" PRId64 " tokens is not bytes: the prompt is token ids, "
+                           "separated by spaces or commas)", (int)(k < 40 ? k : 40), p, V);
+        if (id >= V)
+            return fail(r, "--prompt: token %" PRId64 " (the prompt's token %" PRId64 ") is not below the vocabulary's %" PRId64, id, r->nprompt + 1, V);
+        r->prompt[r->nprompt++] = (int32_t)id;
+        p += k;
+    }
+    if (r->nprompt == 0) return fail(r, "--prompt holds no token id");
+    return 0;
+}
+
+/* What --sample needs of the model's logits and its --prompt, checked
+ * before the first step so that a run does not train to fail at its end. */
 static int check_sample(Run *r) {
     const TrnModel *m = r->s->m;
     if (m->t_logits < 0) return fail(r, "--sample: model '%s' has no logits output", m->name);
@@ -813,6 +874,7 @@ static int check_sample(Run *r) {
     if (!at && (Vp <= 0 || lt->numel != r->B * r->T * Vp))
         return fail(r, "--sample: the logits output '%s' must have B*T rows of the vocabulary ([%" PRId64 ", %" PRId64 ", V])", lt->name, r->B,
                     r->T);
+    if (r->a.prompt && !r->prompt && parse_prompt(r, sample_vocab(m)) != 0) return -1;
     return 0;
 }
 
@@ -823,15 +885,13 @@ static int sample(Run *r, int32_t first) {
     const TrnTensor *lt = &m->tensors[m->t_logits];
     int64_t Vp = lt->shape[lt->rank - 1];
     int at = trn_find(s, "sample.rows") >= 0; /* one position per sequence */
-    int64_t V = m->vocab > 0 && m->vocab <= Vp ? m->vocab : Vp;
-    int64_t tend = m->tensors[m->t_tokens].index_end; /* a token the model cannot read next is never drawn */
-    if (tend > 0 && tend < V) V = tend;
+    int64_t V = sample_vocab(m);
     /* the row drawn from: read alone where the backend can (read_part),
      * not the [B, T, V] logits of every position */
     size_t lbytes = (size_t)rt_nbytes(lt->dtype, s->be.read_part ? Vp : lt->numel);
     unsigned char *logits = rt_malloc(lbytes, r->err, sizeof r->err);
     int32_t *ctx = rt_calloc((size_t)r->T, sizeof *ctx, r->err, sizeof r->err);
-    double *p = rt_malloc((size_t)V * sizeof *p, r->err, sizeof r->err);
+    double *p = rt_malloc((size_t)V * 2 * sizeof *p, r->err, sizeof r->err);   /* the logits, and rt_draw_token's scratch */
     int64_t *pos = rt_calloc((size_t)r->B, sizeof *pos, r->err, sizeof r->err);
     if (!logits || !ctx || !p || !pos) {
         free(logits);
@@ -843,6 +903,10 @@ static int sample(Run *r, int32_t first) {
     int rc = 0;
     int64_t len = 1;
     ctx[0] = first;
+    if (r->prompt) {   /* its last T tokens */
+        len = r->nprompt < r->T ? r->nprompt : r->T;
+        memcpy(ctx, r->prompt + (r->nprompt - len), (size_t)len * sizeof *ctx);
+    }
     uint64_t stream = rng_name_stream("sample");
     if (!r->a.quiet) {
         end_line(r);
@@ -877,32 +941,19 @@ static int sample(Run *r, int32_t first) {
             break;
         }
         if (s->be.read_part) base = 0;
-        double mx = -INFINITY, z = 0;
-        for (int64_t v = 0; v < V; v++) {
-            p[v] = rt_elem_get(lt->dtype, logits, base + v);
-            if (p[v] > mx) mx = p[v];
-        }
-        for (int64_t v = 0; v < V; v++) z += (p[v] = exp(p[v] - mx));
-        double u = rng_uniform(s->seed, stream, (uint64_t)i) * z, c = 0;
-        int32_t tok = (int32_t)(V - 1);
-        for (int64_t v = 0; v < V; v++) {
-            c += p[v];
-            if (u < c) {
-                tok = (int32_t)v;
-                break;
-            }
-        }
-        if (!isfinite(z)) {   /* NaN or infinite logits: nothing sensible to draw */
+        for (int64_t v = 0; v < V; v++) p[v] = rt_elem_get(lt->dtype, logits, base + v);
+        int64_t tok = rt_draw_token(p, V, r->a.temperature, r->a.top_k, rng_uniform(s->seed, stream, (uint64_t)i), p + V);
+        if (tok < 0) {   /* NaN or infinite logits: nothing sensible to draw */
             rc = fail(r, "--sample: the logits of token %" PRId64 " of the sample hold NaNs or infinities (so do the parameters?): nothing to draw from",
                       i + 1);
             break;
         }
-        if (V == 256) fputc(tok, stdout);
-        else printf("%s%d", i ? " " : "", tok);
-        if (len < r->T) ctx[len++] = tok;
+        if (V == 256) fputc((int)tok, stdout);
+        else printf("%s%d", i ? " " : "", (int)tok);
+        if (len < r->T) ctx[len++] = (int32_t)tok;
         else {
             memmove(ctx, ctx + 1, (size_t)(r->T - 1) * sizeof *ctx);
-            ctx[r->T - 1] = tok;
+            ctx[r->T - 1] = (int32_t)tok;
         }
     }
     fputc('\n', stdout);
@@ -993,15 +1044,15 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     }
     if (training && !a->data) return fail(r, "--data FILE is needed to train (%" PRId64 " steps to go)", s->total - s->step);
     t = rt_now();
-    if (training || (a->data && a->sample > 0)) {
+    if (training || (a->data && a->sample > 0 && !a->prompt)) {
         if (!a->data) return fail(r, "--data FILE is needed");
         RtDataSpec spec = {a->data, r->B, r->T, strcmp(s->batches, "random") == 0, s->seed, "data.train", token_end(m), 1};
         if (!(r->train = rt_data_open(&spec, e, sizeof e))) return fail(r, "--data: %s", e);
         if (s->has_data_pos) rt_data_seek(r->train, s->data_pos);
         r->feed.d = r->train;
     } else if (a->data && !a->quiet) { /* a run with nothing to train: say so, or a wrong path goes unseen */
-        fprintf(stderr, "%s: note: --data %s is not read: the run has no step to train (step %" PRId64 " of %" PRId64 ") and no --sample\n",
-                r->prog, a->data, s->step, s->total);
+        fprintf(stderr, "%s: note: --data %s is not read: the run has no step to train (step %" PRId64 " of %" PRId64 ") and %s\n", r->prog,
+                a->data, s->step, s->total, a->sample > 0 ? "--sample starts from --prompt" : "no --sample");
     }
     if (a->val) {
         RtDataSpec spec = {a->val, r->B, r->T, 0, s->seed, "data.val", token_end(m), 1};
@@ -1075,6 +1126,7 @@ int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
     a->eval_every = m->train.eval_every;
     a->eval_steps = m->train.eval_steps > 0 ? m->train.eval_steps : 10;
     a->save_every = m->train.save_every;
+    a->temperature = 1;
     r->tty = isatty(fileno(stderr));
     /* A file-size limit (ulimit -f) would kill the process in the middle
      * of a write (SIGXFSZ), leaving the checkpoint's temporary file
@@ -1092,7 +1144,9 @@ int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
     memset(&on, 0, sizeof on);
     on.sa_handler = on_signal;
     on.sa_flags = SA_RESTART;   /* (a read or write under way goes on) */
-    sigemptyset(&on.sa_mask);
+    sigemptyset(&on.sa_mask);   /* (the other one waits for on_signal to return) */
+    sigaddset(&on.sa_mask, SIGINT);
+    sigaddset(&on.sa_mask, SIGTERM);
     int took[2] = {0, 0};
     rt_signal = 0;
     for (int i = 0; i < 2; i++)
@@ -1127,6 +1181,7 @@ int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
     free(r->feed.tokens);
     free(r->feed.targets);
     free(r->feed.conv);
+    free(r->prompt);
     free(r);
     if (xfsz) sigaction(SIGXFSZ, &old_xfsz, NULL);
     for (int i = 0; i < 2; i++)

@@ -146,6 +146,16 @@ uint64_t rt_splitmix64(uint64_t x);
  * A pure function, so a resumed run draws the same dropout masks. */
 int32_t rt_micro_seed(uint64_t seed, int64_t step, int64_t micro);
 
+/* The token drawn from logits l[0, V) (a sampler's step; l is overwritten):
+ * softmax(l / temperature) over the top_k largest logits (0: all of them;
+ * among equal logits at the k-th, the lower indices), and the first token
+ * whose running sum of weights passes u * their total (u uniform in
+ * [0, 1)).  temperature 0, and top_k 1, give the largest logit (the lowest
+ * index among equals) whatever u is.  -1 when a logit is NaN or +inf, or
+ * every one is -inf: nothing to draw from.  scratch: V doubles, used when
+ * 0 < top_k < V. */
+int64_t rt_draw_token(double *l, int64_t V, double temperature, int64_t top_k, double u, double *scratch);
+
 /* Sets the OpenMP thread count when the executable links OpenMP (weak symbol). */
 void rt_set_threads(int n);
 

@@ -70,6 +70,9 @@ static inline int trn_flag_f64(const char *s, double *out) {
     X("init", "FILE", STR, init, 0, "initialise the parameters from a checkpoint") \
     X("metrics", "FILE", STR, metrics, 0, "JSON-lines log: one object per step and per evaluation") \
     X("sample", "N", INT, sample, 0, "after training, generate N tokens and print them") \
+    X("prompt", "TEXT", STR, prompt, 0, "--sample continues TEXT (token ids where the vocabulary is not bytes)") \
+    X("temperature", "X", F64, temperature, S(given_temperature), "--sample divides the logits by X (0: the most likely token)") \
+    X("top-k", "K", INT, top_k, S(given_top_k), "--sample draws from the K most likely tokens (0: all)") \
     X("device", "D", STR, device, 0, "auto | cpu | cuda") \
     X("threads", "N", INT, threads, 0, "host threads: OpenMP and initialisation (0: default)") \
     X("print-every", "N", INT, print_every, 0, "progress line every N steps when stderr is not a terminal (0: auto)") \

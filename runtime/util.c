@@ -383,6 +383,44 @@ int32_t rt_micro_seed(uint64_t seed, int64_t step, int64_t micro) {
     return (int32_t)(h >> 33);
 }
 
+/* ---- sampling ---- */
+
+static int cmp_desc(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+int64_t rt_draw_token(double *l, int64_t V, double temperature, int64_t top_k, double u, double *scratch) {
+    double mx = -INFINITY;
+    int64_t arg = -1;
+    for (int64_t v = 0; v < V; v++) {
+        if (isnan(l[v]) || l[v] == INFINITY) return -1;
+        if (l[v] > mx) mx = l[v], arg = v;
+    }
+    if (arg < 0 || temperature == 0 || top_k == 1) return arg;
+    if (top_k > 0 && top_k < V) { /* the k-th largest, and how many equal to it are kept */
+        memcpy(scratch, l, (size_t)V * sizeof *scratch);
+        qsort(scratch, (size_t)V, sizeof *scratch, cmp_desc);
+        double kth = scratch[top_k - 1];
+        int64_t ties = top_k;
+        for (int64_t v = 0; v < V; v++) ties -= l[v] > kth;
+        for (int64_t v = 0; v < V; v++)
+            if (l[v] < kth || (l[v] == kth && ties-- <= 0)) l[v] = -INFINITY;
+    }
+    double z = 0;
+    int64_t last = arg;
+    for (int64_t v = 0; v < V; v++) {
+        z += (l[v] = exp((l[v] - mx) / temperature));
+        if (l[v] > 0) last = v;
+    }
+    double target = u * z, c = 0;
+    for (int64_t v = 0; v < V; v++) {
+        c += l[v];
+        if (target < c) return v;
+    }
+    return last; /* the running sum rounded below u * z: the last token that can be drawn */
+}
+
 /* ---- OpenMP ---- */
 
 /* Weak: resolves to libgomp's (OpenBLAS's) function when the executable

@@ -28,4 +28,19 @@ done
 losses() { sed 's/.*"step": *\([0-9]*\).*"loss": *\([0-9.eE+-]*\).*/\1 \2/' "$1"; }
 diff <(losses m1.jsonl) <(losses m0.jsonl) || fail "padded and unpadded losses differ"
 cmp s1.txt s0.txt || fail "padded and unpadded samples differ"
-echo "padded head: the same 20 losses and the same 40 sampled tokens as unpadded"
+# a prompt of token ids (the vocabulary is not bytes), top-k and a
+# temperature: drawn from the 61 classes, never the padding
+for p in 1 0; do
+  ./prim$p --data digits_train.bin --steps 20 --seed 3 --threads 1 --quiet --save ck$p.st > /dev/null 2>&1 || fail "save (pad_tiles=$p)"
+  ./prim$p --resume ck$p.st --quiet --sample 30 --prompt "49, 50 51" --top-k 5 --temperature 0.7 > k$p.txt 2> ek$p.txt ||
+    { cat ek$p.txt; fail "--prompt --top-k (pad_tiles=$p)"; }
+done
+cmp k1.txt k0.txt || fail "padded and unpadded samples with --prompt --top-k differ"
+[ "$(wc -w < k1.txt)" -eq 30 ] || { cat k1.txt; fail "--prompt: no sample of 30 tokens"; }
+[ "$(tr ' ' '\n' < k1.txt | sort -un | tail -1)" -lt 61 ] || fail "a token past the vocabulary was drawn"
+./prim1 --resume ck1.st --sample 3 --prompt "49 x" > /dev/null 2> bad.txt && fail "--prompt '49 x' was taken"
+grep -qF "error: --prompt: 'x' is not a token id (the vocabulary of 61 tokens is not bytes: the prompt is token ids, separated by spaces or commas)" bad.txt ||
+  { cat bad.txt; fail "--prompt '49 x': message"; }
+./prim1 --resume ck1.st --sample 3 --prompt "49 61" > /dev/null 2> bad.txt && fail "--prompt '49 61' was taken"
+grep -qF "error: --prompt: token 61 (the prompt's token 2) is not below the vocabulary's 61" bad.txt || { cat bad.txt; fail "--prompt '49 61': message"; }
+echo "padded head: the same 20 losses, the same 40 sampled tokens and 30 with a prompt and top-k as unpadded"

@@ -1,18 +1,46 @@
 /* tests/runtime/bigram_main.c — a training executable made by hand: one of
  * the test models (BIGRAM_MODEL) plus the runtime's trn_main, as generated
- * code would be.  One extra command for the tests, handled before trn_main:
- *   --write-test-tokens FILE N [SEED]   writes N tokens of test text */
+ * code would be.  Extra commands for the tests, handled before trn_main:
+ *   --write-test-tokens FILE N [SEED]   writes N tokens of test text
+ *   --slow-steps MS FLAGS...            trn_main with FLAGS on the CPU
+ *                                       backend, each micro-step MS ms
+ *                                       longer (a signal during a step) */
 #include "bigram.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifndef BIGRAM_MODEL
 #define BIGRAM_MODEL bigram_adam
 #endif
 
+static TrnBackend cpu;
+static long       slow_ms;
+
+static int slow_run(void *self, TrnRun which, char *err, size_t errn) {
+    if (which == TRN_RUN_MICRO) { /* the whole pause, signals or not */
+        struct timespec t = {slow_ms / 1000, slow_ms % 1000 * 1000000L};
+        while (nanosleep(&t, &t) != 0 && errno == EINTR) {}
+    }
+    return cpu.run(self, which, err, errn);
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 3 && strcmp(argv[1], "--slow-steps") == 0) {
+        char err[512];
+        slow_ms = atol(argv[2]);
+        if (trn_cpu_backend(&BIGRAM_MODEL, &cpu, err, sizeof err) != 0) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+        TrnBackend be = cpu;
+        be.run = slow_run;
+        argv[2] = argv[0];
+        return trn_main(argc - 2, argv + 2, &BIGRAM_MODEL, &be);
+    }
     if (argc >= 4 && strcmp(argv[1], "--write-test-tokens") == 0) {
         if (bigram_write_text_tokens(argv[2], atoll(argv[3]), argc > 4 ? (unsigned)atoi(argv[4]) : 1u) != 0) {
             fprintf(stderr, "cannot write %s\n", argv[2]);

@@ -12,7 +12,7 @@
 "$exe" --help > "$dir/help.txt"
 check "--help exits 0" test $? -eq 0
 for f in data val steps lr min-lr schedule warmup seed batches eval-every eval-steps save save-every resume init \
-         metrics sample device threads print-every report poison quiet help; do
+         metrics sample prompt temperature top-k device threads print-every report poison quiet help; do
   check "--help lists --$f" grep -q -- "--$f" "$dir/help.txt"
 done
 
@@ -69,6 +69,35 @@ check "a trained bigram samples the text's alphabet" test "$(tr -d 'a-zA-Z ,.\n'
 "$exe" --steps 0 --sample 40 --quiet > "$dir/sample3.txt"
 check "--sample without data: exit 0" test $? -eq 0
 check "--sample without data" test "$(wc -c < "$dir/sample3.txt")" -eq 41
+
+# --temperature 0 and --top-k 1: the most likely byte each time, the same
+# text; --prompt: a bigram's next byte follows the prompt's last one
+"$exe" --data "$dir/train.bin" --steps 300 --schedule constant --save "$dir/smp.st" --quiet
+"$exe" --resume "$dir/smp.st" --sample 60 --quiet > "$dir/t1.txt"
+"$exe" --resume "$dir/smp.st" --sample 60 --temperature 0 --quiet > "$dir/t0.txt"
+check "--temperature 0 exits 0" test $? -eq 0
+"$exe" --resume "$dir/smp.st" --sample 60 --top-k 1 --quiet > "$dir/k1.txt"
+check "--top-k 1 draws as --temperature 0 does" cmp -s "$dir/t0.txt" "$dir/k1.txt"
+check "--temperature 0 is not --temperature 1" differ "$dir/t0.txt" "$dir/t1.txt"
+"$exe" --resume "$dir/smp.st" --sample 60 --temperature 1 --top-k 0 --quiet > "$dir/t1b.txt"
+check "--temperature 1 --top-k 0 is the default" cmp -s "$dir/t1.txt" "$dir/t1b.txt"
+"$exe" --resume "$dir/smp.st" --sample 60 --top-k 3 --quiet > "$dir/k3.txt"
+check "--top-k 3 is not --top-k 0" differ "$dir/k3.txt" "$dir/t1.txt"
+"$exe" --resume "$dir/smp.st" --sample 60 --prompt "Thy" --quiet > "$dir/p1.txt"
+"$exe" --resume "$dir/smp.st" --sample 60 --prompt "y" --quiet > "$dir/p2.txt"
+"$exe" --resume "$dir/smp.st" --sample 60 --prompt "q" --quiet > "$dir/p3.txt"
+check "--prompt: the bigram follows its last byte" cmp -s "$dir/p1.txt" "$dir/p2.txt"
+check "--prompt: another last byte, another sample" differ "$dir/p1.txt" "$dir/p3.txt"
+check "--prompt: the sample only is printed" test "$(wc -c < "$dir/p1.txt")" -eq 61
+"$exe" --data "$dir/no-such.bin" --resume "$dir/smp.st" --sample 5 --prompt x > /dev/null 2> "$dir/pdata.txt"
+check "--prompt: --data is not read" grep -qF "note: --data $dir/no-such.bin is not read: the run has no step to train (step 300 of 300) and --sample starts from --prompt" "$dir/pdata.txt"
+"$exe" --resume "$dir/smp.st" --prompt x > /dev/null 2> "$dir/pns.txt"
+check "--prompt without --sample: exit 1" test $? -eq 1
+check "--prompt without --sample: message" grep -qF "error: --prompt needs --sample N (the tokens to generate)" "$dir/pns.txt"
+"$exe" --resume "$dir/smp.st" --top-k 4 > /dev/null 2> "$dir/kns.txt"
+check "--top-k without --sample: message" grep -qF "error: --top-k needs --sample N" "$dir/kns.txt"
+"$exe" --resume "$dir/smp.st" --sample 3 --prompt= > /dev/null 2> "$dir/pe.txt"
+check "--prompt empty: message" grep -qF "error: --prompt is empty" "$dir/pe.txt"
 
 # --device=cuda without a CUDA module: a clear error, exit 1
 "$exe" --device=cuda --steps 0 2> "$dir/cuda.txt"
@@ -309,6 +338,24 @@ fi
 timeout -s TERM --preserve-status 1 "$exe" --data "$dir/train.bin" --steps 100000000 2> "$dir/term.txt"
 check "SIGTERM without --save: exit 143" test $? -eq 143
 check "SIGTERM without --save: said" grep -qE "stopped by SIGTERM at step [0-9]+ of 100000000 \(nothing saved: no --save\)$" "$dir/term.txt"
+# the same signal twice within a second (timeout(1) signals the program and
+# its process group): the first, stopped and saved; a second signal a
+# second or more after the first ends the program at once, in the middle
+# of its step (--slow-steps: each step 400 ms, 3 s longer).  SIGTERM: a
+# background job of this shell starts with SIGINT ignored
+started() { for _ in $(seq 600); do grep -q "^data .*tokens" "$1" 2> /dev/null && return 0; sleep 0.05; done; return 1; }
+"$exe" --slow-steps 400 --data "$dir/train.bin" --steps 1000 --save "$dir/twice.st" 2> "$dir/twice.txt" &
+pid=$!
+started "$dir/twice.txt"
+kill -TERM $pid; sleep 0.2; kill -TERM $pid; wait $pid
+check "two SIGTERMs 0.2 s apart: exit 143" test $? -eq 143
+check "two SIGTERMs 0.2 s apart: the run stopped and saved" grep -qE "stopped by SIGTERM at step [0-9]+ of 1000: saved .*twice.st" "$dir/twice.txt"
+"$exe" --slow-steps 3000 --data "$dir/train.bin" --steps 1000 --save "$dir/kill.st" 2> "$dir/kill.txt" &
+pid=$!
+started "$dir/kill.txt"
+kill -TERM $pid; sleep 1.5; kill -TERM $pid; wait $pid
+check "a second SIGTERM 1.5 s later: exit 143" test $? -eq 143
+check "a second SIGTERM 1.5 s later: ended in its step" test ! -e "$dir/kill.st" -a "$(grep -c stopped "$dir/kill.txt")" -eq 0
 # a long sample is cut short: said, its text ended by one newline
 timeout -s INT --preserve-status 1 "$exe" --data "$dir/train.bin" --steps 2 --sample 100000000000 --quiet > "$dir/ssig.out" 2> "$dir/ssig.txt"
 check "SIGINT during --sample: exit 130" test $? -eq 130

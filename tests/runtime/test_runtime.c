@@ -1259,6 +1259,42 @@ static void test_load_nonfinite(void) {
     trn_destroy(t);
 }
 
+/* rt_draw_token, the sampler's draw: over a grid of uniforms each token
+ * is drawn in proportion to its softmax weight (1:2:4 at temperature 1,
+ * their square roots at 2), top_k keeps the k largest (ties to the lower
+ * index), temperature 0 and top_k 1 the largest, and NaN or +inf logits
+ * draw nothing. */
+static int64_t draw(const double *l0, int64_t V, double temp, int64_t k, double u) {
+    double l[8], scratch[8];
+    memcpy(l, l0, (size_t)V * sizeof *l);
+    return rt_draw_token(l, V, temp, k, u, scratch);
+}
+
+static void test_draw_token(void) {
+    const double l[4] = {0, log(2.0), log(4.0), -INFINITY};
+    int64_t n[4] = {0}, nk[4] = {0}, nt[4] = {0};
+    for (int i = 0; i < 7000; i++) {
+        double u = (i + 0.5) / 7000;
+        n[draw(l, 4, 1, 0, u)]++;
+        nk[draw(l, 4, 1, 2, u)]++;
+        nt[draw(l, 4, 2, 0, u)]++;
+    }
+    CHECK(n[0] == 1000 && n[1] == 2000 && n[2] == 4000 && n[3] == 0, "temperature 1: %ld %ld %ld %ld", (long)n[0], (long)n[1], (long)n[2],
+          (long)n[3]);
+    CHECK(nk[0] == 0 && nk[1] == 2333 && nk[2] == 4667 && nk[3] == 0, "top-k 2: %ld %ld %ld %ld", (long)nk[0], (long)nk[1], (long)nk[2],
+          (long)nk[3]);
+    double z = 1 + sqrt(2.0) + 2;   /* at temperature 2: weights 1 : sqrt 2 : 2 */
+    CHECK(labs((long)nt[0] - lround(7000 / z)) <= 1 && labs((long)nt[1] - lround(7000 * sqrt(2.0) / z)) <= 1 && nt[3] == 0,
+          "temperature 2: %ld %ld %ld %ld", (long)nt[0], (long)nt[1], (long)nt[2], (long)nt[3]);
+    CHECK(draw(l, 4, 0, 0, 0.01) == 2 && draw(l, 4, 1, 1, 0.01) == 2 && draw(l, 4, 1e-300, 0, 0.01) == 2, "the largest");
+    const double tie[4] = {1, 3, 3, 3};
+    CHECK(draw(tie, 4, 0, 0, 0.99) == 1 && draw(tie, 4, 1, 1, 0.99) == 1, "the largest, ties to the lower index");
+    CHECK(draw(tie, 4, 1, 2, 0.99) == 2 && draw(tie, 4, 1, 2, 0.01) == 1 && draw(tie, 4, 1, 3, 0.99) == 3, "top-k among ties");
+    CHECK(draw(tie, 4, 1, 9, 0.99) == 3 && draw(tie, 4, 1, 9, 0.2) == 1, "top-k past V: every token");
+    const double nan1[3] = {0, NAN, 1}, inf1[3] = {0, INFINITY, 1}, ninf[2] = {-INFINITY, -INFINITY};
+    CHECK(draw(nan1, 3, 1, 0, 0.5) == -1 && draw(inf1, 3, 0, 0, 0.5) == -1 && draw(ninf, 2, 1, 0, 0.5) == -1, "nothing to draw from");
+}
+
 static void test_sample_part(void) {
     char data[2048], err[512];
     snprintf(data, sizeof data, "%s", P("sample.bin"));
@@ -1439,6 +1475,7 @@ int main(int argc, char **argv) {
         {"train_cli", test_train_cli},
         {"resume", test_resume},
         {"unset_input", test_unset_input},
+        {"draw_token", test_draw_token},
         {"sample_part", test_sample_part},
         {"load_note", test_load_note},
         {"load_nonfinite", test_load_nonfinite},
