@@ -35,14 +35,45 @@ const char *cg_openblas_dir(void) {
     return e ? e : TRAINC_OPENBLAS_DIR;
 }
 
+/* PREFIX/rel in out, PREFIX the folder above the running program's
+ * (PREFIX/bin/trainc), when rel (rel/file) is a file there: an installed
+ * trainc's runtime (cmake --install puts PREFIX/bin/trainc,
+ * PREFIX/share/trainc/runtime/ and PREFIX/lib/trainc/libtrainc_rt.a: moved
+ * together, they still find each other).  NULL when it is not (a trainc in
+ * its build tree). */
+static const char *installed(char *out, size_t n, const char *rel, const char *file) {
+    char exe[4096], test[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) return NULL;
+    exe[k] = 0;
+    for (int up = 0; up < 2; up++) { /* PREFIX/bin/trainc -> PREFIX */
+        char *slash = strrchr(exe, '/');
+        if (!slash) return NULL;
+        *slash = 0;
+    }
+    if (snprintf(out, n, "%s/%s", exe, rel) >= (int)n) return NULL;
+    if (snprintf(test, sizeof test, "%s%s%s", out, file ? "/" : "", file ? file : "") >= (int)sizeof test) return NULL;
+    struct stat st;
+    return stat(test, &st) == 0 && S_ISREG(st.st_mode) ? out : NULL;
+}
+
+/* The runtime generated code is built with: $TRAINC_RUNTIME_DIR (headers)
+ * and $TRAINC_RT_LIB (the library) when set, else the installed ones
+ * beside the program, else the source and build trees' it was built in. */
 const char *cg_runtime_dir(void) {
+    static char dir[4096];
     const char *e = getenv("TRAINC_RUNTIME_DIR");
-    return e && *e ? e : TRAINC_RUNTIME_DIR;
+    if (e && *e) return e;
+    const char *i = installed(dir, sizeof dir, "share/trainc/runtime", "trainc_rt.h");
+    return i ? i : TRAINC_RUNTIME_DIR;
 }
 
 const char *cg_runtime_lib(void) {
+    static char lib[4096];
     const char *e = getenv("TRAINC_RT_LIB");
-    return e && *e ? e : TRAINC_RT_LIB;
+    if (e && *e) return e;
+    const char *i = installed(lib, sizeof lib, "lib/trainc/libtrainc_rt.a", NULL);
+    return i ? i : TRAINC_RT_LIB;
 }
 
 /* g after dead-code elimination; NULL (g freed) when the pass fails.

@@ -46,6 +46,10 @@ Program    *cg_build(const CompileOptions *o, Graph **train, Graph **fwd, Graph 
 bool        cg_choose_checkpoint(CompileOptions *o, const TrainConfig *tc, Diag *d);
 /* Applies "key=value" train-section overrides to g->train. */
 bool        cg_apply_sets(Graph *g, const char *const *sets, Diag *d);
+/* The runtime generated code is built with: its headers' folder and its
+ * static library ($TRAINC_RUNTIME_DIR, $TRAINC_RT_LIB; else an installed
+ * trainc's, PREFIX/share/trainc/runtime and PREFIX/lib/trainc; else the
+ * trees trainc was built in).  `trainc --version` prints both. */
 const char *cg_runtime_dir(void);
 /* The C compiler's flags for generated C besides the optimisation level,
  * NULL-terminated: C11, OpenMP, _GNU_SOURCE, and -fno-trapping-math, which

@@ -29,6 +29,10 @@ add_test(NAME e2e_interrupt
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/interrupt.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
                  ${CMAKE_CURRENT_BINARY_DIR}/e2e_interrupt)
 set_tests_properties(e2e_interrupt PROPERTIES LABELS "e2e" TIMEOUT 120)
+# cmake --install: the installed programs, moved, build with their own runtime.
+add_test(NAME e2e_install
+         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/install.sh ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR} ${CMAKE_CURRENT_BINARY_DIR}/e2e_install)
+set_tests_properties(e2e_install PROPERTIES LABELS "e2e" TIMEOUT 300)
 # The embedding example: its own CMake build against `trainc compile --emit=lib`.
 add_test(NAME e2e_embed
          COMMAND bash -c "rm -rf embed && ${CMAKE_COMMAND} -S ${CMAKE_SOURCE_DIR}/examples/embed -B embed -DTRAINC=$<TARGET_FILE:trainc> >/dev/null && ${CMAKE_COMMAND} --build embed >/dev/null && ./embed/embed embed/mlp.safetensors"

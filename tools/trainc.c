@@ -980,7 +980,7 @@ int main(int argc, char **argv) {
         return stdout_checked(EXIT_OK);
     }
     if (strcmp(c, "--version") == 0) {
-        printf("trainc %s\n", TRAINC_VERSION);
+        printf("trainc %s\nruntime headers: %s\nruntime library: %s\n", TRAINC_VERSION, cg_runtime_dir(), cg_runtime_lib());
         return stdout_checked(EXIT_OK);
     }
     tmp_guard(); /* a Ctrl-C leaves no half-written file */
