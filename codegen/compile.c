@@ -35,14 +35,18 @@ const char *cg_openblas_dir(void) {
     return e ? e : TRAINC_OPENBLAS_DIR;
 }
 
-/* PREFIX/rel in out, PREFIX the folder above the running program's
- * (PREFIX/bin/trainc), when rel (rel/file) is a file there: an installed
- * trainc's runtime (cmake --install puts PREFIX/bin/trainc,
- * PREFIX/share/trainc/runtime/ and PREFIX/lib/trainc/libtrainc_rt.a: moved
- * together, they still find each other).  NULL when it is not (a trainc in
- * its build tree). */
-static const char *installed(char *out, size_t n, const char *rel, const char *file) {
-    char exe[4096], test[4096];
+/* PREFIX, the folder above the running program's (PREFIX/bin/trainc), when
+ * PREFIX/share/trainc/runtime/trainc_rt.h and
+ * PREFIX/lib/trainc/libtrainc_rt.a are both files: an installed trainc
+ * (cmake --install; moved whole, it still finds its runtime).  NULL when
+ * they are not (a trainc in its build tree): the headers and the library
+ * come from one place or the other, never one from each. */
+static const char *installed_prefix(void) {
+    static char prefix[4000];   /* (room for what cg_runtime_dir and cg_runtime_lib append) */
+    static int  known;
+    if (known) return *prefix ? prefix : NULL;
+    known = 1;
+    char exe[4096], a[4200], b[4200];
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (k <= 0) return NULL;
     exe[k] = 0;
@@ -51,10 +55,12 @@ static const char *installed(char *out, size_t n, const char *rel, const char *f
         if (!slash) return NULL;
         *slash = 0;
     }
-    if (snprintf(out, n, "%s/%s", exe, rel) >= (int)n) return NULL;
-    if (snprintf(test, sizeof test, "%s%s%s", out, file ? "/" : "", file ? file : "") >= (int)sizeof test) return NULL;
-    struct stat st;
-    return stat(test, &st) == 0 && S_ISREG(st.st_mode) ? out : NULL;
+    snprintf(a, sizeof a, "%s/share/trainc/runtime/trainc_rt.h", exe);
+    snprintf(b, sizeof b, "%s/lib/trainc/libtrainc_rt.a", exe);
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && S_ISREG(sa.st_mode) && stat(b, &sb) == 0 && S_ISREG(sb.st_mode) && strlen(exe) < sizeof prefix)
+        snprintf(prefix, sizeof prefix, "%s", exe);
+    return *prefix ? prefix : NULL;
 }
 
 /* The runtime generated code is built with: $TRAINC_RUNTIME_DIR (headers)
@@ -62,18 +68,20 @@ static const char *installed(char *out, size_t n, const char *rel, const char *f
  * beside the program, else the source and build trees' it was built in. */
 const char *cg_runtime_dir(void) {
     static char dir[4096];
-    const char *e = getenv("TRAINC_RUNTIME_DIR");
+    const char *e = getenv("TRAINC_RUNTIME_DIR"), *p = installed_prefix();
     if (e && *e) return e;
-    const char *i = installed(dir, sizeof dir, "share/trainc/runtime", "trainc_rt.h");
-    return i ? i : TRAINC_RUNTIME_DIR;
+    if (!p) return TRAINC_RUNTIME_DIR;
+    snprintf(dir, sizeof dir, "%s/share/trainc/runtime", p);
+    return dir;
 }
 
 const char *cg_runtime_lib(void) {
     static char lib[4096];
-    const char *e = getenv("TRAINC_RT_LIB");
+    const char *e = getenv("TRAINC_RT_LIB"), *p = installed_prefix();
     if (e && *e) return e;
-    const char *i = installed(lib, sizeof lib, "lib/trainc/libtrainc_rt.a", NULL);
-    return i ? i : TRAINC_RT_LIB;
+    if (!p) return TRAINC_RT_LIB;
+    snprintf(lib, sizeof lib, "%s/lib/trainc/libtrainc_rt.a", p);
+    return lib;
 }
 
 /* g after dead-code elimination; NULL (g freed) when the pass fails.

@@ -22,6 +22,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,8 +126,8 @@ static int parse_args(int argc, char **argv, Args *a, char *err, size_t errn) {
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         if (!val) return rt_fail(err, errn, "--%s needs a value (%s)", f->name, f->arg);
         if (!eq && is_flag(val)) /* "--save --quiet": a file named --quiet is a flag forgotten */
-            return rt_fail(err, errn, "--%s needs a value (%s), not the flag %s (write --%s=%s for a file of that name)", f->name, f->arg, val,
-                           f->name, val);
+            return rt_fail(err, errn, "--%s needs a value (%s), not the flag %s (write --%s=%s for %s)", f->name, f->arg, val, f->name, val,
+                           strcmp(f->arg, "FILE") == 0 ? "a file of that name" : "that value");
         if (f->type == F_STR) {
             if (!*val && strcmp(f->arg, "FILE") == 0) return rt_fail(err, errn, "--%s: the path is empty", f->name);
             *(const char **)(void *)field = val;
@@ -271,29 +272,63 @@ typedef struct Run {
     char        err[RT_ERRN];
 } Run;
 
-/* SIGINT and SIGTERM while trn_main runs: the first is noted and the run
- * stops between two steps (stopped(), which saves with --save); a second
- * one, a second or more after it, kills the program as the signal would
- * have.  One sooner is the same request sent twice: timeout(1) signals the
- * program and then its process group, a shell script's kill may reach it
- * along with the group's.  A signal ignored when trn_main starts (nohup, a
- * background job of a shell) stays ignored. */
-static volatile sig_atomic_t rt_signal;
-static struct timespec       rt_signal_at;   /* when rt_signal came (CLOCK_MONOTONIC) */
+/* SIGINT and SIGTERM while trn_main runs: the first is noted (and said,
+ * unless --quiet) and the run stops between two steps (stopped(), which
+ * saves with --save); a second one, a second or more after it, kills the
+ * program as the signal would have, once the checkpoint being written (if
+ * any) is whole.  One sooner is the same request sent twice: timeout(1)
+ * signals the program and then its process group, a shell script's kill
+ * may reach it along with the group's.  Any thread may run the handler
+ * (OpenMP's and OpenBLAS's do not block the signals), two at once: the
+ * state is lock-free atomics, the first one the one that sets rt_signal.
+ * A signal ignored when trn_main starts (nohup, a background job of a
+ * shell) stays ignored. */
+static atomic_int   rt_signal;      /* the first signal, or 0 */
+static atomic_ulong rt_signal_ms;   /* when it came (CLOCK_MONOTONIC, ms, modulo the type's range) */
+static atomic_int   rt_saving;      /* a checkpoint is being written (save_now) */
+static atomic_int   rt_deferred;    /* the signal that ends the program when it is written */
+static atomic_int   rt_sampling;    /* 1 once the run samples (which of rt_stop_msg) */
+static char         rt_stop_msg[2][2][600];   /* said at the first SIGINT, SIGTERM [training, sampling] (write: async-signal-safe) */
+static size_t       rt_stop_len[2][2];
 
 static const char *sig_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 
 static void on_signal(int sig) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);   /* (async-signal-safe) */
-    if (rt_signal) {
-        if ((now.tv_sec - rt_signal_at.tv_sec) + (now.tv_nsec - rt_signal_at.tv_nsec) * 1e-9 < 1) return; /* the first again */
-        signal(sig, SIG_DFL);   /* the second: as if there were no handler */
-        raise(sig);
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);   /* (async-signal-safe) */
+    unsigned long ms = (unsigned long)t.tv_sec * 1000 + (unsigned long)t.tv_nsec / 1000000;
+    int none = 0;
+    if (atomic_load(&rt_signal) == 0) {
+        atomic_store(&rt_signal_ms, ms);
+        if (atomic_compare_exchange_strong(&rt_signal, &none, sig)) {
+            int k = sig == SIGTERM, p = atomic_load(&rt_sampling) != 0;
+            if (rt_stop_len[k][p] && write(2, rt_stop_msg[k][p], rt_stop_len[k][p]) < 0) {}
+            return;
+        }
+    }
+    if (ms - atomic_load(&rt_signal_ms) < 1000) return; /* the first again (unsigned: across a wrap too) */
+    if (atomic_load(&rt_saving)) { /* after the checkpoint under way (save_now) */
+        atomic_store(&rt_deferred, sig);
         return;
     }
-    rt_signal_at = now;
-    rt_signal = sig;
+    signal(sig, SIG_DFL);   /* the second: as if there were no handler */
+    raise(sig);
+}
+
+/* What the first signal says (on_signal), unless --quiet: while the run
+ * trains (or starts), and while it samples. */
+static void set_stop_msgs(const Run *r) {
+    for (int k = 0; k < 2; k++)
+        for (int p = 0; p < 2; p++) {
+            int n = r->a.quiet ? 0
+                               : snprintf(rt_stop_msg[k][p], sizeof rt_stop_msg[k][p],
+                                          "%s%s: %s: %s (another signal, a second or more from now, ends the program at once)\n",
+                                          r->tty ? "\n" : "", r->prog, k ? "SIGTERM" : "SIGINT",
+                                          p ? "stopping the sample"
+                                          : r->a.save ? "stopping after the step under way, then saving it"
+                                                      : "stopping after the step under way");
+            rt_stop_len[k][p] = n > 0 && (size_t)n < sizeof rt_stop_msg[k][p] ? (size_t)n : 0;
+        }
 }
 
 static int fail(Run *r, const char *fmt, ...) RT_PRINTF(2, 3);
@@ -615,15 +650,19 @@ static int evaluate(Run *r, int64_t step) {
 static int save_now(Run *r, char path[4096]) {
     save_path(path, 4096, r->a.save, r->s->step);
     if (r->train) r->s->data_pos = rt_data_pos(r->train);
-    /* SIGINT and SIGTERM wait for the checkpoint (a second Ctrl-C while
-     * stopped() saves would leave PATH.PID.tmp behind) */
-    sigset_t stop, old;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    /* a second SIGINT or SIGTERM waits for the checkpoint (on_signal):
+     * ending the program in the middle would leave PATH.PID.tmp behind */
+    atomic_store(&rt_saving, 1);
     int rc = trn_save(r->s, path, 1);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    atomic_store(&rt_saving, 0);
+    int late = atomic_exchange(&rt_deferred, 0);
+    if (late) {   /* a second signal came while it was written */
+        end_line(r);
+        if (rc == 0) fprintf(stderr, "%s: %s: ended at once, once %s was written whole\n", r->prog, sig_name(late), path);
+        else fprintf(stderr, "%s: %s: ended at once (the save of %s failed: %s)\n", r->prog, sig_name(late), path, trn_error(r->s));
+        signal(late, SIG_DFL);
+        raise(late);
+    }
     if (rc != 0) {
         snprintf(r->failed_save, sizeof r->failed_save, "%s", path);
         return fail(r, "%s", trn_error(r->s));
@@ -744,8 +783,8 @@ static int train(Run *r) {
     int tsk0 = trn_find(s, "amp.skipped");
     if (tsk0 >= 0 && rt_get_scalar(s, tsk0, &skipped_before) != 0) skipped_before = -1;
     for (int64_t step = first; step <= s->total; step++) {
-        if (rt_signal) {
-            r->signal = rt_signal;
+        if (atomic_load(&rt_signal)) {
+            r->signal = atomic_load(&rt_signal);
             return -1;
         }
         double t0 = rt_now();
@@ -843,9 +882,9 @@ static int parse_prompt(Run *r, int64_t V) {
         return 0;
     }
     for (;;) {
-        p += strspn(p, " ,\t\n");
+        p += strspn(p, " ,\t\r\n");
         if (!*p) break;
-        size_t k = strcspn(p, " ,\t\n");
+        size_t k = strcspn(p, " ,\t\r\n");
         char word[32];
         int64_t id;
         snprintf(word, sizeof word, "%.*s", (int)(k < 31 ? k : 31), p);
@@ -853,7 +892,8 @@ static int parse_prompt(Run *r, int64_t V) {
             return fail(r, "--prompt: '%.*s' is not a token id (the vocabulary of %" PRId64 " tokens is not bytes: the prompt is token ids, "
                            "separated by spaces or commas)", (int)(k < 40 ? k : 40), p, V);
         if (id >= V)
-            return fail(r, "--prompt: token %" PRId64 " (the prompt's token %" PRId64 ") is not below the vocabulary's %" PRId64, id, r->nprompt + 1, V);
+            return fail(r, "--prompt: token %" PRId64 " (the prompt's token %" PRId64 ") is not one the model reads (0 to %" PRId64 ")", id,
+                        r->nprompt + 1, V - 1);
         r->prompt[r->nprompt++] = (int32_t)id;
         p += k;
     }
@@ -908,13 +948,14 @@ static int sample(Run *r, int32_t first) {
         memcpy(ctx, r->prompt + (r->nprompt - len), (size_t)len * sizeof *ctx);
     }
     uint64_t stream = rng_name_stream("sample");
+    atomic_store(&rt_sampling, 1);   /* (what a signal says: on_signal) */
     if (!r->a.quiet) {
         end_line(r);
         fprintf(stderr, "sample (%" PRId64 " tokens):\n", r->a.sample);
     }
     for (int64_t i = 0; i < r->a.sample; i++) {
-        if (rt_signal) {   /* a long sample is cut short, as training is */
-            r->signal = rt_signal;
+        if (atomic_load(&rt_signal)) {   /* a long sample is cut short, as training is */
+            r->signal = atomic_load(&rt_signal);
             r->reported = 1;
             end_line(r);
             fprintf(stderr, "%s: stopped by %s after %" PRId64 " token%s of the sample\n", r->prog, sig_name(r->signal), i, i == 1 ? "" : "s");
@@ -967,6 +1008,7 @@ static int sample(Run *r, int32_t first) {
 
 static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     Args *a = &r->a;
+    set_stop_msgs(r);
     /* the session */
     TrnOptions opt = {a->device, (int)a->threads, a->given_seed ? a->seed : -1, (int)a->poison};
     char e[RT_ERRN];
@@ -1148,7 +1190,10 @@ int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
     sigaddset(&on.sa_mask, SIGINT);
     sigaddset(&on.sa_mask, SIGTERM);
     int took[2] = {0, 0};
-    rt_signal = 0;
+    atomic_store(&rt_signal, 0);
+    atomic_store(&rt_deferred, 0);
+    atomic_store(&rt_sampling, 0);
+    memset(rt_stop_len, 0, sizeof rt_stop_len);
     for (int i = 0; i < 2; i++)
         if (sigaction(stop_sigs[i], NULL, &old_stop[i]) == 0 && old_stop[i].sa_handler != SIG_IGN)
             took[i] = sigaction(stop_sigs[i], &on, NULL) == 0;

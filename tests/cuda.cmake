@@ -13,6 +13,21 @@ if(TARGET trainc)
   trainc_filecheck_test(${CMAKE_SOURCE_DIR}/tests/cuda/f64_bias.model)
   set_property(TEST tests_cuda_f64_bias_model APPEND PROPERTY LABELS cuda)
 endif()
+# (these two need no toolkit: they run without one too)
+# tests/gpu/run.sh itself (the one GPU call): its parsing, table, Goal line
+# and time budget, with stand-ins for the GPU's programs
+add_test(NAME gpu_script
+         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu/selftest.sh ${CMAKE_CURRENT_BINARY_DIR}/gpu-script)
+set_tests_properties(gpu_script PROPERTIES LABELS cuda TIMEOUT 240)
+# the benchmark's PyTorch reference (bench/gpt2_torch.py) and the ceilings'
+# measurement (tests/gpu/ceilings.py) on the CPU at a
+# tiny size: it runs, prints what run.sh parses, and builds trainc's GPT-2
+# (skips where no python3 imports torch)
+if(TARGET trainc)
+  add_test(NAME gpu_torch_smoke COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu/torch_smoke.sh $<TARGET_FILE:trainc>)
+  set_tests_properties(gpu_torch_smoke PROPERTIES LABELS cuda TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()
+
 if(NOT CUDAToolkit_FOUND)
   message(STATUS "trainc: no CUDA toolkit: the CUDA tests are not built")
   return()
@@ -428,16 +443,3 @@ add_test(NAME cuda_cache
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/cache.sh $<TARGET_FILE:trainc> ${CMAKE_CURRENT_BINARY_DIR}/cuda-cache-test)
 set_tests_properties(cuda_cache PROPERTIES LABELS cuda TIMEOUT 300)
 
-# tests/gpu/run.sh itself (the one GPU call): its parsing, table, Goal line
-# and time budget, with stand-ins for the GPU's programs
-add_test(NAME gpu_script
-         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu/selftest.sh ${CMAKE_CURRENT_BINARY_DIR}/gpu-script)
-set_tests_properties(gpu_script PROPERTIES LABELS cuda TIMEOUT 240)
-# the benchmark's PyTorch reference (bench/gpt2_torch.py) and the ceilings'
-# measurement (tests/gpu/ceilings.py) on the CPU at a
-# tiny size: it runs, prints what run.sh parses, and builds trainc's GPT-2
-# (skips where no python3 imports torch)
-if(TARGET trainc)
-  add_test(NAME gpu_torch_smoke COMMAND bash ${CMAKE_SOURCE_DIR}/tests/gpu/torch_smoke.sh $<TARGET_FILE:trainc>)
-  set_tests_properties(gpu_torch_smoke PROPERTIES LABELS cuda TIMEOUT 300 SKIP_RETURN_CODE 77)
-endif()

@@ -379,7 +379,9 @@ static int runtime_flag(Opts *o, int argc, char **argv, int *i) {
             flag = fn[1] == '-' ? strlen(fn) == vn && strncmp(fn, val, vn) == 0   /* --stats, --pad-multiple=64 */
                                 : applies(&flags[k], "run") && strncmp(fn, val, 2) == 0 && (val[2] == 0 || flags[k].arg); /* -v; -D, -DNAME=VALUE */
         }
-        if (flag) return usage_error(o->cmd, "option '%s' needs a value (%s), not the option %s (%s=%s names a file of that name)", f->name, f->arg, val, f->name, val);
+        if (flag)
+            return usage_error(o->cmd, "option '%s' needs a value (%s), not the option %s (%s=%s %s)", f->name, f->arg, val, f->name, val,
+                               strcmp(f->arg, "FILE") == 0 ? "names a file of that name" : "is that value");
     }
     int64_t iv;
     double dv;

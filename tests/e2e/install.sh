@@ -23,14 +23,21 @@ p=$dir/moved
 "$p/bin/trainc" --version > version.txt || fail "--version"
 grep -qx "runtime headers: $p/share/trainc/runtime" version.txt && grep -qx "runtime library: $p/lib/trainc/libtrainc_rt.a" version.txt ||
   { cat version.txt; fail "the moved trainc does not build with its installed runtime"; }
-# a mark in the installed header shows in what --emit=lib copies
+# marks in the installed header and library show in what --emit=lib copies
 mkdir lib
 echo '/* the installed copy */' >> "$p/share/trainc/runtime/trainc_rt.h"
+echo 'int trainc_installed_copy;' > mark.c && cc -c mark.c -o installed_mark.o && ar q "$p/lib/trainc/libtrainc_rt.a" installed_mark.o ||
+  fail "cannot mark the installed library"
 "$p/bin/trainc" compile "$p/share/trainc/examples/mlp.model" --emit=lib -o lib/mlp 2> lib.log || { cat lib.log; fail "--emit=lib"; }
 grep -q "the installed copy" lib/trainc_rt.h || fail "--emit=lib copied another trainc_rt.h"
-cmp -s lib/libtrainc_rt.a "$p/lib/trainc/libtrainc_rt.a" || fail "--emit=lib copied another libtrainc_rt.a"
-# TRAINC_RUNTIME_DIR still wins
+ar t lib/libtrainc_rt.a | grep -qx installed_mark.o || fail "--emit=lib copied another libtrainc_rt.a"
+# TRAINC_RUNTIME_DIR and TRAINC_RT_LIB still win
 TRAINC_RUNTIME_DIR=/elsewhere "$p/bin/trainc" --version | grep -qx "runtime headers: /elsewhere" || fail "TRAINC_RUNTIME_DIR is not taken"
+TRAINC_RT_LIB=/elsewhere.a "$p/bin/trainc" --version | grep -qx "runtime library: /elsewhere.a" || fail "TRAINC_RT_LIB is not taken"
+# the headers and the library from one place: with the library gone, the build trees' both
+mv "$p/lib/trainc/libtrainc_rt.a" lib.a
+"$p/bin/trainc" --version | grep -q "runtime headers: $p" && fail "installed headers taken without the installed library"
+mv lib.a "$p/lib/trainc/libtrainc_rt.a"
 
 # a training executable, from the installed programs alone
 for _ in $(seq 400); do echo 'to be, or not to be: that is the question.'; done > text.txt

@@ -38,9 +38,16 @@ done
 cmp k1.txt k0.txt || fail "padded and unpadded samples with --prompt --top-k differ"
 [ "$(wc -w < k1.txt)" -eq 30 ] || { cat k1.txt; fail "--prompt: no sample of 30 tokens"; }
 [ "$(tr ' ' '\n' < k1.txt | sort -un | tail -1)" -lt 61 ] || fail "a token past the vocabulary was drawn"
+# a prompt longer than T (16): its last 16 tokens (not its first 16: that sample differs)
+long="50 51 52 53 54 55 56 57 32 49 50 32 49 51 32 49 52 32 49 53"
+./prim1 --resume ck1.st --quiet --sample 12 --temperature 0 --prompt "$long" > l20.txt || fail "a prompt of 20 tokens"
+./prim1 --resume ck1.st --quiet --sample 12 --temperature 0 --prompt "$(echo $long | cut -d" " -f5-20)" > l16.txt || fail "its last 16 tokens"
+./prim1 --resume ck1.st --quiet --sample 12 --temperature 0 --prompt "$(echo $long | cut -d' ' -f1-16)" > f16.txt || fail "its first 16 tokens"
+cmp -s l20.txt l16.txt || fail "a prompt of 20 tokens is not its last 16: $(cat l20.txt) vs $(cat l16.txt)"
+cmp -s l16.txt f16.txt && fail "the test cannot tell the last 16 tokens from the first 16 (the same sample)"
 ./prim1 --resume ck1.st --sample 3 --prompt "49 x" > /dev/null 2> bad.txt && fail "--prompt '49 x' was taken"
 grep -qF "error: --prompt: 'x' is not a token id (the vocabulary of 61 tokens is not bytes: the prompt is token ids, separated by spaces or commas)" bad.txt ||
   { cat bad.txt; fail "--prompt '49 x': message"; }
 ./prim1 --resume ck1.st --sample 3 --prompt "49 61" > /dev/null 2> bad.txt && fail "--prompt '49 61' was taken"
-grep -qF "error: --prompt: token 61 (the prompt's token 2) is not below the vocabulary's 61" bad.txt || { cat bad.txt; fail "--prompt '49 61': message"; }
+grep -qF "error: --prompt: token 61 (the prompt's token 2) is not one the model reads (0 to 60)" bad.txt || { cat bad.txt; fail "--prompt '49 61': message"; }
 echo "padded head: the same 20 losses, the same 40 sampled tokens and 30 with a prompt and top-k as unpadded"

@@ -4,7 +4,9 @@
  *   --write-test-tokens FILE N [SEED]   writes N tokens of test text
  *   --slow-steps MS FLAGS...            trn_main with FLAGS on the CPU
  *                                       backend, each micro-step MS ms
- *                                       longer (a signal during a step) */
+ *                                       longer (a signal during a step)
+ *   --slow-saves MS FLAGS...            each read of a parameter MS ms
+ *                                       longer (a signal during a save) */
 #include "bigram.h"
 
 #include <errno.h>
@@ -20,16 +22,24 @@
 static TrnBackend cpu;
 static long       slow_ms;
 
+static void pause_ms(long ms) { /* the whole pause, signals or not */
+    struct timespec t = {ms / 1000, ms % 1000 * 1000000L};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {}
+}
+
 static int slow_run(void *self, TrnRun which, char *err, size_t errn) {
-    if (which == TRN_RUN_MICRO) { /* the whole pause, signals or not */
-        struct timespec t = {slow_ms / 1000, slow_ms % 1000 * 1000000L};
-        while (nanosleep(&t, &t) != 0 && errno == EINTR) {}
-    }
+    if (which == TRN_RUN_MICRO) pause_ms(slow_ms);
     return cpu.run(self, which, err, errn);
 }
 
+static int slow_read(void *self, int tensor, void *dst, char *err, size_t errn) {
+    if (BIGRAM_MODEL.tensors[tensor].kind == TRN_PARAM) pause_ms(slow_ms);
+    return cpu.read(self, tensor, dst, err, errn);
+}
+
 int main(int argc, char **argv) {
-    if (argc >= 3 && strcmp(argv[1], "--slow-steps") == 0) {
+    int steps = argc >= 3 && strcmp(argv[1], "--slow-steps") == 0, saves = argc >= 3 && strcmp(argv[1], "--slow-saves") == 0;
+    if (steps || saves) {
         char err[512];
         slow_ms = atol(argv[2]);
         if (trn_cpu_backend(&BIGRAM_MODEL, &cpu, err, sizeof err) != 0) {
@@ -37,7 +47,8 @@ int main(int argc, char **argv) {
             return 1;
         }
         TrnBackend be = cpu;
-        be.run = slow_run;
+        if (steps) be.run = slow_run;
+        else be.read = slow_read;
         argv[2] = argv[0];
         return trn_main(argc - 2, argv + 2, &BIGRAM_MODEL, &be);
     }

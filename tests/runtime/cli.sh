@@ -200,6 +200,8 @@ check "the program is intact" cmp -s "$exe" "$dir/prog"
 out_error "--save --quiet" "error: --save needs a value (FILE), not the flag --quiet (write --save=--quiet for a file of that name)" \
   --save --quiet
 check "no file named --quiet" test ! -e ./--quiet -a ! -e "$dir/--quiet"
+out_error "--prompt --quiet" "error: --prompt needs a value (TEXT), not the flag --quiet (write --prompt=--quiet for that value)" \
+  --sample 3 --prompt --quiet
 # numbers past their range say so; --steps stops at 2^53
 out_error "--steps past 64 bits" "error: --steps: '99999999999999999999' is too large for a 64-bit integer" --steps 99999999999999999999
 out_error "--lr past a double" "error: --lr: '1e400' is out of range for a double" --lr 1e400
@@ -350,17 +352,34 @@ started "$dir/twice.txt"
 kill -TERM $pid; sleep 0.2; kill -TERM $pid; wait $pid
 check "two SIGTERMs 0.2 s apart: exit 143" test $? -eq 143
 check "two SIGTERMs 0.2 s apart: the run stopped and saved" grep -qE "stopped by SIGTERM at step [0-9]+ of 1000: saved .*twice.st" "$dir/twice.txt"
-"$exe" --slow-steps 3000 --data "$dir/train.bin" --steps 1000 --save "$dir/kill.st" 2> "$dir/kill.txt" &
+"$exe" --slow-steps 20000 --data "$dir/train.bin" --steps 1000 --save "$dir/kill.st" 2> "$dir/kill.txt" &
 pid=$!
 started "$dir/kill.txt"
 kill -TERM $pid; sleep 1.5; kill -TERM $pid; wait $pid
 check "a second SIGTERM 1.5 s later: exit 143" test $? -eq 143
 check "a second SIGTERM 1.5 s later: ended in its step" test ! -e "$dir/kill.st" -a "$(grep -c stopped "$dir/kill.txt")" -eq 0
+check "the first SIGTERM is said" grep -qxF "rt_bigram: SIGTERM: stopping after the step under way, then saving it (another signal, a second or more from now, ends the program at once)" "$dir/kill.txt"
+# a second signal while the checkpoint is written (--slow-saves: 3 s) ends
+# the program once it is whole: no PATH.PID.tmp left
+"$exe" --slow-saves 3000 --data "$dir/train.bin" --steps 100000000 --save "$dir/ws.st" 2> "$dir/ws.txt" &
+pid=$!
+started "$dir/ws.txt"
+kill -TERM $pid
+for _ in $(seq 400); do compgen -G "$dir/ws.st.*.tmp" > /dev/null && break; sleep 0.05; done
+sleep 1.1; kill -TERM $pid; wait $pid
+check "a second SIGTERM during the save: exit 143" test $? -eq 143
+check "a second SIGTERM during the save: said" grep -qxF "rt_bigram: SIGTERM: ended at once, once $dir/ws.st was written whole" "$dir/ws.txt"
+check "a second SIGTERM during the save: no temporary file" test -z "$(compgen -G "$dir/ws.st.*.tmp")"
+"$exe" --resume "$dir/ws.st" --steps 0 --quiet > /dev/null 2>&1
+check "a second SIGTERM during the save: the checkpoint loads" test $? -eq 0
 # a long sample is cut short: said, its text ended by one newline
 timeout -s INT --preserve-status 1 "$exe" --data "$dir/train.bin" --steps 2 --sample 100000000000 --quiet > "$dir/ssig.out" 2> "$dir/ssig.txt"
 check "SIGINT during --sample: exit 130" test $? -eq 130
 check "SIGINT during --sample: said" grep -qE "stopped by SIGINT after [0-9]+ tokens of the sample$" "$dir/ssig.txt"
 check "SIGINT during --sample: the text ends with a newline" test "$(tail -c 1 "$dir/ssig.out" | od -An -c | tr -d ' ')" = '\n'
+check "SIGINT during --sample, --quiet: the signal is not said" test "$(grep -c stopping "$dir/ssig.txt")" -eq 0
+timeout -s INT --preserve-status 1 "$exe" --data "$dir/train.bin" --steps 2 --sample 100000000000 > /dev/null 2> "$dir/ssig2.txt"
+check "SIGINT during --sample: the signal is said" grep -qxF "rt_bigram: SIGINT: stopping the sample (another signal, a second or more from now, ends the program at once)" "$dir/ssig2.txt"
 # an ignored SIGINT (nohup) stays ignored: the run goes on
 rm -f "$dir/ign.jsonl"
 (trap '' INT
