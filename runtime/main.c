@@ -285,7 +285,7 @@ typedef struct Run {
  * shell) stays ignored. */
 static atomic_int   rt_signal;      /* the first signal, or 0 */
 static atomic_ulong rt_signal_ms;   /* when it came (CLOCK_MONOTONIC, ms, modulo the type's range) */
-static atomic_int   rt_saving;      /* a checkpoint is being written (save_now) */
+static atomic_int   rt_saving;      /* 1: a checkpoint is being written (save_now); 2: a handler ends the program */
 static atomic_int   rt_deferred;    /* the signal that ends the program when it is written */
 static atomic_int   rt_sampling;    /* 1 once the run samples (which of rt_stop_msg) */
 static char         rt_stop_msg[2][2][600];   /* said at the first SIGINT, SIGTERM [training, sampling] (write: async-signal-safe) */
@@ -306,12 +306,16 @@ static void on_signal(int sig) {
             return;
         }
     }
-    if (ms - atomic_load(&rt_signal_ms) < 1000) return; /* the first again (unsigned: across a wrap too) */
-    if (atomic_load(&rt_saving)) { /* after the checkpoint under way (save_now) */
-        atomic_store(&rt_deferred, sig);
-        return;
-    }
-    signal(sig, SIG_DFL);   /* the second: as if there were no handler */
+    /* the first again: (long), as another thread's handler may have taken
+     * its time a little later than this one (and across a wrap) */
+    if ((long)(ms - atomic_load(&rt_signal_ms)) < 1000) return;
+    /* the second: as if there were no handler, but for a checkpoint being
+     * written: noted first, then claimed, so that save_now either sees it
+     * when the write is done or does not start one */
+    atomic_store(&rt_deferred, sig);
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&rt_saving, &idle, 2)) return;
+    signal(sig, SIG_DFL);
     raise(sig);
 }
 
@@ -652,7 +656,9 @@ static int save_now(Run *r, char path[4096]) {
     if (r->train) r->s->data_pos = rt_data_pos(r->train);
     /* a second SIGINT or SIGTERM waits for the checkpoint (on_signal):
      * ending the program in the middle would leave PATH.PID.tmp behind */
-    atomic_store(&rt_saving, 1);
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&rt_saving, &idle, 1))
+        for (;;) pause();   /* a handler is ending the program: no write to leave half done */
     int rc = trn_save(r->s, path, 1);
     atomic_store(&rt_saving, 0);
     int late = atomic_exchange(&rt_deferred, 0);
@@ -1008,7 +1014,6 @@ static int sample(Run *r, int32_t first) {
 
 static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     Args *a = &r->a;
-    set_stop_msgs(r);
     /* the session */
     TrnOptions opt = {a->device, (int)a->threads, a->given_seed ? a->seed : -1, (int)a->poison};
     char e[RT_ERRN];
@@ -1192,13 +1197,18 @@ int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
     int took[2] = {0, 0};
     atomic_store(&rt_signal, 0);
     atomic_store(&rt_deferred, 0);
+    atomic_store(&rt_saving, 0);
     atomic_store(&rt_sampling, 0);
-    memset(rt_stop_len, 0, sizeof rt_stop_len);
+    /* the flags first: what the first signal says is in place before a
+     * handler can read it (one during the parse ends the program as usual) */
+    int parsed = parse_args(argc, argv, a, r->err, sizeof r->err);
+    if (parsed == 0) set_stop_msgs(r);
+    else memset(rt_stop_len, 0, sizeof rt_stop_len);
     for (int i = 0; i < 2; i++)
         if (sigaction(stop_sigs[i], NULL, &old_stop[i]) == 0 && old_stop[i].sa_handler != SIG_IGN)
             took[i] = sigaction(stop_sigs[i], &on, NULL) == 0;
     int status = 0;
-    if (parse_args(argc, argv, a, r->err, sizeof r->err) != 0) {
+    if (parsed != 0) {
         fprintf(stderr, "%s: error: %s\n(run %s --help for the flags)\n", r->prog, r->err, r->prog);
         status = 1;
     } else if (a->help) {

@@ -343,16 +343,17 @@ check "SIGTERM without --save: said" grep -qE "stopped by SIGTERM at step [0-9]+
 # the same signal twice within a second (timeout(1) signals the program and
 # its process group): the first, stopped and saved; a second signal a
 # second or more after the first ends the program at once, in the middle
-# of its step (--slow-steps: each step 400 ms, 3 s longer).  SIGTERM: a
-# background job of this shell starts with SIGINT ignored
-started() { for _ in $(seq 600); do grep -q "^data .*tokens" "$1" 2> /dev/null && return 0; sleep 0.05; done; return 1; }
+# of its step (--slow-steps: each step 400 ms, 6 s longer; the signals
+# come after step 1, in step 2).  SIGTERM: a background job of this shell
+# starts with SIGINT ignored
+started() { for _ in $(seq 1200); do grep -q "^step " "$1" 2> /dev/null && return 0; sleep 0.05; done; return 1; }   # step 1 done
 "$exe" --slow-steps 400 --data "$dir/train.bin" --steps 1000 --save "$dir/twice.st" 2> "$dir/twice.txt" &
 pid=$!
 started "$dir/twice.txt"
 kill -TERM $pid; sleep 0.2; kill -TERM $pid; wait $pid
 check "two SIGTERMs 0.2 s apart: exit 143" test $? -eq 143
 check "two SIGTERMs 0.2 s apart: the run stopped and saved" grep -qE "stopped by SIGTERM at step [0-9]+ of 1000: saved .*twice.st" "$dir/twice.txt"
-"$exe" --slow-steps 20000 --data "$dir/train.bin" --steps 1000 --save "$dir/kill.st" 2> "$dir/kill.txt" &
+"$exe" --slow-steps 6000 --data "$dir/train.bin" --steps 1000 --save "$dir/kill.st" 2> "$dir/kill.txt" &
 pid=$!
 started "$dir/kill.txt"
 kill -TERM $pid; sleep 1.5; kill -TERM $pid; wait $pid
@@ -378,8 +379,11 @@ check "SIGINT during --sample: exit 130" test $? -eq 130
 check "SIGINT during --sample: said" grep -qE "stopped by SIGINT after [0-9]+ tokens of the sample$" "$dir/ssig.txt"
 check "SIGINT during --sample: the text ends with a newline" test "$(tail -c 1 "$dir/ssig.out" | od -An -c | tr -d ' ')" = '\n'
 check "SIGINT during --sample, --quiet: the signal is not said" test "$(grep -c stopping "$dir/ssig.txt")" -eq 0
-timeout -s INT --preserve-status 1 "$exe" --data "$dir/train.bin" --steps 2 --sample 100000000000 > /dev/null 2> "$dir/ssig2.txt"
-check "SIGINT during --sample: the signal is said" grep -qxF "rt_bigram: SIGINT: stopping the sample (another signal, a second or more from now, ends the program at once)" "$dir/ssig2.txt"
+"$exe" --data "$dir/train.bin" --steps 2 --sample 100000000000 > /dev/null 2> "$dir/ssig2.txt" &
+pid=$!
+for _ in $(seq 1200); do grep -q "^sample (" "$dir/ssig2.txt" 2> /dev/null && break; sleep 0.05; done
+kill -TERM $pid; wait $pid
+check "SIGTERM during --sample: the signal is said" grep -qxF "rt_bigram: SIGTERM: stopping the sample (another signal, a second or more from now, ends the program at once)" "$dir/ssig2.txt"
 # an ignored SIGINT (nohup) stays ignored: the run goes on
 rm -f "$dir/ign.jsonl"
 (trap '' INT
