@@ -63,25 +63,27 @@ static const char *installed_prefix(void) {
     return *prefix ? prefix : NULL;
 }
 
+/* $env when set, else PREFIX/rel of an installed trainc (in buf), else
+ * `built`, the path it was built with. */
+static const char *runtime_path(const char *env, const char *rel, const char *built, char *buf, size_t n) {
+    const char *e = getenv(env), *p = installed_prefix();
+    if (e && *e) return e;
+    if (!p) return built;
+    snprintf(buf, n, "%s/%s", p, rel);
+    return buf;
+}
+
 /* The runtime generated code is built with: $TRAINC_RUNTIME_DIR (headers)
  * and $TRAINC_RT_LIB (the library) when set, else the installed ones
  * beside the program, else the source and build trees' it was built in. */
 const char *cg_runtime_dir(void) {
     static char dir[4096];
-    const char *e = getenv("TRAINC_RUNTIME_DIR"), *p = installed_prefix();
-    if (e && *e) return e;
-    if (!p) return TRAINC_RUNTIME_DIR;
-    snprintf(dir, sizeof dir, "%s/share/trainc/runtime", p);
-    return dir;
+    return runtime_path("TRAINC_RUNTIME_DIR", "share/trainc/runtime", TRAINC_RUNTIME_DIR, dir, sizeof dir);
 }
 
 const char *cg_runtime_lib(void) {
     static char lib[4096];
-    const char *e = getenv("TRAINC_RT_LIB"), *p = installed_prefix();
-    if (e && *e) return e;
-    if (!p) return TRAINC_RT_LIB;
-    snprintf(lib, sizeof lib, "%s/lib/trainc/libtrainc_rt.a", p);
-    return lib;
+    return runtime_path("TRAINC_RT_LIB", "lib/trainc/libtrainc_rt.a", TRAINC_RT_LIB, lib, sizeof lib);
 }
 
 /* g after dead-code elimination; NULL (g freed) when the pass fails.
