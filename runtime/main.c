@@ -1019,7 +1019,12 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     char e[RT_ERRN];
     /* a backend given (trainc run's interpreter) runs where it runs */
     if (be && strcmp(a->device, "cuda") == 0 && (!be->name || strcmp(be->name, "cuda") != 0))
+    {
+        if (be->name && strcmp(be->name, "interp") == 0)
+            return fail(r, "--device cuda: the interpreter runs on the CPU; to train on a GPU, compile with "
+                           "`trainc compile --target=cuda` and run the executable with --device cuda");
         return fail(r, "--device cuda: this program trains on the backend it was given (%s)", be->name ? be->name : "?");
+    }
     r->be_taken = be != NULL;
     r->s = be ? trn_create_with_backend(m, *be, &opt, e, sizeof e) : trn_create(m, &opt, e, sizeof e);
     if (!r->s) return fail(r, "%s", e);
