@@ -729,6 +729,16 @@ Program *cg_build(const CompileOptions *o, Graph **train_out, Graph **fwd_out, G
 
 int cg_compile(const CompileOptions *o, Diag *d) {
     Graph *train = NULL, *eval = NULL, *sample = NULL;
+    /* a compile that will need NVRTC finds it before the passes run, so a
+     * machine without one hears that alone, not the passes' notes first */
+    bool kernels_only = o->emit && strcmp(o->emit, "kernels") == 0;
+    if (o->target && strcmp(o->target, "cuda") == 0 && !kernels_only && !(o->report && !o->out && !o->emit)) {
+        char err[2400];
+        if (!cg_nvrtc_open(err, sizeof err)) {
+            error_at(d, NOLOC, "%s", err);
+            return 1;
+        }
+    }
     Program *p = cg_build(o, &train, &eval, &sample, d);
     if (!p) return 1;
     int rc = 0;
