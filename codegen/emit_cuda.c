@@ -1038,9 +1038,11 @@ static void gemm_desc(Emit *e, Kernel *k, TrnCudaGemm *g) {
  * bias included).  With a GELU: c = gelu(aux [+ bias]) (aux, when the
  * pre-activation is kept, is where the product then went, and gets the
  * bias; else c itself), or c = gelu_grad(c, aux); a bias alone: c += bias.
- * The bias is a row of N, read at column i % N of the one product (a
- * batched product's bias has no such kernel: cg_cuda_emit).  No
- * __restrict__: c may be aux. */
+ * The bias is a row of N, read at column i % N: a batched product's C
+ * is contiguous (only a product that is not batched accumulates into
+ * another tensor's view: lower_matmul), so one loop over its M·N·batch
+ * elements covers every product (a batched product has no GELU
+ * epilogue).  No __restrict__: c may be aux. */
 static void emit_gemm_epilogue(Emit *e, Kernel *k, CuKern *r) {
     Program *p = e->p;
     GemmInfo *gi = &k->gemm;
@@ -1050,7 +1052,9 @@ static void emit_gemm_epilogue(Emit *e, Kernel *k, CuKern *r) {
     int px = gi->aux.buf >= 0 ? param_at(&P, gi->aux.buf, p->bufs[gi->aux.buf].offset + gi->aux.off * es, gi->bias.buf >= 0) : pc;
     int pb = gi->bias.buf >= 0 ? param_at(&P, gi->bias.buf, p->bufs[gi->bias.buf].offset + gi->bias.off * es, false) : -1;
     if (gi->epi == GEPI_DGELU && pb >= 0) die("cuda: kernel %s: a GELU gradient's product with a bias", k->name);
+    if (gi->nbatch && (gi->epi || gi->accumulate)) die("cuda: kernel %s: a batched product with a GELU epilogue or accumulating", k->name);
     int64_t n = gi->M * gi->N;
+    for (int i = 0; i < gi->nbatch; i++) n *= gi->bshape[i];
     unsigned threads = 256;
     int64_t blocks = cdiv(n, threads);
     if (blocks > 4096) blocks = 4096;
@@ -1961,7 +1965,7 @@ CudaModule *cg_cuda_emit(Program *p, Diag *d) {
                     e.ok = false;
                 }
                 r->kind = TRN_CK_GEMM;
-                if (k->gemm.epi || (k->gemm.bias.buf >= 0 && !k->gemm.nbatch)) emit_gemm_epilogue(&e, k, r);
+                if (k->gemm.epi || k->gemm.bias.buf >= 0) emit_gemm_epilogue(&e, k, r);
                 if (k->gemm.bgrad) emit_gemm_bgrad(&e, k, r);
                 break;
             }

@@ -338,7 +338,13 @@ if(TRAINC_CXX)
   # a fused loop kernel of more buffers than a launch passes (17): it takes
   # the arena base alone and forms its pointers from it (tests/e2e/fuzz/)
   trainc_fake_test(fuzz_many_buffers_bf16 tests/e2e/fuzz/many_buffers.model 3 2e-2 --set precision=bf16)
+  # (one of them, p @ v, with a bias: cuBLASLt's BIAS epilogue on a
+  # batched product)
   trainc_fake_test(bmm_bf16 tests/cuda/fake/bmm.model 3 2e-2 --set precision=bf16 --set optimizer=sgd --set momentum=0 --set grad_accum=2)
+  # ... refused: the batched products plain, then one k…_bias launch over
+  # every batch entry of C
+  trainc_fake_test(bmm_nobias_fp32 tests/cuda/fake/bmm.model 3 1e-4 --set precision=fp32)
+  set_property(TEST cuda_fake_bmm_nobias_fp32 APPEND PROPERTY ENVIRONMENT "FAKE_CUBLASLT_NO_BIAS=1")
   # GELU (tanh) layers, with and without a bias: cuBLASLt's GELU epilogues
   # (GELU_AUX_BIAS, GELU_AUX, GELU_BIAS, GELU, DGELU) and the bias
   # gradient's (BGRADB); then with the fake cuBLASLt refusing them, the
