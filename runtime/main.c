@@ -283,13 +283,22 @@ typedef struct Run {
  * state is lock-free atomics, the first one the one that sets rt_signal.
  * A signal ignored when trn_main starts (nohup, a background job of a
  * shell) stays ignored. */
-static atomic_int   rt_signal;      /* the first signal, or 0 */
+static atomic_int   rt_signal;      /* the first signal | the phase it came in << 8, or 0 */
 static atomic_ulong rt_signal_ms;   /* when it came (CLOCK_MONOTONIC, ms, modulo the type's range) */
 static atomic_int   rt_saving;      /* 1: a checkpoint is being written (save_now); 2: a handler ends the program */
 static atomic_int   rt_deferred;    /* the signal that ends the program when it is written */
-static atomic_int   rt_sampling;    /* 1 once the run samples (which of rt_stop_msg) */
-static char         rt_stop_msg[2][2][600];   /* said at the first SIGINT, SIGTERM [training, sampling] (write: async-signal-safe) */
-static size_t       rt_stop_len[2][2];
+/* What the run is doing, which decides what the first signal does and
+ * says (rt_stop_msg): */
+enum {
+    RT_STARTING,    /* before the run starts: it stops there (run_main), nothing saved */
+    RT_TRAINING,    /* the steps: after the one under way (train), saved */
+    RT_SAMPLING,    /* the sample: cut short (sample) */
+    RT_FINISHING,   /* a run with no step to train, after its start: the evaluation and save asked for, then no sample */
+    RT_NPHASES
+};
+static atomic_int   rt_phase;
+static char         rt_stop_msg[2][RT_NPHASES][600];   /* said at the first SIGINT, SIGTERM (write: async-signal-safe) */
+static size_t       rt_stop_len[2][RT_NPHASES];
 
 static const char *sig_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 
@@ -300,8 +309,9 @@ static void on_signal(int sig) {
     int none = 0;
     if (atomic_load(&rt_signal) == 0) {
         atomic_store(&rt_signal_ms, ms);
-        if (atomic_compare_exchange_strong(&rt_signal, &none, sig)) {
-            int k = sig == SIGTERM, p = atomic_load(&rt_sampling) != 0;
+        int p = atomic_load(&rt_phase);
+        if (atomic_compare_exchange_strong(&rt_signal, &none, sig | p << 8)) {
+            int k = sig == SIGTERM;
             if (rt_stop_len[k][p] && write(2, rt_stop_msg[k][p], rt_stop_len[k][p]) < 0) {}
             return;
         }
@@ -319,18 +329,17 @@ static void on_signal(int sig) {
     raise(sig);
 }
 
-/* What the first signal says (on_signal), unless --quiet: while the run
- * trains (or starts), and while it samples. */
+/* What the first signal says (on_signal), unless --quiet, in each phase. */
 static void set_stop_msgs(const Run *r) {
+    const char *what[RT_NPHASES] = {"stopping before the run starts",
+                                    r->a.save ? "stopping after the step under way, then saving it" : "stopping after the step under way",
+                                    "stopping the sample", "stopping once what is under way is done"};
     for (int k = 0; k < 2; k++)
-        for (int p = 0; p < 2; p++) {
+        for (int p = 0; p < RT_NPHASES; p++) {
             int n = r->a.quiet ? 0
                                : snprintf(rt_stop_msg[k][p], sizeof rt_stop_msg[k][p],
                                           "%s%s: %s: %s (another signal, a second or more from now, ends the program at once)\n",
-                                          r->tty ? "\n" : "", r->prog, k ? "SIGTERM" : "SIGINT",
-                                          p ? "stopping the sample"
-                                          : r->a.save ? "stopping after the step under way, then saving it"
-                                                      : "stopping after the step under way");
+                                          r->tty ? "\n" : "", r->prog, k ? "SIGTERM" : "SIGINT", what[p]);
             rt_stop_len[k][p] = n > 0 && (size_t)n < sizeof rt_stop_msg[k][p] ? (size_t)n : 0;
         }
 }
@@ -703,7 +712,7 @@ static int stopped(Run *r) {
     end_line(r);
     r->reported = 1;
     if (s->step < r->first) {
-        fprintf(stderr, "%s: stopped by %s before step %" PRId64 ": nothing trained, nothing saved\n", r->prog, name, r->first);
+        fprintf(stderr, "%s: stopped by %s before the run started: nothing trained, nothing saved\n", r->prog, name);
         return -1;
     }
     char path[4096];
@@ -789,8 +798,12 @@ static int train(Run *r) {
     int tsk0 = trn_find(s, "amp.skipped");
     if (tsk0 >= 0 && rt_get_scalar(s, tsk0, &skipped_before) != 0) skipped_before = -1;
     for (int64_t step = first; step <= s->total; step++) {
-        if (atomic_load(&rt_signal)) {
-            r->signal = atomic_load(&rt_signal);
+        /* (one that came before the run started stopped it in run_main,
+         * or stops it here; one since, "after the step under way", is
+         * seen after step 1) */
+        int got = atomic_load(&rt_signal);
+        if (got && (step > first || got >> 8 == RT_STARTING)) {
+            r->signal = got & 0xff;
             return -1;
         }
         double t0 = rt_now();
@@ -954,14 +967,14 @@ static int sample(Run *r, int32_t first) {
         memcpy(ctx, r->prompt + (r->nprompt - len), (size_t)len * sizeof *ctx);
     }
     uint64_t stream = rng_name_stream("sample");
-    atomic_store(&rt_sampling, 1);   /* (what a signal says: on_signal) */
+    atomic_store(&rt_phase, RT_SAMPLING);   /* (what a signal says: on_signal) */
     if (!r->a.quiet) {
         end_line(r);
         fprintf(stderr, "sample (%" PRId64 " tokens):\n", r->a.sample);
     }
     for (int64_t i = 0; i < r->a.sample; i++) {
         if (atomic_load(&rt_signal)) {   /* a long sample is cut short, as training is */
-            r->signal = atomic_load(&rt_signal);
+            r->signal = atomic_load(&rt_signal) & 0xff;
             r->reported = 1;
             end_line(r);
             fprintf(stderr, "%s: stopped by %s after %" PRId64 " token%s of the sample\n", r->prog, sig_name(r->signal), i, i == 1 ? "" : "s");
@@ -1151,6 +1164,15 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     }
     check_space(r, training);
     int32_t first = r->train ? (int32_t)rt_data_tokens(r->train)[0] : 0;
+    /* the start is over: a signal that came before this stops the run now,
+     * one after it as the next phase says (the phase first, then the look) */
+    r->first = s->step + 1;
+    atomic_store(&rt_phase, training ? RT_TRAINING : RT_FINISHING);
+    int got = atomic_load(&rt_signal);
+    if (got && got >> 8 == RT_STARTING) {
+        r->signal = got & 0xff;
+        return stopped(r);
+    }
     if (training && train(r) != 0) return r->signal ? stopped(r) : train_failed(r);
     if (!training && r->val && evaluate(r, s->step) != 0) return -1;
     if (a->save && save(r) != 0) return -1;
@@ -1203,7 +1225,7 @@ int trn_main(int argc, char **argv, const TrnModel *m, const TrnBackend *be) {
     atomic_store(&rt_signal, 0);
     atomic_store(&rt_deferred, 0);
     atomic_store(&rt_saving, 0);
-    atomic_store(&rt_sampling, 0);
+    atomic_store(&rt_phase, RT_STARTING);
     /* the flags first: what the first signal says is in place before a
      * handler can read it (one during the parse ends the program as usual) */
     int parsed = parse_args(argc, argv, a, r->err, sizeof r->err);

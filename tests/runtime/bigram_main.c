@@ -6,7 +6,10 @@
  *                                       backend, each micro-step MS ms
  *                                       longer (a signal during a step)
  *   --slow-saves MS FLAGS...            each read of a parameter MS ms
- *                                       longer (a signal during a save) */
+ *                                       longer (a signal during a save)
+ *   --slow-start MS FLAGS...            each write of a parameter MS ms
+ *                                       longer (a signal before the run
+ *                                       starts: its initialisation) */
 #include "bigram.h"
 
 #include <errno.h>
@@ -37,9 +40,15 @@ static int slow_read(void *self, int tensor, void *dst, char *err, size_t errn) 
     return cpu.read(self, tensor, dst, err, errn);
 }
 
+static int slow_write(void *self, int tensor, const void *src, char *err, size_t errn) {
+    if (BIGRAM_MODEL.tensors[tensor].kind == TRN_PARAM) pause_ms(slow_ms);
+    return cpu.write(self, tensor, src, err, errn);
+}
+
 int main(int argc, char **argv) {
     int steps = argc >= 3 && strcmp(argv[1], "--slow-steps") == 0, saves = argc >= 3 && strcmp(argv[1], "--slow-saves") == 0;
-    if (steps || saves) {
+    int start = argc >= 3 && strcmp(argv[1], "--slow-start") == 0;
+    if (steps || saves || start) {
         char err[512];
         slow_ms = atol(argv[2]);
         if (trn_cpu_backend(&BIGRAM_MODEL, &cpu, err, sizeof err) != 0) {
@@ -48,7 +57,8 @@ int main(int argc, char **argv) {
         }
         TrnBackend be = cpu;
         if (steps) be.run = slow_run;
-        else be.read = slow_read;
+        else if (saves) be.read = slow_read;
+        else be.write = slow_write;
         argv[2] = argv[0];
         return trn_main(argc - 2, argv + 2, &BIGRAM_MODEL, &be);
     }

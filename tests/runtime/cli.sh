@@ -360,6 +360,27 @@ kill -TERM $pid; sleep 1.5; kill -TERM $pid; wait $pid
 check "a second SIGTERM 1.5 s later: exit 143" test $? -eq 143
 check "a second SIGTERM 1.5 s later: ended in its step" test ! -e "$dir/kill.st" -a "$(grep -c stopped "$dir/kill.txt")" -eq 0
 check "the first SIGTERM is said" grep -qxF "rt_bigram: SIGTERM: stopping after the step under way, then saving it (another signal, a second or more from now, ends the program at once)" "$dir/kill.txt"
+# a signal before the run starts (--slow-start: each parameter's
+# initialisation 2 s) stops it there, as said: nothing trained, nothing
+# saved (the signal once the handler is in place: SigCgt's SIGTERM bit)
+caught() { for _ in $(seq 400); do local m; m=$(sed -n 's/^SigCgt:\s*//p' "/proc/$1/status" 2> /dev/null)
+           [ -n "$m" ] && (( (16#$m >> 14) & 1 )) && return 0; sleep 0.01; done; return 1; }
+"$exe" --slow-start 2000 --data "$dir/train.bin" --steps 5 --save "$dir/early.st" 2> "$dir/early.txt" &
+pid=$!
+caught $pid; sleep 0.2
+kill -TERM $pid; wait $pid
+check "SIGTERM before the run starts: exit 143" test $? -eq 143
+check "SIGTERM before the run starts: said" grep -qxF "rt_bigram: SIGTERM: stopping before the run starts (another signal, a second or more from now, ends the program at once)" "$dir/early.txt"
+check "SIGTERM before the run starts: stopped there" \
+  grep -qxF "rt_bigram: stopped by SIGTERM before the run started: nothing trained, nothing saved" "$dir/early.txt"
+check "SIGTERM before the run starts: nothing saved" test ! -e "$dir/early.st"
+check "SIGTERM before the run starts: no step" test "$(grep -c '^step' "$dir/early.txt")" -eq 0
+# ... and in a step (--slow-steps), the step finishes and is saved, as said
+"$exe" --slow-steps 2000 --data "$dir/train.bin" --steps 5 --save "$dir/in1.st" 2> "$dir/in1.txt" &
+pid=$!
+caught $pid; sleep 0.5
+kill -TERM $pid; wait $pid
+check "SIGTERM in step 1: stopped at step 1, saved" grep -qE "stopped by SIGTERM at step 1 of 5: saved .*in1.st" "$dir/in1.txt"
 # a second signal while the checkpoint is written (--slow-saves: 3 s) ends
 # the program once it is whole: no PATH.PID.tmp left
 "$exe" --slow-saves 3000 --data "$dir/train.bin" --steps 100000000 --save "$dir/ws.st" 2> "$dir/ws.txt" &
