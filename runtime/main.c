@@ -1031,8 +1031,7 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     TrnOptions opt = {a->device, (int)a->threads, a->given_seed ? a->seed : -1, (int)a->poison};
     char e[RT_ERRN];
     /* a backend given (trainc run's interpreter) runs where it runs */
-    if (be && strcmp(a->device, "cuda") == 0 && (!be->name || strcmp(be->name, "cuda") != 0))
-    {
+    if (be && strcmp(a->device, "cuda") == 0 && (!be->name || strcmp(be->name, "cuda") != 0)) {
         if (be->name && strcmp(be->name, "interp") == 0)
             return fail(r, "--device cuda: the interpreter runs on the CPU; to train on a GPU, compile with "
                            "`trainc compile --target=cuda` and run the executable with --device cuda");
