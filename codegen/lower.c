@@ -1205,7 +1205,8 @@ static bool att_result_view(Lower *L, Kernel *k, Value *y, View *w) {
         Node *q = ul->u[i].node;
         if (q->op != OP_permute || !swaps_h_t(q) || !L->in_sched[q->id]) continue;
         View v;
-        view_contig(&v, temp_buf(L, y), &q->out[0]->ty.shape);
+        Type st = {y->ty.dt, q->out[0]->ty.shape}; /* (the buffer's shape: the layout it is stored in) */
+        view_contig(&v, new_buf(L->p, BK_TEMP, st, y->name, y, (int)L->s->which), &st.shape);
         view_permute(&v, ir_attr(q, "perm")->v);
         if (!att_view_ok(&v, y->ty.dt)) return false;
         *w = v;
