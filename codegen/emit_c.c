@@ -9,9 +9,20 @@
  */
 #include "loops.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A kernel's code after its name (the signature's parameters and the
+ * body, its buffers' variables renamed in order: canon_code), and the
+ * name: a later kernel with the same code is emitted as its header and a
+ * #define of its name to this one's (emit_kernel). */
+typedef struct Emitted {
+    char       *code;
+    const char *name;
+    uint64_t    hash;
+} Emitted;
 
 typedef struct Emit {
     FILE    *f;
@@ -19,6 +30,8 @@ typedef struct Emit {
     Sched   *s;
     Diag    *d;
     bool     ok;
+    Emitted *done;
+    int      ndone, capdone;
 } Emit;
 
 /* ---- text helpers (loops.c has the ones emit_cuda.c shares) ---- */
@@ -1004,22 +1017,92 @@ static void emit_multi(Emit *e, Kernel *k) {
 
 static const char *const run_fn[TRN_RUN__COUNT] = {"run_micro", "run_update", "run_eval", "run_sample", "run_refresh"};
 
+/* code with each buffer's variable (bN: buf_ptr's names, which loop
+ * kernels use) renamed to b#K, K its order of first use, so that two
+ * kernels of two schedules that differ only in their buffers' numbers
+ * (the same offsets) compare equal. */
+static char *canon_code(const char *code) {
+    StrBuf b = {0};
+    int ids[256], n = 0;
+    for (const char *q = code; *q;) {
+        bool start = q == code || !(isalnum((unsigned char)q[-1]) || q[-1] == '_');
+        if (start && q[0] == 'b' && isdigit((unsigned char)q[1])) {
+            const char *r = q + 1;
+            long id = 0;
+            while (isdigit((unsigned char)*r) && id < 100000000) id = id * 10 + (*r++ - '0');
+            if (!(isalnum((unsigned char)*r) || *r == '_')) {
+                int k = 0;
+                while (k < n && ids[k] != (int)id) k++;
+                if (k == n && n < 256) ids[n++] = (int)id;
+                sb_printf(&b, "b#%d", k);
+                q = r;
+                continue;
+            }
+        }
+        sb_putc(&b, *q++);
+    }
+    return b.s ? b.s : strdup("");
+}
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Kernel k's text (its header comment and function) into f, or, when an
+ * earlier kernel of any schedule has the same code (the eval and sampling
+ * schedules repeat the forward's first kernels, at the same offsets), its
+ * header and a #define of its name to that kernel's: one function, as
+ * the CUDA module has, and none that GCC's merging of identical functions
+ * could take up (TRN_KERNEL, trainc_kernels.h). */
+static void emit_kernel(Emit *e, Kernel *k) {
+    FILE *f = e->f;
+    char *text = NULL;
+    size_t len = 0;
+    e->f = open_memstream(&text, &len);
+    if (!e->f) die("open_memstream failed");
+    switch (k->kind) {
+    case KK_LOOP: emit_loop(e, k); break;
+    case KK_GEMM: emit_gemm(e, k); break;
+    case KK_TMPL:
+        if (k->nparts) emit_multi(e, k);
+        else emit_template(e, k);
+        break;
+    case KK_COPY: emit_copy(e, k); break;
+    case KK_FILL: emit_fill(e, k); break;
+    }
+    if (fclose(e->f) != 0) die("open_memstream failed");
+    e->f = f;
+    char sig[300];
+    snprintf(sig, sizeof sig, "TRN_KERNEL void %s(", k->name);
+    char *fn = strstr(text, sig);
+    if (!fn) die("emit_c: kernel %s has no function", k->name);
+    char *code = canon_code(fn + strlen(sig) - 1);
+    uint64_t h = fnv1a(code);
+    for (int i = 0; i < e->ndone; i++) {
+        Emitted *d = &e->done[i];
+        if (d->hash != h || strcmp(d->code, code) != 0) continue;
+        fwrite(text, 1, (size_t)(fn - text), f);
+        fprintf(f, "#define %s %s /* the same code as %s, above */\n\n", k->name, d->name, d->name);
+        free(code);
+        free(text);
+        return;
+    }
+    fputs(text, f);
+    if (e->ndone == e->capdone) {
+        e->capdone = e->capdone ? 2 * e->capdone : 64;
+        e->done = realloc(e->done, sizeof *e->done * (size_t)e->capdone);
+        if (!e->done) die("out of memory");
+    }
+    e->done[e->ndone++] = (Emitted){code, k->name, h};
+    free(text);
+}
+
 static void emit_sched(Emit *e, Sched *s) {
     FILE *f = e->f;
     e->s = s;
-    for (int i = 0; i < s->nk; i++) {
-        Kernel *k = s->k[i];
-        switch (k->kind) {
-        case KK_LOOP: emit_loop(e, k); break;
-        case KK_GEMM: emit_gemm(e, k); break;
-        case KK_TMPL:
-            if (k->nparts) emit_multi(e, k);
-            else emit_template(e, k);
-            break;
-        case KK_COPY: emit_copy(e, k); break;
-        case KK_FILL: emit_fill(e, k); break;
-        }
-    }
+    for (int i = 0; i < s->nk; i++) emit_kernel(e, s->k[i]);
     fprintf(f, "static void %s(unsigned char *A, int flags)\n{\n", run_fn[s->which]);
     if (!s->nk) fputs("    (void)A;\n", f);
     fputs("    (void)flags;\n", f);
@@ -1095,7 +1178,7 @@ static void emit_tensor(FILE *f, Program *p, const char *name, int kind, int buf
 }
 
 bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {
-    Emit e = {f, p, NULL, d, true};
+    Emit e = {.f = f, .p = p, .d = d, .ok = true};
     fputs("/* Generated by trainc from ", f);
     c_comment_text(f, p->source);
     fputs(" -- do not edit.\n", f);
@@ -1106,6 +1189,8 @@ bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {
     fputs("#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n", f);
     for (int s = 0; s < TRN_RUN__COUNT; s++)
         if (p->sched[s].g) emit_sched(&e, &p->sched[s]);
+    for (int i = 0; i < e.ndone; i++) free(e.done[i].code);
+    free(e.done);
     if (!e.ok) return false;
 
     /* the tensor table */

@@ -27,7 +27,11 @@
 #include <cblas.h>
 #endif
 
+#if defined(__GNUC__) || defined(__clang__)
 #define TRN_INLINE static inline __attribute__((always_inline))
+#else
+#define TRN_INLINE static inline
+#endif
 
 /* The scratch memory of a template kernel (a few rows or one block; the
  * arena holds every tensor).  Kernels cannot return an error: out of
@@ -1311,9 +1315,9 @@ static inline void tk_linear_ce_scaled(float *loss, void *dx, int dxdt, float *d
                     l[c + 2] = (float)tk_round(dt, a2), l[c + 3] = (float)tk_round(dt, a3);
                 }
                 for (; c < nc; c++) {
-                    double acc = 0;
-                    for (int64_t k = 0; k < C; k++) acc += xd[k] * tk_ld(w, dt, c * C + k);
-                    l[c] = (float)tk_round(dt, acc);
+                    double dot = 0;
+                    for (int64_t k = 0; k < C; k++) dot += xd[k] * tk_ld(w, dt, c * C + k);
+                    l[c] = (float)tk_round(dt, dot);
                 }
                 free(xd);
             }
@@ -1341,13 +1345,13 @@ static inline void tk_linear_ce_scaled(float *loss, void *dx, int dxdt, float *d
         if (!blas && dx) {
 #pragma omp parallel for schedule(static) if (rows * nc * C > 65536)
             for (int64_t i = 0; i < rows; i++) { /* a row of sums, each over the classes in order, along w's rows */
-                double *acc = (double *)tk_zalloc((size_t)C, sizeof(double));
+                double *dxr = (double *)tk_zalloc((size_t)C, sizeof(double));
                 for (int64_t c = 0; c < nc; c++) {
                     double g = (double)lg[i * nc + c];
-                    for (int64_t k = 0; k < C; k++) acc[k] += g * tk_ld(w, dt, c * C + k);
+                    for (int64_t k = 0; k < C; k++) dxr[k] += g * tk_ld(w, dt, c * C + k);
                 }
-                for (int64_t k = 0; k < C; k++) tk_st(dx, dxdt, (r0 + i) * C + k, (double)(float)(invx * acc[k]));
-                free(acc);
+                for (int64_t k = 0; k < C; k++) tk_st(dx, dxdt, (r0 + i) * C + k, (double)(float)(invx * dxr[k]));
+                free(dxr);
             }
         }
         if (dwa) {
