@@ -285,9 +285,13 @@ void cg_describe_buf(StrBuf *b, Program *p, int id, const char *role) {
     char ts[160];
     Type t = {bf->dt, bf->shape};
     static const char *const kinds[] = {"param", "state", "input", "temp"};
-    sb_printf(b, " *   b%-4d %-6s %-5s %-24s offset %-10lld ", id, role, kinds[bf->kind], type_str(&t, ts, sizeof ts),
-              (long long)bf->offset);
-    if (bf->name) cg_comment_text(b, bf->name);
+    if (bf->name && *bf->name) {
+        sb_printf(b, " *   b%-4d %-6s %-5s %-24s offset %-10lld ", id, role, kinds[bf->kind], type_str(&t, ts, sizeof ts),
+                  (long long)bf->offset);
+        cg_comment_text(b, bf->name);
+    } else { /* (no blanks at the line's end) */
+        sb_printf(b, " *   b%-4d %-6s %-5s %-24s offset %lld", id, role, kinds[bf->kind], type_str(&t, ts, sizeof ts), (long long)bf->offset);
+    }
     sb_putc(b, '\n');
 }
 

@@ -71,7 +71,7 @@ typedef struct Flag {
 } Flag;
 
 static const Flag flags[] = {
-    {F_OUTPUT, "-o", "FILE", "ir opt compile", "write the output to FILE (compile: the executable, or the prefix of NAME.c/NAME.h)"},
+    {F_OUTPUT, "-o", "FILE", "ir opt compile", "write the output to FILE (compile: the executable, or the prefix of NAME.c/NAME.h/NAME.cu)"},
     {F_DEFINE, "-D", "NAME=VALUE", NULL, "set a model constant (.model) or a train key (.ir); also -DNAME=VALUE"},
     {F_PASSES, "--passes", "a,b,c", "opt", "the passes to run, in order (see the list below)"},
     {F_TRAIN, "--train", NULL, "ir", "print the training graph (after the standard training pipeline)"},
