@@ -1024,7 +1024,8 @@ static const char *const run_fn[TRN_RUN__COUNT] = {"run_micro", "run_update", "r
  * (the same offsets) compare equal. */
 static char *canon_code(const char *code) {
     StrBuf b = {0};
-    int ids[256], n = 0;
+    long *ids = NULL;
+    int n = 0, cap = 0;
     for (const char *q = code; *q;) {
         bool start = q == code || !(isalnum((unsigned char)q[-1]) || q[-1] == '_');
         if (start && q[0] == 'b' && isdigit((unsigned char)q[1])) {
@@ -1033,8 +1034,11 @@ static char *canon_code(const char *code) {
             while (isdigit((unsigned char)*r) && id < 100000000) id = id * 10 + (*r++ - '0');
             if (!(isalnum((unsigned char)*r) || *r == '_')) {
                 int k = 0;
-                while (k < n && ids[k] != (int)id) k++;
-                if (k == n && n < 256) ids[n++] = (int)id;
+                while (k < n && ids[k] != id) k++;
+                if (k == n) {
+                    if (n == cap && !(ids = realloc(ids, sizeof *ids * (size_t)(cap = cap ? 2 * cap : 32)))) die("out of memory");
+                    ids[n++] = id;
+                }
                 sb_printf(&b, "b#%d", k);
                 q = r;
                 continue;
@@ -1042,6 +1046,7 @@ static char *canon_code(const char *code) {
         }
         sb_putc(&b, *q++);
     }
+    free(ids);
     return b.s ? b.s : strdup("");
 }
 
