@@ -1036,7 +1036,7 @@ static char *canon_code(const char *code) {
                 int k = 0;
                 while (k < n && ids[k] != id) k++;
                 if (k == n) {
-                    if (n == cap && !(ids = realloc(ids, sizeof *ids * (size_t)(cap = cap ? 2 * cap : 32)))) die("out of memory");
+                    if (n == cap) ids = xrealloc(ids, sizeof *ids * (size_t)(cap = cap ? 2 * cap : 32));
                     ids[n++] = id;
                 }
                 sb_printf(&b, "b#%d", k);
@@ -1048,12 +1048,6 @@ static char *canon_code(const char *code) {
     }
     free(ids);
     return b.s ? b.s : strdup("");
-}
-
-static uint64_t fnv1a(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
 }
 
 /* Kernel k's text (its header comment and function) into f, or, when an
@@ -1089,7 +1083,7 @@ static void emit_kernel(Emit *e, Kernel *k) {
         return;
     }
     char *code = canon_code(fn + strlen(sig) - 1);
-    uint64_t h = fnv1a(code);
+    uint64_t h = ir_hash_str(code);
     for (int i = 0; i < e->ndone; i++) {
         Emitted *d = &e->done[i];
         if (d->hash != h || strcmp(d->code, code) != 0) continue;
@@ -1102,8 +1096,7 @@ static void emit_kernel(Emit *e, Kernel *k) {
     fputs(text, f);
     if (e->ndone == e->capdone) {
         e->capdone = e->capdone ? 2 * e->capdone : 64;
-        e->done = realloc(e->done, sizeof *e->done * (size_t)e->capdone);
-        if (!e->done) die("out of memory");
+        e->done = xrealloc(e->done, sizeof *e->done * (size_t)e->capdone);
     }
     e->done[e->ndone++] = (Emitted){code, k->name, h};
     free(text);
