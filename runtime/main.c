@@ -1061,6 +1061,11 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
     /* the schedule: flags given > the checkpoint's > the model's */
     int64_t done_total = s->total;           /* a resumed run's: the checkpoint's lr.steps */
     double done_lr = trn_lr_at(s, s->step);  /* its last step's rate */
+    char done_sched[sizeof s->schedule], done_batches[sizeof s->batches];
+    double done_base = s->lr, done_min = s->min_lr;
+    int64_t done_warmup = s->warmup;
+    memcpy(done_sched, s->schedule, sizeof done_sched);
+    memcpy(done_batches, s->batches, sizeof done_batches);
     if (trn_set_schedule(s, a->given_schedule ? a->schedule : NULL, a->given_lr ? a->lr : s->lr, a->given_min_lr ? a->min_lr : s->min_lr,
                          a->given_warmup ? a->warmup : s->warmup, a->given_steps ? a->steps : s->total) != 0)
         return fail(r, "%s", trn_error(s));
@@ -1075,6 +1080,26 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
                 r->prog, s->total, a->resume, done_total, s->step, done_total, s->step, done_lr, s->total, trn_lr_at(s, s->step), s->total);
     }
     if (a->given_batches || !s->has_data_pos) snprintf(s->batches, sizeof s->batches, "%s", a->batches ? a->batches : "random");
+    /* the other schedule flags and --batches on --resume: the steps done
+     * had the checkpoint's (docs/runtime.md, resuming) */
+    if (a->resume && !a->quiet && s->step > 0 && s->step < s->total) {
+        char what[512] = ""; /* "lr 0.001 with --lr 0.01, warmup 2 with --warmup 0" */
+        size_t n = 0;
+        if (strcmp(done_sched, s->schedule) != 0)
+            n += snprintf(what + n, sizeof what - n, "%sschedule %s with --schedule %s", n ? ", " : "", done_sched, s->schedule);
+        if (done_base != s->lr) n += snprintf(what + n, sizeof what - n, "%slr %g with --lr %g", n ? ", " : "", done_base, s->lr);
+        if (done_min != s->min_lr) n += snprintf(what + n, sizeof what - n, "%smin_lr %g with --min-lr %g", n ? ", " : "", done_min, s->min_lr);
+        if (done_warmup != s->warmup)
+            n += snprintf(what + n, sizeof what - n, "%swarmup %" PRId64 " with --warmup %" PRId64, n ? ", " : "", done_warmup, s->warmup);
+        if (n)
+            fprintf(stderr, "%s: note: the run replaces %s's %s from step %" PRId64 " on: its steps 1 to %" PRId64 " ran at the checkpoint's rates\n",
+                    r->prog, a->resume, what, s->step + 1, s->step);
+        if (s->has_data_pos && strcmp(done_batches, s->batches) != 0)
+            fprintf(stderr,
+                    "%s: note: the run replaces %s's %s batches with --batches %s from micro-batch %" PRId64 " on: its micro-batches 1 to %" PRId64
+                    " were %s\n",
+                    r->prog, a->resume, done_batches, s->batches, s->data_pos + 1, s->data_pos, done_batches);
+    }
 
     int lm = m->t_tokens >= 0 && m->tensors[m->t_tokens].rank == 2;
     int training = s->step < s->total;
