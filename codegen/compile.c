@@ -738,6 +738,7 @@ int cg_compile(const CompileOptions *o, Diag *d) {
             error_at(d, NOLOC, "%s", err);
             return 1;
         }
+        if (!cg_nvrtc_check_archs(o->archs, d)) return 1; /* --arch=sm_70, before the passes' notes too */
     }
     Program *p = cg_build(o, &train, &eval, &sample, d);
     if (!p) return 1;

@@ -76,6 +76,9 @@ void *cg_nvrtc_open(char *err, size_t errn);
  * for each architecture of archs ("sm_80,sm_90") and PTX for the lowest.
  * Uses the cache unless TRAINC_NO_CACHE is set to something other than "" or "0". */
 bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d);
+/* Whether this NVRTC compiles for every architecture of archs (the checks
+ * cg_nvrtc_build makes first; an error in d when not).  NVRTC open. */
+bool cg_nvrtc_check_archs(const char *archs, Diag *d);
 void cg_cuda_build_free(CudaBuild *b);
 /* Parses the ptxas lines of every image's log; returns the row count (*rows malloc'd). */
 int  cg_cuda_resources(const CudaBuild *b, CudaRes **rows);

@@ -407,6 +407,58 @@ static int nvrtc_has_arch(int sm, char *have, size_t n) {
     return 0;
 }
 
+/* The architectures of archs ("sm_80,sm_90"; NULL or "": sm_80,sm_90)
+ * into out->img, each checked against this NVRTC, and the PTX of the
+ * lowest after them. */
+static bool parse_archs(const char *archs, CudaBuild *out, Diag *d) {
+    const char *list = archs && *archs ? archs : "sm_80,sm_90";
+    int minsm = 1000;
+    int maxarch = (int)(sizeof out->img / sizeof out->img[0]) - 1; /* and the PTX */
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        int sm = 0, used = 0;
+        char a[16];
+        snprintf(a, sizeof a, "%.*s", (int)(len < 15 ? len : 15), p);
+        if (out->n == maxarch) {
+            error_at(d, NOLOC, "--arch: more than %d architectures", maxarch);
+            return false;
+        }
+        /* the whole name: sm_90a (the architecture-specific features) is not sm_90 */
+        if (sscanf(a, "sm_%d%n", &sm, &used) != 1 || (size_t)used != len || sm < 50) {
+            error_at(d, NOLOC, "--arch: '%.*s' is not a GPU architecture like sm_80 or sm_90", (int)len, p);
+            return false;
+        }
+        bool twice = false;
+        for (int i = 0; i < out->n; i++) twice |= out->img[i].sm == sm;
+        if (twice) {
+            error_at(d, NOLOC, "--arch: sm_%d is named twice", sm);
+            return false;
+        }
+        char have[1024];
+        if (nvrtc_has_arch(sm, have, sizeof have) == 0) {
+            error_at(d, NOLOC, "--arch: this NVRTC (CUDA %d.%d) does not compile for sm_%d; it compiles for %s", nv.major, nv.minor, sm, have);
+            return false;
+        }
+        CudaImage *im = &out->img[out->n++];
+        snprintf(im->arch, sizeof im->arch, "sm_%d", sm);
+        im->sm = sm;
+        if (sm < minsm) minsm = sm;
+        p = e ? e + 1 : p + len;
+    }
+    CudaImage *px = &out->img[out->n++];
+    snprintf(px->arch, sizeof px->arch, "compute_%d", minsm);
+    px->sm = minsm;
+    px->ptx = true;
+    return true;
+}
+
+bool cg_nvrtc_check_archs(const char *archs, Diag *d) {
+    CudaBuild b;
+    memset(&b, 0, sizeof b);
+    return parse_archs(archs, &b, d);
+}
+
 bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d) {
     memset(out, 0, sizeof *out);
     double t0 = now();
@@ -429,54 +481,11 @@ bool cg_nvrtc_build(const char *src, const char *archs, CudaBuild *out, Diag *d)
             return false;
         }
     }
-    /* the architectures: "sm_80,sm_90" (default sm_80,sm_90) */
-    const char *list = archs && *archs ? archs : "sm_80,sm_90";
-    int minsm = 1000;
-    int maxarch = (int)(sizeof out->img / sizeof out->img[0]) - 1; /* and the PTX */
-    for (const char *p = list; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        int sm = 0, used = 0;
-        char a[16];
-        snprintf(a, sizeof a, "%.*s", (int)(len < 15 ? len : 15), p);
-        if (out->n == maxarch) {
-            error_at(d, NOLOC, "--arch: more than %d architectures", maxarch);
-            free(htext[0]);
-            free(htext[1]);
-            return false;
-        }
-        /* the whole name: sm_90a (the architecture-specific features) is not sm_90 */
-        if (sscanf(a, "sm_%d%n", &sm, &used) != 1 || (size_t)used != len || sm < 50) {
-            error_at(d, NOLOC, "--arch: '%.*s' is not a GPU architecture like sm_80 or sm_90", (int)len, p);
-            free(htext[0]);
-            free(htext[1]);
-            return false;
-        }
-        bool twice = false;
-        for (int i = 0; i < out->n; i++) twice |= out->img[i].sm == sm;
-        if (twice) {
-            error_at(d, NOLOC, "--arch: sm_%d is named twice", sm);
-            free(htext[0]);
-            free(htext[1]);
-            return false;
-        }
-        char have[1024];
-        if (nvrtc_has_arch(sm, have, sizeof have) == 0) {
-            error_at(d, NOLOC, "--arch: this NVRTC (CUDA %d.%d) does not compile for sm_%d; it compiles for %s", nv.major, nv.minor, sm, have);
-            free(htext[0]);
-            free(htext[1]);
-            return false;
-        }
-        CudaImage *im = &out->img[out->n++];
-        snprintf(im->arch, sizeof im->arch, "sm_%d", sm);
-        im->sm = sm;
-        if (sm < minsm) minsm = sm;
-        p = e ? e + 1 : p + len;
+    if (!parse_archs(archs, out, d)) {
+        free(htext[0]);
+        free(htext[1]);
+        return false;
     }
-    CudaImage *px = &out->img[out->n++];
-    snprintf(px->arch, sizeof px->arch, "compute_%d", minsm);
-    px->sm = minsm;
-    px->ptx = true;
 
     const char *dir = cg_cuda_cache_dir(), *nc = getenv("TRAINC_NO_CACHE");
     bool use_cache = !nc || !*nc || strcmp(nc, "0") == 0;
