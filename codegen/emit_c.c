@@ -71,6 +71,14 @@ static const char *int_range(DType dt) {
     }
 }
 
+/* A double as a C literal: fmt_double's digits, and INFINITY and NAN for
+ * what it writes as inf and nan (a folded log(0), a clip at inf). */
+static void c_double(char buf[32], double v) {
+    if (isnan(v)) snprintf(buf, 32, "NAN");
+    else if (isinf(v)) snprintf(buf, 32, "%s", v < 0 ? "(-INFINITY)" : "INFINITY");
+    else fmt_double(buf, v);
+}
+
 static const char *compute_type(DType dt) { return dtype_is_float[dt] ? "double" : "int64_t"; }
 
 /* Rounds a compute-type expression to dt's precision (per-op rounding). */
@@ -194,7 +202,7 @@ static void node_expr(StrBuf *b, Node *m, char ops[][48], DType dt) {
     case OP_max_grad: sb_printf(b, "(%s == %s ? %s : 0)", c, y, a); break;
     case OP_clip_coef: {
         char mx[32];
-        fmt_double(mx, ir_float(m, "max_norm", 1.0));
+        c_double(mx, ir_float(m, "max_norm", 1.0));
         sb_printf(b, "fmin(1.0, %s / (%s + 1e-6))", mx, a);
         break;
     }
@@ -216,7 +224,7 @@ static void loop_operand(Loop *L, int i, int j, int depth, char out[48]) {
     }
     if (kind == LOOP_OP_CONST) {
         char lit[32];
-        fmt_double(lit, ir_float(x->def, "value", 0));
+        c_double(lit, ir_float(x->def, "value", 0));
         if (dtype_is_float[x->ty.dt] && x->ty.dt != DT_f64) snprintf(out, 48, "%s(%s)", round_fn(x->ty.dt), lit);
         else if (dtype_is_float[x->ty.dt]) snprintf(out, 48, "%s", lit);
         else snprintf(out, 48, "(int64_t)%s", lit);
@@ -276,8 +284,8 @@ static void emit_loop_node(Loop *L, int i, int depth) {
         char idx[256], pl[32], inv[32];
         idx_expr(L, N->linacc[i], idx, sizeof idx);
         double pr = ir_float(m, "p", 0);
-        fmt_double(pl, pr);
-        fmt_double(inv, 1.0 - pr);
+        c_double(pl, pr);
+        c_double(inv, 1.0 - pr);
         sb_printf(&xb, "(rng_keep((uint32_t)%s, %lluull, (uint64_t)(%s), (float)%s) ? %s / %s : 0.0)", ops[1],
                   (unsigned long long)ir_int(m, "stream", 0), idx, pl, ops[0], inv);
     } else {
@@ -414,7 +422,8 @@ static void emit_loop(Emit *e, Kernel *k) {
         int64_t cnt = cg_loop_red_count(k);
         indent(f, depth);
         if (m->op == OP_mean) fprintf(f, "const double %s = %s(%s / %lld.0);\n", rn, round_fn(rdt), racc, (long long)cnt);
-        else fprintf(f, "const %s %s = %s(%s);\n", compute_type(rdt), rn, round_fn(rdt), racc);
+        else if (dtype_is_float[rdt]) fprintf(f, "const double %s = %s(%s);\n", rn, round_fn(rdt), racc);
+        else fprintf(f, "const int64_t %s = (int64_t)(%s)(%s);\n", rn, storage_type(rdt), racc); /* wraps, as a store does */
         emit_loop_store(L, i, depth);
         for (i++; i < k->nnodes; i++) emit_loop_node(L, i, depth);
     }
@@ -467,13 +476,13 @@ static void emit_fill(Emit *e, Kernel *k) {
     kernel_header(e, k);
     const Buf *b = &e->p->bufs[k->dst.buf];
     int64_t n = shape_numel(&b->shape);
-    if (k->fill == 0.0 && view_is_contig(&k->dst)) {
+    if (k->fill == 0.0 && !signbit(k->fill) && view_is_contig(&k->dst)) { /* -0.0 is not all-zero bytes */
         fprintf(f, "    memset(A + %lld, 0, %lld);\n}\n\n", (long long)b->offset, (long long)b->bytes);
         return;
     }
     buf_ptr(e, k->dst.buf, "dst", true);
     char lit[32];
-    fmt_double(lit, k->fill);
+    c_double(lit, k->fill);
     fprintf(f, "    for (int64_t i = 0; i < %lld; i++) ", (long long)n);
     store_stmt(f, b->dt, "dst", "i", lit);
     fputs("}\n\n", f);
@@ -709,7 +718,7 @@ static void emit_template(Emit *e, Kernel *k) {
     }
     case OP_layer_norm: {
         char eps[32];
-        fmt_double(eps, ir_float(n, "eps", 1e-5));
+        c_double(eps, ir_float(n, "eps", 1e-5));
         ptr_decl(e, "x", n->in[0], false);
         ptr_decl(e, "w", n->in[1], false);
         ptr_decl(e, "b", n->in[2], false);
@@ -737,7 +746,7 @@ static void emit_template(Emit *e, Kernel *k) {
     }
     case OP_rms_norm: {
         char eps[32];
-        fmt_double(eps, ir_float(n, "eps", 1e-6));
+        c_double(eps, ir_float(n, "eps", 1e-6));
         ptr_decl(e, "x", n->in[0], false);
         ptr_decl(e, "w", n->in[1], false);
         const char *ydt = norm_y_decl(e, k);
@@ -760,7 +769,7 @@ static void emit_template(Emit *e, Kernel *k) {
     }
     case OP_rope: {
         char th[32];
-        fmt_double(th, ir_float(n, "theta", 10000.0));
+        c_double(th, ir_float(n, "theta", 10000.0));
         int64_t T = s0->d[s0->rank - 2], D = last;
         ptr_decl(e, "x", n->in[0], false);
         ptr_decl(e, "y", n->out[0], true);
@@ -775,7 +784,7 @@ static void emit_template(Emit *e, Kernel *k) {
     case OP_rope_qk: {
         /* q and k in one pass; in place when their buffers die here (lower.c) */
         char th[32];
-        fmt_double(th, ir_float(n, "theta", 10000.0));
+        c_double(th, ir_float(n, "theta", 10000.0));
         const Shape *ks = &n->in[1]->ty.shape;
         int64_t T = s0->d[s0->rank - 2], D = last;
         char lay[4][64];
@@ -802,7 +811,7 @@ static void emit_template(Emit *e, Kernel *k) {
         int q = n->op == OP_attention ? 0 : 1;
         const Shape *qs = &n->in[q]->ty.shape, *ks = &n->in[q + 1]->ty.shape;
         char sc[32];
-        fmt_double(sc, ir_float(n, "scale", 1.0));
+        c_double(sc, ir_float(n, "scale", 1.0));
         /* q, k, v, o and the gradients: a pointer at the view's first
          * element and its layout (trainc_kernels.h) */
         char lay[8][64];
@@ -905,7 +914,7 @@ static void emit_template(Emit *e, Kernel *k) {
     case OP_add_rms_norm: {
         bool ln = n->op == OP_add_layer_norm;
         char eps[32];
-        fmt_double(eps, ir_float(n, "eps", ln ? 1e-5 : 1e-6));
+        c_double(eps, ir_float(n, "eps", ln ? 1e-5 : 1e-6));
         const char *xdt = norm_in_decl(e, "x", n->in[0]), *rdt = norm_in_decl(e, "r", n->in[1]);
         ptr_decl(e, "w", n->in[2], false);
         if (ln) ptr_decl(e, "b", n->in[3], false);
@@ -977,16 +986,16 @@ static void emit_template(Emit *e, Kernel *k) {
         snprintf(hc, sizeof hc, "%s, %s, %s", hv ? "h" : "NULL", hv ? dt_code(hv->ty.dt) : "TRN_F32", k->zero_g ? "gz" : "NULL");
         if (adam) {
             char b1[32], b2[32], ep[32], wd[32];
-            fmt_double(b1, ir_float(n, "beta1", 0.9));
-            fmt_double(b2, ir_float(n, "beta2", 0.999));
-            fmt_double(ep, ir_float(n, "eps", 1e-8));
-            fmt_double(wd, ir_float(n, "wd", 0));
+            c_double(b1, ir_float(n, "beta1", 0.9));
+            c_double(b2, ir_float(n, "beta2", 0.999));
+            c_double(ep, ir_float(n, "eps", 1e-8));
+            c_double(wd, ir_float(n, "wd", 0));
             fprintf(f, "    tk_adamw_f32(wo, mo, vo, w, g, m, v, %lld, lr[0], step[0], gscale[0], %s, %s, %s, %s, %s, %s);\n", (long long)cnt, b1, b2, ep, wd,
                     skip ? "skip" : "NULL", hc);
         } else {
             char mo[32], wd[32];
-            fmt_double(mo, ir_float(n, "momentum", 0));
-            fmt_double(wd, ir_float(n, "wd", 0));
+            c_double(mo, ir_float(n, "momentum", 0));
+            c_double(wd, ir_float(n, "wd", 0));
             fprintf(f, "    tk_sgd_f32(wo, bo, w, g, buf, %lld, lr[0], gscale[0], %s, %s, %d, %s, %s);\n", (long long)cnt, mo, wd,
                     (int)ir_int(n, "nesterov", 0), skip ? "skip" : "NULL", hc);
         }
@@ -1163,8 +1172,8 @@ static void emit_tensor(FILE *f, Program *p, const char *name, int kind, int buf
     if (src && strcmp(init, "uniform") == 0) a = ir_float(src, "lo", 0), bb = ir_float(src, "hi", 1);
     if (src && strcmp(init, "constant") == 0) a = ir_float(src, "value", 0);
     char as[32], bs[32];
-    fmt_double(as, a);
-    fmt_double(bs, bb);
+    c_double(as, a);
+    c_double(bs, bb);
     cg_c_string(f, init);
     fprintf(f, ", %s, %s, %d, {", as, bs, src && src->op == OP_param ? ir_is_trainable(src) : 0);
     /* the checkpoint view: the shape before pad-tiles ({unpadded}) */
@@ -1260,10 +1269,10 @@ bool cg_emit_c(FILE *f, Program *p, bool with_main, Diag *d) {
     fprintf(f, "    .t_loss = %d, .t_grad_norm = %d, .t_eval_loss = %d, .t_logits = %d,\n", outidx[0], outidx[1], outidx[3], outidx[4]);
     fprintf(f, "    .vocab = %lld,\n    .refresh = %d,\n", (long long)p->vocab, p->sched[TRN_RUN_REFRESH].g != NULL);
     char lr[32], mlr[32], gc[32], ls[32];
-    fmt_double(lr, tc->lr);
-    fmt_double(mlr, tc->min_lr);
-    fmt_double(gc, tc->grad_clip);
-    fmt_double(ls, tc->loss_scale);
+    c_double(lr, tc->lr);
+    c_double(mlr, tc->min_lr);
+    c_double(gc, tc->grad_clip);
+    c_double(ls, tc->loss_scale);
     fputs("    .train = {.optimizer = ", f);
     cg_c_string(f, tc->optimizer);
     fputs(", .schedule = ", f);

@@ -895,7 +895,8 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
         int64_t cnt = cg_loop_red_count(k);
         const char *conv = rdt == DT_bf16 ? "trn_r_bf16" : rdt == DT_f16 ? "trn_r_f16" : "";
         if (ro == OP_mean) sb_printf(&body, "    const %s %s = %s((%s)(acc / %lld.0));\n", cp_type(rdt), rn, conv, cp_type(rdt), (long long)cnt);
-        else sb_printf(&body, "    const %s %s = %s((%s)(acc));\n", cp_type(rdt), rn, conv, cp_type(rdt));
+        else if (dtype_is_float[rdt]) sb_printf(&body, "    const %s %s = %s((%s)(acc));\n", cp_type(rdt), rn, conv, cp_type(rdt));
+        else sb_printf(&body, "    const long long %s = (long long)(%s)(acc);\n", rn, st_type(rdt)); /* wraps, as a store does */
         emit_loop_store(L, i, 1, true);
         for (i++; i < k->nnodes; i++) emit_loop_node(L, i, 1);
     }
@@ -967,7 +968,7 @@ static void emit_copy(Emit *e, Kernel *k, CuKern *r) {
 static void emit_fill(Emit *e, Kernel *k, CuKern *r) {
     const Buf *b = &e->p->bufs[k->dst.buf];
     int64_t n = shape_numel(&b->shape);
-    if (k->fill == 0.0 && view_is_contig(&k->dst)) {
+    if (k->fill == 0.0 && !signbit(k->fill) && view_is_contig(&k->dst)) { /* -0.0 is not all-zero bytes */
         r->kind = TRN_CK_MEMSET;
         r->ms_off = b->offset;
         r->ms_bytes = b->bytes;

@@ -1330,9 +1330,9 @@ static void lower_norm(Lower *L, Node *n) {
  * that a permute to [B,T,H,D] reads (the gradient going back to its
  * projection) is stored that way; otherwise q and k are rotated in place
  * when their buffer holds nothing else that is read (a buffer made for the
- * operand, or for a value that only views lead to it); otherwise the
- * result gets a buffer of its own. */
-static bool sole_reader(Lower *L, Value *x, const View *xv) {
+ * operand, or for a value that only views lead to it: buf_only_for);
+ * otherwise the result gets a buffer of its own. */
+static bool buf_only_for(Lower *L, Value *x, const View *xv) {
     Buf *b = &L->p->bufs[xv->buf];
     if (b->kind != BK_TEMP) return false;
     Value *v = b->value;
@@ -1343,7 +1343,11 @@ static bool sole_reader(Lower *L, Value *x, const View *xv) {
         if ((u->op != OP_reshape && u->op != OP_permute) || !L->in_sched[u->id]) return false;
         v = u->out[0];
     }
-    return v == x && L->uses->of[x->id].n == 1 && !L->uses->nout_refs[x->id];
+    return v == x;
+}
+
+static bool sole_reader(Lower *L, Value *x, const View *xv) {
+    return buf_only_for(L, x, xv) && L->uses->of[x->id].n == 1 && !L->uses->nout_refs[x->id];
 }
 
 static void lower_rope_qk(Lower *L, Node *n) {
@@ -1389,10 +1393,15 @@ static bool try_fuse_ce(Lower *L, Node *n) {
     /* dloss must be a source (constant or state) so it is known before the forward */
     Node *dl = gr->in[0]->def;
     if (!op_has(dl->op, OPF_SOURCE)) return false;
-    /* the logits buffer must be a temporary this schedule produces */
+    /* the logits buffer must be a temporary this schedule produces, holding
+     * nothing read after the gradient overwrites it: the logits' own, or a
+     * value's that only views lead to them (z, whose reshape the logits
+     * are, read by something else too, keeps its buffer; a view that is
+     * not contiguous is copied first, into a buffer of the logits' own) */
     ValInfo *li = VI(L, logits);
     if (!li->kern) return false;
     if ((li->st == VS_BUF || li->st == VS_VIEW) && L->p->bufs[li->view.buf].kind != BK_TEMP) return false;
+    if ((li->st == VS_BUF || (li->st == VS_VIEW && view_is_contig(&li->view))) && !buf_only_for(L, logits, &li->view)) return false;
     Kernel *k = new_kernel(L, KK_TMPL, n);
     kern_add_node(L, k, n);
     kern_add_node(L, k, gr);
@@ -2105,7 +2114,9 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
         if (phase >= 0 && o->value->def->phase != phase) continue;
         materialise(&L, o->value);
         ValInfo *vi = VI(&L, o->value);
-        if (!view_is_contig(&vi->view)) {
+        /* the runtime reads an output as its whole buffer: a view that is
+         * not one (strided, or a slice of a larger buffer) is copied */
+        if (!view_is_contig(&vi->view) || vi->view.off != 0 || shape_numel(&p->bufs[vi->view.buf].shape) != shape_numel(&o->value->ty.shape)) {
             Kernel *k = new_kernel(&L, KK_COPY, o->value->def);
             int b = temp_buf(&L, o->value);
             k->src = vi->view;

@@ -189,6 +189,12 @@ if(TRAINC_CXX)
                    ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/int_wrap ${CMAKE_SOURCE_DIR}/tests/codegen/int_wrap.model int_wrap trn_model_int_wrap)
   set_tests_properties(cuda_emu_int_wrap PROPERTIES LABELS cuda TIMEOUT 300
                        ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
+  # tests/codegen/edges.model: a -0.0 fill (not a memset), a -inf constant
+  add_test(NAME cuda_emu_edges
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
+                   ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/edges ${CMAKE_SOURCE_DIR}/tests/codegen/edges.model edges trn_model_edges)
+  set_tests_properties(cuda_emu_edges PROPERTIES LABELS cuda TIMEOUT 300
+                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
   # a sum of i64 past 2^63: wrapped in the CUDA kernels as in the C ones
   # (tests/cuda/int_sum_wrap.model)
   add_test(NAME cuda_emu_int_sum_wrap

@@ -6,7 +6,7 @@
  *   - fused and unfused schedules give the same losses;
  *   - poisoning every dead buffer (memory-plan checking) changes nothing;
  *   - the runtime allocates exactly the arena the plan reports.
- * Usage: cg_vs_interp [gpt2|llama|gelu|accum ...] (default: all). */
+ * Usage: cg_vs_interp [gpt2|llama|gelu|ones|ints|edges|accum ...] (default: all). */
 #include "cg_harness.h"
 
 #include <math.h>
@@ -63,8 +63,8 @@ static int run_compiled(const TrnModel *m, const Tokens *tk, int steps, int pois
     return 0;
 }
 
-/* Whether check_model asks the loss to go down: the models of "ones" and
- * "ints" are too small to learn the synthetic tokens (no tiny Shakespeare
+/* Whether check_model asks the loss to go down: the models of "ones",
+ * "ints" and "edges" are too small to learn the synthetic tokens (no tiny Shakespeare
  * in a clean clone) in 20 steps; their parameters, compared after the
  * steps, show that both sides trained alike. */
 static bool expect_descent = true;
@@ -188,6 +188,12 @@ int main(int argc, char **argv) {
         if (all || strcmp(w, "ints") == 0) {
             /* integers past their range: wrapped, a float cast saturated */
             check_model("int_wrap", "tests/codegen/int_wrap.model", no_defs, sgd_sets, &tk, steps, 1, true, true);
+        }
+        if (all || strcmp(w, "edges") == 0) {
+            /* a fused cross-entropy's logits sharing a buffer, a -0.0 fill,
+             * a -inf constant, a loss sliced from a larger buffer */
+            check_model("edges", "tests/codegen/edges.model", no_defs, sgd_sets, &tk, steps, 1, true, true);
+            check_model("slice_loss", "tests/codegen/slice_loss.model", no_defs, sgd_sets, &tk, steps, 1, true, false);
         }
         expect_descent = true;
         if (all || strcmp(w, "accum") == 0) {
