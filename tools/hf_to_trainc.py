@@ -37,10 +37,10 @@ lora_alpha; 0 there and here means alpha = r).
 --config config.json (Hugging Face's) checks what the tensors cannot show:
 GPT-2's layer_norm_epsilon (1e-5), activation_function (gelu_new or
 gelu_pytorch_tanh), tie_word_embeddings (true) and n_inner; Llama's
-hidden_act (silu), no rope_scaling, no biases; the sizes against the
-tensors' shapes.  It prints the `-D` line of examples/gpt2.model or
+hidden_act (silu), no rope_scaling (but one of rope_type "default"),
+no biases; the sizes against the tensors' shapes.  It prints the `-D` line of examples/gpt2.model or
 examples/llama.model on stdout (for Llama with rms_norm_eps as eps and
-rope_theta as theta).  GPT-2's seq must be n_positions (wpe is [seq, dim]
+rope_theta, or rope_parameters' rope_theta, as theta).  GPT-2's seq must be n_positions (wpe is [seq, dim]
 and --init wants its shape); Llama's seq (max_position_embeddings) may be
 made smaller, rope has no table.
 
@@ -535,12 +535,16 @@ def check_config(path, arch):
         size("seq", "max_position_embeddings")
         # examples/llama.model's constants eps (1e-5) and theta (10000.0): -D sets them
         sizes["eps"] = _cfg(c, "rms_norm_eps", 1e-6)   # LlamaConfig's default
-        sizes["theta"] = float(_cfg(c, "rope_theta", 10000.0))
+        # newer configs keep rope_theta and rope_type in rope_parameters
+        rp = c.get("rope_parameters") if isinstance(c.get("rope_parameters"), dict) else {}
+        sizes["theta"] = float(rp["rope_theta"] if "rope_theta" in rp else _cfg(c, "rope_theta", 10000.0))
         act = _cfg(c, "hidden_act", "silu")
         if act != "silu":
             bad.append(f"hidden_act is '{act}'; examples/llama.model's MLP is SwiGLU (silu)")
-        if c.get("rope_scaling"):
-            bad.append(f"rope_scaling is {json.dumps(c['rope_scaling'])}; examples/llama.model's rope has no scaling")
+        # a rope_type of "default" (type, in older configs) is no scaling
+        for key, rs in (("rope_scaling", c.get("rope_scaling")), ("rope_parameters", rp)):
+            if rs and not (isinstance(rs, dict) and rs.get("rope_type", rs.get("type", "default")) == "default"):
+                bad.append(f"{key} is {json.dumps(rs)}; examples/llama.model's rope has no scaling")
         for k in ("attention_bias", "mlp_bias"):
             if c.get(k):
                 bad.append(f"{k} is true; examples/llama.model has no biases")

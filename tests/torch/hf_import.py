@@ -335,6 +335,18 @@ def refuse(a):
               intermediate_size=32, max_position_embeddings=8, rms_norm_eps=1e-6, rope_theta=500000.0, hidden_act="silu")
     good("--config: Llama's -D line (rms_norm_eps as eps)", ["--arch", "llama", "llama.safetensors", "-o", "out.safetensors", "--config", cfg("l.json", **l2)],
          line("-D vocab=64 -D layers=1 -D heads=2 -D kv_heads=1 -D dim=16 -D ffn=32 -D seq=8 -D eps=1e-06 -D theta=500000.0"))
+    good("--config: Llama with rope_scaling of rope_type default (no scaling)",
+         ["--arch", "llama", "llama.safetensors", "-o", "out.safetensors", "--config", cfg("l.json", **{**l2, "rope_scaling": {"rope_type": "default"}})],
+         line("-D vocab=64 -D layers=1 -D heads=2 -D kv_heads=1 -D dim=16 -D ffn=32 -D seq=8 -D eps=1e-06 -D theta=500000.0"))
+    l3 = {k: v for k, v in l2.items() if k != "rope_theta"}
+    good("--config: Llama with rope_parameters (rope_theta there)",
+         ["--arch", "llama", "llama.safetensors", "-o", "out.safetensors", "--config",
+          cfg("l.json", **{**l3, "rope_parameters": {"rope_type": "default", "rope_theta": 250000.0}})],
+         line("-D vocab=64 -D layers=1 -D heads=2 -D kv_heads=1 -D dim=16 -D ffn=32 -D seq=8 -D eps=1e-06 -D theta=250000.0"))
+    for k, v in (("rope_scaling", {"rope_type": "linear", "factor": 2.0}), ("rope_scaling", {"type": "dynamic", "factor": 2.0}),
+                 ("rope_parameters", {"rope_type": "llama3", "factor": 8.0, "rope_theta": 500000.0})):
+        bad(f"--config: Llama with {k} {v}", ["--arch", "llama", "llama.safetensors", "-o", "out.safetensors", "--config",
+                                               cfg("b.json", **{**l2, k: v})], ["b.json", k, "no scaling"])
     bad("--config: Llama with intermediate_size 64", ["--arch", "llama", "llama.safetensors", "-o", "out.safetensors", "--config",
                                                       cfg("b.json", **{**l2, "intermediate_size": 64})], ["b.json", "gate_proj"])
     print(f"{len(fails)} case(s) failed" + (": " + ", ".join(fails) if fails else ""))
