@@ -12,6 +12,7 @@
  * Messages go to stderr; stdout carries only what the user asked to see
  * (--help, --report, --sample). */
 #include "rt.h"
+#include "schedule.h"
 
 #include "trainc_flags.h"
 #include "philox.h"
@@ -1071,13 +1072,15 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
         return fail(r, "%s", trn_error(s));
     /* --steps on --resume changes the schedule's length: the steps already
      * done had the old length's rates (docs/runtime.md, resuming) */
-    if (a->resume && a->given_steps && !a->quiet && s->step > 0 && s->step < s->total && s->total != done_total &&
-        trn_lr_at(s, s->step) != done_lr) {
+    /* (the rate the checkpoint's schedule would give at its step with the
+     * new length: other flags' changes are the note below's) */
+    double len_lr = sched_lr_at(done_sched, done_base, done_min, done_warmup, s->total, s->step);
+    if (a->resume && a->given_steps && !a->quiet && s->step > 0 && s->step < s->total && s->total != done_total && len_lr != done_lr) {
         fprintf(stderr,
                 "%s: note: --steps %" PRId64 " changes the schedule's length from %s's %" PRId64 " steps: its steps 1 to %" PRId64
                 " ran at the %" PRId64 "-step schedule's rates (step %" PRId64 ": %.4g, where %" PRId64 " steps would give %.4g), so the run differs "
                 "from one run of %" PRId64 " steps\n",
-                r->prog, s->total, a->resume, done_total, s->step, done_total, s->step, done_lr, s->total, trn_lr_at(s, s->step), s->total);
+                r->prog, s->total, a->resume, done_total, s->step, done_total, s->step, done_lr, s->total, len_lr, s->total);
     }
     if (a->given_batches || !s->has_data_pos) snprintf(s->batches, sizeof s->batches, "%s", a->batches ? a->batches : "random");
     /* the other schedule flags and --batches on --resume: the steps done
