@@ -42,8 +42,10 @@ OP(add,        2, 2, 1, OPF_POINTWISE|OPF_DIFF|OPF_COMMUTE)
 OP(sub,        2, 2, 1, OPF_POINTWISE|OPF_DIFF)
 OP(mul,        2, 2, 1, OPF_POINTWISE|OPF_DIFF|OPF_COMMUTE)
 OP(div,        2, 2, 1, OPF_POINTWISE|OPF_DIFF)
-OP(maximum,    2, 2, 1, OPF_POINTWISE|OPF_DIFF|OPF_COMMUTE)
-OP(minimum,    2, 2, 1, OPF_POINTWISE|OPF_DIFF|OPF_COMMUTE)
+/* maximum and minimum do not commute: of -0.0 and +0.0 each gives its
+ * second operand (a > b ? a : b), and CSE must not merge the two orders */
+OP(maximum,    2, 2, 1, OPF_POINTWISE|OPF_DIFF)
+OP(minimum,    2, 2, 1, OPF_POINTWISE|OPF_DIFF)
 OP(ge,         2, 2, 1, OPF_POINTWISE)           /* 1 where a >= b else 0, in a's dtype; zero gradient */
 
 /* ---- pointwise gradients: (dy, saved) -> dx ---- */

@@ -4,9 +4,11 @@
  * A node is replaced by an earlier one with the same op, the same operands
  * (as a set of two for OPF_COMMUTE ops: a+b and b+a merge), identical
  * attributes (floats compared bit for bit, so 0.0 and -0.0 stay apart) and
- * the same result types.  Non-source nodes must also share the phase (a step
- * node must not come to read a micro-batch value).  Sources are never merged
- * except constant and iota, which are pure.  OPF_RANDOM nodes (dropout) merge
+ * the same result types, and the same phase: a step node must not come to
+ * read a micro-batch value, and a constant's phase is when an update to it
+ * commits (the optimizer's step-phase zero that resets an accumulator,
+ * merged into a micro-batch zero, reset it every micro-batch).  Sources are
+ * never merged except constant and iota, which are pure.  OPF_RANDOM nodes (dropout) merge
  * only with equal attributes, stream included, which the rule above already
  * demands: two such nodes draw the same numbers.  Nodes marked
  * {recompute=1} (gradient checkpointing's clones, passes/checkpoint.c) are
@@ -28,7 +30,7 @@ static bool commutes(const Node *n) { return op_has(n->op, OPF_COMMUTE) && n->ni
 
 static uint64_t node_hash(const Node *n) {
     uint64_t h = mix(1469598103934665603ull, (uint64_t)n->op);
-    if (!op_has(n->op, OPF_SOURCE)) h = mix(h, (uint64_t)n->phase);
+    h = mix(h, (uint64_t)n->phase);
     if (commutes(n)) {
         uint64_t a = (uint64_t)n->in[0]->id, b = (uint64_t)n->in[1]->id;
         h = mix(mix(h, a < b ? a : b), a < b ? b : a);
@@ -58,7 +60,7 @@ static bool attr_identical(const Attr *a, const Attr *b) {
 
 static bool node_equal(const Node *a, const Node *b) {
     if (a->op != b->op || a->nin != b->nin || a->nout != b->nout || a->nattr != b->nattr) return false;
-    if (!op_has(a->op, OPF_SOURCE) && a->phase != b->phase) return false;
+    if (a->phase != b->phase) return false;
     if (commutes(a)) {
         if (!((a->in[0] == b->in[0] && a->in[1] == b->in[1]) || (a->in[0] == b->in[1] && a->in[1] == b->in[0]))) return false;
     } else {

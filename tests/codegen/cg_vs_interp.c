@@ -191,9 +191,11 @@ int main(int argc, char **argv) {
         }
         if (all || strcmp(w, "edges") == 0) {
             /* a fused cross-entropy's logits sharing a buffer, a -0.0 fill,
-             * a -inf constant, a loss sliced from a larger buffer */
+             * a -inf constant, a loss sliced from a larger buffer, a
+             * bias-free norm's zero and an accumulator's reset */
             check_model("edges", "tests/codegen/edges.model", no_defs, sgd_sets, &tk, steps, 1, true, true);
             check_model("slice_loss", "tests/codegen/slice_loss.model", no_defs, sgd_sets, &tk, steps, 1, true, false);
+            check_model("norm_accum", "tests/codegen/norm_accum.model", no_defs, sgd_sets, &tk, 5, 2, true, true);
         }
         expect_descent = true;
         if (all || strcmp(w, "accum") == 0) {
