@@ -271,6 +271,12 @@ static void fuse_norm(Lg *L, Node *n) {
     double eps;
     Value *q = match_rstd_any(L, r, divided, &eps, pat, &np);
     if (!q) return;
+    /* r one value a row, [..., 1] beside x [..., C], and n of x's shape:
+     * a keepdim=0 r unreshaped ([R] beside [R, C]) scales the columns, and
+     * an eps of higher rank broadcasts n to another shape */
+    Shape rows = x->ty.shape;
+    rows.d[rows.rank - 1] = 1;
+    if (!shape_eq(&r->ty.shape, &rows) || !shape_eq(&n->out[0]->ty.shape, &x->ty.shape)) return;
     pat[np++] = n;
     Value *w = NULL, *b = NULL, *ins[3];
     Node *sub = def_of(x, OP_sub), *sq = q->def;
@@ -339,7 +345,9 @@ static void fuse_softmax_ce(Lg *L, Node *ce) {
     Node *pat[8];
     int np = 0;
     Value *z = ce->in[0];
-    if (nuses(L, z) != 1) return;
+    /* the log-sum-exp result changes (that of x, not of log_softmax(x),
+     * which is 0): nothing may read it */
+    if (nuses(L, z) != 1 || nuses(L, ce->out[1]) != 0) return;
     Value *x = strip_log_softmax(L, z, pat, &np);
     if (!x || !type_eq(&x->ty, &z->ty)) return;
     for (int i = 0; i < np; i++)

@@ -111,6 +111,13 @@ static void set_shape(Pad *P, Node *param, int axis, int64_t to, const char *wha
 
 typedef struct Head { Node *w, *bias, *mm, *other; } Head;
 
+/* b [N] beside a product's y [..., N]: a bias of one value a column (not
+ * a [1] broadcast to every column, which padded would stay in column 0) */
+static bool is_bias_of(Value *b, Value *y) {
+    const Shape *ys = &y->ty.shape;
+    return b->ty.shape.rank == 1 && ys->rank >= 1 && b->ty.shape.d[0] == ys->d[ys->rank - 1];
+}
+
 /* The class projection under a logits value: matmul(x, W^T) with W a
  * param (through a cast), optionally + bias param [V], optionally cast.
  * False otherwise; h->other, when the logits are such a product plus
@@ -123,7 +130,7 @@ static bool head_of(Pad *P, Value *logits, Head *h) {
     Node *add = v->def->op == OP_add ? v->def : NULL;
     if (add) {
         for (int k = 0; k < 2 && !h->mm; k++)
-            if (add->in[k]->def->op == OP_matmul && param_under(add->in[1 - k]) && add->in[1 - k]->ty.shape.rank == 1) {
+            if (add->in[k]->def->op == OP_matmul && param_under(add->in[1 - k]) && is_bias_of(add->in[1 - k], add->in[k])) {
                 h->mm = add->in[k]->def;
                 h->bias = param_under(add->in[1 - k]);
             }
@@ -165,6 +172,23 @@ static bool bias_use_ok(Node *m, int idx, void *ctx) {
     return m->op == OP_add;
 }
 
+/* A class projection's bias b (through casts) read only where it is added
+ * to a product of w: another add (b + 1, b + x) would read the padding. */
+static bool bias_only_head(Pad *P, Value *b, Node *w) {
+    UseList *ul = &P->u->of[b->id];
+    if (P->u->nout_refs[b->id]) return false;
+    for (int i = 0; i < ul->n; i++) {
+        Node *m = ul->u[i].node;
+        if (m->op == OP_cast) {
+            if (!bias_only_head(P, m->out[0], w)) return false;
+            continue;
+        }
+        Node *mm = m->op == OP_add ? m->in[1 - ul->u[i].idx]->def : NULL;
+        if (!mm || mm->op != OP_matmul || param_under(mm->in[1]) != w || !is_bias_of(b, mm->out[0])) return false;
+    }
+    return true;
+}
+
 /* Every reader of a product of the padded weight (the logits, whose
  * padded columns are exact zeros) masks the padding or drops it: a
  * cross_entropy (which gets {classes}), a graph result (sliced back), or on
@@ -204,8 +228,14 @@ static void pad_head(Pad *P, Node *w, Node *bias, int mult, bool note) {
     if (!w || padded_before(P, w, 0, mult)) return;
     int64_t V = w->out[0]->ty.shape.d[0], Vp = round_up(V, mult);
     if (Vp == V) return;
-    if (!uses_ok(P, w->out[0], vocab_use_ok, NULL) || (bias && !uses_ok(P, bias->out[0], bias_use_ok, NULL))) {
+    if (!uses_ok(P, w->out[0], vocab_use_ok, NULL)) {
         if (note && !P->quiet) note_at(P->d, w->loc, "pad-tiles: %s not padded: it has uses other than class projections and embeddings", ir_source_name(w));
+        return;
+    }
+    if (bias && !bias_only_head(P, bias->out[0], w)) {
+        if (note && !P->quiet)
+            note_at(P->d, bias->loc, "pad-tiles: %s not padded: its bias %s is read by more than the add to its logits", ir_source_name(w),
+                    ir_source_name(bias));
         return;
     }
     Node *who = NULL;
@@ -229,9 +259,16 @@ static void pad_vocab(Pad *P, int mult) {
         if (n->op == OP_cross_entropy && head_of(P, n->in[0], &h)) pad_head(P, h.w, h.bias, mult, true);
         else if (n->op == OP_linear_cross_entropy) pad_head(P, param_under(n->in[1]), NULL, mult, true);
         else if (n->op == OP_cross_entropy && h.other && !P->quiet && !ir_attr(h.w, "unpadded") &&
-                 round_up(h.w->out[0]->ty.shape.d[0], mult) != h.w->out[0]->ty.shape.d[0])
-            note_at(P->d, h.w->loc, "pad-tiles: %s not padded: its logits are its product plus a %s's result, where a class projection adds at most a bias",
-                    ir_source_name(h.w), op_name(h.other->op));
+                 round_up(h.w->out[0]->ty.shape.d[0], mult) != h.w->out[0]->ty.shape.d[0]) {
+            char sh[160];
+            if (h.other->op == OP_param) /* a bias of another shape: [1] */
+                note_at(P->d, h.w->loc, "pad-tiles: %s not padded: its logits are its product plus %s %s, where a class projection adds at most a bias [%lld]",
+                        ir_source_name(h.w), ir_source_name(h.other), shape_str(&h.other->out[0]->ty.shape, sh, sizeof sh),
+                        (long long)h.w->out[0]->ty.shape.d[0]);
+            else
+                note_at(P->d, h.w->loc, "pad-tiles: %s not padded: its logits are its product plus a %s's result, where a class projection adds at most a bias",
+                        ir_source_name(h.w), op_name(h.other->op));
+        }
     }
 }
 
@@ -248,7 +285,7 @@ static bool up_proj(Pad *P, Value *u, Node **w, Node **b) {
     if (u->def->op == OP_add) {
         Node *a = u->def;
         for (int k = 0; k < 2; k++)
-            if (a->in[k]->def->op == OP_matmul && param_under(a->in[1 - k]) && a->in[1 - k]->ty.shape.rank == 1 && single(P, a->in[k])) {
+            if (a->in[k]->def->op == OP_matmul && param_under(a->in[1 - k]) && is_bias_of(a->in[1 - k], a->in[k]) && single(P, a->in[k])) {
                 *b = param_under(a->in[1 - k]);
                 u = a->in[k];
             }
