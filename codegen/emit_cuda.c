@@ -596,11 +596,19 @@ static void emit_loop_node(Loop *L, int i, int depth) {
         fmt_double(inv, 1.0 - pr);
         sb_printf(&xb, "(rng_keep((uint32_t)%s, %lluull, (uint64_t)%s, (float)%s) ? (double)(%s) / %s : 0.0)", ops[1],
                   (unsigned long long)ir_int(m, "stream", 0), vi, pl, ops[0], inv);
+    } else if (m->op == OP_cast && (dt == DT_bf16 || dt == DT_f16) && (m->in[0]->ty.dt == DT_f64 || !dtype_is_float[m->in[0]->ty.dt])) {
+        sb_printf(&xb, "(double)(%s)", ops[0]); /* rounded once, below */
     } else {
         node_expr(&xb, m, ops, dt);
     }
+    /* a double (dropout's quotient, an f64 or integer cast) goes to bf16 or
+     * f16 through trn_odd, as the C backend rounds it: once (through a
+     * float rounded to nearest, a tie could round twice, the wrong way) */
+    bool wide = m->op == OP_dropout || (m->op == OP_cast && (m->in[0]->ty.dt == DT_f64 || !dtype_is_float[m->in[0]->ty.dt]));
     ind(L->b, depth);
-    if (dt == DT_bf16 || dt == DT_f16)
+    if ((dt == DT_bf16 || dt == DT_f16) && wide)
+        sb_printf(L->b, "const float %s = trn_r_%s(trn_odd(%s));  /* %s */\n", yn, dtype_name[dt], xb.s, op_name(m->op));
+    else if (dt == DT_bf16 || dt == DT_f16)
         sb_printf(L->b, "const float %s = trn_r_%s((float)(%s));  /* %s */\n", yn, dtype_name[dt], xb.s, op_name(m->op));
     else if (dtype_is_float[dt])
         sb_printf(L->b, "const %s %s = (%s)(%s);  /* %s */\n", cp_type(dt), yn, cp_type(dt), xb.s, op_name(m->op));
@@ -893,9 +901,10 @@ static void emit_loop(Emit *e, Kernel *k, CuKern *r) {
         char rn[32];
         vname(rn, sizeof rn, m->out[0]);
         int64_t cnt = cg_loop_red_count(k);
-        const char *conv = rdt == DT_bf16 ? "trn_r_bf16" : rdt == DT_f16 ? "trn_r_f16" : "";
-        if (ro == OP_mean) sb_printf(&body, "    const %s %s = %s((%s)(acc / %lld.0));\n", cp_type(rdt), rn, conv, cp_type(rdt), (long long)cnt);
-        else if (dtype_is_float[rdt]) sb_printf(&body, "    const %s %s = %s((%s)(acc));\n", cp_type(rdt), rn, conv, cp_type(rdt));
+        /* the double sum to bf16 or f16 through trn_odd: rounded once */
+        const char *conv = rdt == DT_bf16 ? "trn_r_bf16(trn_odd" : rdt == DT_f16 ? "trn_r_f16(trn_odd" : rdt == DT_f64 ? "(double)(" : "(float)(";
+        if (ro == OP_mean) sb_printf(&body, "    const %s %s = %s(acc / %lld.0));\n", cp_type(rdt), rn, conv, (long long)cnt);
+        else if (dtype_is_float[rdt]) sb_printf(&body, "    const %s %s = %s(acc));\n", cp_type(rdt), rn, conv);
         else sb_printf(&body, "    const long long %s = (long long)(%s)(acc);\n", rn, st_type(rdt)); /* wraps, as a store does */
         emit_loop_store(L, i, 1, true);
         for (i++; i < k->nnodes; i++) emit_loop_node(L, i, 1);

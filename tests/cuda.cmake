@@ -189,6 +189,12 @@ if(TRAINC_CXX)
                    ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/int_wrap ${CMAKE_SOURCE_DIR}/tests/codegen/int_wrap.model int_wrap trn_model_int_wrap)
   set_tests_properties(cuda_emu_int_wrap PROPERTIES LABELS cuda TIMEOUT 300
                        ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
+  # casts to bf16 and f16 from i32 and f64 rounded once (trn_odd), as in C
+  add_test(NAME cuda_emu_half_casts
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
+                   ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/half_casts ${CMAKE_SOURCE_DIR}/tests/cuda/half_casts.model half_casts trn_model_half_casts)
+  set_tests_properties(cuda_emu_half_casts PROPERTIES LABELS cuda TIMEOUT 300
+                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
   # tests/codegen/edges.model: a -0.0 fill (not a memset), a -inf constant
   add_test(NAME cuda_emu_edges
            COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
