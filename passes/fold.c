@@ -54,6 +54,7 @@ typedef struct Folder {
     int    *uses;        /* value id -> operand and output references */
     bool   *touched;     /* value id -> lost a use in this pass */
     bool   *keep;        /* node id -> still in the graph */
+    bool   *upd;         /* value id -> an update's new value */
 } Folder;
 
 static bool is_const(const Value *v) { return v->def->op == OP_constant; }
@@ -70,8 +71,15 @@ static void set_operand(Folder *F, Node *n, int k, Value *v) {
     F->uses[v->id]++;
 }
 
-/* n disappears; its (single) result becomes x. */
+/* n disappears; its (single) result becomes x.  Not where n computes an
+ * update's new value and x comes from another phase: an update commits in
+ * its value's phase (a step-phase reshape of a micro-batch zero, folded,
+ * would reset an accumulator every micro-batch). */
 static void replace_by(Folder *F, Node *n, Value *x) {
+    if (F->upd[n->out[0]->id]) {
+        if (x->def->phase != n->phase) return;
+        F->upd[x->id] = true;
+    }
     F->repl[n->out[0]->id] = x;
     F->uses[x->id] += F->uses[n->out[0]->id];
     F->uses[n->out[0]->id] = 0;
@@ -475,7 +483,10 @@ bool pass_fold(Graph *g, const PassOptions *po, Diag *d) {
     (void)po;
     /* folded constants add at most one node and one value per node */
     size_t nv = (size_t)g->nvalues + (size_t)g->nnodes + 1, nn = (size_t)g->nextnode + (size_t)g->nnodes + 1;
-    Folder F = {g, xcalloc(nv, sizeof(Value *)), xcalloc(nv, sizeof(int)), xcalloc(nv, sizeof(bool)), xcalloc(nn, sizeof(bool))};
+    Folder F = {g, xcalloc(nv, sizeof(Value *)), xcalloc(nv, sizeof(int)), xcalloc(nv, sizeof(bool)), xcalloc(nn, sizeof(bool)),
+                xcalloc(nv, sizeof(bool))};
+    for (int i = 0; i < g->noutputs; i++)
+        if (g->outputs[i].kind == OUT_UPDATE) F.upd[g->outputs[i].value->id] = true;
     for (int i = 0; i < g->nnodes; i++) {
         Node *n = g->nodes[i];
         F.keep[n->id] = true;
@@ -508,6 +519,7 @@ bool pass_fold(Graph *g, const PassOptions *po, Diag *d) {
     free(F.uses);
     free(F.touched);
     free(F.keep);
+    free(F.upd);
     widen_reductions(g, d);
     merge_pads(g, d);
     fold_iota_gathers(g, d);
