@@ -197,12 +197,57 @@ static Value *unround(Opt *o, const Uses *u, Value *v) {
     return m->out[0];
 }
 
+/* A half sum y of the gradients of a weight that two products or more
+ * read through one half copy (a layer applied twice, weights shared by
+ * blocks): whether every term, read only there, is a half product, an
+ * f32 value rounded to half, or such a sum. */
+static bool half_sum_widens(const Uses *u, Value *y) {
+    Node *a = y->def;
+    if (a->op != OP_add || !dtype_is_half(y->ty.dt) || readers(u, y) != 1) return false;
+    for (int i = 0; i < 2; i++) {
+        Value *x = a->in[i];
+        Node *m = x->def;
+        if (!type_eq(&x->ty, &y->ty) || readers(u, x) != 1) return false;
+        if (m->op == OP_matmul || (m->op == OP_cast && m->in[0]->ty.dt == DT_f32 && type_eq(&m->in[0]->ty, &(Type){DT_f32, y->ty.shape})))
+            continue;
+        if (!half_sum_widens(u, x)) return false;
+    }
+    return true;
+}
+
+/* The sum half_sum_widens() accepts, made in f32: its products summed into
+ * f32 (matmul {dtype=f32}), its rounded values unrounded, its adds f32. */
+static Value *widen_half_sum(Opt *o, Value *y) {
+    Node *a = y->def;
+    for (int i = 0; i < 2; i++) {
+        Node *m = a->in[i]->def;
+        if (m->op == OP_matmul) {
+            ir_set_str(o->g, m, "dtype", "f32");
+            if (!ir_infer(o->g, m, o->d)) die("optimizer: a product summed into f32 does not infer");
+            a->in[i] = m->out[0];
+        } else if (m->op == OP_cast) {
+            a->in[i] = m->in[0];
+        } else {
+            a->in[i] = widen_half_sum(o, a->in[i]);
+        }
+    }
+    if (!ir_infer(o->g, a, o->d)) die("optimizer: a sum made in f32 does not infer");
+    return a->out[0];
+}
+
 /* A weight's gradient is never rounded to half: the gradient itself, or
  * each operand of the sum that makes it (a tied weight's), loses the
- * rounding unround() finds (the casts left dead, for dce).  Returns the
- * gradient. */
+ * rounding unround() finds, and a half sum widened to f32 (a weight two
+ * products read through one half copy) is made in f32 (the casts left
+ * dead, for dce).  Returns the gradient. */
 static Value *sum_in_f32(Opt *o, const Uses *u, Value *gv) {
     Graph *g = o->g;
+    if (gv->def->op == OP_cast && gv->ty.dt == DT_f32 && half_sum_widens(u, gv->def->in[0])) {
+        Value *r = widen_half_sum(o, gv->def->in[0]);
+        ir_replace_all_uses(g, gv, r);
+        if (gv->name) r->name = gv->name; /* d.<param> */
+        return r;
+    }
     Value *r = unround(o, u, gv);
     if (r != gv) {
         ir_replace_all_uses(g, gv, r);
