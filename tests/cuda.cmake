@@ -158,12 +158,17 @@ trainc_nvrtc_test(gpt2_l1_dropout_nofusion_bf16 cuda 300 gpt2 bf16 -D layers=1 -
 # tolerances: what the kernels compute, without a GPU.
 find_program(TRAINC_CXX NAMES g++ c++)
 if(TRAINC_CXX)
-  function(trainc_emu_test name model)
+  # NAME, a .model file, the model's name, cuda_emit's arguments
+  function(trainc_emu_model name path model)
     add_test(NAME cuda_emu_${name}
              COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
-                     ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/${name} ${CMAKE_SOURCE_DIR}/examples/${model}.model ${model} trn_model_${model} ${ARGN})
+                     ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/${name} ${path} ${model} trn_model_${model} ${ARGN})
     set_tests_properties(cuda_emu_${name} PROPERTIES LABELS cuda TIMEOUT 600
                          ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
+  endfunction()
+  # an example: NAME, examples/MODEL.model, cuda_emit's arguments
+  function(trainc_emu_test name model)
+    trainc_emu_model(${name} ${CMAKE_SOURCE_DIR}/examples/${model}.model ${model} ${ARGN})
   endfunction()
   trainc_emu_test(mlp_fp32 mlp --set precision=fp32)
   # SGD with Nesterov momentum, 2 micro-batches: the multi-tensor SGD with
@@ -176,46 +181,20 @@ if(TRAINC_CXX)
   # RoPE from tables (tests/passes/primitive.model: rotate-half with cos
   # and sin [T, D], fused into rope_qk) over 640 rows of q and k: two
   # blocks of rows a position, q's and k's rows in one block
-  add_test(NAME cuda_emu_prim_rope_rows_bf16
-           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
-                   ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/prim_rope_rows_bf16 ${CMAKE_SOURCE_DIR}/tests/passes/primitive.model prim trn_model_prim
-                   -D batch=80 --set precision=bf16)
-  set_tests_properties(cuda_emu_prim_rope_rows_bf16 PROPERTIES LABELS cuda TIMEOUT 600
-                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
+  trainc_emu_model(prim_rope_rows_bf16 ${CMAKE_SOURCE_DIR}/tests/passes/primitive.model prim -D batch=80 --set precision=bf16)
   # integers past their range: wrapped, a float cast saturated (trn_iadd ...
   # trn_f2i in trainc_cuda.cuh as in trainc_kernels.h)
-  add_test(NAME cuda_emu_int_wrap
-           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
-                   ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/int_wrap ${CMAKE_SOURCE_DIR}/tests/codegen/int_wrap.model int_wrap trn_model_int_wrap)
-  set_tests_properties(cuda_emu_int_wrap PROPERTIES LABELS cuda TIMEOUT 300
-                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
+  trainc_emu_model(int_wrap ${CMAKE_SOURCE_DIR}/tests/codegen/int_wrap.model int_wrap)
   # casts to bf16 and f16 from i32 and f64 rounded once (trn_odd), as in C
-  add_test(NAME cuda_emu_half_casts
-           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
-                   ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/half_casts ${CMAKE_SOURCE_DIR}/tests/cuda/half_casts.model half_casts trn_model_half_casts)
-  set_tests_properties(cuda_emu_half_casts PROPERTIES LABELS cuda TIMEOUT 300
-                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
+  trainc_emu_model(half_casts ${CMAKE_SOURCE_DIR}/tests/cuda/half_casts.model half_casts)
   # tests/codegen/edges.model: a -0.0 fill (not a memset), a -inf constant
-  add_test(NAME cuda_emu_edges
-           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
-                   ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/edges ${CMAKE_SOURCE_DIR}/tests/codegen/edges.model edges trn_model_edges)
-  set_tests_properties(cuda_emu_edges PROPERTIES LABELS cuda TIMEOUT 300
-                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
+  trainc_emu_model(edges ${CMAKE_SOURCE_DIR}/tests/codegen/edges.model edges)
   # a sum of i64 past 2^63: wrapped in the CUDA kernels as in the C ones
   # (tests/cuda/int_sum_wrap.model)
-  add_test(NAME cuda_emu_int_sum_wrap
-           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
-                   ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/int_sum_wrap ${CMAKE_SOURCE_DIR}/tests/frontend/filecheck/int_sum_wrap.model
-                   int_sum_wrap trn_model_int_sum_wrap)
-  set_tests_properties(cuda_emu_int_sum_wrap PROPERTIES LABELS cuda TIMEOUT 300
-                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
+  trainc_emu_model(int_sum_wrap ${CMAKE_SOURCE_DIR}/tests/frontend/filecheck/int_sum_wrap.model int_sum_wrap)
   # an f64 product (f32 parameters cast) whose bias the cuda target leaves
   # to the loop kernel after it (tests/cuda/f64_bias.model)
-  add_test(NAME cuda_emu_f64_bias
-           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cuda/emu/run.sh $<TARGET_FILE:cuda_emit> $<TARGET_FILE:trainc_rt>
-                   ${CMAKE_CURRENT_BINARY_DIR}/cuda-emu/f64_bias ${CMAKE_SOURCE_DIR}/tests/cuda/f64_bias.model f64_bias trn_model_f64_bias)
-  set_tests_properties(cuda_emu_f64_bias PROPERTIES LABELS cuda TIMEOUT 300
-                       ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER}")
+  trainc_emu_model(f64_bias ${CMAKE_SOURCE_DIR}/tests/cuda/f64_bias.model f64_bias)
   # 4096 rows of GPT-2 in bf16: split column reductions (4 columns a
   # thread, as they draw dropout's mask again in their prologue; 8 without
   # random numbers: cuda_emu_mlp_rows_bf16), the embedding
