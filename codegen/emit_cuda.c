@@ -581,6 +581,11 @@ static void emit_loop_node(Loop *L, int i, int depth) {
     DType dt = y->ty.dt;
     char yn[32];
     vname(yn, sizeof yn, y);
+    /* a double (dropout's quotient, an f64 or integer cast) goes to bf16 or
+     * f16 through trn_odd, as the C backend rounds it: once (through a
+     * float rounded to nearest, a tie could round twice, the wrong way) */
+    bool half = dt == DT_bf16 || dt == DT_f16;
+    bool wide = m->op == OP_dropout || (m->op == OP_cast && (m->in[0]->ty.dt == DT_f64 || !dtype_is_float[m->in[0]->ty.dt]));
     StrBuf xb = {0};
     if (m->op == OP_iota) {
         char vi[600];
@@ -596,19 +601,15 @@ static void emit_loop_node(Loop *L, int i, int depth) {
         fmt_double(inv, 1.0 - pr);
         sb_printf(&xb, "(rng_keep((uint32_t)%s, %lluull, (uint64_t)%s, (float)%s) ? (double)(%s) / %s : 0.0)", ops[1],
                   (unsigned long long)ir_int(m, "stream", 0), vi, pl, ops[0], inv);
-    } else if (m->op == OP_cast && (dt == DT_bf16 || dt == DT_f16) && (m->in[0]->ty.dt == DT_f64 || !dtype_is_float[m->in[0]->ty.dt])) {
+    } else if (m->op == OP_cast && wide && half) {
         sb_printf(&xb, "(double)(%s)", ops[0]); /* rounded once, below */
     } else {
         node_expr(&xb, m, ops, dt);
     }
-    /* a double (dropout's quotient, an f64 or integer cast) goes to bf16 or
-     * f16 through trn_odd, as the C backend rounds it: once (through a
-     * float rounded to nearest, a tie could round twice, the wrong way) */
-    bool wide = m->op == OP_dropout || (m->op == OP_cast && (m->in[0]->ty.dt == DT_f64 || !dtype_is_float[m->in[0]->ty.dt]));
     ind(L->b, depth);
-    if ((dt == DT_bf16 || dt == DT_f16) && wide)
+    if (half && wide)
         sb_printf(L->b, "const float %s = trn_r_%s(trn_odd(%s));  /* %s */\n", yn, dtype_name[dt], xb.s, op_name(m->op));
-    else if (dt == DT_bf16 || dt == DT_f16)
+    else if (half)
         sb_printf(L->b, "const float %s = trn_r_%s((float)(%s));  /* %s */\n", yn, dtype_name[dt], xb.s, op_name(m->op));
     else if (dtype_is_float[dt])
         sb_printf(L->b, "const %s %s = (%s)(%s);  /* %s */\n", cp_type(dt), yn, cp_type(dt), xb.s, op_name(m->op));

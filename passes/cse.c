@@ -8,9 +8,9 @@
  * read a micro-batch value, and a constant's phase is when an update to it
  * commits (the optimizer's step-phase zero that resets an accumulator,
  * merged into a micro-batch zero, reset it every micro-batch).  Sources are
- * never merged except constant and iota, which are pure.  OPF_RANDOM nodes (dropout) merge
- * only with equal attributes, stream included, which the rule above already
- * demands: two such nodes draw the same numbers.  Nodes marked
+ * never merged except constant and iota, which are pure.  OPF_RANDOM nodes
+ * (dropout) merge only with equal attributes, stream included, which the
+ * rule above already demands: two such nodes draw the same numbers.  Nodes marked
  * {recompute=1} (gradient checkpointing's clones, passes/checkpoint.c) are
  * neither merged nor merged into: they exist to compute again what an
  * earlier node computed.  Uses are redirected through a replacement map as

@@ -208,7 +208,7 @@ static bool half_sum_widens(const Uses *u, Value *y) {
         Value *x = a->in[i];
         Node *m = x->def;
         if (!type_eq(&x->ty, &y->ty) || readers(u, x) != 1) return false;
-        if (m->op == OP_matmul || (m->op == OP_cast && m->in[0]->ty.dt == DT_f32 && type_eq(&m->in[0]->ty, &(Type){DT_f32, y->ty.shape})))
+        if (m->op == OP_matmul || (m->op == OP_cast && m->in[0]->ty.dt == DT_f32 && shape_eq(&m->in[0]->ty.shape, &y->ty.shape)))
             continue;
         if (!half_sum_widens(u, x)) return false;
     }
