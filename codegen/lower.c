@@ -258,6 +258,22 @@ static Kernel *producer(Lower *L, Value *v) { return VI(L, v)->kern; }
 
 /* Makes v available as a contiguous buffer; returns its view.  A non-contiguous
  * view gets a copy kernel. */
+/* v's view moves to copy: later readers use the copy; so do the loop
+ * kernels already made that read v, which find its view when they are
+ * emitted: they run after the copy (a sum over a permuted gradient,
+ * lowered before the embedding backward asked for the copy, read it
+ * before it was made).  prod: v's producer; consumer: the kernel that
+ * asked for the copy (NULL: none). */
+static void readers_wait(Lower *L, Value *v, Kernel *copy, Kernel *prod, Kernel *consumer) {
+    for (int i = 0; i < L->s->nk; i++) {
+        Kernel *r = L->s->k[i];
+        if (r == copy || r == consumer || r == prod) continue;
+        for (int a = 0; a < r->nnodes; a++)
+            for (int j = 0; j < r->nodes[a]->nin; j++)
+                if (r->nodes[a]->in[j] == v) kern_add_dep(r, copy);
+    }
+}
+
 static View contiguous(Lower *L, Value *v, Kernel *consumer) {
     materialise(L, v);
     ValInfo *vi = VI(L, v);
@@ -272,18 +288,7 @@ static View contiguous(Lower *L, Value *v, Kernel *consumer) {
     kern_add_dep(k, producer(L, v));
     kern_add_node(L, k, v->def);
     k->order = consumer->order;
-    /* later readers use the copy; so do the loop kernels already made that
-     * read v, which find its view when they are emitted: they run after the
-     * copy (a sum over a permuted gradient, lowered before the embedding
-     * backward asked for the copy, read it before it was made) */
-    Kernel *prod = vi->kern;
-    for (int i = 0; i < L->s->nk; i++) {
-        Kernel *r = L->s->k[i];
-        if (r == k || r == consumer || r == prod) continue;
-        for (int a = 0; a < r->nnodes; a++)
-            for (int j = 0; j < r->nodes[a]->nin; j++)
-                if (r->nodes[a]->in[j] == v) kern_add_dep(r, k);
-    }
+    readers_wait(L, v, k, vi->kern, consumer);
     vi->st = VS_BUF;
     view_contig(&vi->view, b, &v->ty.shape);
     vi->kern = k;
@@ -2122,6 +2127,7 @@ static bool lower_sched(Program *p, TrnRun which, Graph *g, int phase, Diag *d, 
             k->src = vi->view;
             view_contig(&k->dst, b, &o->value->ty.shape);
             kern_add_dep(k, vi->kern);
+            readers_wait(&L, o->value, k, vi->kern, NULL);
             vi->kern = k;
             view_contig(&vi->view, b, &o->value->ty.shape);
             vi->st = VS_BUF;
