@@ -20,10 +20,9 @@
  * f32.  One cast per value and dtype (memoised); a param gets one cast
  * however often it is used, and the optimizer pass turns that cast into a
  * persistent half-precision copy refreshed after each update (parameters
- * stay f32 master weights).  Scalar results (the loss) keep their dtype;
- * tensor results (a sampling graph's logits) are left in the compute
- * dtype: the runtime reads any float dtype, and an f32 copy of [B, T, V]
- * logits would cost more than the training step saves.
+ * stay f32 master weights).  Every graph result keeps its dtype (the loss,
+ * a sampling graph's logits for trn_predict and --sample: converted back
+ * where the rewrite left them in H; docs/passes.md).
  *
  * fp16 also scales the loss: state amp.scale (train.loss_scale) and
  *   output "loss" = loss * amp.scale   (what autodiff differentiates)
