@@ -451,12 +451,20 @@ BUILTIN(b_dropout) {
 BUILTIN(b_cross_entropy) {
     ARG_TENSOR(0, logits);
     ARG_TENSOR(1, targets);
+    DType tdt = targets->ty.dt;
     targets = index_i32(e, targets, loc);
     if (!targets) return val_poison();
     Value *in[2] = {logits, targets};
     Node *nd = ir_new(e->g, OP_cross_entropy, 2, in, loc);
     int64_t ig = -100;
     if (given[2] && !elab_want_int(e, a[2], al[2], "ignore_index", &ig)) return val_poison();
+    /* i64 targets are read as i32 (wrapped): an ignore_index past i32 would
+     * match none of them, and a target equal to it would wrap to a class */
+    if (tdt == DT_i64 && (ig < INT32_MIN || ig > INT32_MAX)) {
+        error_at(e->d, al[2], "ignore_index %lld does not fit in i32, and the i64 targets are read as i32: take one in -2^31 .. 2^31 - 1",
+                 (long long)ig);
+        return val_poison();
+    }
     ir_set_int(e->g, nd, "ignore_index", ig);
     return elab_emit(e, nd);
 }
