@@ -38,10 +38,11 @@ lora_alpha; 0 there and here means alpha = r).
 GPT-2's layer_norm_epsilon (1e-5), activation_function (gelu_new or
 gelu_pytorch_tanh), tie_word_embeddings (true) and n_inner; Llama's
 hidden_act (silu), no rope_scaling (but one of rope_type "default"),
-no biases; the sizes against the tensors' shapes.  It prints the `-D` line of examples/gpt2.model or
-examples/llama.model on stdout (for Llama with rms_norm_eps as eps and
-rope_theta, or rope_parameters' rope_theta, as theta).  GPT-2's seq must be n_positions (wpe is [seq, dim]
-and --init wants its shape); Llama's seq (max_position_embeddings) may be
+no biases; the sizes against the tensors' shapes.  It prints the `-D`
+line of examples/gpt2.model or examples/llama.model on stdout (for Llama
+with rms_norm_eps as eps and rope_theta, or rope_parameters' rope_theta,
+as theta).  GPT-2's seq must be n_positions (wpe is [seq, dim] and
+--init wants its shape); Llama's seq (max_position_embeddings) may be
 made smaller, rope has no table.
 
 Data keep their dtype (F32, F16, BF16: --init converts).  A tensor the
