@@ -261,7 +261,7 @@ static bool set_key(TrainConfig *tc, Arena *a, const TrainKeyInfo *k, const char
             snprintf(err, errn, "train key '%s' takes %s, not %s", k->name, want, value);
             return false;
         }
-        *(double *)p = v;
+        *(double *)p = v + 0.0;   /* -0.0 is 0: --help and a checkpoint's lr.min print it unsigned */
         return true;
     }
     case TK_ENUM:

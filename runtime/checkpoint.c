@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,7 +171,17 @@ int trn_save(TrnSession *s, const char *path, int with_state) {
     full = rt_malloc((size_t)p.maxb, err, errn);
     blk = full ? rt_malloc((size_t)p.maxb, err, errn) : NULL;
     if (!blk) goto fail;
-    if (!(f = rt_tmp_create(path, &tmp, err, errn))) goto fail;
+    /* the file replaced: a link's target (written through, as the
+     * compiler's -o writes), keeping its permissions */
+    char real[PATH_MAX];
+    struct stat lst, old;
+    const char *dest = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && realpath(path, real) ? real : path;
+    int had = stat(dest, &old) == 0 && S_ISREG(old.st_mode);
+    if (!(f = rt_tmp_create(dest, &tmp, err, errn))) goto fail;
+    if (had && fchmod(fileno(f), old.st_mode & 07777) != 0) {
+        rt_fail(err, errn, "fchmod(%s) failed: %s", tmp, strerror(errno));
+        goto fail;
+    }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)p.hlen >> (8 * i));
     if (rt_fwrite(len8, 8, f, tmp, err, errn) != 0 || rt_fwrite(p.hdr, p.hlen, f, tmp, err, errn) != 0) goto fail;
@@ -194,8 +205,8 @@ int trn_save(TrnSession *s, const char *path, int with_state) {
     FILE *fc = f;
     f = NULL;
     if (rt_fclose(fc, tmp, err, errn) != 0) goto fail;
-    if (rt_rename(tmp, path, err, errn) != 0) goto fail;
-    sync_dir(path);
+    if (rt_rename(tmp, dest, err, errn) != 0) goto fail;
+    sync_dir(dest);
     plan_free(&p);
     free(tmp);
     free(full);
@@ -367,9 +378,9 @@ enum { MAX_LISTED = 24 };
 /* Matches the model's tensors of one kind with the file's (src[i], the
  * largest size in *maxb), listing each problem: missing (a LoRA adapter
  * may be, from a base model's checkpoint: keep_adapters), mis-shaped, of
- * another kind of dtype. */
-static void match_kind(TrnSession *s, const RtSt *st, TrnKind kind, int keep_adapters, const RtStTensor **src, int64_t *maxb, RtBuf *probs,
-                       int *nprob) {
+ * another kind of dtype (exact: of another dtype, for a resume). */
+static void match_kind(TrnSession *s, const RtSt *st, TrnKind kind, int keep_adapters, int exact, const RtStTensor **src, int64_t *maxb,
+                       RtBuf *probs, int *nprob) {
     const TrnModel *m = s->m;
     for (int i = 0; i < m->ntensors; i++) {
         const TrnTensor *t = &m->tensors[i];
@@ -392,9 +403,10 @@ static void match_kind(TrnSession *s, const RtSt *st, TrnKind kind, int keep_ada
             if ((*nprob)++ < MAX_LISTED) rt_buf_printf(probs, "\n  tensor '%s' has shape %s in the file, the model's is %s", t->name, a, b);
             continue;
         }
-        if (rt_dtype_is_float(x->dtype) != rt_dtype_is_float(t->dtype)) {
+        if (exact ? x->dtype != t->dtype : rt_dtype_is_float(x->dtype) != rt_dtype_is_float(t->dtype)) {
             if ((*nprob)++ < MAX_LISTED)
-                rt_buf_printf(probs, "\n  tensor '%s' is %s in the file, the model's is %s", t->name, rt_st_dtype_name(x->dtype), trn_dtype_name[t->dtype]);
+                rt_buf_printf(probs, "\n  tensor '%s' is %s in the file, the model's is %s%s", t->name, rt_st_dtype_name(x->dtype), trn_dtype_name[t->dtype],
+                              exact && rt_dtype_is_float(x->dtype) == rt_dtype_is_float(t->dtype) ? " (a run resumes from the tensors it saved; --init converts)" : "");
             continue;
         }
         src[i] = x;
@@ -501,9 +513,9 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
     /* the parameters' problems first, then the file's extra tensors, then
      * the states' (a LoRA model's checkpoint given to its base model: the
      * adapters named before the optimizer states every base weight lacks) */
-    match_kind(s, &st, TRN_PARAM, base_ckpt, src, &maxb, &probs, &nprob);
+    match_kind(s, &st, TRN_PARAM, base_ckpt, !params_only, src, &maxb, &probs, &nprob);
     list_extra(s, &st, params_only, &probs, &nprob);
-    if (!params_only) match_kind(s, &st, TRN_STATE, 0, src, &maxb, &probs, &nprob);
+    if (!params_only) match_kind(s, &st, TRN_STATE, 0, 1, src, &maxb, &probs, &nprob);
     if (nprob > 0) {
         if (nprob > MAX_LISTED) rt_buf_printf(&probs, "\n  ... and %d more", nprob - MAX_LISTED);
         const char *fm = rt_st_meta(&st, "model"); /* another model's checkpoint: said first */
@@ -563,6 +575,9 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
         snprintf(s->load_nonfinite, sizeof s->load_nonfinite, "%s", bad_first);
     const char *fb = rt_st_meta(&st, "compiled");
     s->load_note[0] = 0;
+    const char *fm = rt_st_meta(&st, "model"); /* resuming another model's run: its tensors fit, but say so */
+    if (!params_only && fm && m->name && strcmp(fm, m->name) != 0)
+        snprintf(s->load_note, sizeof s->load_note, "model is %.120s in the checkpoint, %.120s here", fm, m->name);
     if (fb && m->train.baked && !base_ckpt) /* (a base model's checkpoint into a LoRA model: its purpose) */
         baked_compare(s->load_note, sizeof s->load_note, fb, m->train.baked, params_only);
     rt_buf_free(&probs);

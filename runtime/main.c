@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -402,15 +403,26 @@ static void folder_of(char *out, size_t n, const char *path) {
  * writing (--metrics). */
 static int check_output(Run *r, const char *flag, const char *arg, const char *path, int renamed, int folder_checked) {
     if (!path[0]) return fail(r, "--%s: the path is empty", flag);
+    if (renamed && strlen(path) + 40 >= PATH_MAX) /* room for rt_tmp_create's name beside it */
+        return fail(r, "--%s %s: the path is too long (%zu bytes; at most %d)", flag, arg, strlen(path), PATH_MAX - 41);
     struct stat st;
-    if (stat(path, &st) == 0) {
+    int found = stat(path, &st) == 0;
+    /* a name too long, a link loop: the save would fail at the end (a
+     * file as the folder: said of the folder, below) */
+    if (!found && errno != ENOENT && errno != ENOTDIR) return fail(r, "--%s %s: cannot write %s: %s", flag, arg, path, strerror(errno));
+    if (found) {
         if (S_ISDIR(st.st_mode)) return fail(r, "--%s %s: %s is a folder", flag, arg, path);
         if (renamed && !S_ISREG(st.st_mode)) return fail(r, "--%s %s: %s is not a regular file (the checkpoint would replace it)", flag, arg, path);
         if (!renamed) return access(path, W_OK) == 0 ? 0 : fail(r, "--%s %s: cannot write %s: %s", flag, arg, path, strerror(errno));
     }
+    /* a link is written through (trn_save): its target's folder takes the new file */
+    char real[PATH_MAX];
+    struct stat lst;
+    const char *dest = path;
+    if (renamed && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && realpath(path, real)) dest = real, folder_checked = 0;
     if (folder_checked) return 0;
     char dir[4096];
-    folder_of(dir, sizeof dir, path);
+    folder_of(dir, sizeof dir, dest);
     int e = stat(dir, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : access(dir, W_OK | X_OK) != 0 ? errno : 0;
     if (e) return fail(r, "--%s %s: cannot write into folder %s: %s", flag, arg, dir, strerror(e));
     return 0;

@@ -302,8 +302,8 @@ TrnSession *trn_create_with_backend(const TrnModel *m, TrnBackend be, const TrnO
         trn_destroy(s);
         return NULL;
     }
-    s->lr = m->train.lr;
-    s->min_lr = m->train.min_lr;
+    s->lr = m->train.lr + 0.0;
+    s->min_lr = m->train.min_lr + 0.0;
     s->warmup = m->train.warmup;
     s->total = m->train.steps;
     snprintf(s->batches, sizeof s->batches, "random");
@@ -549,8 +549,8 @@ int trn_set_schedule(TrnSession *s, const char *schedule, double lr, double min_
     if (total > TRN_MAX_STEPS) /* as --steps and a checkpoint's lr.steps */
         return rt_seterr(s, "bad learning-rate schedule: steps %lld, past 2^53", (long long)total);
     if (schedule && rt_set_schedule_name(s, schedule) != 0) return -1;
-    s->lr = lr;
-    s->min_lr = min_lr;
+    s->lr = lr + 0.0;   /* -0.0 is 0: a checkpoint's lr.max and lr.min are unsigned */
+    s->min_lr = min_lr + 0.0;
     s->warmup = warmup;
     s->total = total;
     return 0;

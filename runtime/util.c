@@ -116,13 +116,19 @@ FILE *rt_tmp_create_at(const char *path, char **tmp, const char *file, int line,
     *tmp = NULL;
     if (!t) return NULL;
     /* O_EXCL: a name that is taken (a file of the run, a link to one, a
-     * folder) is never opened; the next number is tried */
+     * folder) is never opened; the next number is tried.  A name too long
+     * for the file system with the suffix (path's own is not: the caller
+     * checked it) becomes a short one in path's folder, ".trainc.PID.K.tmp" */
+    const char *slash = strrchr(path, '/');
+    int dirn = slash ? (int)(slash - path) + 1 : 0, shortname = 0;
     int fd = -1;
     for (int k = 0; k < 100 && fd < 0; k++) {
-        if (k == 0) snprintf(t, n, "%s.%d.tmp", path, (int)getpid());
+        if (shortname) snprintf(t, n, "%.*s.trainc.%d.%d.tmp", dirn, path, (int)getpid(), k);
+        else if (k == 0) snprintf(t, n, "%s.%d.tmp", path, (int)getpid());
         else snprintf(t, n, "%s.%d.%d.tmp", path, (int)getpid(), k);
         fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
+        if (fd < 0 && errno == ENAMETOOLONG && !shortname) shortname = 1, k--;
+        else if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0) {
         rt_fail(err, errn, "open(\"%s\", O_WRONLY|O_CREAT|O_EXCL) failed at %s:%d: %s", t, AT, strerror(errno));

@@ -118,6 +118,30 @@ bash -c 'mkdir "$1.$$.tmp" && printf keep > "$1.$$.1.tmp" && exec "$2" --data "$
 check "PATH.PID.tmp taken: saved after training" test $? -eq 0 -a -s "$dir/pid.st"
 check "PATH.PID.tmp taken: the folder stays" test -d "$(ls -d "$dir"/pid.st.*.tmp | grep -v '\.1\.tmp$')"
 check "PATH.PID.1.tmp taken: the file intact" test "$(cat "$dir"/pid.st.*.1.tmp)" = keep
+# a name of 250 bytes (its PATH.PID.tmp past the 255 a name may have):
+# saved through a short temporary name; one of 256 is an error before
+# the first step
+long=$(printf 'c%.0s' $(seq 250))
+"$exe" $T --steps 2 --save "$dir/$long" --quiet
+check "a 250-byte name: saved" test $? -eq 0 -a -s "$dir/$long"
+check "a 250-byte name: no temporary left" test -z "$(ls -a "$dir" | grep '\.tmp$' | grep -v -e '^m_2' -e '^tr\.bin' -e '^pid\.st')"
+"$exe" $T --steps 2 --save "$dir/${long}cccccc" 2> "$dir/long.txt"
+check "a 256-byte name: exit 1" test $? -eq 1
+check "a 256-byte name: the error" grep -q "error: --save .*: cannot write .*: File name too long" "$dir/long.txt"
+check "a 256-byte name: before the first step" test "$(steps_of "$dir/long.txt")" -eq 0
+# a symbolic link is written through, the target's mode kept
+mkdir -p "$dir/lk"
+"$exe" $T --steps 1 --save "$dir/lk/target.st" --quiet
+chmod 600 "$dir/lk/target.st"
+"$exe" $T --steps 2 --save "$dir/lk/target.st" --quiet
+check "--save over a file: its mode kept" test "$(stat -c %a "$dir/lk/target.st")" = 600
+chmod 640 "$dir/lk/target.st"
+ln -s target.st "$dir/lk/link.st"
+"$exe" $T --steps 3 --save "$dir/lk/link.st" --quiet
+"$exe" $T --steps 3 --save "$dir/lk/plain.st" --quiet
+check "--save LINK: still a link" test -L "$dir/lk/link.st"
+check "--save LINK: the target replaced" cmp -s "$dir/lk/target.st" "$dir/lk/plain.st"
+check "--save LINK: the target's mode kept" test "$(stat -c %a "$dir/lk/target.st")" = 640
 
 # 4. a file-size limit: the save fails with an error naming the path
 # (SIGXFSZ killed the process, status 153, and left PATH.tmp behind)

@@ -1221,9 +1221,45 @@ static void test_load_note(void) {
     CHECK(nl > 400 && nl < 512 && strncmp(n, "key00 is ", 9) == 0 && strcmp(n + nl - 5, "; ...") == 0, "a long note: '%s'", n);
     if (xa) trn_destroy(xa);
     if (xb) trn_destroy(xb);
+    /* another model's run, whose tensors fit: a resume says so, first; --init does not */
+    TrnModel other = a;
+    other.name = "other";
+    TrnSession *so = cpu_session(&other, -1);
+    CHECK(so && trn_save(sa, path, 1) == 0 && trn_load(so, path, 0) == 0 && strcmp(trn_load_note(so), "model is bigram in the checkpoint, other here") == 0,
+          "another model's: '%s'", so ? trn_load_note(so) : "");
+    CHECK(so && trn_load(so, path, 1) == 0 && strcmp(trn_load_note(so), "") == 0, "another model's, --init: '%s'", so ? trn_load_note(so) : "");
+    if (so) trn_destroy(so);
     trn_destroy(sa);
     trn_destroy(sb);
     trn_destroy(sn);
+}
+
+/* --resume takes each tensor in the dtype the run saved it (a narrower
+ * one would not give the uninterrupted run's bits); --init converts.  A
+ * bf16 param saved, its header's "BF16" made "F16" (the same size). */
+static void test_resume_dtype(void) {
+    static TrnTensor th[1];
+    th[0] = (TrnTensor){.name = "w", .kind = TRN_PARAM, .dtype = TRN_BF16, .rank = 1, .shape = {64}, .numel = 64, .offset = 0,
+                        .init = "uniform", .init_a = -0.5, .init_b = 0.5, .trainable = 0};
+    TrnModel mh = {.abi = TRN_ABI_VERSION, .name = "half", .source = "tests/runtime/test_runtime.c", .ntensors = 1, .tensors = th,
+                   .t_tokens = -1, .t_targets = -1, .t_lr = -1, .t_step = -1, .t_seed = -1, .t_loss = -1, .t_grad_norm = -1,
+                   .t_eval_loss = -1, .t_logits = -1, .train = {.optimizer = "adamw", .schedule = "constant", .precision = "bf16"},
+                   .arena_bytes = 128, .cpu_run = {run_nothing}};
+    TrnSession *s = cpu_session(&mh, 3);
+    const char *path = P("dtype.safetensors");
+    if (!s || trn_save(s, path, 1) != 0) { CHECK(0, "save: %s", s ? trn_error(s) : "no session"); return; }
+    size_t n;
+    unsigned char *f = slurp(path, &n);
+    char *bf = f ? memmem(f, n, "\"BF16\"", 6) : NULL;
+    CHECK(bf != NULL, "no BF16 in the header");
+    if (bf) memcpy(bf, "\"F16\" ", 6);
+    FILE *o = f ? fopen(path, "wb") : NULL;
+    CHECK(o && fwrite(f, 1, n, o) == n && fclose(o) == 0, "rewriting %s", path);
+    free(f);
+    CHECK(trn_load(s, path, 0) == -1 && strstr(trn_error(s), "tensor 'w' is F16 in the file, the model's is bf16 (a run resumes from the tensors it saved"),
+          "resume from F16 into bf16: %s", trn_error(s));
+    CHECK(trn_load(s, path, 1) == 0, "--init from F16 into bf16: %s", trn_error(s));
+    trn_destroy(s);
 }
 
 /* A checkpoint holding NaNs or infinities loads, and trn_load_nonfinite
@@ -1478,6 +1514,7 @@ int main(int argc, char **argv) {
         {"draw_token", test_draw_token},
         {"sample_part", test_sample_part},
         {"load_note", test_load_note},
+        {"resume_dtype", test_resume_dtype},
         {"load_nonfinite", test_load_nonfinite},
     };
     int pass = 0, fail = 0;
