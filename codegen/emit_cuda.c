@@ -2060,6 +2060,14 @@ const char *cg_cuda_module_symbol(const CudaModule *m) { return m->sym; }
 
 /* ---- the C descriptor ---- */
 
+/* Targets: some outside [0, classes), where a row's loss and gradient
+ * are 0 (a target the graph computes is not checked: docs/interpreter.md,
+ * Runtime errors). */
+static void target_range(int64_t classes, double *lo, double *hi) {
+    *lo = -(double)(classes / 8) - 1;
+    *hi = (double)(classes + classes / 8 + 1);
+}
+
 /* The range test data for a buffer read by kernel k should come from. */
 static void read_range(Program *p, Sched *s, Kernel *k, int buf, double *lo, double *hi) {
     Buf *b = &p->bufs[buf];
@@ -2079,14 +2087,14 @@ static void read_range(Program *p, Sched *s, Kernel *k, int buf, double *lo, dou
                 if (a == 1) *lo = 0, *hi = (double)ir_int(n, "rows", 1);
                 break;
             case OP_cross_entropy:
-                if (a == 1) *lo = 0, *hi = (double)ir_int(n, "classes", n->in[0]->ty.shape.d[n->in[0]->ty.shape.rank - 1]);
+                if (a == 1) target_range(ir_int(n, "classes", n->in[0]->ty.shape.d[n->in[0]->ty.shape.rank - 1]), lo, hi);
                 break;
             case OP_cross_entropy_grad:
-                if (a == 2) *lo = 0, *hi = (double)ir_int(n, "classes", n->in[1]->ty.shape.d[n->in[1]->ty.shape.rank - 1]);
+                if (a == 2) target_range(ir_int(n, "classes", n->in[1]->ty.shape.d[n->in[1]->ty.shape.rank - 1]), lo, hi);
                 if (a == 3) *lo = 2, *hi = 6; /* lse: above every logit */
                 break;
             case OP_linear_cross_entropy:
-                if (a == 2) *lo = 0, *hi = (double)ir_int(n, "classes", n->in[1]->ty.shape.d[0]);
+                if (a == 2) target_range(ir_int(n, "classes", n->in[1]->ty.shape.d[0]), lo, hi);
                 break;
             case OP_loss_scale_update:
                 if (a == 0) *lo = 1, *hi = 65536;   /* scale */

@@ -1826,7 +1826,8 @@ TRN_DEV void tk_ce_count_scaled(void *scratch, const int32_t *__restrict__ tg, i
 /* mode 0: forward (lse, row loss); 1: forward and backward fused, dlogits
  * written over the logits; 2: backward only (dlogits from lse).  Rows are
  * V long, of which the first nc count (pad-tiles' {classes}): the others
- * take no part in the softmax and get a zero gradient. */
+ * take no part in the softmax and get a zero gradient; so does a row
+ * whose target is ignored or outside [0, nc), whose loss is 0. */
 template <int MODE>
 TRN_DEV void tk_ce_rows(float *__restrict__ lse, float *logits, float *dlogits, const int32_t *__restrict__ tg,
                         const float *__restrict__ dloss, void *scratch, int64_t N, int64_t V, int64_t nc, int64_t ignore) {
@@ -1856,9 +1857,8 @@ TRN_DEV void tk_ce_rows(float *__restrict__ lse, float *logits, float *dlogits, 
     long long cnt = *(const long long *)scratch;
     double sc = cnt ? (double)*dloss / (double)cnt : 0.0;
     float *d = (MODE == 1 ? logits : dlogits) + n * V;
-    bool skip = MODE == 1 ? out : t == ignore;
     for (int64_t j = threadIdx.x; j < V; j += blockDim.x)
-        d[j] = skip || j >= nc ? 0.0f : (float)(sc * ((double)expf((float)((double)r[j] - l)) - (j == t ? 1.0 : 0.0)));
+        d[j] = out || j >= nc ? 0.0f : (float)(sc * ((double)expf((float)((double)r[j] - l)) - (j == t ? 1.0 : 0.0)));
 }
 
 TRN_DEV void tk_ce_mean(float *__restrict__ loss, const void *scratch, int64_t N) {

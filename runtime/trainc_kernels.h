@@ -1205,7 +1205,8 @@ static inline void tk_cross_entropy_f32(float *loss, float *lse, const float *lo
 }
 
 /* dlogits [N,V] = dloss / count (softmax - onehot) for kept rows, 0 for
- * ignored rows and for the columns from nc on. */
+ * ignored rows, rows whose target is outside [0, nc), and the columns
+ * from nc on. */
 static inline void tk_cross_entropy_bwd_f32(float *dl, const float *dloss, const float *logits, const int32_t *tg,
                                             const float *lse, int64_t N, int64_t V, int64_t nc, int64_t ignore) {
     int64_t cnt = tk_ce_count(tg, N, ignore);
@@ -1215,7 +1216,7 @@ static inline void tk_cross_entropy_bwd_f32(float *dl, const float *dloss, const
         int64_t t = tg[n];
         const float *r = logits + n * V;
         float *d = dl + n * V;
-        if (t == ignore) {
+        if (t == ignore || t < 0 || t >= nc) {   /* as the forward's row loss of 0 (a computed target; inputs are checked) */
             for (int64_t j = 0; j < V; j++) d[j] = 0;
             continue;
         }

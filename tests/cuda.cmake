@@ -187,6 +187,10 @@ if(TRAINC_CXX)
   trainc_emu_model(int_wrap ${CMAKE_SOURCE_DIR}/tests/codegen/int_wrap.model int_wrap)
   # casts to bf16 and f16 from i32 and f64 rounded once (trn_odd), as in C
   trainc_emu_model(half_casts ${CMAKE_SOURCE_DIR}/tests/cuda/half_casts.model half_casts)
+  # targets the graph computes, some outside the vocabulary: the separate
+  # cross-entropy backward gives their rows a zero gradient, as the C one
+  # does (tests/e2e/computed_index.sh)
+  trainc_emu_model(computed_target ${CMAKE_SOURCE_DIR}/tests/codegen/computed_target.model computed_target --no-fuse)
   # tests/codegen/edges.model: a -0.0 fill (not a memset), a -inf constant
   trainc_emu_model(edges ${CMAKE_SOURCE_DIR}/tests/codegen/edges.model edges)
   # a sum of i64 past 2^63: wrapped in the CUDA kernels as in the C ones

@@ -24,6 +24,12 @@ add_test(NAME e2e_fuzz_models
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/fuzz.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
                  ${CMAKE_CURRENT_BINARY_DIR}/e2e_fuzz_models)
 set_tests_properties(e2e_fuzz_models PROPERTIES LABELS "e2e" TIMEOUT 300)
+# Targets a graph computes outside the vocabulary: the interpreter stops,
+# and the compiled fused and unfused steps agree.
+add_test(NAME e2e_computed_index
+         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/computed_index.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
+                 ${CMAKE_CURRENT_BINARY_DIR}/e2e_computed_index)
+set_tests_properties(e2e_computed_index PROPERTIES LABELS "e2e" TIMEOUT 300)
 # A signal that ends trainc compile or trainc-tokenize leaves no half-written file.
 add_test(NAME e2e_interrupt
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/interrupt.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>

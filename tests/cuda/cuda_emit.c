@@ -12,7 +12,7 @@
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: cuda_emit MODEL OUT cuda|c|exe|lib [-D NAME=VALUE]... [--set KEY=VALUE]... [--arch LIST] [--cpu] [--no-tc-attention] [--tc-attention-rows N]\n");
+        fprintf(stderr, "usage: cuda_emit MODEL OUT cuda|c|exe|lib [-D NAME=VALUE]... [--set KEY=VALUE]... [--arch LIST] [--cpu] [--no-tc-attention] [--tc-attention-rows N] [--no-fuse] [--no-blas] [--cc CC]\n");
         return 2;
     }
     Define dv[64];
@@ -45,6 +45,8 @@ int main(int argc, char **argv) {
             o.no_tc_attention = true;
         } else if (strcmp(argv[i], "--tc-attention-rows") == 0 && i + 1 < argc) {
             o.tc_attention_rows = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--no-fuse") == 0) {
+            o.fuse = false;
         } else if (strcmp(argv[i], "--no-blas") == 0) {
             o.blas = false;
         } else if (strcmp(argv[i], "--cc") == 0 && i + 1 < argc) {

@@ -5,7 +5,8 @@
  * trn_model_NAME): its CUDA module lists, for each kernel, the C function
  * computing the same thing and the buffers it reads and writes.  For each
  * kernel: fresh random inputs (in the range the compiler gives for each
- * buffer: indices below the table size, variances >= 0, ...) go into both
+ * buffer: indices below the table size, variances >= 0, cross-entropy
+ * targets some outside [0, classes) as computed ones may be, ...) go into both
  * arenas; the outputs are poisoned first, differently on each side (NaNs
  * with payloads no arithmetic makes; bytes 0xA5 and 0x5A for integers), so
  * an element one side writes and the other does not shows up, and one
