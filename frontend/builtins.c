@@ -249,6 +249,7 @@ BUILTIN(b_transpose) {
         if (given[i + 1] && !elab_want_int(e, a[i + 1], al[i + 1], i ? "axis b" : "axis a", &ax[i])) return val_poison();
         if (!norm_axis(e, ax[i], r, given[i + 1] ? al[i + 1] : loc, &n[i])) return val_poison();
     }
+    if (n[0] == n[1]) return val_tensor(x); /* the same axis twice: no node */
     int64_t perm[IR_MAX_RANK];
     for (int i = 0; i < r; i++) perm[i] = i;
     perm[n[0]] = n[1];
@@ -458,6 +459,10 @@ BUILTIN(b_cross_entropy) {
     Node *nd = ir_new(e->g, OP_cross_entropy, 2, in, loc);
     int64_t ig = -100;
     if (given[2] && !elab_want_int(e, a[2], al[2], "ignore_index", &ig)) return val_poison();
+    if (ig < -(INT64_C(1) << 53) || ig > (INT64_C(1) << 53)) { /* as the IR checks it, but at the argument */
+        error_at(e->d, al[2], "ignore_index is %lld: it must be in -2^53 .. 2^53", (long long)ig);
+        return val_poison();
+    }
     /* i64 targets are read as i32 (wrapped): an ignore_index past i32 would
      * match none of them, and a target equal to it would wrap to a class */
     if (tdt == DT_i64 && (ig < INT32_MIN || ig > INT32_MAX)) {

@@ -49,7 +49,7 @@ struct Frame {
     const char *call_scope;   /* the scope the call gave it (without a repeat's pass): the call chain's notes */
     SrcLoc      call_loc;     /* the call (blocks) */
     bool        unlabelled;   /* called without `as`: scope = block name */
-    bool        tainted;      /* an if or repeat was skipped after an error: unknown names are not reported */
+    bool        tainted;      /* an if or repeat was skipped after an error: the frame may have returned in it (the names it assigns are poison) */
     Binding    *vars;         /* in the order they were first bound */
     int         nvars, capvars;
     Map         var_ix;       /* name -> index + 1 in vars, past VAR_MAP_FROM of them (elaborate.c) */

@@ -209,7 +209,6 @@ static Val lookup(Elab *e, Expr *x) {
     Const *c = elab_map_get(&e->consts, x->s);
     if (c) return const_value(e, c, x->loc);
     if (e->in_train) return (Val){.k = V_SYM, .s = x->s};
-    if (e->fr && e->fr->tainted) return val_poison(); /* maybe assigned in a skipped branch */
     if (elab_map_get(&e->blocks, x->s)) {
         error_at(e->d, x->loc, "'%s' is a block; call it: %s(...)", x->s, x->s);
     } else if (elab_builtin(x->s)) {
@@ -371,7 +370,8 @@ static Val eval_call(Elab *e, Expr *call, const char *label, SrcLoc label_loc) {
     if (blk) return call_block(e, blk, call, label);
     const Builtin *b = elab_builtin(call->s);
     if (!b) {
-        if ((e->fr && find_var(e->fr, call->s)) || elab_map_get(&e->consts, call->s)) {
+        Binding *v = e->fr ? find_var(e->fr, call->s) : NULL;
+        if ((v && !v->unknown) || elab_map_get(&e->consts, call->s)) { /* (a name already unknown: an unknown function too) */
             error_at(e->d, call->loc, "'%s' is a value, not a function", call->s);
             return val_poison();
         }
@@ -497,15 +497,38 @@ static void exec_return(Elab *e, Stmt *s) {
     f->ret_loc = s->values.n ? ((Expr *)s->values.v[0])->loc : s->loc;
 }
 
+/* A name an if or repeat skipped after an error would have bound: poison
+ * where it is unbound, so that no later use of it is reported (a bound
+ * one keeps its value, and the errors it leads to). */
+static void skip_name(Elab *e, const char *name) {
+    if (!find_var(e->fr, name)) elab_set_var(e, name, val_poison());
+}
+
+/* An if or repeat skipped after an error: the names its bodies assign (or
+ * declare as a parameter) are not unknown later, while other unknown
+ * names still are; and the frame may have returned in it (tainted). */
+static void skip_bodies(Elab *e, const Stmt *s) {
+    const Vec *bodies[2] = {&s->then, &s->else_};
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < bodies[b]->n; i++) {
+            const Stmt *t = bodies[b]->v[i];
+            if (t->kind == ST_PARAM) skip_name(e, t->name);
+            if (t->kind == ST_ASSIGN)
+                for (int k = 0; k < t->targets.n; k++) skip_name(e, ((Name *)t->targets.v[k])->s);
+            if (t->kind == ST_IF || t->kind == ST_REPEAT) skip_bodies(e, t);
+        }
+    e->fr->tainted = true;
+}
+
 static void exec_if(Elab *e, Stmt *s) {
     bool c;
     if (s->cond->kind == EX_LABEL) {
         error_at(e->d, s->cond->loc, "`as` does not belong in an if condition");
-        e->fr->tainted = true;
+        skip_bodies(e, s);
         return;
     }
     if (!elab_want_bool(e, elab_eval(e, s->cond), s->cond->loc, "an if condition", &c)) {
-        e->fr->tainted = true;
+        skip_bodies(e, s);
         return;
     }
     if (c) exec_stmts(e, &s->then);
@@ -521,12 +544,12 @@ static void exec_repeat(Elab *e, Stmt *s) {
     }
     int64_t n;
     if (!elab_want_int(e, elab_eval(e, cnt), cnt->loc, "a repeat count", &n)) {
-        e->fr->tainted = true;
+        skip_bodies(e, s);
         return;
     }
     if (n <= 0) {
         error_at(e->d, cnt->loc, "a repeat count must be positive, not %lld", (long long)n);
-        e->fr->tainted = true;
+        skip_bodies(e, s);
         return;
     }
     Frame *f = e->fr;

@@ -42,6 +42,15 @@ static bool eval_type(Elab *e, TypeExpr *t, Type *out) {
     return ok && elab_check_type(e, out, t->loc);
 }
 
+/* One activation of the chain that declared a name: the frame, then its
+ * callers up to the model. */
+typedef struct Link {
+    int         id;
+    bool        unlabelled;
+    SrcLoc      call_loc;
+    const char *blk, *scope;
+} Link;
+
 typedef struct Source {
     SrcLoc      loc;
     bool        is_input;
@@ -49,7 +58,24 @@ typedef struct Source {
     bool        unlabelled;
     SrcLoc      call_loc;
     const char *blk;
+    Link       *chain;
+    int         nchain;
 } Source;
+
+/* The two calls under which the declarations of a and b first part: the
+ * children (*ca, *cb) of the deepest activation both are in, or false
+ * where one of them is that activation (one frame declaring a name
+ * twice). */
+static bool parting_calls(const Source *a, const Source *b, const Link **ca, const Link **cb) {
+    for (int i = 0; i < a->nchain; i++)
+        for (int j = 0; j < b->nchain; j++)
+            if (a->chain[i].id == b->chain[j].id) {
+                if (i == 0 || j == 0) return false;
+                *ca = &a->chain[i - 1], *cb = &b->chain[j - 1];
+                return true;
+            }
+    return false;
+}
 
 /* The names of the compiler's own tensors: its sources (optimizer state,
  * mixed precision's, the sampling graph's input) and the results the
@@ -73,21 +99,31 @@ static bool claim_name(Elab *e, const char *full, SrcLoc loc, bool is_input) {
         error_at(e->d, loc, "'%s' %s", full, why); /* the call chain: Diag.on_report */
         return false;
     }
-    Source *prev = elab_map_get(&e->sources, full);
     Frame *f = e->fr;
+    Source *s = arena_alloc(e->a, sizeof *s);
+    *s = (Source){loc, is_input, f->id, f->unlabelled, f->call_loc, f->blk ? f->blk->name : NULL, NULL, 0};
+    for (Frame *u = f; u; u = u->up) s->nchain++;
+    s->chain = arena_alloc(e->a, (size_t)s->nchain * sizeof *s->chain);
+    int k = 0;
+    for (Frame *u = f; u; u = u->up) s->chain[k++] = (Link){u->id, u->unlabelled, u->call_loc, u->blk ? u->blk->name : NULL, u->scope};
+    Source *prev = elab_map_get(&e->sources, full);
+    const Link *cp, *cf;
     if (prev) {
         if (prev->is_input || is_input) {
             error_at(e->d, loc, "'%s' is already the name of a model %s", full, prev->is_input ? "input" : "parameter");
             elab_note(e, prev->loc, "declared here");
-        } else if (f->unlabelled && prev->unlabelled && prev->frame != f->id) {
-            /* at the second call, the one to label (once per call, not per parameter) */
-            const char *key = arena_printf(e->a, "twice:%d", f->id);
+        } else if (parting_calls(prev, s, &cp, &cf) && cp->unlabelled && cf->unlabelled && cp->blk && cf->blk && strcmp(cp->blk, cf->blk) == 0) {
+            /* two unlabelled calls of one block in one activation (those of
+             * the block declaring it, or of one calling it): at the second
+             * call, the one to label (once per call, not per parameter) */
+            const char *key = arena_printf(e->a, "twice:%d", cf->id);
             if (elab_map_get(&e->reported, key)) return false;
             elab_map_put(e->a, &e->reported, key, e);
-            const char *where = f->up->scope[0] ? arena_printf(e->a, "in scope '%s'", f->up->scope) : "at the root";
-            error_at(e->d, f->call_loc, "block '%s' is called twice %s without `as`, so both calls declare parameter '%s'",
-                     f->blk->name, where, full);
-            elab_note(e, prev->call_loc, "the first call is here; give each call its own scope with `%s(...) as NAME`", f->blk->name);
+            const char *up = (cf + 1)->scope;
+            const char *where = up[0] ? arena_printf(e->a, "in scope '%s'", up) : "at the root";
+            error_at(e->d, cf->call_loc, "block '%s' is called twice %s without `as`, so both calls declare parameter '%s'", cf->blk, where,
+                     full);
+            elab_note(e, cp->call_loc, "the first call is here; give each call its own scope with `%s(...) as NAME`", cf->blk);
             elab_note(e, loc, "'%s' is declared here", full);
         } else {
             error_at(e->d, loc, "duplicate parameter '%s'", full);
@@ -99,8 +135,6 @@ static bool claim_name(Elab *e, const char *full, SrcLoc loc, bool is_input) {
         }
         return false;
     }
-    Source *s = arena_alloc(e->a, sizeof *s);
-    *s = (Source){loc, is_input, f->id, f->unlabelled, f->call_loc, f->blk ? f->blk->name : NULL};
     elab_map_put(e->a, &e->sources, arena_strdup(e->a, full), s);
     return true;
 }

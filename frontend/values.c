@@ -287,6 +287,11 @@ Val elab_binary(Elab *e, int op, Val a, Val b, SrcLoc loc) {
         error_at(e->d, loc, "'%s' is not defined for tensors", ast_op_name(op));
         return val_poison();
     }
+    /* an integer tensor over a number 0: known here (a float's is an infinity) */
+    if (o == OP_div && ta && !tb && !dtype_is_float[a.t->ty.dt] && b.k == V_INT && b.i == 0) {
+        error_at(e->d, loc, "division by zero (an integer tensor divided by 0)");
+        return val_poison();
+    }
     Value *in[2] = {ta ? a.t : elab_scalar_for(e, a, b.t, loc), tb ? b.t : elab_scalar_for(e, b, a.t, loc)};
     if (!in[0] || !in[1]) return val_poison();
     return elab_emit(e, ir_new(e->g, o, 2, in, loc));
