@@ -124,6 +124,7 @@ enum {
     TRN_LT_EPILOGUE_AUX = 128, TRN_LT_EPILOGUE_DGELU = 192, TRN_LT_EPILOGUE_BGRADA = 256, TRN_LT_EPILOGUE_BGRADB = 512,
     TRN_LT_LAYOUT_BATCH_COUNT = 5, TRN_LT_LAYOUT_BATCH_OFFSET = 6,
     TRN_LT_PREF_MAX_WORKSPACE = 1, TRN_LT_PREF_ALIGN_A = 5, TRN_LT_PREF_ALIGN_B = 6, TRN_LT_PREF_ALIGN_C = 7, TRN_LT_PREF_ALIGN_D = 8,
+    TRN_LT_STATUS_EXECUTION_FAILED = 13, /* cublasStatus_t: "cuda reported execution error from the device" */
 };
 
 /* ---- the libraries, opened once per process ---- */
@@ -334,12 +335,24 @@ fail:
 
 /* ---- checked calls: "cuX(what) failed at runtime/cuda.c:LINE: NAME: text [kernel k12 at gpt2.model:31]" ---- */
 
+/* What a call that returns a fault of the device (device_fault) says
+ * besides: the fault is sticky, so the call that returns it is not the
+ * one that faulted, but one after it (a synchronisation, or any call: a
+ * launch, a product, a copy). */
+#define SYNC_FAULT "a kernel or copy queued before this point faulted on the device; TRAINC_CUDA_SYNC=1 names the kernel"
+
 static int cu_fail(CUresult r, const char *call, const char *what, const char *where, int line, char *err, size_t errn) {
     const char *name = "?", *text = "?";
     if (drv.GetErrorName) drv.GetErrorName(r, &name);
     if (drv.GetErrorString) drv.GetErrorString(r, &text);
+    char w[2600];
+    snprintf(w, sizeof w, "%s", where ? where : "");
+    if (device_fault(r) && !strstr(w, SYNC_FAULT)) {
+        size_t n = strlen(w);
+        snprintf(w + n, sizeof w - n, "%s%s", n ? "; " : "", SYNC_FAULT);
+    }
     return rt_fail(err, errn, "%s(%s) failed at %s:%d: %s: %s%s%s%s", call, what ? what : "", rt_srcname(__FILE__), line, name ? name : "?",
-                   text ? text : "?", where && *where ? " [" : "", where && *where ? where : "", where && *where ? "]" : "");
+                   text ? text : "?", *w ? " [" : "", w, *w ? "]" : "");
 }
 #define CU(call, args, what, where)                                                                   \
     do {                                                                                              \
@@ -653,11 +666,16 @@ static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m
     uint64_t wsb = (uint64_t)g->cm->workspace_bytes;
     uint32_t al[3] = {align_of(m->b, m->sb, m->nbatch, r->esize), align_of(m->a, m->sa, m->nbatch, r->esize),
                       align_of(product_dst(m, r), m->sc, m->nbatch, r->cesize)};
-    LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_MAX_WORKSPACE, &wsb, sizeof wsb), w);
-    LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_ALIGN_A, &al[0], sizeof al[0]), w);
-    LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_ALIGN_B, &al[1], sizeof al[1]), w);
-    LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_ALIGN_C, &al[2], sizeof al[2]), w);
-    LT(MatmulPreferenceSetAttribute, (pref, TRN_LT_PREF_ALIGN_D, &al[2], sizeof al[2]), w);
+    const struct { int attr; const void *v; size_t n; } pa[5] = {{TRN_LT_PREF_MAX_WORKSPACE, &wsb, sizeof wsb}, {TRN_LT_PREF_ALIGN_A, &al[0], 4},
+                                                               {TRN_LT_PREF_ALIGN_B, &al[1], 4}, {TRN_LT_PREF_ALIGN_C, &al[2], 4},
+                                                               {TRN_LT_PREF_ALIGN_D, &al[2], 4}};
+    for (int i = 0; i < 5; i++) {
+        cublasStatus_t ps = lt.MatmulPreferenceSetAttribute(pref, pa[i].attr, pa[i].v, pa[i].n);
+        if (ps != 0) {
+            lt.MatmulPreferenceDestroy(pref);
+            return lt_fail(ps, "cublasLtMatmulPreferenceSetAttribute", w, __LINE__, err, errn);
+        }
+    }
     /* the fastest of its results whose state is success (the others'
      * fields are not valid) and whose workspace fits */
     cublasLtMatmulHeuristicResult_t res[8];
@@ -725,8 +743,12 @@ static int run_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *err,
         if (m->zero_c && !g->no_beta0_fill)
             CU(MemsetD8Async, ((CUdeviceptr)(uintptr_t)C, 0, (size_t)(m->M * m->N * r->cesize), g->st), k->name, w);
         cublasStatus_t s = lt.Matmul(g->lt, r->desc, alpha, B, r->la, A, r->lb, beta, C, r->lc, C, r->lc, &r->algo, ws, (size_t)g->cm->workspace_bytes, g->st);
+        if (s == TRN_LT_STATUS_EXECUTION_FAILED) { /* its launch failed: a fault of work queued before (sticky) is not a refusal */
+            CUresult q = drv.StreamSynchronize(g->st);
+            if (device_fault(q)) return cu_fail(q, "cublasLtMatmul", w, "", __LINE__, err, errn);
+        }
         if (s != 0) {
-            int rc = o == 0 ? plain_after_refusal(g, k, r, s, w, err, errn) : 1;
+            int rc = o == 0 && s != TRN_LT_STATUS_EXECUTION_FAILED ? plain_after_refusal(g, k, r, s, w, err, errn) : 1;
             if (rc == 0) return run_gemm(g, k, r, err, errn);
             return rc < 0 ? -1 : lt_fail(s, "cublasLtMatmul", w, __LINE__, err, errn);
         }
@@ -964,8 +986,14 @@ static int load_module(TrnCudaDev *g, int dsm, char *err, size_t errn) {
         lr = load_image(g, g->img, log, sizeof log);
     }
     if (lr != 0) {
-        char w[1100];
-        snprintf(w, sizeof w, "%s%s", log[0] ? "the driver's log: " : "", log);
+        /* NVRTC 13 made the images (PTX ISA 9.0): a driver older than CUDA
+         * 13 may be why, and nothing else would say so */
+        int dv = 0;
+        char w[1200], old[120] = "";
+        if (drv.DriverGetVersion(&dv) == 0 && dv > 0 && dv < 13000)
+            snprintf(old, sizeof old, "the driver supports CUDA %d.%d, and CUDA 13's NVRTC compiled the images: a CUDA 13 driver (r580 or later) takes them; ",
+                     dv / 1000, dv % 1000 / 10);
+        snprintf(w, sizeof w, "%s%s%s", old, log[0] ? "the driver's log: " : "", log);
         return cu_fail(lr, "cuModuleLoadDataEx", g->img->arch, w, __LINE__, err, errn);
     }
     return 0;
@@ -1136,15 +1164,13 @@ static int check_range(TrnCudaDev *g, int64_t off, size_t n, char *err, size_t e
     return 0;
 }
 
-/* What a failed synchronisation of the compute stream reports: a kernel
- * or copy that faulted on the device (device_fault) is one queued before
- * it, not the synchronisation; any other error is the call's own. */
-#define SYNC_FAULT "a kernel or copy queued before this point faulted on the device; TRAINC_CUDA_SYNC=1 names the kernel"
-
+/* A failed synchronisation of the compute stream: a kernel or copy that
+ * faulted on the device is one queued before it (cu_fail says so); any
+ * other error is the call's own. */
 int trn_cuda_sync(TrnCudaDev *g, char *err, size_t errn) {
     CU(CtxSetCurrent, (g->ctx), "", "");
     CUresult r = drv.StreamSynchronize(g->st);
-    if (r != 0) return cu_fail(r, "cuStreamSynchronize", "compute stream", device_fault(r) ? SYNC_FAULT : "", __LINE__, err, errn);
+    if (r != 0) return cu_fail(r, "cuStreamSynchronize", "compute stream", "", __LINE__, err, errn);
     return 0;
 }
 

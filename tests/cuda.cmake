@@ -345,6 +345,9 @@ if(TRAINC_CXX)
   # gradient's (BGRADB); then with the fake cuBLASLt refusing them, the
   # products run plain and the kernels after
   trainc_fake_test(gelu_mlp_bf16 tests/cuda/fake/gelu_mlp.model 3 2e-2 --set precision=bf16)
+  # a fault at each launch of a step: said as a fault of work queued before
+  # the call that hears of it, a product's included (not a refused epilogue)
+  set_property(TEST cuda_fake_gelu_mlp_bf16 APPEND PROPERTY ENVIRONMENT "FAKE_FAULT_SWEEP=1")
   trainc_fake_test(gelu_mlp_plain_fp32 tests/cuda/fake/gelu_mlp.model 3 1e-4 --set precision=fp32)
   # (and kcheck's control: an infinity in a product's result on the GPU
   # alone fails the kernel, and the JSON stays JSON)

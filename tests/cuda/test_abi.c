@@ -75,9 +75,10 @@ int main(void) {
     CHECK(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, 6);
     CHECK(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, 7);
     CHECK(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, 8);
+    CHECK(CUBLAS_STATUS_EXECUTION_FAILED, 13);
     CHECK(sizeof(cublasLtMatmulAlgo_t), 64);
     CHECK(sizeof(cublasLtMatmulHeuristicResult_t), 64 + 8 + 4 + 4 + 16);
     if (fails) return 1;
-    printf("cuda abi: 44 constants match the toolkit's headers\n");
+    printf("cuda abi: 45 constants match the toolkit's headers\n");
     return 0;
 }

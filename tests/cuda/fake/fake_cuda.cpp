@@ -49,6 +49,10 @@
  * capture faults (CUDA_ERROR_ILLEGAL_ADDRESS) while the host goes on, and
  * cuStreamBeginCapture is the first call to see it; the error is sticky,
  * as cuda.h says: every later call on the context returns it.
+ * FAKE_CUDA_FAULT_AT_LAUNCH=N: the N-th kernel launched faults as it
+ * runs: the launch returns success, every later call on the context the
+ * error (a product: CUBLAS_STATUS_EXECUTION_FAILED).  FAKE_CUDA_DRIVER:
+ * the version cuDriverGetVersion gives (13000, CUDA 13.0).
  * FAKE_CUDA_KILL_AT=N: the N-th cuLaunchKernel sends the process SIGTERM,
  * as a time limit's `timeout` would; when the process ends with fewer (0:
  * none is the N-th), it prints how many it made ("fake-cuda: N launches").
@@ -310,7 +314,8 @@ CUresult cuInit(unsigned flags) {
     if (!inited) return REFUSE(CUDA_ERROR_NOT_INITIALIZED, "%s before cuInit", __func__)
 
 CUresult cuDriverGetVersion(int *v) {
-    *v = 13000;
+    const char *e = getenv("FAKE_CUDA_DRIVER"); /* as cuda.h counts: 12080 is CUDA 12.8 */
+    *v = e && *e ? atoi(e) : 13000;
     return CUDA_SUCCESS;
 }
 
@@ -669,6 +674,7 @@ CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) {
 }
 
 static long n_launch; /* counted with FAKE_CUDA_KILL_AT set */
+static long n_queued; /* launches queued, for FAKE_CUDA_FAULT_AT_LAUNCH */
 static struct LaunchCount {
     ~LaunchCount() {
         if (getenv("FAKE_CUDA_KILL_AT")) fprintf(stderr, "fake-cuda: %ld launches\n", n_launch);
@@ -701,7 +707,13 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
         if (!find(p, 1, false)) return REFUSE(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel: argument %d (%p) is not device memory", i, p);
         op.args.push_back(p);
     }
-    return enqueue(s, op);
+    CUresult q = enqueue(s, op);
+    if (const char *fa = getenv("FAKE_CUDA_FAULT_AT_LAUNCH")) /* this launch faults on the device: the host hears of it at its next call */
+        if (q == CUDA_SUCCESS && ++n_queued == atol(fa)) {
+            say("launch %ld (function %d) faults on the device (FAKE_CUDA_FAULT_AT_LAUNCH)", n_queued, f->fn);
+            sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+        }
+    return q;
 }
 
 CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
@@ -780,6 +792,7 @@ const char *cublasLtGetStatusName(cublasStatus_t s) {
     case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
     case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
     case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
     default: return "CUBLAS_STATUS_UNKNOWN";
     }
 }

@@ -148,6 +148,10 @@ FAKE_CUDA_CUBIN_FAIL=1 FAKE_CUDA_PTX_FAIL=1 ./train --steps 0 --seed 7 --device 
     { cat ptx_fail.log; echo "FAIL: --device cuda ran with the cubin and the PTX refused"; exit 1; }
 grep -q "cuModuleLoadDataEx(compute_[0-9]*) failed at runtime/cuda.c:[0-9]*: CUDA_ERROR_INVALID_PTX: .*\[the driver's log: ptxas application ptx input, line 7; error : Unknown symbol 'trn_fake_missing' (FAKE_CUDA_PTX_FAIL); ptxas fatal : Ptx assembly aborted due to errors\]" ptx_fail.log ||
     { cat ptx_fail.log; echo "FAIL: the PTX refused without the JIT's log in the error"; exit 1; }
+# ... by a driver older than CUDA 13 (FAKE_CUDA_DRIVER=12080): the error says so
+FAKE_CUDA_DRIVER=12080 FAKE_CUDA_CUBIN_FAIL=1 FAKE_CUDA_PTX_FAIL=1 ./train --steps 0 --seed 7 --device cuda > ptx_old.log 2>&1
+grep -q "CUDA_ERROR_INVALID_PTX: .*\[the driver supports CUDA 12.8, and CUDA 13's NVRTC compiled the images: a CUDA 13 driver (r580 or later) takes them; the driver's log: " ptx_old.log ||
+    { cat ptx_old.log; echo "FAIL: a driver older than CUDA 13 not named in the error"; exit 1; }
 echo "initialisation: the step-0 checkpoints of the CPU and the fake GPU are the same $(wc -c < init_cpu.safetensors) bytes"
 ./train $args --device cpu --metrics cpu.jsonl > cpu.log 2>&1 || { cat cpu.log; echo "FAIL: --device cpu"; exit 1; }
 ./train $args --device cuda --metrics fake.jsonl --save 'ck_{step}.safetensors' --save-every 2 > fake.log 2>&1 ||
@@ -178,6 +182,22 @@ FAKE_CUDA_FAULT_AT_CAPTURE=1 ./train $args --device cuda > fault.log 2>&1 &&
 if grep -q "cuStreamSynchronize(compute stream) failed at runtime/cuda.c:[0-9]*: CUDA_ERROR_ILLEGAL_ADDRESS: .*\[a kernel or copy queued before this point faulted on the device; TRAINC_CUDA_SYNC=1 names the kernel; the graph capture before it failed: cuStreamBeginCapture() failed at runtime/cuda.c:[0-9]*: CUDA_ERROR_ILLEGAL_ADDRESS" fault.log &&
     ! grep -q "running without graphs" fault.log; then echo "fault before a capture: $(grep -o 'cuStreamSynchronize(compute stream) failed at [^:]*:[0-9]*: [A-Z_]*' fault.log)"
 else cat fault.log; echo "FAIL: a kernel's fault that failed the graph capture not reported as such"; rc=1; fi
+# a kernel that faults as it runs (FAKE_CUDA_FAULT_AT_LAUNCH=N: the N-th
+# launch), without graphs: whichever call hears of it first (a launch, a
+# product, a copy, a synchronisation) says that work queued before it
+# faulted, and a product never takes the fault for a refused epilogue.
+# N = 2, or every N up to the launches of a step with FAKE_FAULT_SWEEP=1
+nmax=2
+[ "${FAKE_FAULT_SWEEP:-0}" = 1 ] && nmax=$(FAKE_CUDA_KILL_AT=0 ./train $args --steps 1 --device cuda 2>&1 | sed -n 's/^fake-cuda: \([0-9]*\) launches$/\1/p')
+for n in $(seq 2 "${nmax:-2}"); do
+  TRAINC_CUDA_GRAPH=0 FAKE_CUDA_FAULT_AT_LAUNCH=$n ./train $args --device cuda > lfault.log 2>&1 &&
+      { cat lfault.log; echo "FAIL: --device cuda went on after launch $n faulted"; rc=1; break; }
+  if ! grep -q "error: .*CUDA_ERROR_ILLEGAL_ADDRESS.*a kernel or copy queued before this point faulted on the device; TRAINC_CUDA_SYNC=1 names the kernel" lfault.log ||
+      grep -q "refused its" lfault.log; then
+    cat lfault.log; echo "FAIL: launch $n's fault not reported as a fault of work queued before"; rc=1; break
+  fi
+done
+echo "a fault at launches 2 to ${nmax:-2}, the last: $(grep -o 'cu[A-Za-z]*([^)]*) failed' lfault.log | head -1)"
 ./train $args --device cuda --metrics resumed.jsonl --resume ck_2.safetensors > resumed.log 2>&1 ||
     { cat resumed.log; echo "FAIL: --device cuda --resume"; exit 1; }
 # --poison: the arena starts as NaN bytes and every temporary is filled with
