@@ -440,6 +440,7 @@ except ValueError:
     # epilogues (kcheck.c), and the kernels whose poison came through
     gw=$(worst gelu "$L/kcheck_$m.jsonl") dw=$(worst dgelu "$L/kcheck_$m.jsonl") nm=$(grep -c '"nan_mismatch":[1-9]' "$L/kcheck_$m.jsonl" 2>/dev/null)
     rec "{\"stage\":\"kernels\",\"model\":\"$m\",\"rc\":$rc,\"ms\":$(( (t1 - t0) / 1000000 )),\"summary\":${summ:-null},\"gelu_worst\":${gw:-null},\"dgelu_worst\":${dw:-null},\"nan_kernels\":${nm:-0},\"first_line\":\"$dev\",\"last_line\":\"$msg\"}"
+    nk=$((${nk:-0} + 1)); [ $((nk % 4)) = 0 ] && publish   # (a call cut short in this stage keeps what it checked)
 done
 want kernels && publish
 
