@@ -107,30 +107,36 @@ static bool claim_name(Elab *e, const char *full, SrcLoc loc, bool is_input) {
     int k = 0;
     for (Frame *u = f; u; u = u->up) s->chain[k++] = (Link){u->id, u->unlabelled, u->call_loc, u->blk ? u->blk->name : NULL, u->scope};
     Source *prev = elab_map_get(&e->sources, full);
-    const Link *cp, *cf;
+    const Link *cp = NULL, *cf = NULL;
     if (prev) {
+        bool parted = !prev->is_input && !is_input && parting_calls(prev, s, &cp, &cf) && cp->blk && cf->blk;
         if (prev->is_input || is_input) {
             error_at(e->d, loc, "'%s' is already the name of a model %s", full, prev->is_input ? "input" : "parameter");
             elab_note(e, prev->loc, "declared here");
-        } else if (parting_calls(prev, s, &cp, &cf) && cp->unlabelled && cf->unlabelled && cp->blk && cf->blk && strcmp(cp->blk, cf->blk) == 0) {
+        } else if (parted && cp->unlabelled && cf->unlabelled && strcmp(cp->blk, cf->blk) == 0) {
             /* two unlabelled calls of one block in one activation (those of
              * the block declaring it, or of one calling it): at the second
-             * call, the one to label (once per call, not per parameter) */
+             * call, the one to label (once per call, not per parameter),
+             * with the call chain of that activation (e->fr for the notes) */
             const char *key = arena_printf(e->a, "twice:%d", cf->id);
             if (elab_map_get(&e->reported, key)) return false;
             elab_map_put(e->a, &e->reported, key, e);
             const char *up = (cf + 1)->scope;
             const char *where = up[0] ? arena_printf(e->a, "in scope '%s'", up) : "at the root";
+            Frame *shared = f;
+            for (const Link *l = s->chain; l <= cf; l++) shared = shared->up;
+            e->fr = shared;
             error_at(e->d, cf->call_loc, "block '%s' is called twice %s without `as`, so both calls declare parameter '%s'", cf->blk, where,
                      full);
             elab_note(e, cp->call_loc, "the first call is here; give each call its own scope with `%s(...) as NAME`", cf->blk);
             elab_note(e, loc, "'%s' is declared here", full);
+            e->fr = f;
         } else {
             error_at(e->d, loc, "duplicate parameter '%s'", full);
             elab_note(e, prev->loc, "'%s' is first declared here", full);
-            if (prev->frame != f->id && prev->blk && f->blk) { /* two calls with one scope: say which */
-                elab_note(e, prev->call_loc, "by this call of '%s'", prev->blk);
-                elab_note(e, f->call_loc, "and again by this one, in the same scope '%s'; give the two calls different scopes (their `as` labels, or those of the calls and repeats they are in)", f->scope);
+            if (parted) { /* two calls with one scope: say which */
+                elab_note(e, cp->call_loc, "by this call of '%s'", cp->blk);
+                elab_note(e, cf->call_loc, "and again by this one, in the same scope '%s'; give the two calls different scopes (their `as` labels, or those of the calls and repeats they are in)", f->scope);
             }
         }
         return false;
