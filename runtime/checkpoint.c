@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,16 +171,14 @@ int trn_save(TrnSession *s, const char *path, int with_state) {
     blk = full ? rt_malloc((size_t)p.maxb, err, errn) : NULL;
     if (!blk) goto fail;
     /* the file replaced: a link's target (written through, as the
-     * compiler's -o writes), keeping its permissions */
-    char real[PATH_MAX];
-    struct stat lst, old;
-    const char *dest = lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && realpath(path, real) ? real : path;
+     * compiler's -o writes), keeping its permissions where the file system
+     * takes them (as the compiler's: a save is not lost for them) */
+    char real[RT_PATH_MAX];
+    struct stat old;
+    const char *dest = rt_write_target(path, real);
     int had = stat(dest, &old) == 0 && S_ISREG(old.st_mode);
     if (!(f = rt_tmp_create(dest, &tmp, err, errn))) goto fail;
-    if (had && fchmod(fileno(f), old.st_mode & 07777) != 0) {
-        rt_fail(err, errn, "fchmod(%s) failed: %s", tmp, strerror(errno));
-        goto fail;
-    }
+    if (had) (void)fchmod(fileno(f), old.st_mode & 07777);
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)p.hlen >> (8 * i));
     if (rt_fwrite(len8, 8, f, tmp, err, errn) != 0 || rt_fwrite(p.hdr, p.hlen, f, tmp, err, errn) != 0) goto fail;
@@ -576,8 +573,7 @@ int rt_load_stream(TrnSession *s, FILE *f, const char *label, int params_only) {
     const char *fb = rt_st_meta(&st, "compiled");
     s->load_note[0] = 0;
     const char *fm = rt_st_meta(&st, "model"); /* resuming another model's run: its tensors fit, but say so */
-    if (!params_only && fm && m->name && strcmp(fm, m->name) != 0)
-        snprintf(s->load_note, sizeof s->load_note, "model is %.120s in the checkpoint, %.120s here", fm, m->name);
+    if (!params_only && fm && m->name && strcmp(fm, m->name) != 0) snprintf(s->load_model, sizeof s->load_model, "%s", fm);
     if (fb && m->train.baked && !base_ckpt) /* (a base model's checkpoint into a LoRA model: its purpose) */
         baked_compare(s->load_note, sizeof s->load_note, fb, m->train.baked, params_only);
     rt_buf_free(&probs);
@@ -645,11 +641,13 @@ static void baked_compare(char *note, size_t nn, const char *file, const char *h
 
 const char *trn_load_note(const TrnSession *s) { return s ? s->load_note : ""; }
 const char *trn_load_nonfinite(const TrnSession *s) { return s ? s->load_nonfinite : ""; }
+const char *trn_load_model(const TrnSession *s) { return s ? s->load_model : ""; }
 
 int trn_load(TrnSession *s, const char *path, int params_only) {
     s->err[0] = 0;
     s->load_note[0] = 0;
     s->load_nonfinite[0] = 0;
+    s->load_model[0] = 0;
     if (!path || !*path) return rt_seterr(s, "trn_load: the path is %s", path ? "empty" : "NULL");
     /* a pipe, FIFO or device: a checkpoint is read by its size (and a FIFO
      * with no writer would block the open) */

@@ -407,8 +407,9 @@ static int check_output(Run *r, const char *flag, const char *arg, const char *p
         return fail(r, "--%s %s: the path is too long (%zu bytes; at most %d)", flag, arg, strlen(path), PATH_MAX - 41);
     struct stat st;
     int found = stat(path, &st) == 0;
-    /* a name too long, a link loop: the save would fail at the end (a
-     * file as the folder: said of the folder, below) */
+    /* a name too long (the save would fail at the end), a link loop (it
+     * would replace the loop): errors (a file as the folder: said of the
+     * folder, below) */
     if (!found && errno != ENOENT && errno != ENOTDIR) return fail(r, "--%s %s: cannot write %s: %s", flag, arg, path, strerror(errno));
     if (found) {
         if (S_ISDIR(st.st_mode)) return fail(r, "--%s %s: %s is a folder", flag, arg, path);
@@ -416,10 +417,9 @@ static int check_output(Run *r, const char *flag, const char *arg, const char *p
         if (!renamed) return access(path, W_OK) == 0 ? 0 : fail(r, "--%s %s: cannot write %s: %s", flag, arg, path, strerror(errno));
     }
     /* a link is written through (trn_save): its target's folder takes the new file */
-    char real[PATH_MAX];
-    struct stat lst;
-    const char *dest = path;
-    if (renamed && lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode) && realpath(path, real)) dest = real, folder_checked = 0;
+    char real[RT_PATH_MAX];
+    const char *dest = renamed ? rt_write_target(path, real) : path;
+    if (dest != path) folder_checked = 0;
     if (folder_checked) return 0;
     char dir[4096];
     folder_of(dir, sizeof dir, dest);
@@ -1062,6 +1062,9 @@ static int run_main(Run *r, const TrnModel *m, const TrnBackend *be) {
         fprintf(stderr, "%s: warning: --init %s: %s\n", r->prog, a->init, trn_load_nonfinite(s));
     if (a->resume) {
         if (trn_load(s, a->resume, 0) != 0) return fail(r, "--resume: %s", trn_error(s));
+        if (*trn_load_model(s))
+            fprintf(stderr, "%s: warning: --resume %s: a checkpoint of model '%s', not '%s' (its tensors fit; the run goes on)\n", r->prog, a->resume,
+                    trn_load_model(s), s->m->name ? s->m->name : "?");
         if (*trn_load_note(s))
             fprintf(stderr, "%s: warning: --resume %s: its step was compiled with other settings (the run goes on with this one's): %s\n", r->prog,
                     a->resume, trn_load_note(s));

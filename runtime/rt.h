@@ -84,6 +84,11 @@ double rt_now(void);                                   /* monotonic seconds */
  * *tmp (the caller removes the file on failure and frees it). */
 FILE *rt_tmp_create_at(const char *path, char **tmp, const char *file, int line, char *err, size_t errn);
 #define rt_tmp_create(path, tmp, err, errn) rt_tmp_create_at((path), (tmp), __FILE__, __LINE__, (err), (errn))
+/* The file a write to path replaces: a symbolic link's target (a dangling
+ * link's as it names it, relative to the link's folder), else path itself.
+ * out: RT_PATH_MAX bytes. */
+enum { RT_PATH_MAX = 4096 };
+const char *rt_write_target(const char *path, char *out);
 
 /* A growing string (header JSON, error lists). */
 typedef struct RtBuf { char *p; size_t len, cap; int oom; } RtBuf;
@@ -201,6 +206,7 @@ struct TrnSession {
     char            dev_phases[192];
     char            load_note[512];     /* trn_load_note */
     char            load_nonfinite[320]; /* trn_load_nonfinite */
+    char            load_model[128];     /* trn_load_model */
 };
 
 int rt_seterr(TrnSession *s, const char *fmt, ...) RT_PRINTF(2, 3);

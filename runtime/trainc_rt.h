@@ -260,6 +260,10 @@ const char *trn_load_note(const TrnSession *s);
  * infinities of 4096 values, and 2 more tensors hold some"): a run that
  * diverged, or a broken conversion.  They are loaded as they are. */
 const char *trn_load_nonfinite(const TrnSession *s);
+/* After a resume (trn_load, not params_only) that succeeded: "" when the
+ * file names no model or this one (metadata "model"), else the model it
+ * names: another model's run, whose tensors all fit this one's. */
+const char *trn_load_model(const TrnSession *s);
 
 /* ---- the command-line program every executable gets ---- */
 

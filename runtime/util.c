@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -145,6 +146,22 @@ FILE *rt_tmp_create_at(const char *path, char **tmp, const char *file, int line,
     }
     *tmp = t;
     return f;
+}
+
+const char *rt_write_target(const char *path, char *out) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode)) return path;
+    if (realpath(path, out)) return out;
+    char t[RT_PATH_MAX];
+    ssize_t n = readlink(path, t, sizeof t - 1);
+    if (n <= 0) return path;
+    t[n] = 0;
+    const char *slash = strrchr(path, '/');
+    int dn = t[0] == '/' || !slash ? 0 : (int)(slash - path) + 1;
+    if ((size_t)dn + (size_t)n >= RT_PATH_MAX) return path;
+    memcpy(out, path, (size_t)dn);
+    memcpy(out + dn, t, (size_t)n + 1);
+    return out;
 }
 
 double rt_now(void) {

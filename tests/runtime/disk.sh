@@ -129,7 +129,7 @@ check "a 250-byte name: no temporary left" test -z "$(ls -a "$dir" | grep '\.tmp
 check "a 256-byte name: exit 1" test $? -eq 1
 check "a 256-byte name: the error" grep -q "error: --save .*: cannot write .*: File name too long" "$dir/long.txt"
 check "a 256-byte name: before the first step" test "$(steps_of "$dir/long.txt")" -eq 0
-# a symbolic link is written through, the target's mode kept
+# a symbolic link is written through (a dangling one too), the target's mode kept
 mkdir -p "$dir/lk"
 "$exe" $T --steps 1 --save "$dir/lk/target.st" --quiet
 chmod 600 "$dir/lk/target.st"
@@ -142,6 +142,10 @@ ln -s target.st "$dir/lk/link.st"
 check "--save LINK: still a link" test -L "$dir/lk/link.st"
 check "--save LINK: the target replaced" cmp -s "$dir/lk/target.st" "$dir/lk/plain.st"
 check "--save LINK: the target's mode kept" test "$(stat -c %a "$dir/lk/target.st")" = 640
+ln -s gone.st "$dir/lk/dangling.st"   # a dangling link: the file it names is made
+"$exe" $T --steps 3 --save "$dir/lk/dangling.st" --quiet
+check "--save DANGLING: still a link" test -L "$dir/lk/dangling.st"
+check "--save DANGLING: the file it names made" cmp -s "$dir/lk/gone.st" "$dir/lk/plain.st"
 
 # 4. a file-size limit: the save fails with an error naming the path
 # (SIGXFSZ killed the process, status 153, and left PATH.tmp behind)
