@@ -666,9 +666,9 @@ static int plan_gemm(TrnCudaDev *g, const TrnCudaKernel *k, const TrnCudaGemm *m
     uint64_t wsb = (uint64_t)g->cm->workspace_bytes;
     uint32_t al[3] = {align_of(m->b, m->sb, m->nbatch, r->esize), align_of(m->a, m->sa, m->nbatch, r->esize),
                       align_of(product_dst(m, r), m->sc, m->nbatch, r->cesize)};
-    const struct { int attr; const void *v; size_t n; } pa[5] = {{TRN_LT_PREF_MAX_WORKSPACE, &wsb, sizeof wsb}, {TRN_LT_PREF_ALIGN_A, &al[0], 4},
-                                                               {TRN_LT_PREF_ALIGN_B, &al[1], 4}, {TRN_LT_PREF_ALIGN_C, &al[2], 4},
-                                                               {TRN_LT_PREF_ALIGN_D, &al[2], 4}};
+    const struct { int attr; const void *v; size_t n; } pa[5] = {
+        {TRN_LT_PREF_MAX_WORKSPACE, &wsb, sizeof wsb}, {TRN_LT_PREF_ALIGN_A, &al[0], sizeof al[0]}, {TRN_LT_PREF_ALIGN_B, &al[1], sizeof al[1]},
+        {TRN_LT_PREF_ALIGN_C, &al[2], sizeof al[2]}, {TRN_LT_PREF_ALIGN_D, &al[2], sizeof al[2]}};
     for (int i = 0; i < 5; i++) {
         cublasStatus_t ps = lt.MatmulPreferenceSetAttribute(pref, pa[i].attr, pa[i].v, pa[i].n);
         if (ps != 0) {
@@ -743,12 +743,12 @@ static int run_gemm(TrnCudaDev *g, const TrnCudaKernel *k, GemmRt *r, char *err,
         if (m->zero_c && !g->no_beta0_fill)
             CU(MemsetD8Async, ((CUdeviceptr)(uintptr_t)C, 0, (size_t)(m->M * m->N * r->cesize), g->st), k->name, w);
         cublasStatus_t s = lt.Matmul(g->lt, r->desc, alpha, B, r->la, A, r->lb, beta, C, r->lc, C, r->lc, &r->algo, ws, (size_t)g->cm->workspace_bytes, g->st);
-        if (s == TRN_LT_STATUS_EXECUTION_FAILED) { /* its launch failed: a fault of work queued before (sticky) is not a refusal */
+        if (s == TRN_LT_STATUS_EXECUTION_FAILED && !g->capturing) { /* its launch failed: a fault of work queued before (sticky) is not a refusal */
             CUresult q = drv.StreamSynchronize(g->st);
             if (device_fault(q)) return cu_fail(q, "cublasLtMatmul", w, "", __LINE__, err, errn);
         }
         if (s != 0) {
-            int rc = o == 0 && s != TRN_LT_STATUS_EXECUTION_FAILED ? plain_after_refusal(g, k, r, s, w, err, errn) : 1;
+            int rc = o == 0 ? plain_after_refusal(g, k, r, s, w, err, errn) : 1;
             if (rc == 0) return run_gemm(g, k, r, err, errn);
             return rc < 0 ? -1 : lt_fail(s, "cublasLtMatmul", w, __LINE__, err, errn);
         }
@@ -986,11 +986,16 @@ static int load_module(TrnCudaDev *g, int dsm, char *err, size_t errn) {
         lr = load_image(g, g->img, log, sizeof log);
     }
     if (lr != 0) {
-        /* NVRTC 13 made the images (PTX ISA 9.0): a driver older than CUDA
-         * 13 may be why, and nothing else would say so */
-        int dv = 0;
-        char w[1200], old[120] = "";
-        if (drv.DriverGetVersion(&dv) == 0 && dv > 0 && dv < 13000)
+        /* images NVRTC 13 made (PTX ISA 9 and on) on a driver older than
+         * CUDA 13: that may be why, and nothing else would say so */
+        int dv = 0, isa = 0;
+        char w[1300], old[200] = "";
+        for (int i = 0; i < cm->nimages && !isa; i++)
+            if (cm->images[i].ptx) {
+                const char *v = strstr((const char *)cm->images[i].data, "\n.version ");
+                isa = v ? atoi(v + 10) : 0;
+            }
+        if (isa >= 9 && drv.DriverGetVersion(&dv) == 0 && dv > 0 && dv < 13000)
             snprintf(old, sizeof old, "the driver supports CUDA %d.%d, and CUDA 13's NVRTC compiled the images: a CUDA 13 driver (r580 or later) takes them; ",
                      dv / 1000, dv % 1000 / 10);
         snprintf(w, sizeof w, "%s%s%s", old, log[0] ? "the driver's log: " : "", log);

@@ -2,7 +2,7 @@
  * builds a model for --target=cuda and writes what `trainc compile` would
  * (until the driver has a compile command):
  *   cuda_emit MODEL OUT MODE [-D NAME=VALUE]... [--set KEY=VALUE]... [--arch LIST]
- *             [--cpu] [--no-blas] [--cc CC] [--no-tc-attention] [--tc-attention-rows N]
+ *             [--cpu] [--no-blas] [--no-fuse] [--cc CC] [--no-tc-attention] [--tc-attention-rows N]
  * MODE: cuda (OUT.cu + report), c (OUT.c), exe (executable OUT), lib. */
 #include "cg.h"
 #include "compile.h"
