@@ -242,14 +242,14 @@ check "--steps on --resume within the warm-up: no note" bash -c "! grep -q 'chan
 "$exe" --data "$dir/train.bin" --steps 4 --save "$dir/s4.st" --quiet
 "$exe" --data "$dir/train.bin" --steps 8 --resume "$dir/s4.st" 2> "$dir/s8.txt"
 check "--steps on --resume: exit 0" test $? -eq 0
-check "--steps on --resume: a note" grep -qF "note: --steps 8 changes the schedule's length from $dir/s4.st's 4 steps: its steps 1 to 4 ran at the 4-step schedule's rates (step 4: 0.001, where 8 steps would give 0.03775), so the run differs from one run of 8 steps" "$dir/s8.txt"
+check "--steps on --resume: a note" grep -qF "note: --steps 8 changes the schedule's length from $dir/s4.st's 4 steps: its steps 1 to 4 ran at the 4-step schedule's rates (step 4: 0.0255, where 8 steps would give 0.04672), so the run differs from one run of 8 steps" "$dir/s8.txt"
 "$exe" --data "$dir/train.bin" --steps 8 --resume "$dir/s4.st" --quiet 2> "$dir/s8q.txt"
 check "--steps on --resume, --quiet: no note" test ! -s "$dir/s8q.txt"
 # the other schedule flags and --batches on --resume: said too, with the steps they do not reach
 "$exe" --data "$dir/train.bin" --steps 8 --resume "$dir/s4.st" --lr 0.01 --warmup 0 --schedule linear --batches sequential 2> "$dir/lr8.txt"
 check "--lr on --resume: exit 0" test $? -eq 0
 check "--lr on --resume: a note" grep -qF "note: the run replaces $dir/s4.st's schedule cosine with --schedule linear, lr 0.05 with --lr 0.01, warmup 2 with --warmup 0 from step 5 on: its steps 1 to 4 ran at the checkpoint's rates" "$dir/lr8.txt"
-check "--steps on --resume with --lr: the length's note takes the checkpoint's rates" grep -qF "note: --steps 8 changes the schedule's length from $dir/s4.st's 4 steps: its steps 1 to 4 ran at the 4-step schedule's rates (step 4: 0.001, where 8 steps would give 0.03775)" "$dir/lr8.txt"
+check "--steps on --resume with --lr: the length's note takes the checkpoint's rates" grep -qF "note: --steps 8 changes the schedule's length from $dir/s4.st's 4 steps: its steps 1 to 4 ran at the 4-step schedule's rates (step 4: 0.0255, where 8 steps would give 0.04672)" "$dir/lr8.txt"
 check "--batches on --resume: a note" grep -qF "note: the run replaces $dir/s4.st's random batches with --batches sequential from micro-batch 5 on: its micro-batches 1 to 4 were random" "$dir/lr8.txt"
 "$exe" --data "$dir/train.bin" --steps 8 --resume "$dir/s4.st" --lr 0.05 --min-lr 0.001 --batches random 2> "$dir/lr8.txt"
 check "the checkpoint's own values on --resume: no note" bash -c "! grep -q 'replaces' '$dir/lr8.txt'"
