@@ -505,7 +505,7 @@ static void node_expr(StrBuf *b, Node *m, char ops[][64], DType dt) {
     case OP_clip_coef: {
         char mx[32];
         fmt_double(mx, ir_float(m, "max_norm", 1.0));
-        sb_printf(b, "fmin(1.0, %s / ((double)(%s) + 1e-6))", mx, a);
+        sb_printf(b, "trn_clip_coef(%s / ((double)(%s) + 1e-6))", mx, a);
         break;
     }
     default: die("cuda node_expr: %s is not a loop op", op_name(m->op));

@@ -1037,11 +1037,12 @@ static bool run_global_norm(Interp *it, Node *n, Diag *d) {
     return true;
 }
 
-/* min(1, max_norm / (norm + 1e-6)). */
+/* min(1, max_norm / (norm + 1e-6)); a NaN norm gives NaN (PyTorch's
+ * clip_grad_norm_ scales every gradient by it). */
 static bool run_clip_coef(Interp *it, Node *n, Diag *d) {
     (void)d;
     double c = ir_float(n, "max_norm", 1.0) / (arg(it, n, 0)->data[0] + 1e-6);
-    res(it, n, 0)->data[0] = c < 1.0 ? c : 1.0;
+    res(it, n, 0)->data[0] = c < 1.0 || isnan(c) ? c : 1.0;
     return true;
 }
 

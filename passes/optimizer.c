@@ -334,6 +334,10 @@ bool pass_optimizer(Graph *g, const PassOptions *po, Diag *d) {
         error_at(d, NOLOC, "optimizer: unknown optimizer '%s' (expected adamw or sgd)", tc->optimizer);
         return false;
     }
+    if (!adamw && tc->nesterov && !(tc->momentum > 0)) { /* (plain SGD; torch.optim.SGD refuses it too) */
+        error_at(d, train_loc(&g->train, "nesterov"), "optimizer: nesterov = 1 needs momentum > 0 (Nesterov momentum without momentum is plain SGD)");
+        return false;
+    }
     if (ir_output(g, "grad_norm")) {
         error_at(d, graph_loc(g), "optimizer: the graph already has a result named 'grad_norm'");
         return false;

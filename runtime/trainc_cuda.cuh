@@ -131,6 +131,7 @@ TRN_DEV float  trn_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 TRN_DEV double trn_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 TRN_DEV float  trn_silu(float x) { return x / (1.0f + expf(-x)); }
 TRN_DEV double trn_silu(double x) { return x / (1.0 + exp(-x)); }
+TRN_DEV double trn_clip_coef(double c) { return c < 1.0 || c != c ? c : 1.0; } /* min(1, c), NaN kept (trainc_kernels.h) */
 TRN_DEV float  trn_sign(float x) { return x > 0 ? 1.0f : x < 0 ? -1.0f : 0.0f; }
 TRN_DEV double trn_sign(double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }
 /* integer arithmetic as trainc_kernels.h's trn_iadd ... trn_f2i: wrapping,

@@ -201,6 +201,9 @@ TRN_INLINE double tk_round(int dt, double x) {
 
 TRN_INLINE double trn_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 TRN_INLINE double trn_silu(double x) { return x / (1.0 + exp(-x)); }
+/* clip_coef: min(1, c), a NaN (the norm of a NaN gradient) kept, as
+ * PyTorch's clip_grad_norm_ scales every gradient by it */
+TRN_INLINE double trn_clip_coef(double c) { return c < 1.0 || c != c ? c : 1.0; }
 TRN_INLINE double trn_gelu(double x, int approx) {
     if (approx) return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
     return 0.5 * x * (1.0 + erf(x * 0.7071067811865476));

@@ -30,6 +30,11 @@ add_test(NAME e2e_computed_index
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/computed_index.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
                  ${CMAKE_CURRENT_BINARY_DIR}/e2e_computed_index)
 set_tests_properties(e2e_computed_index PROPERTIES LABELS "e2e" TIMEOUT 300)
+# A NaN gradient norm under clipping: every parameter NaN after the step.
+add_test(NAME e2e_nan_clip
+         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/nan_clip.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
+                 ${CMAKE_CURRENT_BINARY_DIR}/e2e_nan_clip)
+set_tests_properties(e2e_nan_clip PROPERTIES LABELS "e2e" TIMEOUT 300)
 # A signal that ends trainc compile or trainc-tokenize leaves no half-written file.
 add_test(NAME e2e_interrupt
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/interrupt.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>

@@ -34,7 +34,7 @@ for s in $(seq "$first" "$last"); do
     [ $((RANDOM % 3)) = 0 ] && o="$o --set pad_tiles=0"
     [ $((RANDOM % 3)) = 0 ] && o="$o --set grad_accum=$((RANDOM % 3 + 1))"
     [ $((RANDOM % 4)) = 0 ] && o="$o --set grad_clip=1"
-    [ $((RANDOM % 4)) = 0 ] && o="$o --set optimizer=sgd --set momentum=0.$((RANDOM % 10)) --set nesterov=$((RANDOM % 2))"
+    [ $((RANDOM % 4)) = 0 ] && o="$o --set optimizer=sgd --set momentum=0.$((RANDOM % 9 + 1)) --set nesterov=$((RANDOM % 2))"
     [ $((RANDOM % 4)) = 0 ] && grep -q '^  repeat' m.model && o="$o --set checkpoint=blocks --set checkpoint_blocks=$((RANDOM % 3))"
     [ $((RANDOM % 4)) = 0 ] && [ -n "$lt" ] && o="$o --set lora_rank=$((RANDOM % 4 + 1)) --set lora_targets=$lt"
     [ $((RANDOM % 4)) = 0 ] && [ -n "$fr" ] && o="$o --set freeze=$fr"

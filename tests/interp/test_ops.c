@@ -613,6 +613,9 @@ static void test_norm_and_clip(void) {
         CHECK_VAL("clip_coef", val(it, c)[0], 1 / (13 + 1e-6), 1e-15);
         CHECK_VAL("clip_coef no clip", val(it, c2)[0], 1, 0);
     }
+    /* a NaN norm: NaN, not 1 (every gradient it scales is NaN, as PyTorch's clip_grad_norm_ makes them) */
+    set_source(it, "b", (double[]){NAN});
+    if (run_micro(it)) CHECK(isnan(val(it, c)[0]) && isnan(val(it, c2)[0]));
     interp_free(it);
     ir_graph_free(g);
 }
