@@ -468,6 +468,17 @@ static void test_init(void) {
             CHECK(0, "lr at %lld: %g", (long long)k, trn_lr_at(s, k));
             break;
         }
+    /* the schedule's rates, llm.c's (steps from 1 here, from 0 there): the
+     * warm-up's last step and the next at lr, the last a step short of
+     * min_lr; without warm-up, step 1 at lr (PyTorch's LinearLR) */
+    const double cos5[5] = {0.005, 0.01, 0.01, 0.00775, 0.00325}, lin5[5] = {0.05, 0.042, 0.034, 0.026, 0.018};
+    for (int k = 1; k <= 5; k++) {
+        double c = sched_lr_at("cosine", 0.01, 0.001, 2, 5, k), l = sched_lr_at("linear", 0.05, 0.01, 0, 5, k);
+        CHECK(fabs(c - cos5[k - 1]) < 1e-12 && fabs(l - lin5[k - 1]) < 1e-12, "step %d: cosine %.17g (want %g), linear %.17g (want %g)", k, c,
+              cos5[k - 1], l, lin5[k - 1]);
+    }
+    CHECK(fabs(sched_lr_at("cosine", 0.01, 0.001, 2, 5, 9) - 0.001) < 1e-15 && fabs(sched_lr_at("linear", 0.05, 0.01, 5, 5, 6) - 0.01) < 1e-15,
+          "past the schedule's end: min_lr");
     trn_destroy(s);
     s = cpu_session(&bigram_adam, 42);
     float w2[4];
