@@ -136,7 +136,7 @@ static bool claim_name(Elab *e, const char *full, SrcLoc loc, bool is_input) {
             elab_note(e, prev->loc, "'%s' is first declared here", full);
             if (parted) { /* two calls with one scope: say which */
                 elab_note(e, cp->call_loc, "by this call of '%s'", cp->blk);
-                elab_note(e, cf->call_loc, "and again by this one, in the same scope '%s'; give the two calls different scopes (their `as` labels, or those of the calls and repeats they are in)", f->scope);
+                elab_note(e, cf->call_loc, "and again by this call of '%s', which leads to the same scope '%s'; give the two calls different scopes (their `as` labels, or those of the calls and repeats they are in)", cf->blk, f->scope);
             }
         }
         return false;

@@ -990,10 +990,10 @@ static int load_module(TrnCudaDev *g, int dsm, char *err, size_t errn) {
          * CUDA 13: that may be why, and nothing else would say so */
         int dv = 0, isa = 0;
         char w[1300], old[200] = "";
-        for (int i = 0; i < cm->nimages && !isa; i++)
-            if (cm->images[i].ptx) {
-                const char *v = strstr((const char *)cm->images[i].data, "\n.version ");
-                isa = v ? atoi(v + 10) : 0;
+        for (int i = 0; i < cm->nimages && !isa; i++) /* ".version M.m" at the start of a line, within the image */
+            for (size_t at = 0; cm->images[i].ptx && !isa && at + 10 < cm->images[i].size; at++) {
+                const char *p = (const char *)cm->images[i].data + at;
+                if ((at == 0 || p[-1] == '\n') && memcmp(p, ".version ", 9) == 0) isa = atoi(p + 9);
             }
         if (isa >= 9 && drv.DriverGetVersion(&dv) == 0 && dv > 0 && dv < 13000)
             snprintf(old, sizeof old, "the driver supports CUDA %d.%d, and CUDA 13's NVRTC compiled the images: a CUDA 13 driver (r580 or later) takes them; ",

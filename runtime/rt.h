@@ -85,7 +85,7 @@ double rt_now(void);                                   /* monotonic seconds */
 FILE *rt_tmp_create_at(const char *path, char **tmp, const char *file, int line, char *err, size_t errn);
 #define rt_tmp_create(path, tmp, err, errn) rt_tmp_create_at((path), (tmp), __FILE__, __LINE__, (err), (errn))
 /* The file a write to path replaces: a symbolic link's target (a dangling
- * link's as it names it, relative to the link's folder), else path itself.
+ * chain's last name, each relative to its link's folder), else path itself.
  * out: RT_PATH_MAX bytes. */
 enum { RT_PATH_MAX = 4096 };
 const char *rt_write_target(const char *path, char *out);

@@ -57,7 +57,7 @@ static inline int trn_flag_f64(const char *s, double *out) {
     X("val", "FILE", STR, val, 0, "validation tokens (llm.c .bin)") \
     X("steps", "N", INT, steps, S(given_steps), "optimizer steps of the run (the schedule's length)") \
     X("lr", "X", F64, lr, S(given_lr), "peak learning rate") \
-    X("min-lr", "X", F64, min_lr, S(given_min_lr), "final learning rate of cosine / linear decay") \
+    X("min-lr", "X", F64, min_lr, S(given_min_lr), "the learning rate cosine / linear decay towards") \
     X("schedule", "S", STR, schedule, S(given_schedule), "constant | cosine | linear") \
     X("warmup", "N", INT, warmup, S(given_warmup), "linear warm-up steps") \
     X("seed", "N", INT, seed, S(given_seed), "seed of init, batch order, dropout and sampling") \

@@ -152,16 +152,25 @@ const char *rt_write_target(const char *path, char *out) {
     struct stat st;
     if (lstat(path, &st) != 0 || !S_ISLNK(st.st_mode)) return path;
     if (realpath(path, out)) return out;
-    char t[RT_PATH_MAX];
-    ssize_t n = readlink(path, t, sizeof t - 1);
-    if (n <= 0) return path;
-    t[n] = 0;
-    const char *slash = strrchr(path, '/');
-    int dn = t[0] == '/' || !slash ? 0 : (int)(slash - path) + 1;
-    if ((size_t)dn + (size_t)n >= RT_PATH_MAX) return path;
-    memcpy(out, path, (size_t)dn);
-    memcpy(out + dn, t, (size_t)n + 1);
-    return out;
+    /* dangling: each link of the chain read in turn, a relative target
+     * from the folder of the link naming it, to the first name that is no
+     * link (a loop: path itself, whose save then fails) */
+    char cur[RT_PATH_MAX], t[RT_PATH_MAX];
+    snprintf(cur, sizeof cur, "%s", path);
+    for (int hop = 0; hop < 40; hop++) {
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) {
+            memcpy(out, cur, strlen(cur) + 1);
+            return out;
+        }
+        ssize_t n = readlink(cur, t, sizeof t - 1);
+        if (n <= 0) return path;
+        t[n] = 0;
+        const char *slash = strrchr(cur, '/');
+        size_t dn = t[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
+        if (dn + (size_t)n >= sizeof cur) return path;
+        memmove(cur + dn, t, (size_t)n + 1);
+    }
+    return path;
 }
 
 double rt_now(void) {

@@ -316,7 +316,7 @@ if(TRAINC_CXX)
                      ${CMAKE_CURRENT_BINARY_DIR}/cuda-fake/${name} ${CMAKE_SOURCE_DIR}/${file} ${model} trn_model_${model}
                      ${steps} ${limit} ${ARGN})
     set_tests_properties(cuda_fake_${name} PROPERTIES LABELS cuda TIMEOUT 600
-                         ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER};CUDA_INCLUDE=${TRAINC_CUDA_INCDIR};FAKE_LDFLAGS=${TRAINC_FAKE_LDFLAGS}")
+                         ENVIRONMENT "TRAINC_CACHE_DIR=${TRAINC_CUDA_CACHE};CXX=${TRAINC_CXX};CC=${CMAKE_C_COMPILER};CUDA_INCLUDE=${TRAINC_CUDA_INCDIR};FAKE_LDFLAGS=${TRAINC_FAKE_LDFLAGS};CUDA_MAJOR=${CUDAToolkit_VERSION_MAJOR}")
   endfunction()
   # (the first of its two blocks recomputed, the second not: both kinds of
   # backward in one schedule)

@@ -146,6 +146,10 @@ ln -s gone.st "$dir/lk/dangling.st"   # a dangling link: the file it names is ma
 "$exe" $T --steps 3 --save "$dir/lk/dangling.st" --quiet
 check "--save DANGLING: still a link" test -L "$dir/lk/dangling.st"
 check "--save DANGLING: the file it names made" cmp -s "$dir/lk/gone.st" "$dir/lk/plain.st"
+mkdir -p "$dir/lk/sub" && ln -s sub/b.st "$dir/lk/a.st" && ln -s c.st "$dir/lk/sub/b.st"   # a chain of two, dangling
+"$exe" $T --steps 3 --save "$dir/lk/a.st" --quiet
+check "--save CHAIN: both links stay" test -L "$dir/lk/a.st" -a -L "$dir/lk/sub/b.st"
+check "--save CHAIN: the last name made" cmp -s "$dir/lk/sub/c.st" "$dir/lk/plain.st"
 
 # 4. a file-size limit: the save fails with an error naming the path
 # (SIGXFSZ killed the process, status 153, and left PATH.tmp behind)
