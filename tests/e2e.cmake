@@ -14,10 +14,14 @@ add_test(NAME e2e_interp_gpt2
 add_test(NAME e2e_compiled_gpt2
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/compiled_gpt2.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
                  ${CMAKE_CURRENT_BINARY_DIR}/e2e_compiled_gpt2 ${SHAKESPEARE})
-add_test(NAME e2e_pad_sample
-         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/pad_sample.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
-                 ${CMAKE_CURRENT_BINARY_DIR}/e2e_pad_sample)
-set_tests_properties(e2e_pad_sample PROPERTIES LABELS "e2e" TIMEOUT 300)
+# tests/e2e/NAME.sh TRAINC TOKENIZE SCRATCH as the test e2e_NAME, with a time limit
+function(trainc_e2e_script name timeout)
+  add_test(NAME e2e_${name}
+           COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/${name}.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
+                   ${CMAKE_CURRENT_BINARY_DIR}/e2e_${name})
+  set_tests_properties(e2e_${name} PROPERTIES LABELS "e2e" TIMEOUT ${timeout})
+endfunction()
+trainc_e2e_script(pad_sample 300)
 # Models differential fuzzing found bugs with (tests/fuzz/models.py): each
 # compiles for both targets and trains to the interpreter's losses.
 add_test(NAME e2e_fuzz_models
@@ -26,20 +30,11 @@ add_test(NAME e2e_fuzz_models
 set_tests_properties(e2e_fuzz_models PROPERTIES LABELS "e2e" TIMEOUT 300)
 # Targets a graph computes outside the vocabulary: the interpreter stops,
 # and the compiled fused and unfused steps agree.
-add_test(NAME e2e_computed_index
-         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/computed_index.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
-                 ${CMAKE_CURRENT_BINARY_DIR}/e2e_computed_index)
-set_tests_properties(e2e_computed_index PROPERTIES LABELS "e2e" TIMEOUT 300)
+trainc_e2e_script(computed_index 300)
 # A NaN gradient norm under clipping: every parameter NaN after the step.
-add_test(NAME e2e_nan_clip
-         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/nan_clip.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
-                 ${CMAKE_CURRENT_BINARY_DIR}/e2e_nan_clip)
-set_tests_properties(e2e_nan_clip PROPERTIES LABELS "e2e" TIMEOUT 300)
+trainc_e2e_script(nan_clip 300)
 # A signal that ends trainc compile or trainc-tokenize leaves no half-written file.
-add_test(NAME e2e_interrupt
-         COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/interrupt.sh $<TARGET_FILE:trainc> $<TARGET_FILE:trainc-tokenize>
-                 ${CMAKE_CURRENT_BINARY_DIR}/e2e_interrupt)
-set_tests_properties(e2e_interrupt PROPERTIES LABELS "e2e" TIMEOUT 120)
+trainc_e2e_script(interrupt 120)
 # cmake --install: the installed programs, moved, build with their own runtime.
 add_test(NAME e2e_install
          COMMAND bash ${CMAKE_SOURCE_DIR}/tests/e2e/install.sh ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR} ${CMAKE_CURRENT_BINARY_DIR}/e2e_install)
